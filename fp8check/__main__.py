@@ -1,0 +1,5 @@
+import sys
+
+from fp8check.cli import main
+
+sys.exit(main())

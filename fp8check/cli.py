@@ -1,0 +1,82 @@
+"""The ``fp8check`` command line: a thin shell over the library.
+
+Each subcommand lives in its own module under :mod:`fp8check.commands` with
+``register(subparsers)`` and a ``run(args) -> int``; modules import their
+heavy dependencies inside ``run`` so that ``fp8check --help`` stays fast.
+Bad input ends with one line on stderr and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import NoReturn, Sequence
+
+from fp8check.errors import FP8CheckError
+
+EXIT_OK = 0
+EXIT_DIVERGED = 1  # a kernel diverged, an audit found a finding at --fail-on
+EXIT_USAGE = 2  # bad input, an unreadable file, a kernel that cannot be called
+
+# One module per subcommand; the order is the order of `fp8check --help`.
+COMMANDS = (
+    "survey",
+    "check",
+    "fingerprint",
+    "sweep",
+    "explain",
+    "table",
+    "golden",
+    "bench",
+    "audit",
+    "convert",
+    "report",
+)
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def build_parser() -> ArgumentParser:
+    from fp8check import __version__
+
+    parser = ArgumentParser(prog="fp8check", description="Prove FP8 code numerically correct, bit for bit.")
+    parser.add_argument("--version", action="version", version=f"fp8check {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"fp8check.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"fp8check.commands.{name}":
+                continue  # a command not built yet in this checkout
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "run", None) is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        return int(args.run(args))
+    except FP8CheckError as exc:
+        print(f"fp8check: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("fp8check: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,262 @@
+"""Profiles: the semantics a cast claims, as data.
+
+A :class:`Profile` says how a conversion into a narrow format rounds, what it
+does with finite values beyond the largest code, with ±Inf and NaN, with
+results in the subnormal range, and whether a wide input is first rounded
+through a narrower type (the double rounding torch and ml_dtypes do for
+float64). Some stacks treat formats differently (torch >= 2.12 saturates
+e4m3fn only); a profile carries such per-format rules as ``overrides`` and
+:meth:`Profile.resolve` gives the rules for one format.
+
+The named profiles and the facts that pin them (each has a test against the
+real stack wherever it is installed):
+
+============== ===============================================================
+``ieee``       RNE, non-saturating, exact from any input precision. The
+               default, and OCP OFP8's non-saturating mode.
+``satfinite``  RNE; finite overflow and ±Inf go to ±max; NaN stays NaN
+               (NVIDIA ``cvt.rn.satfinite``, OCP OFP8's saturating mode).
+``rtz``        round toward zero, non-saturating (Triton
+               ``fp_downcast_rounding="rtz"``).
+``ml_dtypes``  ml_dtypes 0.6 ``astype``: RNE, non-saturating, float64 inputs
+               rounded to float32 first; e8m0fnu zero and negatives are NaN;
+               fp4/fp6 NaN becomes the zero of the opposite sign.
+``torch-2.11``  torch eager up to 2.11 (CPU and CUDA): as ml_dtypes, but e5m2
+               NaN is 0x7F/0xFF and e8m0fnu takes |x| and maps 0 to 0x00.
+``torch-2.12``  torch eager from 2.12 (measured on 2.13): as torch-2.11, but
+               e4m3fn saturates finite overflow and ±Inf to ±448.
+``triton-sm90`` Triton compiled for Hopper: ``cvt.rn.satfinite`` for e4m3fn
+               and e5m2; fnuz types do not compile on NVIDIA.
+``ocp-mx``     OCP MX v1.0 element conversion: RNE, saturating to ±max for
+               finite values, Inf and NaN become NaN where the format has it.
+============== ===============================================================
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from fp8check.errors import UnknownProfileError, UnsupportedFormatError
+from fp8check.formats import Format, get as get_format
+
+__all__ = ["Profile", "get", "names", "PROFILES", "IEEE", "SATFINITE", "RTZ",
+           "ML_DTYPES", "TORCH_2_11", "TORCH_2_12", "TRITON_SM90", "OCP_MX",
+           "for_torch"]
+
+Rounding = Literal["rne", "rtz", "rna", "stochastic"]
+Overflow = Literal["nonsat", "satfinite"]
+Infinity = Literal["nonsat", "satfinite", "nan"]
+NanCode = Literal["quiet", "all_ones", "quiet_positive"]
+NanWithoutCode = Literal["zero", "flipped_zero", "max"]
+Subnormals = Literal["keep", "flush"]
+Intermediate = Literal["float32", "float16", "bfloat16"]
+UnsignedNegative = Literal["nan", "magnitude"]
+UnsignedZero = Literal["nan", "min"]
+
+_CHOICES: dict[str, tuple[Any, ...]] = {
+    "rounding": ("rne", "rtz", "rna", "stochastic"),
+    "overflow": ("nonsat", "satfinite"),
+    "infinity": ("nonsat", "satfinite", "nan"),
+    "nan": ("quiet", "all_ones", "quiet_positive"),
+    "nan_without_code": ("zero", "flipped_zero", "max"),
+    "subnormals": ("keep", "flush"),
+    "intermediate": (None, "float32", "float16", "bfloat16"),
+    "unsigned_negative": ("nan", "magnitude"),
+    "unsigned_zero": ("nan", "min"),
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Profile:
+    """The semantics of a conversion into a narrow format.
+
+    rounding
+        ``rne`` nearest, ties to even; ``rna`` nearest, ties away from zero;
+        ``rtz`` toward zero; ``stochastic``: with ``stochastic_bits`` = n and
+        caller-supplied random integers r in [0, 2^n), round away from zero
+        iff floor(f * 2^n) + r >= 2^n, where f in [0, 1) is the exact
+        fraction of the value below the kept bits (gfloat's
+        ``StochasticFastest``).
+    overflow
+        finite values that round beyond the largest code: ``nonsat`` to Inf
+        where the format has it, else NaN, else (fp4/fp6) ±max;
+        ``satfinite`` to ±max.
+    infinity
+        what ±Inf becomes: ``nonsat`` (as overflow under nonsat),
+        ``satfinite`` (±max) or ``nan``.
+    nan
+        the NaN code produced: ``quiet`` (mantissa MSB, sign kept: e5m2
+        0x7E/0xFE), ``all_ones`` (mantissa all ones, sign kept: 0x7F/0xFF),
+        ``quiet_positive`` (``quiet`` with the sign cleared). fnuz has one
+        NaN, 0x80, whatever this says.
+    nan_without_code
+        NaN into a format without NaN (fp4/fp6): ``zero`` (signed zero),
+        ``flipped_zero`` (the zero of the opposite sign, as ml_dtypes does)
+        or ``max``.
+    subnormals
+        ``keep``, or ``flush`` results in the subnormal range to signed zero
+        (decided after rounding).
+    intermediate
+        when the input is wider than this type it is first rounded to it
+        (RNE, IEEE): the double rounding of torch and ml_dtypes from float64.
+    unsigned_negative, unsigned_zero
+        negative inputs and zero into an unsigned format without zero
+        (e8m0fnu): NaN, or |x| / the smallest code.
+    formats
+        the formats the profile defines (None: all); a cast into another
+        raises :class:`~fp8check.errors.UnsupportedFormatError`.
+    overrides
+        per-format rules, as ``((format_name, ((field, value), ...)), ...)``;
+        build them with :meth:`with_overrides`.
+    """
+
+    name: str
+    rounding: Rounding = "rne"
+    stochastic_bits: int = 0
+    overflow: Overflow = "nonsat"
+    infinity: Infinity = "nonsat"
+    nan: NanCode = "quiet"
+    nan_without_code: NanWithoutCode = "zero"
+    subnormals: Subnormals = "keep"
+    intermediate: Intermediate | None = None
+    unsigned_negative: UnsignedNegative = "nan"
+    unsigned_zero: UnsignedZero = "nan"
+    formats: frozenset[str] | None = None
+    overrides: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
+    description: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        for key, allowed in _CHOICES.items():
+            value = getattr(self, key)
+            if value not in allowed:
+                raise ValueError(
+                    f"profile {self.name!r}: {key}={value!r} is not one of "
+                    f"{', '.join(repr(a) for a in allowed)}"
+                )
+        if self.rounding == "stochastic" and not 1 <= self.stochastic_bits <= 24:
+            raise ValueError(
+                f"profile {self.name!r}: stochastic rounding needs 1 <= stochastic_bits <= 24, "
+                f"got {self.stochastic_bits}"
+            )
+        if self.formats is not None and not isinstance(self.formats, frozenset):
+            object.__setattr__(self, "formats", frozenset(self.formats))
+        for fmt_name, changes in self.overrides:
+            for key, _ in changes:
+                if key not in _CHOICES and key != "stochastic_bits":
+                    raise ValueError(f"profile {self.name!r}: cannot override {key!r} for {fmt_name}")
+
+    def with_overrides(self, fmt: object, **changes: Any) -> Profile:
+        """A copy whose rules for ``fmt`` differ by ``changes``."""
+        name = get_format(fmt).name
+        kept = tuple(o for o in self.overrides if o[0] != name)
+        return dataclasses.replace(self, overrides=kept + ((name, tuple(sorted(changes.items()))),))
+
+    def supports(self, fmt: object) -> bool:
+        return self.formats is None or get_format(fmt).name in self.formats
+
+    def resolve(self, fmt: object) -> Profile:
+        """The rules this profile applies to ``fmt`` (overrides folded in)."""
+        f = get_format(fmt)
+        if not self.supports(f):
+            raise UnsupportedFormatError(
+                f"profile {self.name!r} does not define {f.name}; it defines "
+                f"{', '.join(sorted(self.formats or ()))}"
+            )
+        for fmt_name, changes in self.overrides:
+            if fmt_name == f.name:
+                return dataclasses.replace(self, overrides=(), **dict(changes))
+        return self
+
+    def summary(self, fmt: Format | None = None) -> str:
+        """One line: 'RNE, satfinite, Inf -> max, NaN quiet, ...'."""
+        p = self.resolve(fmt) if fmt is not None else self
+        parts = [p.rounding.upper() + (f"/{p.stochastic_bits}b" if p.rounding == "stochastic" else "")]
+        parts.append("satfinite" if p.overflow == "satfinite" else "non-saturating")
+        parts.append({"nonsat": "±Inf → Inf/NaN", "satfinite": "±Inf → ±max", "nan": "±Inf → NaN"}[p.infinity])
+        parts.append(f"NaN {p.nan}")
+        if p.subnormals == "flush":
+            parts.append("flush subnormals")
+        if p.intermediate:
+            parts.append(f"via {p.intermediate}")
+        return ", ".join(parts)
+
+
+IEEE = Profile(
+    name="ieee",
+    description="RNE, non-saturating, exact from any input precision (the default; OCP OFP8 non-saturating mode)",
+)
+SATFINITE = Profile(
+    name="satfinite",
+    overflow="satfinite",
+    infinity="satfinite",
+    nan_without_code="zero",
+    description="RNE; finite overflow and ±Inf to ±max; NaN stays NaN (NVIDIA cvt.rn.satfinite, OCP OFP8 saturating mode)",
+)
+RTZ = Profile(
+    name="rtz",
+    rounding="rtz",
+    description="round toward zero, non-saturating (Triton fp_downcast_rounding='rtz')",
+)
+ML_DTYPES = Profile(
+    name="ml_dtypes",
+    intermediate="float32",
+    nan_without_code="flipped_zero",
+    description="ml_dtypes 0.6 astype: RNE, non-saturating, float64 rounded to float32 first",
+)
+TORCH_2_11 = Profile(
+    name="torch-2.11",
+    intermediate="float32",
+    nan="quiet",
+    unsigned_negative="magnitude",
+    unsigned_zero="min",
+    formats=frozenset({"e4m3fn", "e4m3fnuz", "e5m2", "e5m2fnuz", "e8m0fnu"}),
+    description="torch eager up to 2.11 (CPU and CUDA): RNE, non-saturating, float64 via float32, e5m2 NaN 0x7F/0xFF",
+).with_overrides("e5m2", nan="all_ones")
+TORCH_2_12 = dataclasses.replace(
+    TORCH_2_11.with_overrides("e4m3fn", overflow="satfinite", infinity="satfinite"),
+    name="torch-2.12",
+    description="torch eager from 2.12 (measured on 2.13): as torch-2.11, but e4m3fn saturates finite overflow and ±Inf to ±448",
+)
+TRITON_SM90 = Profile(
+    name="triton-sm90",
+    overflow="satfinite",
+    infinity="satfinite",
+    nan="all_ones",
+    formats=frozenset({"e4m3fn", "e5m2"}),
+    description="Triton compiled for sm90: cvt.rn.satfinite to float8e4nv/float8e5; fnuz types do not compile on NVIDIA",
+)
+OCP_MX = Profile(
+    name="ocp-mx",
+    overflow="satfinite",
+    infinity="nan",
+    nan_without_code="max",
+    description="OCP MX v1.0 element conversion: RNE, finite overflow clamps to ±max, Inf/NaN become NaN where the format has it",
+)
+
+PROFILES: dict[str, Profile] = {
+    p.name: p for p in (IEEE, SATFINITE, RTZ, ML_DTYPES, TORCH_2_11, TORCH_2_12, TRITON_SM90, OCP_MX)
+}
+
+
+def names() -> tuple[str, ...]:
+    return tuple(PROFILES)
+
+
+def get(name: object) -> Profile:
+    """The profile ``name`` refers to (a :class:`Profile` is returned as is)."""
+    if isinstance(name, Profile):
+        return name
+    key = str(name).strip().lower().replace("_", "-") if name is not None else ""
+    aliases = {"ml-dtypes": "ml_dtypes", "default": "ieee", "rne": "ieee", "sat": "satfinite"}
+    key = aliases.get(key, key)
+    if key not in PROFILES:
+        raise UnknownProfileError(f"unknown profile {name!r}; known profiles: {', '.join(names())}")
+    return PROFILES[key]
+
+
+def for_torch(version: str) -> Profile:
+    """The profile of torch eager casts in ``version`` (e.g. ``torch.__version__``)."""
+    major, minor = (int(part) for part in version.split("+")[0].split(".")[:2])
+    return TORCH_2_12 if (major, minor) >= (2, 12) else TORCH_2_11

@@ -1,0 +1,155 @@
+"""Divergences and check results as data: collected here, rendered elsewhere.
+
+A :class:`Divergence` is one input where a kernel and the reference disagree;
+a :class:`CheckResult` is everything one check of one kernel found. Both
+round-trip through JSON (``to_dict`` / ``from_dict``), which is the contract
+between the suite (``fp8check check``, the pytest plugin), the report
+renderer and anyone reading results later.
+
+A results file holds many checks::
+
+    {"fp8check_results": 1, "environment": {...}, "checks": [CheckResult, ...]}
+
+while ``fp8check check --json`` writes one CheckResult object (with its
+``environment``) at the top level.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Iterable
+
+RESULTS_VERSION = 1
+
+# Cast divergences, in the order a report lists them.
+CAST_CATEGORIES = ("rounding", "overflow", "infinity", "nan", "signed_zero", "subnormal", "other")
+# Quantizer divergences (recipes): a wrong scale, wrong codes under a right
+# scale, or mishandled non-finite input.
+QUANTIZE_CATEGORIES = ("scale", "codes", "nonfinite")
+CATEGORIES = CAST_CATEGORIES + QUANTIZE_CATEGORIES
+
+
+@dataclass(frozen=True, kw_only=True)
+class Divergence:
+    """One input on which a kernel and the reference disagree.
+
+    Hex strings are bit patterns in their own width: ``input_hex`` has 4
+    digits for a 16-bit input and 8 for float32; codes have 2.
+    """
+
+    category: str
+    input_hex: str
+    expected_hex: str
+    actual_hex: str
+    input_dtype: str = "float32"
+    input_value: str = ""
+    expected_value: str = ""
+    actual_value: str = ""
+    detail: str = ""
+
+    def __post_init__(self) -> None:
+        if self.category not in CATEGORIES:
+            raise ValueError(f"unknown divergence category {self.category!r}; known: {', '.join(CATEGORIES)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Divergence:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclass(kw_only=True)
+class CheckResult:
+    """What one check of one kernel against one format and profile found.
+
+    ``categories`` counts every divergence found (exact); ``divergences``
+    lists at most a capped number of them, the most minimal first.
+    """
+
+    kernel: str
+    format: str
+    profile: str
+    passed: bool
+    checked: int
+    categories: dict[str, int] = field(default_factory=dict)
+    divergences: list[Divergence] = field(default_factory=list)
+    kind: str = "cast"  # "cast" or "quantize"
+    input_dtype: str = "float32"
+    device: str = "cpu"
+    seed: int | None = None
+    command: str = ""  # a command line that reproduces the check
+    expected_failure: str = ""  # the upstream issue when the divergence is known
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["divergences"] = [d.to_dict() for d in self.divergences]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CheckResult:
+        names = {f.name for f in fields(cls)}
+        kept = {k: v for k, v in data.items() if k in names}
+        kept["divergences"] = [Divergence.from_dict(d) for d in data.get("divergences", [])]
+        return cls(**kept)
+
+
+def environment() -> dict[str, Any]:
+    """Versions and device facts, so that two results can be compared."""
+    env: dict[str, Any] = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+    }
+    from fp8check import __version__
+
+    env["fp8check"] = __version__
+    for name in ("numpy", "ml_dtypes", "torch", "triton", "torchao", "gfloat", "hypothesis"):
+        module = sys.modules.get(name)
+        if module is None:
+            try:
+                from importlib.metadata import version
+
+                env[name] = version(name)
+            except Exception:
+                continue
+        else:
+            env[name] = getattr(module, "__version__", "unknown")
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        env["cuda_device"] = torch.cuda.get_device_name(0)
+        env["cuda"] = torch.version.cuda
+    return env
+
+
+def dump_results(path: str | Path, checks: Iterable[CheckResult], env: dict[str, Any] | None = None) -> None:
+    """Write a results file holding ``checks``."""
+    doc = {
+        "fp8check_results": RESULTS_VERSION,
+        "environment": env if env is not None else environment(),
+        "checks": [c.to_dict() for c in checks],
+    }
+    Path(path).write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n", encoding="utf-8")
+
+
+def load_results(path: str | Path) -> tuple[dict[str, Any], list[CheckResult]]:
+    """Read a results file or a single-check JSON: (environment, checks)."""
+    from fp8check.errors import InvalidValueError
+
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InvalidValueError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidValueError(f"{path}: not JSON: {exc}") from None
+    if isinstance(doc, dict) and "checks" in doc:
+        return doc.get("environment", {}), [CheckResult.from_dict(c) for c in doc["checks"]]
+    if isinstance(doc, dict) and "kernel" in doc:
+        return doc.get("environment", {}), [CheckResult.from_dict(doc)]
+    raise InvalidValueError(f"{path}: not an fp8check results file (no 'checks' or 'kernel' key)")
