@@ -1,12 +1,33 @@
 """The fp8check pytest plugin (registered through the ``pytest11`` entry point).
 
-Declares the suite's markers and skips ``gpu`` tests cleanly where no CUDA
-device is present.
+- Declares the suite's markers and skips ``gpu`` tests cleanly where no CUDA
+  device is present.
+- Parametrizes the properties (``properties/``): a test that asks for the
+  ``fp8_target`` fixture runs once per built-in adapter x format x input
+  dtype available here, or, with ``--fp8check-kernel MODULE:FUNC
+  --fp8check-format FMT [--fp8check-profile NAME]``, once per input dtype
+  of that user kernel. Each parameter carries the markers of its format
+  (``fnuz``/``ocp``/``mx`` and the format's own), ``gpu`` for CUDA
+  kernels, and ``xfail(strict=True)`` naming the upstream issue where a
+  real stack's divergence is a known upstream bug.
+- ``--fp8check-json PATH`` writes every divergence found (one check per
+  kernel x format x profile x input dtype; exact counts, reproducers capped
+  by ``--fp8check-max-listed``); under pytest-xdist each worker sends its
+  findings to the controller, which merges them.
+- Hypothesis profiles ``ci`` (the default for the properties: fast,
+  derandomized, no database) and ``thorough`` (``--hypothesis-profile
+  thorough``: many more examples, random).
+
+Every option has an ini key of the same name with ``-`` as ``_`` (e.g.
+``fp8check_kernel``).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from hypothesis import HealthCheck, Phase, settings
 
 MARKERS = {
     "fnuz": "fnuz: checks of the AMD CDNA3 formats e4m3fnuz and e5m2fnuz",
@@ -19,12 +40,53 @@ MARKERS = {
     "gpu": "gpu: needs a CUDA device; skipped cleanly without one",
     "exhaustive": "exhaustive: sweeps a whole input space (all codes, all 16-bit inputs)",
     "slow": "slow: takes more than a few seconds",
+    "fp8check_hazards": "fp8check_hazards(*names): the hazard sets (fp8check.hazards.HAZARDS) a property "
+    "covers; known upstream divergences on them make the property a strict xfail",
 }
+
+_HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example,
+           HealthCheck.filter_too_much]
+CI = settings(max_examples=60, derandomize=True, database=None, deadline=None, print_blob=False,
+              suppress_health_check=_HEALTH)
+THOROUGH = settings(max_examples=2000, deadline=None, suppress_health_check=_HEALTH)
+settings.register_profile("ci", CI)
+settings.register_profile("thorough", THOROUGH)
+
+_OPTIONS = (
+    ("kernel", "MODULE:FUNC", "a user cast kernel to put through the properties instead of the built-in adapters"),
+    ("format", "FMT", "the format the user kernel casts to (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz, ...)"),
+    ("profile", "NAME", "the profile the user kernel claims (default: ieee)"),
+    ("input-dtype", "DTYPES", "comma-separated input dtypes fed to the user kernel (default: float32,float16,bfloat16)"),
+    ("device", "DEVICE", "cpu or cuda: where the user kernel's input tensors live (default: cpu)"),
+    ("json", "PATH", "write every divergence found to PATH (fp8check results JSON)"),
+    ("max-listed", "N", "reproducers listed per check in the JSON (default 1000; 0 lists all; counts stay exact)"),
+)
+
+_STATE = pytest.StashKey[dict]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("fp8check", "fp8check: bit-exact FP8 properties")
+    for name, metavar, help_text in _OPTIONS:
+        group.addoption(f"--fp8check-{name}", dest=f"fp8check_{name.replace('-', '_')}", metavar=metavar,
+                        default=None, help=help_text)
+        parser.addini(f"fp8check_{name.replace('-', '_')}", help_text, default=None)
+
+
+def _option(config: pytest.Config, name: str) -> str | None:
+    key = f"fp8check_{name.replace('-', '_')}"
+    value = config.getoption(key, None)
+    if value is None:
+        value = config.getini(key) or None
+    return value
 
 
 def pytest_configure(config: pytest.Config) -> None:
     for line in MARKERS.values():
         config.addinivalue_line("markers", line)
+    from fp8check.suite import Collector
+
+    config.stash[_STATE] = {"collector": Collector(), "targets": None, "profiles": {}}
 
 
 def _cuda_available() -> bool:
@@ -35,9 +97,220 @@ def _cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
+def _hypothesis_profile(config: pytest.Config) -> settings:
+    name = config.getoption("hypothesis_profile", None)
+    return THOROUGH if name == "thorough" else CI
+
+
+def _targets(config: pytest.Config) -> dict[str, list[Any]]:
+    """The parameters of every fixture the plugin provides (built once per session)."""
+    state = config.stash[_STATE]
+    if state["targets"] is not None:
+        return state["targets"]
+    from fp8check import formats, kernels, profiles
+    from fp8check.errors import FP8CheckError
+    from fp8check.suite import Target, exact_variant, targets_for
+
+    collector = state["collector"]
+    spec = _option(config, "kernel")
+    try:
+        if spec:
+            fmt_name = _option(config, "format")
+            if not fmt_name:
+                raise pytest.UsageError("--fp8check-kernel needs --fp8check-format (or the ini key fp8check_format)")
+            fmt = formats.get(fmt_name)
+            profile = profiles.get(_option(config, "profile") or "ieee")
+            profile.resolve(fmt)
+            dtypes = tuple(d.strip() for d in (_option(config, "input-dtype") or "float32,float16,bfloat16").split(",") if d.strip())
+            from fp8check import inputs
+
+            for d in dtypes:
+                inputs.source_format(d)
+            device = _option(config, "device") or "cpu"
+            kernel = kernels.load_user_kernel(spec, device=device, profile=profile, input_dtypes=dtypes)
+            from fp8check.kernels.user import check_callable
+
+            check_callable(kernel, fmt, dtypes[0])
+            all_kernels = [kernel]
+            cast_targets = targets_for(all_kernels, input_dtypes=[d for d in dtypes if d != "float64"],
+                                       formats=[fmt], collector=collector, profile=profile)
+            f64 = [Target(kernel=kernel, fmt=fmt, input_dtype="float64", profile=profile, collector=collector)] \
+                if "float64" in dtypes else []
+        else:
+            all_kernels = kernels.builtin_kernels()
+            cast_targets = targets_for(all_kernels, collector=collector)
+            f64 = [Target(kernel=k, fmt=f, input_dtype="float64", profile=k.profile_for(f), collector=collector)
+                   for k in all_kernels if "float64" in k.input_dtypes for f in k.formats if k.supports(f)]
+    except FP8CheckError as exc:
+        raise pytest.UsageError(f"fp8check: {exc}") from None
+    for t in cast_targets + f64:
+        state["profiles"][t.profile.name] = t.profile
+    exact = [Target(kernel=t.kernel, fmt=t.fmt, input_dtype="float64", profile=exact_variant(t.profile),
+                    collector=collector) for t in f64]
+    for t in exact:
+        state["profiles"][t.profile.name] = t.profile
+    decode = [(k, f) for k in all_kernels if k.decode_fn is not None for f in k.formats if k.supports(f)]
+    known = [t for t in cast_targets if any(k.affects is not None for k in t.known())]
+    from fp8check.suite import FNUZ
+
+    state["targets"] = {"fp8_target": cast_targets, "fp8_decode_target": decode,
+                        "fp8_fnuz_target": [t for t in cast_targets if t.fmt.name in FNUZ],
+                        "fp8_float64_target": f64, "fp8_float64_exact_target": exact,
+                        "fp8_known_bug_target": known}
+    return state["targets"]
+
+
+def _format_marks(fmt_name: str, device: str) -> list[Any]:
+    from fp8check.suite import FNUZ, MX, OCP
+
+    marks = [getattr(pytest.mark, fmt_name)] if fmt_name in MARKERS else []
+    if fmt_name in FNUZ:
+        marks.append(pytest.mark.fnuz)
+    if fmt_name in OCP:
+        marks.append(pytest.mark.ocp)
+    if fmt_name in MX:
+        marks.append(pytest.mark.mx)
+    if device != "cpu":
+        marks.append(pytest.mark.gpu)
+    return marks
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    names = [n for n in ("fp8_target", "fp8_fnuz_target", "fp8_decode_target", "fp8_float64_target", "fp8_float64_exact_target",
+                         "fp8_known_bug_target") if n in metafunc.fixturenames]
+    if not names:
+        return
+    targets = _targets(metafunc.config)
+    hazard_marker = metafunc.definition.get_closest_marker("fp8check_hazards")
+    hazards = tuple(hazard_marker.args) if hazard_marker else None
+    for name in names:
+        params = []
+        for t in targets[name]:
+            if name == "fp8_decode_target":
+                kernel, fmt = t
+                marks = _format_marks(fmt.name, kernel.device)
+                known = kernel.known_divergences(fmt, None, "decode")
+                if known:
+                    marks.append(pytest.mark.xfail(strict=True, reason=known[0].reason))
+                params.append(pytest.param(t, id=f"{kernel.name}-{fmt.name}", marks=marks))
+                continue
+            marks = _format_marks(t.fmt.name, t.kernel.device)
+            if name in ("fp8_target", "fp8_fnuz_target"):
+                broad = t.broad_known(hazards)
+                if broad is not None:
+                    marks.append(pytest.mark.xfail(strict=True, reason=broad.reason))
+            elif name == "fp8_known_bug_target":
+                reasons = "; ".join(k.reason for k in t.known() if k.affects is not None)
+                marks.append(pytest.mark.xfail(strict=True, reason=reasons))
+            elif name == "fp8_float64_exact_target":
+                reason = _float64_reason(t)
+                if reason:
+                    marks.append(pytest.mark.xfail(strict=True, reason=reason))
+            params.append(pytest.param(t, id=t.id, marks=marks))
+        metafunc.parametrize(name, params)
+
+
+def _float64_reason(target: Any) -> str:
+    from fp8check.kernels.known import FLOAT64_ML_DTYPES_REASON, FLOAT64_TORCH_REASON
+
+    if not target.kernel.builtin:
+        return ""
+    if target.kernel.name.startswith("torch-"):
+        return FLOAT64_TORCH_REASON
+    if target.kernel.name == "ml_dtypes":
+        return FLOAT64_ML_DTYPES_REASON
+    return ""
+
+
+@pytest.fixture
+def fp8_settings(request: pytest.FixtureRequest) -> settings:
+    """Hypothesis settings for a property: the session's profile (``ci`` unless
+    ``--hypothesis-profile thorough``); no shrinking where a strict xfail
+    is already known to fail (shrinking a broken stack only costs time)."""
+    base = _hypothesis_profile(request.config)
+    if request.node.get_closest_marker("xfail") is not None:
+        return settings(base, phases=[Phase.explicit, Phase.generate])
+    return base
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
     if gpu_items and not _cuda_available():
         skip = pytest.mark.skip(reason="needs a CUDA device (none found)")
         for item in gpu_items:
             item.add_marker(skip)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> Any:
+    report = yield
+    if report.when == "call":
+        callspec = getattr(item, "callspec", None)
+        params = callspec.params if callspec else {}
+        target = next((params[n] for n in ("fp8_target", "fp8_fnuz_target", "fp8_float64_target",
+                                           "fp8_float64_exact_target", "fp8_known_bug_target") if n in params), None)
+        if target is not None and hasattr(target, "key"):
+            xfail = item.get_closest_marker("xfail")
+            item.config.stash[_STATE]["collector"].note_test(
+                target.key, failed=report.failed or bool(getattr(report, "wasxfail", "")),
+                reason=xfail.kwargs.get("reason", "") if xfail else "")
+    return report
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    state = config.stash.get(_STATE, None)
+    if state is None:
+        return
+    workeroutput = getattr(config, "workeroutput", None)
+    if workeroutput is not None:  # a pytest-xdist worker: send findings to the controller
+        workeroutput["fp8check"] = state["collector"].to_state()
+        workeroutput["fp8check_profiles"] = _profiles_state(state["profiles"])
+        return
+    path = _option(config, "json")
+    if not path:
+        return
+    from fp8check.results import dump_results
+
+    listed = _option(config, "max-listed")
+    cap = int(listed) if listed not in (None, "") else 1000
+    checks = state["collector"].results(state["profiles"], cap=cap if cap > 0 else None)
+    dump_results(path, checks)
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        diverged = sum(not c.passed for c in checks)
+        reporter.write_line(f"fp8check: wrote {len(checks)} checks ({diverged} diverged) to {path}")
+
+
+def _profiles_state(profiles_by_name: dict[str, Any]) -> list[dict[str, Any]]:
+    import dataclasses
+
+    out = []
+    for p in profiles_by_name.values():
+        data = dataclasses.asdict(p)
+        data["formats"] = sorted(p.formats) if p.formats is not None else None
+        data["overrides"] = [[f, [list(c) for c in changes]] for f, changes in p.overrides]
+        out.append(data)
+    return out
+
+
+def _profile_from_state(data: dict[str, Any]) -> Any:
+    from fp8check.profiles import Profile
+
+    data = dict(data)
+    data["formats"] = frozenset(data["formats"]) if data["formats"] is not None else None
+    data["overrides"] = tuple((f, tuple(tuple(c) for c in changes)) for f, changes in data["overrides"])
+    return Profile(**data)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """pytest-xdist: merge a finished worker's findings (controller side)."""
+    output = getattr(node, "workeroutput", None) or {}
+    state = node.config.stash.get(_STATE, None)
+    if state is None or "fp8check" not in output:
+        return
+    state["collector"].merge_state(output["fp8check"])
+    for data in output.get("fp8check_profiles", []):
+        profile = _profile_from_state(data)
+        state["profiles"].setdefault(profile.name, profile)

@@ -227,6 +227,8 @@ def decode_table(fmt: object) -> np.ndarray:
     codes = np.arange(f.code_count, dtype=np.int64)
     sig, exp2, special = model.decode_codes(np, codes, f)
     values = np.ldexp(sig.astype(np.float64), exp2.astype(np.int32))
+    # The integer significand of a negative zero is 0: take the sign from the code.
+    values = np.copysign(values, np.where((codes & f.sign_mask) != 0, -1.0, 1.0))
     values[special == 1] = np.nan
     values[special == 2] = np.where(sig[special == 2] < 0, -np.inf, np.inf)
     values.setflags(write=False)

@@ -1,0 +1,407 @@
+"""The check engine: run a kernel against the reference, classify what differs.
+
+``run_check`` is ``fp8check check`` without the terminal: the exhaustive
+sweep of the input dtype (:func:`fp8check.inputs.sweep_bits`) plus
+Hypothesis-drawn inputs (:mod:`fp8check.strategies`), every output compared
+with :func:`fp8check.reference.encode` bit for bit, every divergence
+classified into one of the cast categories of :mod:`fp8check.results`, and
+a :class:`~fp8check.results.CheckResult` with exact counts and a capped list
+of reproducers, the simplest of each category first.
+
+Categories, decided from the input and the two codes, first match wins:
+
+``nan``          the input is a NaN.
+``infinity``     the input is ±Inf.
+``signed_zero``  the input is ±0, or the reference gives a zero and the
+                 kernel the zero pattern of the other sign (in fnuz: 0x80,
+                 which is NaN).
+``overflow``     a finite input beyond the format's largest value.
+``subnormal``    a non-zero input below the smallest normal, an input that
+                 is subnormal in its own dtype, or a subnormal code on
+                 either side.
+``rounding``     a finite input in range where the kernel returned the other
+                 neighbour of the input on the format's grid.
+``other``        anything else (e.g. a result that is not a neighbour at
+                 all: a lost mantissa carry).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import shlex
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from fp8check import inputs, reference
+from fp8check.formats import Format, get as get_format
+from fp8check.profiles import Profile, get as get_profile
+from fp8check.results import CAST_CATEGORIES, CheckResult, Divergence
+
+__all__ = [
+    "classify",
+    "compare",
+    "Divergences",
+    "run_check",
+    "decode_check",
+    "code_fields",
+    "describe_code",
+    "hypothesis_bits",
+    "DEFAULT_CAP",
+]
+
+DEFAULT_CAP = 100  # reproducers listed per check (counts stay exact)
+
+_CATEGORY_INDEX = {c: i for i, c in enumerate(CAST_CATEGORIES)}
+
+
+def code_fields(code: int, fmt: Format) -> str:
+    """``code`` as its bit fields, sign | exponent | mantissa: ``'0 1111 110'``."""
+    m, e = fmt.mantissa_bits, fmt.exponent_bits
+    mant = format(code & fmt.mantissa_mask, f"0{m}b") if m else ""
+    exp = format((code >> m) & ((1 << e) - 1), f"0{e}b")
+    parts = ([str(code >> (fmt.bits - 1))] if fmt.signed else []) + [exp] + ([mant] if m else [])
+    return " ".join(parts)
+
+
+def describe_code(code: int, fmt: Format) -> str:
+    """``'0x7e (448.0)'``: the code in hex and its exact value."""
+    value = reference.decode(np.array([code]), fmt)[0]
+    if math.isnan(value):
+        text = "nan"
+    else:
+        text = repr(float(value))
+    return f"0x{code:02x} ({text})"
+
+
+def _rtz_probe(profile: Profile, fmt: Format) -> Profile:
+    """Round-toward-zero, otherwise like ``profile``: the lower neighbour of an input."""
+    p = profile.resolve(fmt)
+    return dataclasses.replace(p, name=f"{p.name}-rtz-probe", rounding="rtz", stochastic_bits=0,
+                               subnormals="keep", overflow="nonsat")
+
+
+def _values(bits: np.ndarray, input_dtype: str) -> np.ndarray:
+    x = inputs.from_bits(bits, input_dtype)
+    with np.errstate(all="ignore"):
+        return x.astype(np.float64)
+
+
+def classify(bits: np.ndarray, expected: np.ndarray, actual: np.ndarray, input_dtype: str,
+             fmt: object, profile: object) -> np.ndarray:
+    """Category names (array of str) for inputs where ``expected != actual``."""
+    f, p = get_format(fmt), get_profile(profile)
+    bits = np.asarray(bits)
+    expected = np.asarray(expected).astype(np.int64)
+    actual = np.asarray(actual).astype(np.int64)
+    v = _values(bits, input_dtype)
+    a = np.abs(v)
+    src = inputs.source_format(input_dtype)
+    b64 = bits.astype(np.uint64)
+    nan_in = np.isnan(v)
+    inf_in = np.isinf(v)
+    finite = ~nan_in & ~inf_in
+    zero_in = finite & (v == 0)
+    mag_mask = f.magnitude_mask
+    nan_codes = np.zeros(f.code_count, dtype=bool)
+    nan_codes[list(f.nan_codes)] = True
+    exp_zero = f.has_zero & ((expected & mag_mask) == 0) & ~nan_codes[expected]
+    act_zero_like = (actual & mag_mask) == 0
+    signed_zero = (zero_in & f.has_zero) | (f.signed & exp_zero & act_zero_like)
+    overflow = finite & (a > f.max)
+    input_subnormal = finite & ~zero_in & (((b64 & np.uint64(src.magnitude_mask)) >> np.uint64(src.mantissa_bits)) == 0)
+
+    def subnormal_code(c: np.ndarray) -> np.ndarray:
+        if not f.has_subnormals:
+            return np.zeros(c.shape, dtype=bool)
+        mag = c & mag_mask
+        return (mag > 0) & (mag < (1 << f.mantissa_bits)) & ~nan_codes[c]
+
+    subnormal = finite & ~zero_in & (
+        (a < f.smallest_normal) | input_subnormal | subnormal_code(expected) | subnormal_code(actual)
+    )
+    lower = reference.encode(inputs.from_bits(bits, input_dtype), f, _rtz_probe(p, f)).astype(np.int64)
+    if f.signed:
+        same_sign = ((actual & f.sign_mask) != 0) == (v < 0)
+    else:
+        same_sign = np.ones(v.shape, dtype=bool)
+    neighbour = same_sign & ~nan_codes[actual] & (
+        ((actual & mag_mask) == (lower & mag_mask)) | ((actual & mag_mask) == (lower & mag_mask) + 1)
+    )
+    rounding = finite & (a <= f.max) & neighbour
+    if not f.signed:
+        rounding &= v > 0
+    out = np.full(v.shape, "other", dtype=object)
+    # Assign in reverse priority so that the first rule in the docstring wins.
+    for mask, name in ((rounding, "rounding"), (subnormal, "subnormal"), (overflow, "overflow"),
+                       (signed_zero, "signed_zero"), (inf_in, "infinity"), (nan_in, "nan")):
+        out[mask] = name
+    return out
+
+
+def _popcount(x: np.ndarray) -> np.ndarray:
+    if hasattr(np, "bitwise_count"):
+        return np.bitwise_count(x)
+    return np.array([bin(int(v)).count("1") for v in x.reshape(-1)], dtype=np.int64).reshape(x.shape)
+
+
+def simplicity(bits: np.ndarray, input_dtype: str) -> np.ndarray:
+    """A sort key per input: fewer significant bits, then nearer 1.0, then positive."""
+    src = inputs.source_format(input_dtype)
+    b = np.asarray(bits).astype(np.uint64)
+    mant = b & np.uint64(src.mantissa_mask)
+    exp = ((b & np.uint64(src.magnitude_mask)) >> np.uint64(src.mantissa_bits)).astype(np.int64) - src.bias
+    negative = (b >> np.uint64(src.bits - 1)) & np.uint64(1)
+    pop = _popcount(mant).astype(np.int64)
+    # Lexicographic key packed into one int64: popcount, |exponent|, sign, bits.
+    return (pop << 52) | (np.minimum(np.abs(exp), 4095) << 40) | (negative.astype(np.int64) << 39) | (
+        (b.astype(np.int64) & ((1 << 39) - 1)) if src.bits <= 32 else np.zeros(b.shape, dtype=np.int64)
+    )
+
+
+@dataclass
+class Divergences:
+    """The divergences of one kernel, format and input dtype: unique by input, counted exactly."""
+
+    fmt: Format
+    profile: Profile
+    input_dtype: str
+    bits: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint64))
+    expected: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
+    actual: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
+    categories: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
+    checked: set[int] | None = None  # unique inputs (kept as a count when large)
+    checked_count: int = 0
+
+    def add(self, bits: np.ndarray, expected: np.ndarray, actual: np.ndarray) -> np.ndarray:
+        """Record a batch of compared inputs; return the mask of those that diverge."""
+        bits = np.asarray(bits).astype(np.uint64)
+        self.checked_count += int(bits.size)
+        diff = np.asarray(expected) != np.asarray(actual)
+        if diff.any():
+            cats = classify(bits[diff], expected[diff], actual[diff], self.input_dtype, self.fmt, self.profile)
+            self.bits = np.concatenate([self.bits, bits[diff]])
+            self.expected = np.concatenate([self.expected, np.asarray(expected)[diff].astype(np.uint8)])
+            self.actual = np.concatenate([self.actual, np.asarray(actual)[diff].astype(np.uint8)])
+            self.categories = np.concatenate([self.categories, cats])
+            _, first = np.unique(self.bits, return_index=True)
+            first.sort()
+            self.bits, self.expected, self.actual, self.categories = (
+                self.bits[first], self.expected[first], self.actual[first], self.categories[first])
+        return diff
+
+    def drop(self, mask: np.ndarray) -> None:
+        keep = ~mask
+        self.bits, self.expected, self.actual, self.categories = (
+            self.bits[keep], self.expected[keep], self.actual[keep], self.categories[keep])
+
+    def __len__(self) -> int:
+        return int(self.bits.size)
+
+    def counts(self) -> dict[str, int]:
+        out = {c: 0 for c in CAST_CATEGORIES}
+        names, n = np.unique(self.categories.astype(str), return_counts=True) if len(self) else ((), ())
+        for name, k in zip(names, n):
+            out[str(name)] = int(k)
+        return {c: k for c, k in out.items() if k}
+
+    def order(self) -> np.ndarray:
+        """Indices, the simplest reproducer of each category first, then the next of each, ..."""
+        if not len(self):
+            return np.zeros(0, dtype=np.int64)
+        key = simplicity(self.bits, self.input_dtype)
+        cat = np.array([_CATEGORY_INDEX.get(str(c), len(CAST_CATEGORIES)) for c in self.categories])
+        by = np.lexsort((key, cat))  # by category, then simplest first
+        sorted_cat = cat[by]
+        rank = np.empty(by.size, dtype=np.int64)
+        starts = np.r_[0, np.flatnonzero(np.diff(sorted_cat)) + 1, by.size]
+        for s, e in zip(starts[:-1], starts[1:]):
+            rank[s:e] = np.arange(e - s)
+        return by[np.lexsort((sorted_cat, rank))]  # round robin over categories
+
+    def to_list(self, cap: int | None = DEFAULT_CAP) -> list[Divergence]:
+        idx = self.order()
+        if cap is not None and cap > 0:
+            idx = idx[:cap]
+        return [self.divergence(int(i)) for i in idx]
+
+    def divergence(self, i: int) -> Divergence:
+        b, e, a = int(self.bits[i]), int(self.expected[i]), int(self.actual[i])
+        p = self.profile.resolve(self.fmt)
+        return Divergence(
+            category=str(self.categories[i]),
+            input_hex=inputs.hex_bits(b, self.input_dtype),
+            expected_hex=f"0x{e:02x}",
+            actual_hex=f"0x{a:02x}",
+            input_dtype=self.input_dtype,
+            input_value=inputs.describe(b, self.input_dtype),
+            expected_value=describe_code(e, self.fmt).split(" ", 1)[1].strip("()"),
+            actual_value=describe_code(a, self.fmt).split(" ", 1)[1].strip("()"),
+            detail=(
+                f"{self.fmt.name} under {p.name}: expected {code_fields(e, self.fmt)}, "
+                f"got {code_fields(a, self.fmt)}"
+            ),
+        )
+
+
+def expected_codes(bits: np.ndarray, input_dtype: str, fmt: Format, profile: Profile) -> np.ndarray:
+    return reference.encode(inputs.from_bits(bits, input_dtype), fmt, profile)
+
+
+def compare(kernel: Any, fmt: object, profile: object, input_dtype: str, bits: np.ndarray,
+            into: Divergences | None = None) -> Divergences:
+    """Cast the inputs ``bits`` with ``kernel`` and record where it differs from the reference."""
+    f, p = get_format(fmt), get_profile(profile)
+    into = into if into is not None else Divergences(fmt=f, profile=p, input_dtype=input_dtype)
+    bits = np.asarray(bits)
+    if bits.size == 0:
+        return into
+    x = inputs.from_bits(bits, input_dtype)
+    actual = kernel.cast(x, f)
+    expected = expected_codes(bits, input_dtype, f, p)
+    into.add(bits, expected, actual)
+    return into
+
+
+def hypothesis_bits(fmt: Format, input_dtype: str, *, max_examples: int, seed: int | None,
+                    max_size: int = 256) -> np.ndarray:
+    """Input patterns drawn by Hypothesis from :func:`fp8check.strategies.cast_input_arrays`.
+
+    Hypothesis only generates here (no shrinking: nothing fails); the
+    kernel is called once on everything drawn. ``seed`` None: derandomized.
+    """
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hypothesis_seed
+
+    from fp8check.strategies import cast_input_arrays
+
+    drawn: list[np.ndarray] = []
+
+    @settings(max_examples=max_examples, database=None, deadline=None, derandomize=seed is None,
+              phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(cast_input_arrays(fmt, dtype=input_dtype, max_size=max_size))
+    def draw(x: np.ndarray) -> None:
+        drawn.append(inputs.to_bits(x, input_dtype).copy())
+
+    if seed is not None:
+        draw = hypothesis_seed(seed)(draw)
+    draw()
+    if not drawn:
+        return np.zeros(0, dtype=inputs.bits_dtype(input_dtype))
+    return np.unique(np.concatenate(drawn))
+
+
+def _command(kernel_name: str, fmt: Format, profile: Profile, input_dtype: str, device: str,
+             max_examples: int, seed: int | None) -> str:
+    parts = ["fp8check", "check", kernel_name, "--format", fmt.name, "--profile", profile.name,
+             "--input-dtype", input_dtype]
+    if device != "cpu":
+        parts += ["--device", device]
+    parts += ["--max-examples", str(max_examples)]
+    if seed is not None:
+        parts += ["--seed", str(seed)]
+    return shlex.join(parts)
+
+
+def run_check(kernel: Any, fmt: object, profile: object | None = None, *, input_dtype: str = "float32",
+              max_examples: int = 200, seed: int | None = 0, cap: int | None = DEFAULT_CAP,
+              sweep: bool = True, hypothesis: bool = True,
+              extra_bits: Iterable[np.ndarray] = ()) -> tuple[CheckResult, Divergences]:
+    """Check ``kernel`` (a :class:`~fp8check.kernels.CastKernel`) on ``fmt``.
+
+    ``profile`` None: what the kernel claims. Returns the result and the
+    full divergence record (for fingerprints and reports).
+    """
+    f = get_format(fmt)
+    p = kernel.profile_for(f) if profile is None else get_profile(profile)
+    p.resolve(f)
+    inputs.source_format(input_dtype)
+    rec = Divergences(fmt=f, profile=p, input_dtype=input_dtype)
+    batches: list[np.ndarray] = []
+    if sweep:
+        batches.append(inputs.sweep_bits(input_dtype))
+    if hypothesis and max_examples > 0:
+        batches.append(hypothesis_bits(f, input_dtype, max_examples=max_examples, seed=seed))
+    batches.extend(np.asarray(b).astype(inputs.bits_dtype(input_dtype)) for b in extra_bits)
+    bits = np.unique(np.concatenate(batches)) if batches else np.zeros(0, dtype=inputs.bits_dtype(input_dtype))
+    compare(kernel, f, p, input_dtype, bits, into=rec)
+    rec.checked_count = int(bits.size)
+    result = CheckResult(
+        kernel=kernel.name,
+        format=f.name,
+        profile=p.name,
+        passed=len(rec) == 0,
+        checked=int(bits.size),
+        categories=rec.counts(),
+        divergences=rec.to_list(cap),
+        kind="cast",
+        input_dtype=input_dtype,
+        device=getattr(kernel, "device", "cpu"),
+        seed=seed,
+        command=_command(kernel.name, f, p, input_dtype, getattr(kernel, "device", "cpu"), max_examples, seed),
+    )
+    known = _known_reasons(kernel, f, input_dtype, rec)
+    if known:
+        result.expected_failure = "; ".join(known)
+    result.extra["profile_summary"] = p.summary(f)
+    result.extra["listed"] = len(result.divergences)
+    return result, rec
+
+
+def _known_reasons(kernel: Any, fmt: Format, input_dtype: str, rec: Divergences) -> list[str]:
+    """The upstream reasons that explain every divergence found (empty if any is unexplained)."""
+    known = getattr(kernel, "known_divergences", lambda *a, **k: ())(fmt, input_dtype)
+    if not len(rec) or not known:
+        return []
+    explained = np.zeros(len(rec), dtype=bool)
+    reasons = []
+    for k in known:
+        mask = np.ones(len(rec), dtype=bool) if k.affects is None else k.affects(rec.bits, input_dtype, fmt)
+        if mask.any():
+            reasons.append(k.reason)
+        explained |= mask
+    return reasons if explained.all() else []
+
+
+def decode_check(kernel: Any, fmt: object) -> tuple[int, list[Divergence]]:
+    """Decode every code with ``kernel`` and compare with the exact values (NaN by class, -0 distinct).
+
+    Returns (codes checked, divergences) with ``input_hex`` the code and
+    the hex fields float32 bit patterns.
+    """
+    f = get_format(fmt)
+    codes = np.arange(f.code_count, dtype=np.uint8)
+    actual = kernel.decode(codes, f).astype(np.float32)
+    expected = reference.decode(codes, f).astype(np.float32)
+    a_bits, e_bits = actual.view(np.uint32), expected.view(np.uint32)
+    same = (np.isnan(actual) & np.isnan(expected)) | (a_bits == e_bits)
+    out = []
+    for c in np.flatnonzero(~same):
+        code = int(c)
+        if f.is_nan(code):
+            cat = "nan"
+        elif f.is_inf(code):
+            cat = "infinity"
+        elif (code & f.magnitude_mask) == 0:
+            cat = "signed_zero"
+        elif f.has_subnormals and (code & f.magnitude_mask) < (1 << f.mantissa_bits):
+            cat = "subnormal"
+        else:
+            cat = "other"
+        out.append(Divergence(
+            category=cat, input_hex=f"0x{code:02x}", expected_hex=f"0x{int(e_bits[c]):08x}",
+            actual_hex=f"0x{int(a_bits[c]):08x}", input_dtype=f.name,
+            input_value=code_fields(code, f), expected_value=repr(float(expected[c])),
+            actual_value=repr(float(actual[c])), detail=f"decode of {f.name} code 0x{code:02x}",
+        ))
+    return int(codes.size), out
+
+
+def merge_results(results: Sequence[CheckResult]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for r in results:
+        for c, k in r.categories.items():
+            total[c] = total.get(c, 0) + k
+    return total

@@ -1,0 +1,313 @@
+"""Kernel adapters: each real FP8 cast, wrapped with the profile it claims.
+
+A :class:`CastKernel` turns inputs (NumPy arrays of float32, float16,
+bfloat16 or float64) into codes (uint8) the way one real implementation
+does, and says which :class:`~fp8check.profiles.Profile` it claims to
+implement, for which formats and input dtypes. The built-in adapters:
+
+==================== ===========================================================
+``torch-cpu``        ``tensor.to(torch.float8_*)`` on the CPU; claims
+                     ``profiles.for_torch(torch.__version__)``.
+``torch-cuda``       the same on a CUDA device (when one is present).
+``ml_dtypes``        ``ndarray.astype(ml_dtypes.float8_*)``; claims ``ml_dtypes``.
+``triton-interpreter`` the casts this project ships as Triton kernels
+                     (:mod:`fp8check.kernels.triton_casts`), run by Triton's
+                     interpreter on the CPU; claims ``triton-interpreter``
+                     (``triton-sm90`` rules for e4m3fn/e5m2).
+``triton-cuda``      the same kernels compiled for a CUDA GPU; claims
+                     ``triton-sm90``; fnuz types do not compile for NVIDIA
+                     and are reported unsupported.
+==================== ===========================================================
+
+A user kernel named ``module:function`` (or ``path/to/file.py:function``)
+is wrapped by :func:`load_user_kernel`: it receives a torch tensor and
+returns an fp8 tensor or uint8 codes of the same shape.
+
+Known upstream bugs of a stack are data (:class:`KnownDivergence`): the
+properties mark them ``xfail(strict=True)`` naming the upstream issue.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from fp8check import inputs
+from fp8check.errors import FP8CheckError, UnsupportedFormatError
+from fp8check.formats import Format, get as get_format
+from fp8check.profiles import Profile
+
+__all__ = [
+    "CastKernel",
+    "KnownDivergence",
+    "KernelError",
+    "KernelLoadError",
+    "KernelCallError",
+    "KernelOutputError",
+    "builtin_kernels",
+    "builtin_names",
+    "get_kernel",
+    "load_user_kernel",
+]
+
+
+class KernelError(FP8CheckError):
+    """A kernel under test that cannot be loaded, called or understood."""
+
+
+class KernelLoadError(KernelError, ImportError):
+    """``module:function`` names nothing importable and callable."""
+
+
+class KernelCallError(KernelError, RuntimeError):
+    """The kernel raised when called."""
+
+
+class KernelOutputError(KernelError, TypeError):
+    """The kernel returned something that is not codes of the right shape."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class KnownDivergence:
+    """A divergence of a real stack from what it claims that is an upstream bug.
+
+    ``hazards``: the hazard sets (:data:`fp8check.hazards.HAZARDS`) on which
+    it shows (None: the stack diverges broadly; tests of other hazards must
+    still pass). ``affects``: when given, a function ``(bits, input_dtype,
+    fmt) -> bool mask`` telling exactly which inputs it concerns; the general
+    properties then excuse those inputs and one dedicated property expects
+    them to fail. ``kind``: "cast" or "decode".
+    """
+
+    formats: frozenset[str]
+    input_dtypes: frozenset[str]
+    reason: str
+    hazards: frozenset[str] | None = None
+    affects: Callable[[np.ndarray, str, Format], np.ndarray] | None = field(default=None, compare=False)
+    kind: str = "cast"
+
+    def applies(self, fmt: Format, input_dtype: str | None, kind: str = "cast") -> bool:
+        return (
+            self.kind == kind
+            and fmt.name in self.formats
+            and (input_dtype is None or input_dtype in self.input_dtypes)
+        )
+
+
+def _codes_from_output(out: Any, shape: tuple[int, ...], fmt: Format, who: str) -> np.ndarray:
+    """uint8 codes from what a kernel returned (fp8 tensor/array or uint8 codes)."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(out, torch.Tensor):
+        dtype_name = str(out.dtype).removeprefix("torch.")
+        if out.dtype == torch.uint8:
+            arr = out.detach().cpu().numpy()
+        elif out.dtype.is_floating_point and out.element_size() == 1:
+            if dtype_name != fmt.torch_name:
+                raise KernelOutputError(
+                    f"{who} returned a torch.{dtype_name} tensor for format {fmt.name}"
+                    f" (expected torch.{fmt.torch_name} or uint8 codes)"
+                )
+            arr = out.detach().view(torch.uint8).cpu().numpy()
+        else:
+            raise KernelOutputError(
+                f"{who} returned a torch.{dtype_name} tensor; a cast kernel returns an fp8 tensor or uint8 codes"
+            )
+    elif isinstance(out, np.ndarray):
+        if out.dtype == np.uint8:
+            arr = out
+        elif out.dtype.itemsize == 1 and out.dtype.kind not in "iub":
+            if fmt.ml_dtypes_name is not None and out.dtype.name != fmt.ml_dtypes_name:
+                raise KernelOutputError(f"{who} returned a {out.dtype.name} array for format {fmt.name}")
+            arr = out.view(np.uint8)
+        else:
+            raise KernelOutputError(
+                f"{who} returned a {out.dtype} array; a cast kernel returns fp8 values or uint8 codes"
+            )
+    else:
+        raise KernelOutputError(
+            f"{who} returned {type(out).__name__}; a cast kernel returns a tensor or array of codes"
+        )
+    if tuple(arr.shape) != tuple(shape):
+        raise KernelOutputError(f"{who} returned shape {tuple(arr.shape)} for an input of shape {tuple(shape)}")
+    if fmt.bits < 8 and arr.size and int(arr.max()) >= fmt.code_count:
+        raise KernelOutputError(f"{who} returned code {int(arr.max()):#x}, out of range for {fmt.name}")
+    return np.ascontiguousarray(arr, dtype=np.uint8)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CastKernel:
+    """One implementation of FP8 casts and the profile it claims.
+
+    ``cast_fn(x, fmt)`` takes a NumPy array of one of ``input_dtypes`` and
+    returns whatever the implementation gives (fp8 tensor/array or uint8
+    codes); :meth:`cast` checks and normalises that to uint8 codes.
+    ``tensor_fn(x, fmt)``, when present, does the same for a torch tensor on
+    ``device`` without leaving it (exhaustive GPU sweeps). ``decode_fn(codes,
+    fmt)``, when present, decodes uint8 codes to float32 values the way the
+    implementation does.
+    """
+
+    name: str
+    description: str
+    claims: Profile
+    formats: tuple[Format, ...]
+    input_dtypes: tuple[str, ...]
+    cast_fn: Callable[[np.ndarray, Format], Any]
+    device: str = "cpu"
+    tensor_fn: Callable[[Any, Format], Any] | None = None
+    decode_fn: Callable[[np.ndarray, Format], np.ndarray] | None = None
+    unsupported: tuple[tuple[str, str], ...] = ()
+    known: tuple[KnownDivergence, ...] = ()
+    builtin: bool = True
+
+    def __str__(self) -> str:
+        return self.name
+
+    def supports(self, fmt: object) -> bool:
+        f = get_format(fmt)
+        return f in self.formats and self.unsupported_reason(f) is None
+
+    def unsupported_reason(self, fmt: object) -> str | None:
+        f = get_format(fmt)
+        for name, why in self.unsupported:
+            if name == f.name:
+                return why
+        if f not in self.formats:
+            return f"{self.name} does not cast to {f.name}"
+        return None
+
+    def profile_for(self, fmt: object) -> Profile:
+        """The profile this kernel claims for ``fmt`` (raises if unsupported)."""
+        f = get_format(fmt)
+        why = self.unsupported_reason(f)
+        if why is not None:
+            raise UnsupportedFormatError(why)
+        self.claims.resolve(f)
+        return self.claims
+
+    def cast(self, x: np.ndarray, fmt: object) -> np.ndarray:
+        """uint8 codes for the NumPy array ``x`` (any shape)."""
+        f = get_format(fmt)
+        why = self.unsupported_reason(f)
+        if why is not None:
+            raise UnsupportedFormatError(why)
+        dtype = inputs.dtype_name(x)
+        if dtype not in self.input_dtypes:
+            raise UnsupportedFormatError(
+                f"{self.name} takes {', '.join(self.input_dtypes)} inputs, not {dtype}"
+            )
+        try:
+            out = self.cast_fn(x, f)
+        except FP8CheckError:
+            raise
+        except Exception as exc:  # the kernel under test failed: say so in one line
+            raise KernelCallError(
+                f"{self.name} raised {type(exc).__name__} casting {dtype} to {f.name}: {_one_line(exc)}"
+            ) from exc
+        return _codes_from_output(out, x.shape, f, self.name)
+
+    def cast_tensor(self, x: Any, fmt: object) -> Any:
+        """torch uint8 codes for the torch tensor ``x``, computed on its device."""
+        f = get_format(fmt)
+        why = self.unsupported_reason(f)
+        if why is not None:
+            raise UnsupportedFormatError(why)
+        if self.tensor_fn is None:
+            raise UnsupportedFormatError(f"{self.name} has no tensor path")
+        import torch
+
+        try:
+            out = self.tensor_fn(x, f)
+        except FP8CheckError:
+            raise
+        except Exception as exc:
+            raise KernelCallError(
+                f"{self.name} raised {type(exc).__name__} casting to {f.name}: {_one_line(exc)}"
+            ) from exc
+        if not isinstance(out, torch.Tensor):
+            return torch.from_numpy(_codes_from_output(out, tuple(x.shape), f, self.name)).to(x.device)
+        if out.dtype != torch.uint8:
+            if out.element_size() != 1 or str(out.dtype).removeprefix("torch.") != f.torch_name:
+                raise KernelOutputError(f"{self.name} returned a {out.dtype} tensor for format {f.name}")
+            out = out.view(torch.uint8)
+        if tuple(out.shape) != tuple(x.shape):
+            raise KernelOutputError(f"{self.name} returned shape {tuple(out.shape)} for an input of shape {tuple(x.shape)}")
+        return out
+
+    def decode(self, codes: np.ndarray, fmt: object) -> np.ndarray:
+        """float32 values of uint8 ``codes`` as this kernel decodes them."""
+        f = get_format(fmt)
+        if self.decode_fn is None:
+            raise UnsupportedFormatError(f"{self.name} does not decode")
+        out = self.decode_fn(np.ascontiguousarray(codes, dtype=np.uint8), f)
+        return np.asarray(out, dtype=np.float32)
+
+    def known_divergences(self, fmt: object, input_dtype: str | None = None, kind: str = "cast") -> tuple[KnownDivergence, ...]:
+        f = get_format(fmt)
+        return tuple(k for k in self.known if k.applies(f, input_dtype, kind))
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def builtin_names() -> tuple[str, ...]:
+    return ("torch-cpu", "torch-cuda", "ml_dtypes", "triton-interpreter", "triton-cuda")
+
+
+def builtin_kernels(*, include_unavailable: bool = False) -> list[CastKernel]:
+    """The built-in adapters available on this machine (in a stable order)."""
+    out = []
+    for name in builtin_names():
+        try:
+            out.append(get_kernel(name))
+        except KernelLoadError:
+            if include_unavailable:
+                raise
+    return out
+
+
+_CACHE: dict[str, CastKernel] = {}
+
+
+def get_kernel(name: str, *, device: str | None = None, profile: object = "ieee") -> CastKernel:
+    """A built-in adapter by name, or a user kernel ``module:function``.
+
+    Raises :class:`KernelLoadError` when the adapter's library or device is
+    missing or the user kernel cannot be imported.
+    """
+    if ":" in name and name not in builtin_names():
+        return load_user_kernel(name, device=device or "cpu", profile=profile)
+    if name not in builtin_names():
+        raise KernelLoadError(
+            f"unknown kernel {name!r}: give module:function, or a built-in adapter ({', '.join(builtin_names())})"
+        )
+    if name in _CACHE:
+        return _CACHE[name]
+    if name.startswith("torch-"):
+        from fp8check.kernels.torch_casts import torch_kernel
+
+        kernel = torch_kernel(name.removeprefix("torch-"))
+    elif name == "ml_dtypes":
+        from fp8check.kernels.ml_dtypes_casts import ml_dtypes_kernel
+
+        kernel = ml_dtypes_kernel()
+    else:
+        from fp8check.kernels.triton_casts import triton_kernel
+
+        kernel = triton_kernel(name.removeprefix("triton-"))
+    _CACHE[name] = kernel
+    return kernel
+
+
+def load_user_kernel(spec: str, *, device: str = "cpu", profile: object = "ieee",
+                     input_dtypes: tuple[str, ...] | None = None) -> CastKernel:
+    """Wrap the callable named ``module:function`` (see :mod:`fp8check.kernels.user`)."""
+    from fp8check.kernels.user import user_kernel
+
+    return user_kernel(spec, device=device, profile=profile, input_dtypes=input_dtypes)

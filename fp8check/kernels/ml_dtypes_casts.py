@@ -1,0 +1,45 @@
+"""``ndarray.astype(ml_dtypes.*)`` casts."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from fp8check import formats, profiles
+from fp8check.formats import Format
+from fp8check.kernels import CastKernel, KnownDivergence
+from fp8check.kernels.known import E8M0_SUBNORMAL_REASON, e8m0_subnormal_inputs
+
+
+def _dtype(fmt: Format) -> np.dtype:
+    return np.dtype(getattr(ml_dtypes, fmt.ml_dtypes_name))
+
+
+def ml_dtypes_kernel() -> CastKernel:
+    fmts = tuple(f for f in formats.ALL_FORMATS if f.ml_dtypes_name and hasattr(ml_dtypes, f.ml_dtypes_name))
+
+    def cast(x: np.ndarray, fmt: Format) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            return x.astype(_dtype(fmt)).view(np.uint8)
+
+    def decode(codes: np.ndarray, fmt: Format) -> np.ndarray:
+        return codes.view(_dtype(fmt)).astype(np.float32)
+
+    return CastKernel(
+        name="ml_dtypes",
+        description=f"ml_dtypes {ml_dtypes.__version__} ndarray.astype",
+        claims=profiles.ML_DTYPES,
+        formats=fmts,
+        input_dtypes=("float32", "float16", "bfloat16", "float64"),
+        cast_fn=cast,
+        decode_fn=decode,
+        known=(
+            KnownDivergence(
+                formats=frozenset({"e8m0fnu"}),
+                input_dtypes=frozenset({"float32", "bfloat16", "float64"}),
+                reason=E8M0_SUBNORMAL_REASON,
+                hazards=frozenset({"input_subnormal"}),
+                affects=e8m0_subnormal_inputs,
+            ),
+        ),
+    )
