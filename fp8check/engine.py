@@ -35,7 +35,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from fp8check import inputs, reference
+from fp8check import hazards, inputs, reference
 from fp8check.formats import Format, get as get_format
 from fp8check.profiles import Profile, get as get_profile
 from fp8check.results import CAST_CATEGORIES, CheckResult, Divergence
@@ -148,13 +148,15 @@ def _popcount(x: np.ndarray) -> np.ndarray:
 
 
 def simplicity(bits: np.ndarray, input_dtype: str) -> np.ndarray:
-    """A sort key per input: fewer significant bits, then nearer 1.0, then positive."""
+    """A sort key per input: ±0 first, then fewer significant bits, then nearer 1.0, then positive."""
     src = inputs.source_format(input_dtype)
     b = np.asarray(bits).astype(np.uint64)
     mant = b & np.uint64(src.mantissa_mask)
     exp = ((b & np.uint64(src.magnitude_mask)) >> np.uint64(src.mantissa_bits)).astype(np.int64) - src.bias
     negative = (b >> np.uint64(src.bits - 1)) & np.uint64(1)
     pop = _popcount(mant).astype(np.int64)
+    zero = (b & np.uint64(src.magnitude_mask)) == 0
+    exp = np.where(zero, 0, exp)  # ±0 is the simplest input of all
     # Lexicographic key packed into one int64: popcount, |exponent|, sign, bits.
     return (pop << 52) | (np.minimum(np.abs(exp), 4095) << 40) | (negative.astype(np.int64) << 39) | (
         (b.astype(np.int64) & ((1 << 39) - 1)) if src.bits <= 32 else np.zeros(b.shape, dtype=np.int64)
@@ -322,6 +324,7 @@ def run_check(kernel: Any, fmt: object, profile: object | None = None, *, input_
     batches: list[np.ndarray] = []
     if sweep:
         batches.append(inputs.sweep_bits(input_dtype))
+        batches.append(hazards.all_hazard_bits(f, input_dtype))
     if hypothesis and max_examples > 0:
         batches.append(hypothesis_bits(f, input_dtype, max_examples=max_examples, seed=seed))
     batches.extend(np.asarray(b).astype(inputs.bits_dtype(input_dtype)) for b in extra_bits)
