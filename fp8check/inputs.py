@@ -145,18 +145,18 @@ def hex_bits(bits: int, name: str) -> str:
 
 
 def describe(bits: int, name: str) -> str:
-    """A short exact decimal for one input: ``-0.0``, ``inf``, ``nan(0x7fc00001)``, ``1.0625``."""
+    """A short exact decimal for one input: ``-0.0``, ``inf``, ``nan(0x7fc00001)``, ``1.0625``.
+
+    Every float16, bfloat16 and float32 value is exact as a float64, whose
+    ``repr`` is the shortest string that reads back to it.
+    """
     src = source_format(name)
-    value = value_of(bits, name)
-    if isinstance(value, float):
-        if math.isnan(value):
-            sign = "-" if bits & src.sign_mask else ""
-            return f"{sign}nan({hex_bits(bits, name)})"
-        return repr(value)
-    as_float = float(value)
-    if Fraction(as_float) == value:
-        return repr(as_float)
-    return str(value)  # float64 subnormal extremes cannot occur; kept for safety
+    with np.errstate(all="ignore"):
+        value = float(from_bits(np.array([bits], dtype=bits_dtype(name)), name).astype(np.float64)[0])
+    if math.isnan(value):
+        sign = "-" if bits & src.sign_mask else ""
+        return f"{sign}nan({hex_bits(bits, name)})"
+    return repr(value)
 
 
 @lru_cache(maxsize=None)

@@ -87,6 +87,7 @@ def pytest_configure(config: pytest.Config) -> None:
     from fp8check.suite import Collector
 
     config.stash[_STATE] = {"collector": Collector(), "targets": None, "profiles": {}}
+    config.stash[_STATE]["user"] = _load_user_kernel(config)
 
 
 def _cuda_available() -> bool:
@@ -102,47 +103,60 @@ def _hypothesis_profile(config: pytest.Config) -> settings:
     return THOROUGH if name == "thorough" else CI
 
 
+def _load_user_kernel(config: pytest.Config) -> dict[str, Any] | None:
+    """The user kernel of ``--fp8check-kernel`` (loaded at configure time: bad options are usage errors)."""
+    spec = _option(config, "kernel")
+    if not spec:
+        return None
+    from fp8check import formats, inputs, kernels, profiles
+    from fp8check.errors import FP8CheckError
+    from fp8check.kernels.user import check_callable
+
+    fmt_name = _option(config, "format")
+    if not fmt_name:
+        raise pytest.UsageError("fp8check: --fp8check-kernel needs --fp8check-format (or the ini key fp8check_format)")
+    try:
+        fmt = formats.get(fmt_name)
+        profile = profiles.get(_option(config, "profile") or "ieee")
+        profile.resolve(fmt)
+        dtypes = tuple(d.strip() for d in (_option(config, "input-dtype") or "float32,float16,bfloat16").split(",")
+                       if d.strip())
+        for d in dtypes:
+            inputs.source_format(d)
+        device = _option(config, "device") or "cpu"
+        kernel = kernels.load_user_kernel(spec, device=device, profile=profile, input_dtypes=dtypes)
+        check_callable(kernel, fmt, dtypes[0])
+    except FP8CheckError as exc:
+        raise pytest.UsageError(f"fp8check: {exc}") from None
+    return {"kernel": kernel, "format": fmt, "profile": profile, "dtypes": dtypes}
+
+
 def _targets(config: pytest.Config) -> dict[str, list[Any]]:
     """The parameters of every fixture the plugin provides (built once per session)."""
     state = config.stash[_STATE]
     if state["targets"] is not None:
         return state["targets"]
-    from fp8check import formats, kernels, profiles
+    from fp8check import kernels
     from fp8check.errors import FP8CheckError
-    from fp8check.suite import Target, exact_variant, targets_for
+    from fp8check.suite import FNUZ, Target, exact_variant, targets_for
 
     collector = state["collector"]
-    spec = _option(config, "kernel")
-    try:
-        if spec:
-            fmt_name = _option(config, "format")
-            if not fmt_name:
-                raise pytest.UsageError("--fp8check-kernel needs --fp8check-format (or the ini key fp8check_format)")
-            fmt = formats.get(fmt_name)
-            profile = profiles.get(_option(config, "profile") or "ieee")
-            profile.resolve(fmt)
-            dtypes = tuple(d.strip() for d in (_option(config, "input-dtype") or "float32,float16,bfloat16").split(",") if d.strip())
-            from fp8check import inputs
-
-            for d in dtypes:
-                inputs.source_format(d)
-            device = _option(config, "device") or "cpu"
-            kernel = kernels.load_user_kernel(spec, device=device, profile=profile, input_dtypes=dtypes)
-            from fp8check.kernels.user import check_callable
-
-            check_callable(kernel, fmt, dtypes[0])
-            all_kernels = [kernel]
-            cast_targets = targets_for(all_kernels, input_dtypes=[d for d in dtypes if d != "float64"],
-                                       formats=[fmt], collector=collector, profile=profile)
-            f64 = [Target(kernel=kernel, fmt=fmt, input_dtype="float64", profile=profile, collector=collector)] \
-                if "float64" in dtypes else []
-        else:
+    user = state.get("user")
+    if user is not None:
+        kernel, fmt, profile, dtypes = user["kernel"], user["format"], user["profile"], user["dtypes"]
+        all_kernels = [kernel]
+        cast_targets = targets_for(all_kernels, input_dtypes=[d for d in dtypes if d != "float64"],
+                                   formats=[fmt], collector=collector, profile=profile)
+        f64 = [Target(kernel=kernel, fmt=fmt, input_dtype="float64", profile=profile, collector=collector)] \
+            if "float64" in dtypes else []
+    else:
+        try:
             all_kernels = kernels.builtin_kernels()
             cast_targets = targets_for(all_kernels, collector=collector)
             f64 = [Target(kernel=k, fmt=f, input_dtype="float64", profile=k.profile_for(f), collector=collector)
                    for k in all_kernels if "float64" in k.input_dtypes for f in k.formats if k.supports(f)]
-    except FP8CheckError as exc:
-        raise pytest.UsageError(f"fp8check: {exc}") from None
+        except FP8CheckError as exc:
+            raise pytest.UsageError(f"fp8check: {exc}") from None
     for t in cast_targets + f64:
         state["profiles"][t.profile.name] = t.profile
     exact = [Target(kernel=t.kernel, fmt=t.fmt, input_dtype="float64", profile=exact_variant(t.profile),
@@ -151,8 +165,6 @@ def _targets(config: pytest.Config) -> dict[str, list[Any]]:
         state["profiles"][t.profile.name] = t.profile
     decode = [(k, f) for k in all_kernels if k.decode_fn is not None for f in k.formats if k.supports(f)]
     known = [t for t in cast_targets if any(k.affects is not None for k in t.known())]
-    from fp8check.suite import FNUZ
-
     state["targets"] = {"fp8_target": cast_targets, "fp8_decode_target": decode,
                         "fp8_fnuz_target": [t for t in cast_targets if t.fmt.name in FNUZ],
                         "fp8_float64_target": f64, "fp8_float64_exact_target": exact,

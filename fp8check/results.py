@@ -16,6 +16,7 @@ while ``fp8check check --json`` writes one CheckResult object (with its
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import platform
 import sys
@@ -56,7 +57,8 @@ class Divergence:
             raise ValueError(f"unknown divergence category {self.category!r}; known: {', '.join(CATEGORIES)}")
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # Flat strings: a plain dict is much faster than asdict() for many divergences.
+        return {name: getattr(self, name) for name in _DIVERGENCE_FIELDS}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Divergence:
@@ -88,7 +90,7 @@ class CheckResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = asdict(dataclasses.replace(self, divergences=[]))
         data["divergences"] = [d.to_dict() for d in self.divergences]
         return data
 
@@ -98,6 +100,9 @@ class CheckResult:
         kept = {k: v for k, v in data.items() if k in names}
         kept["divergences"] = [Divergence.from_dict(d) for d in data.get("divergences", [])]
         return cls(**kept)
+
+
+_DIVERGENCE_FIELDS = tuple(f.name for f in fields(Divergence))
 
 
 def environment() -> dict[str, Any]:

@@ -1,0 +1,164 @@
+"""The pytest plugin, tested through pytester: markers, selection, user kernels,
+ini keys, the results JSON (also merged across pytest-xdist workers) and the
+Hypothesis profiles."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest_plugins = ["pytester"]
+
+try:  # pytester's in-process runs unload modules first imported inside them, and
+    import triton  # noqa: F401  Triton's native extension cannot be loaded twice
+except ImportError:
+    pass
+
+ROOT = Path(__file__).resolve().parents[1]
+
+COUNTING_KERNEL = '''
+import os
+import torch
+
+def cast(x):
+    with open(os.environ["FP8CHECK_CALL_LOG"], "a") as log:
+        log.write(f"{x.numel()} {x.dtype}\\n")
+    return x.to(torch.float8_e4m3fnuz)
+'''
+
+
+@pytest.fixture
+def suite(pytester):
+    (pytester.path / "properties").mkdir()
+    for path in (ROOT / "properties").glob("*.py"):
+        (pytester.path / "properties" / path.name).write_text(path.read_text())
+    (pytester.path / "fp8_mutants.py").write_text((ROOT / "tests" / "fp8_mutants.py").read_text())
+    return pytester
+
+
+def _ids(result):
+    return [line.strip() for line in result.outlines if "::" in line]
+
+
+def test_markers_are_declared(suite):
+    result = suite.runpytest("--markers")
+    text = result.stdout.str()
+    for name in ("fnuz", "ocp", "e4m3fn", "e4m3fnuz", "e5m2", "e5m2fnuz", "mx", "gpu", "exhaustive", "slow",
+                 "fp8check_hazards(*names)"):
+        assert f"@pytest.mark.{name}" in text, name
+
+
+def test_fnuz_marker_selects_exactly_the_fnuz_targets_of_every_builtin_adapter(suite):
+    result = suite.runpytest("properties", "-m", "fnuz", "--collect-only", "-q", "-p", "no:cacheprovider")
+    ids = _ids(result)
+    assert ids and all("fnuz" in i for i in ids)
+    adapters = {i.split("[")[1].split("-e")[0] for i in ids if "[" in i}
+    assert {"torch-cpu", "ml_dtypes"} <= adapters
+    assert any("e4m3fnuz" in i for i in ids) and any("e5m2fnuz" in i for i in ids)
+    everything = _ids(suite.runpytest("properties", "--collect-only", "-q", "-p", "no:cacheprovider"))
+    assert len(everything) > len(ids) and any("-e4m3fn-" in i for i in everything)
+
+
+def test_user_kernel_replaces_the_builtin_adapters(suite):
+    result = suite.runpytest("properties", "--fp8check-kernel", "fp8_mutants:correct_e4m3fnuz",
+                             "--fp8check-format", "e4m3fnuz", "--collect-only", "-q", "-p", "no:cacheprovider")
+    ids = [i for i in _ids(result) if "[NOTSET]" not in i]  # empty parameter sets (no known bugs)
+    assert ids and all("[fp8_mutants:correct_e4m3fnuz-e4m3fnuz" in i for i in ids)
+    assert {i.rsplit("-", 1)[1].rstrip("]") for i in ids} == {"float32", "float16", "bfloat16"}
+
+
+def test_ini_keys_match_the_options(suite):
+    suite.makeini("[pytest]\nfp8check_kernel = fp8_mutants:flush_subnormals_e4m3fnuz\n"
+                  "fp8check_format = e4m3fnuz\nfp8check_input_dtype = bfloat16\nfp8check_json = ini.json\n")
+    result = suite.runpytest("properties", "-p", "no:cacheprovider", "-k", "test_subnormals")
+    result.assert_outcomes(failed=1)
+    checks = json.loads((suite.path / "ini.json").read_text())["checks"]
+    assert [(c["kernel"], c["input_dtype"], list(c["categories"])) for c in checks] == [
+        ("fp8_mutants:flush_subnormals_e4m3fnuz", "bfloat16", ["subnormal"])]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--fp8check-kernel", "fp8_mutants:correct_e4m3fnuz"], "needs --fp8check-format"),
+    (["--fp8check-kernel", "no_such_mod:f", "--fp8check-format", "e4m3fnuz"], "cannot import kernel"),
+    (["--fp8check-kernel", "fp8_mutants:raises", "--fp8check-format", "e4m3fnuz"], "raised RuntimeError"),
+    (["--fp8check-kernel", "fp8_mutants:correct_e4m3fnuz", "--fp8check-format", "e9m9"], "unknown format"),
+])
+def test_bad_user_kernel_options_are_one_line_usage_errors(suite, args, message):
+    result = suite.runpytest("properties", *args, "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert message in err and "Traceback" not in err
+
+
+def test_json_lists_every_target_with_exact_counts(suite):
+    result = suite.runpytest("properties", "--fp8check-kernel", "fp8_mutants:round_toward_zero_e4m3fnuz",
+                             "--fp8check-format", "e4m3fnuz", "--fp8check-json", "out.json", "-p", "no:cacheprovider",
+                             "-k", "not float64 and not known_upstream")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    doc = json.loads((suite.path / "out.json").read_text())
+    assert doc["fp8check_results"] == 1 and "environment" in doc
+    by_dtype = {c["input_dtype"]: c for c in doc["checks"]}
+    assert set(by_dtype) == {"float32", "float16", "bfloat16"}
+    for c in by_dtype.values():
+        assert c["passed"] is False and c["categories"]["rounding"] > 0
+        assert len(c["divergences"]) <= 1000 and c["extra"]["tests"] >= 9
+
+
+def _merged(path):
+    doc = json.loads(Path(path).read_text())
+    return {(c["kernel"], c["format"], c["input_dtype"]): (c["categories"], c["checked"], len(c["divergences"]),
+                                                           [d["input_hex"] for d in c["divergences"]])
+            for c in doc["checks"]}
+
+
+@pytest.mark.slow
+def test_json_under_xdist_merges_every_worker_and_loses_nothing(suite):
+    args = ["properties", "--fp8check-kernel", "fp8_mutants:round_toward_zero_e4m3fnuz", "--fp8check-format",
+            "e4m3fnuz", "--fp8check-input-dtype", "float16,bfloat16", "--fp8check-max-listed", "0",
+            "-p", "no:cacheprovider", "-k", "not float64 and not known_upstream and not hypothesis"]
+    serial = suite.runpytest_subprocess(*args, "--fp8check-json", "serial.json", "-p", "no:xdist")
+    parallel = suite.runpytest_subprocess(*args, "--fp8check-json", "parallel.json", "-n", "2")
+    assert serial.ret == parallel.ret == pytest.ExitCode.TESTS_FAILED
+    assert "2 workers" in parallel.stdout.str() or "gw1" in parallel.stdout.str()
+    a, b = _merged(suite.path / "serial.json"), _merged(suite.path / "parallel.json")
+    assert a == b and len(a) == 2
+    # Nothing lost: with --fp8check-max-listed 0 every divergence is listed.
+    for cats, _, listed, _ in a.values():
+        assert listed == sum(cats.values()) > 0
+
+
+def test_ci_profile_is_the_default_and_derandomized(suite, monkeypatch):
+    (suite.path / "counting.py").write_text(COUNTING_KERNEL)
+    args = ["properties/test_casts.py", "-k", "hypothesis", "--fp8check-kernel", "counting:cast",
+            "--fp8check-format", "e4m3fnuz", "--fp8check-input-dtype", "float16", "-p", "no:cacheprovider"]
+
+    def calls(run):
+        log = suite.path / f"calls{len(list(suite.path.glob('calls*')))}.log"
+        monkeypatch.setenv("FP8CHECK_CALL_LOG", str(log))
+        run(*args).assert_outcomes(passed=1)
+        return log.read_text().splitlines()
+
+    first, second = calls(suite.runpytest_subprocess), calls(suite.runpytest)
+    assert first == second  # ci: derandomized, no database: the same inputs in every run
+    assert 20 <= len(first) <= 60 + 1  # max_examples=60, plus the load-time probe
+
+
+def test_thorough_profile_is_selected_with_hypothesis_profile(suite):
+    suite.makepyfile(test_profile="def test_settings(fp8_settings):\n    print('MAX', fp8_settings.max_examples, fp8_settings.derandomize)\n")
+    default = suite.runpytest("-s", "-p", "no:cacheprovider", "test_profile.py")
+    thorough = suite.runpytest("-s", "-p", "no:cacheprovider", "test_profile.py", "--hypothesis-profile", "thorough")
+    assert "MAX 60 True" in default.stdout.str()
+    assert "MAX 2000 False" in thorough.stdout.str()
+
+
+def test_gpu_tests_skip_cleanly_without_cuda(pytester):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    pytester.makepyfile("import pytest\n@pytest.mark.gpu\ndef test_needs_gpu():\n    assert False\n")
+    result = pytester.runpytest("-rs", "-p", "no:cacheprovider")
+    result.assert_outcomes(skipped=1)
+    assert "needs a CUDA device" in result.stdout.str()
