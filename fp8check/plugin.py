@@ -167,6 +167,8 @@ def _targets(config: pytest.Config) -> dict[str, list[Any]]:
     known = [t for t in cast_targets if any(k.affects is not None for k in t.known())]
     state["targets"] = {"fp8_target": cast_targets, "fp8_decode_target": decode,
                         "fp8_fnuz_target": [t for t in cast_targets if t.fmt.name in FNUZ],
+                        "fp8_device_target": [t for t in cast_targets if t.kernel.device != "cpu"
+                                              and t.input_dtype == "float32" and t.kernel.tensor_fn is not None],
                         "fp8_float64_target": f64, "fp8_float64_exact_target": exact,
                         "fp8_known_bug_target": known}
     return state["targets"]
@@ -188,7 +190,7 @@ def _format_marks(fmt_name: str, device: str) -> list[Any]:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    names = [n for n in ("fp8_target", "fp8_fnuz_target", "fp8_decode_target", "fp8_float64_target", "fp8_float64_exact_target",
+    names = [n for n in ("fp8_target", "fp8_fnuz_target", "fp8_device_target", "fp8_decode_target", "fp8_float64_target", "fp8_float64_exact_target",
                          "fp8_known_bug_target") if n in metafunc.fixturenames]
     if not names:
         return
@@ -207,7 +209,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                 params.append(pytest.param(t, id=f"{kernel.name}-{fmt.name}", marks=marks))
                 continue
             marks = _format_marks(t.fmt.name, t.kernel.device)
-            if name in ("fp8_target", "fp8_fnuz_target"):
+            if name in ("fp8_target", "fp8_fnuz_target", "fp8_device_target"):
                 broad = t.broad_known(hazards)
                 if broad is not None:
                     marks.append(pytest.mark.xfail(strict=True, reason=broad.reason))
@@ -259,7 +261,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
     if report.when == "call":
         callspec = getattr(item, "callspec", None)
         params = callspec.params if callspec else {}
-        target = next((params[n] for n in ("fp8_target", "fp8_fnuz_target", "fp8_float64_target",
+        target = next((params[n] for n in ("fp8_target", "fp8_fnuz_target", "fp8_device_target", "fp8_float64_target",
                                            "fp8_float64_exact_target", "fp8_known_bug_target") if n in params), None)
         if target is not None and hasattr(target, "key"):
             xfail = item.get_closest_marker("xfail")

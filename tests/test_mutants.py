@@ -83,7 +83,9 @@ def _suite(pytester):
         (pytester.path / "properties").mkdir(exist_ok=True)
         (pytester.path / "properties" / path.name).write_text(path.read_text())
     (pytester.path / "fp8_mutants.py").write_text((ROOT / "tests" / "fp8_mutants.py").read_text())
-    pytester.makeini("[pytest]\naddopts = -p no:cacheprovider\nxfail_strict = true\n")
+    # importlib mode: the outer session may have imported the real properties/
+    # modules under the same basenames as these copies.
+    pytester.makeini("[pytest]\naddopts = -p no:cacheprovider --import-mode=importlib\nxfail_strict = true\n")
 
 
 @pytest.mark.slow

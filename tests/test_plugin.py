@@ -18,6 +18,10 @@ except ImportError:
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# importlib mode: the outer session may have imported the real properties/
+# modules under the same basenames as these copies.
+INI = "[pytest]\naddopts = --import-mode=importlib\n"
+
 COUNTING_KERNEL = '''
 import os
 import torch
@@ -35,6 +39,7 @@ def suite(pytester):
     for path in (ROOT / "properties").glob("*.py"):
         (pytester.path / "properties" / path.name).write_text(path.read_text())
     (pytester.path / "fp8_mutants.py").write_text((ROOT / "tests" / "fp8_mutants.py").read_text())
+    pytester.makeini(INI)
     return pytester
 
 
@@ -70,7 +75,7 @@ def test_user_kernel_replaces_the_builtin_adapters(suite):
 
 
 def test_ini_keys_match_the_options(suite):
-    suite.makeini("[pytest]\nfp8check_kernel = fp8_mutants:flush_subnormals_e4m3fnuz\n"
+    suite.makeini(INI + "fp8check_kernel = fp8_mutants:flush_subnormals_e4m3fnuz\n"
                   "fp8check_format = e4m3fnuz\nfp8check_input_dtype = bfloat16\nfp8check_json = ini.json\n")
     result = suite.runpytest("properties", "-p", "no:cacheprovider", "-k", "test_subnormals")
     result.assert_outcomes(failed=1)

@@ -1,0 +1,115 @@
+"""The suite's commands end to end: check, fingerprint, survey, sweep (CPU)."""
+
+import json
+
+import pytest
+
+from fp8check import cli
+
+pytest.importorskip("torch")
+
+
+def test_check_json_has_the_documented_shape(tmp_path):
+    out = tmp_path / "r.json"
+    code = cli.main(["check", "fp8_mutants:round_toward_zero_e4m3fnuz", "--format", "e4m3fnuz",
+                     "--max-examples", "5", "--seed", "3", "--max-listed", "7", "--json", str(out)])
+    assert code == 1
+    r = json.loads(out.read_text())
+    for key in ("kernel", "format", "profile", "passed", "checked", "categories", "divergences", "environment"):
+        assert key in r
+    assert r["kernel"] == "fp8_mutants:round_toward_zero_e4m3fnuz" and r["seed"] == 3
+    assert len(r["divergences"]) == 7 < sum(r["categories"].values())
+    assert set(r["categories"]) <= {"rounding", "overflow", "infinity", "nan", "signed_zero", "subnormal", "other"}
+    for d in r["divergences"]:
+        assert len(d["input_hex"]) == 10 and len(d["expected_hex"]) == 4 and len(d["actual_hex"]) == 4
+    assert "--seed 3" in r["command"]
+
+
+def test_check_of_a_builtin_adapter_and_a_16_bit_input_dtype(capsys):
+    assert cli.main(["check", "ml_dtypes", "--format", "e4m3fnuz", "--input-dtype", "bfloat16",
+                     "--max-examples", "0"]) == 0
+    assert "CONFORMS" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["check", "fp8_mutants:raises", "--format", "e4m3fnuz"], "raised RuntimeError"),
+    (["check", "nosuchmodule_q:f", "--format", "e4m3fnuz"], "cannot import kernel"),
+    (["check", "fp8_mutants:correct_e4m3fnuz", "--format", "e4m3fnuz", "--profile", "nope"], "unknown profile"),
+    (["check", "fp8_mutants:correct_e4m3fnuz", "--format", "e4m3fnuz", "--recipe", "tensorwise"], "only for --kind quantize"),
+    (["check", "fp8_mutants:correct_e4m3fnuz", "--format", "e4m3fnuz", "--kind", "quantize"], "needs --recipe"),
+    (["fingerprint", "fp8_mutants:returns_float", "--format", "e4m3fnuz"], "returned a torch.float32"),
+    (["sweep", "torch-cpu", "--format", "e4m3fn", "--start", "5", "--stop", "5"], "empty"),
+    (["sweep", "torch-cpu", "--format", "e4m3fn", "--limit", "zz"], "not an integer"),
+    (["survey", "--kernel", "nope"], "not a built-in adapter"),
+])
+def test_usage_errors_are_one_line_exit_2(argv, message, capsys):
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_quantize_is_handed_to_the_recipes_module(monkeypatch, tmp_path):
+    import sys
+    import types
+
+    seen = {}
+    mod = types.ModuleType("fp8check.recipes.check")
+    mod.run_quantize_check_cli = lambda args: seen.setdefault("args", args) and 1
+    monkeypatch.setitem(sys.modules, "fp8check.recipes.check", mod)
+    if "fp8check.recipes" not in sys.modules:
+        monkeypatch.setitem(sys.modules, "fp8check.recipes", types.ModuleType("fp8check.recipes"))
+    code = cli.main(["check", "m:f", "--kind", "quantize", "--recipe", "rowwise", "--format", "e4m3fn",
+                     "--max-examples", "7", "--seed", "2", "--json", str(tmp_path / "q.json")])
+    a = seen["args"]
+    assert code == 1
+    assert (a.kernel, a.format, a.recipe, a.profile, a.device, a.max_examples, a.seed, a.json) == (
+        "m:f", "e4m3fn", "rowwise", None, "cpu", 7, 2, str(tmp_path / "q.json"))
+
+
+def test_fingerprint_names_what_a_mutant_really_does(tmp_path, capsys):
+    out = tmp_path / "fp.json"
+    assert cli.main(["fingerprint", "fp8_mutants:double_round_via_float16_e4m3fnuz", "--format", "e4m3fnuz",
+                     "--json", str(out)]) == 0
+    fp = json.loads(out.read_text())
+    assert fp["exact"] == [] and fp["unexplained"] == 0
+    assert fp["differences"] == ["rounds through float16 first (double rounding)"]
+    assert cli.main(["fingerprint", "fp8_mutants:saturate_at_240_e4m3fnuz", "--format", "e4m3fnuz",
+                     "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["exact"] == ["satfinite"]
+
+
+def test_fingerprint_of_torch_e4m3fn_is_satfinite():
+    from fp8check import kernels
+    from fp8check.fingerprint import fingerprint
+
+    fp = fingerprint(kernels.get_kernel("torch-cpu"), "e4m3fn", "bfloat16")
+    assert "satfinite" in fp.exact or fp.named_mismatches["torch-2.11"] == 0  # torch >= 2.12 vs older
+
+
+def test_survey_reports_known_divergences_and_exits_0(tmp_path, capsys):
+    out = tmp_path / "s.json"
+    code = cli.main(["survey", "--kernel", "ml_dtypes", "--format", "e8m0fnu", "--format", "e4m3fnuz",
+                     "--max-examples", "5", "--json", str(out)])
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "DIVERGE" in text and "known upstream" in text and "This is a survey: exit code 0" in text
+    doc = json.loads(out.read_text())
+    by = {(c["format"], c["input_dtype"]): c for c in doc["checks"]}
+    assert by[("e4m3fnuz", "float32")]["passed"] is True
+    assert by[("e8m0fnu", "float32")]["passed"] is False and by[("e8m0fnu", "float32")]["expected_failure"]
+    assert by[("e8m0fnu", "float16")]["passed"] is True  # float16 cannot reach 2^-127
+    assert "fingerprint" in by[("e4m3fnuz", "float32")]["extra"]
+
+
+def test_sweep_a_range_on_the_cpu_across_the_sign_bit(tmp_path):
+    out = tmp_path / "sw.json"
+    argv = ["sweep", "fp8_mutants:negative_zero_to_0x80_e4m3fnuz", "--format", "e4m3fnuz", "--device", "cpu",
+            "--start", "0x7fff0000", "--stop", "0x80100000", "--chunk", "0x40000", "--json", str(out)]
+    assert cli.main(argv) == 1
+    r = json.loads(out.read_text())
+    assert r["checked"] == 0x80100000 - 0x7FFF0000
+    # -0.0 and every negative float32 below the tie to zero, 0x80000000..0x80100000: all 0x80
+    assert r["categories"] == {"signed_zero": 0x100000}
+    assert r["divergences"][0]["input_hex"] == "0x80000000"
+    assert cli.main(["sweep", "torch-cpu", "--format", "e4m3fnuz", "--start", "0x3f000000",
+                     "--limit", "0x100000"]) == 0
