@@ -63,6 +63,9 @@ _OPTIONS = (
 )
 
 _STATE = pytest.StashKey[dict]()
+# The fixtures the plugin parametrizes (see _targets).
+_FIXTURES = ("fp8_target", "fp8_fnuz_target", "fp8_device_target", "fp8_decode_target", "fp8_float64_target",
+             "fp8_float64_exact_target", "fp8_known_bug_target")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -190,8 +193,7 @@ def _format_marks(fmt_name: str, device: str) -> list[Any]:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    names = [n for n in ("fp8_target", "fp8_fnuz_target", "fp8_device_target", "fp8_decode_target", "fp8_float64_target", "fp8_float64_exact_target",
-                         "fp8_known_bug_target") if n in metafunc.fixturenames]
+    names = [n for n in _FIXTURES if n in metafunc.fixturenames]
     if not names:
         return
     targets = _targets(metafunc.config)
@@ -261,8 +263,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
     if report.when == "call":
         callspec = getattr(item, "callspec", None)
         params = callspec.params if callspec else {}
-        target = next((params[n] for n in ("fp8_target", "fp8_fnuz_target", "fp8_device_target", "fp8_float64_target",
-                                           "fp8_float64_exact_target", "fp8_known_bug_target") if n in params), None)
+        target = next((params[n] for n in _FIXTURES if n in params and hasattr(params[n], "key")), None)
         if target is not None and hasattr(target, "key"):
             xfail = item.get_closest_marker("xfail")
             item.config.stash[_STATE]["collector"].note_test(

@@ -3,7 +3,6 @@ ini keys, the results JSON (also merged across pytest-xdist workers) and the
 Hypothesis profiles."""
 
 import json
-import sys
 from pathlib import Path
 
 import pytest

@@ -67,7 +67,9 @@ def run(args: argparse.Namespace) -> int:
     fmt = formats.get(args.format)
     kernel = load_kernel(args.kernel, args.device, args.profile)
     require_formats(kernel, fmt)
-    profile = profiles.get(args.profile) if args.profile else kernel.profile_for(fmt)
+    # A built-in adapter's own profile (e.g. triton-interpreter) is known by its name too.
+    claimed = kernel.profile_for(fmt)
+    profile = claimed if args.profile in (None, claimed.name) else profiles.get(args.profile)
     profile.resolve(fmt)
     if args.input_dtype not in kernel.input_dtypes:
         raise InvalidValueError(f"{kernel.name} does not take {args.input_dtype} inputs")

@@ -150,7 +150,9 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidValueError(f"{kernel.name} cannot take torch tensors; sweep needs a tensor kernel")
     if kernel.device != device:
         raise InvalidValueError(f"{kernel.name} runs on {kernel.device}, not {device}")
-    profile = profiles.get(args.profile) if args.profile else kernel.profile_for(fmt)
+    # A built-in adapter's own profile (e.g. triton-interpreter) is known by its name too.
+    claimed = kernel.profile_for(fmt)
+    profile = claimed if args.profile in (None, claimed.name) else profiles.get(args.profile)
     profile.resolve(fmt)
 
     out = console()
