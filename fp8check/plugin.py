@@ -141,7 +141,7 @@ def _targets(config: pytest.Config) -> dict[str, list[Any]]:
         return state["targets"]
     from fp8check import kernels
     from fp8check.errors import FP8CheckError
-    from fp8check.suite import FNUZ, Target, exact_variant, targets_for
+    from fp8check.suite import FNUZ, DecodeTarget, Target, exact_variant, targets_for
 
     collector = state["collector"]
     user = state.get("user")
@@ -166,7 +166,8 @@ def _targets(config: pytest.Config) -> dict[str, list[Any]]:
                     collector=collector) for t in f64]
     for t in exact:
         state["profiles"][t.profile.name] = t.profile
-    decode = [(k, f) for k in all_kernels if k.decode_fn is not None for f in k.formats if k.supports(f)]
+    decode = [DecodeTarget(kernel=k, fmt=f, collector=collector)
+              for k in all_kernels if k.decode_fn is not None for f in k.formats if k.supports(f)]
     known = [t for t in cast_targets if any(k.affects is not None for k in t.known())]
     state["targets"] = {"fp8_target": cast_targets, "fp8_decode_target": decode,
                         "fp8_fnuz_target": [t for t in cast_targets if t.fmt.name in FNUZ],
@@ -203,12 +204,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         params = []
         for t in targets[name]:
             if name == "fp8_decode_target":
-                kernel, fmt = t
-                marks = _format_marks(fmt.name, kernel.device)
-                known = kernel.known_divergences(fmt, None, "decode")
+                marks = _format_marks(t.fmt.name, t.kernel.device)
+                known = t.kernel.known_divergences(t.fmt, None, "decode")
                 if known:
                     marks.append(pytest.mark.xfail(strict=True, reason=known[0].reason))
-                params.append(pytest.param(t, id=f"{kernel.name}-{fmt.name}", marks=marks))
+                params.append(pytest.param(t, id=t.id, marks=marks))
                 continue
             marks = _format_marks(t.fmt.name, t.kernel.device)
             if name in ("fp8_target", "fp8_fnuz_target", "fp8_device_target"):

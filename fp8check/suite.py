@@ -24,7 +24,7 @@ from fp8check.kernels import CastKernel, KnownDivergence
 from fp8check.profiles import Profile
 from fp8check.results import CAST_CATEGORIES, CheckResult
 
-__all__ = ["Target", "Collector", "targets_for", "FNUZ", "OCP", "MX"]
+__all__ = ["Target", "DecodeTarget", "Collector", "targets_for", "FNUZ", "OCP", "MX"]
 
 FNUZ = frozenset({"e4m3fnuz", "e5m2fnuz"})
 OCP = frozenset({"e4m3fn", "e5m2"})
@@ -41,6 +41,14 @@ class Collector:
 
     def __init__(self) -> None:
         self.checks: dict[tuple[str, str, str, str, str], dict[str, Any]] = {}
+        # Decodes: (kernel, format, device) -> {"checked": n, "divergences": {code: dict}}
+        self.decodes: dict[tuple[str, str, str], dict[str, Any]] = {}
+
+    def add_decode(self, key: tuple[str, str, str], checked: int, divergences: list[Any]) -> None:
+        e = self.decodes.setdefault(key, {"checked": 0, "divergences": {}})
+        e["checked"] = max(e["checked"], checked)
+        for d in divergences:
+            e["divergences"][d.input_hex] = d.to_dict()
 
     def _entry(self, key: tuple[str, str, str, str, str]) -> dict[str, Any]:
         if key not in self.checks:
@@ -81,7 +89,9 @@ class Collector:
 
     def to_state(self) -> list[dict[str, Any]]:
         """Plain data (bytes, ints, strings) for pytest-xdist's workeroutput."""
-        return [
+        decodes = [{"decode_key": list(k), "checked": e["checked"], "divergences": list(e["divergences"].values())}
+                   for k, e in self.decodes.items()]
+        return decodes + [
             {
                 "key": list(key),
                 "compared": e["compared"],
@@ -97,7 +107,13 @@ class Collector:
         ]
 
     def merge_state(self, state: Iterable[dict[str, Any]]) -> None:
+        from fp8check.results import Divergence
+
         for item in state:
+            if "decode_key" in item:
+                self.add_decode(tuple(item["decode_key"]), item["checked"],  # type: ignore[arg-type]
+                                [Divergence.from_dict(d) for d in item["divergences"]])
+                continue
             key = tuple(item["key"])
             e = self._entry(key)  # type: ignore[arg-type]
             e["compared"] += item["compared"]
@@ -137,6 +153,20 @@ class Collector:
                 tests=e["tests"], failed_tests=e["failed_tests"], listed=len(result.divergences),
                 checked_means="inputs compared, summed over the properties run",
             )
+            out.append(result)
+        from fp8check.results import Divergence
+
+        for (kernel, fmt_name, device), e in sorted(self.decodes.items()):
+            divs = [Divergence.from_dict(d) for _, d in sorted(e["divergences"].items())]
+            counts: dict[str, int] = {}
+            for d in divs:
+                counts[d.category] = counts.get(d.category, 0) + 1
+            result = CheckResult(
+                kernel=kernel, format=fmt_name, profile="exact", passed=not divs, checked=e["checked"],
+                categories=counts, divergences=divs, kind="decode", input_dtype=fmt_name, device=device,
+                command="pytest properties -k decodes_every_code",
+            )
+            result.extra["checked_means"] = "codes decoded (input_hex: the code; expected/actual_hex: float32 bits)"
             out.append(result)
         return out
 
@@ -207,6 +237,30 @@ class Target:
     def command(self) -> str:
         return (f"fp8check check {self.kernel.name} --format {self.fmt.name} --profile {self.profile.name} "
                 f"--input-dtype {self.input_dtype}")
+
+
+@dataclass(frozen=True)
+class DecodeTarget:
+    """One kernel decoding one format (all codes), compared with the exact values."""
+
+    kernel: CastKernel
+    fmt: Format
+    collector: Collector | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def id(self) -> str:
+        return f"{self.kernel.name}-{self.fmt.name}"
+
+    def check(self) -> None:
+        checked, wrong = engine.decode_check(self.kernel, self.fmt)
+        if self.collector is not None:
+            self.collector.add_decode((self.kernel.name, self.fmt.name, self.kernel.device), checked, wrong)
+        assert checked == self.fmt.code_count
+        if wrong:
+            raise AssertionError(
+                f"{self.kernel.name} decodes {len(wrong)} {self.fmt.name} codes wrongly: " + "; ".join(
+                    f"{d.input_hex} [{d.input_value}] -> {d.actual_value} (expected {d.expected_value})"
+                    for d in wrong[:8]))
 
 
 def targets_for(kernels: Iterable[CastKernel], *, input_dtypes: Iterable[str] | None = None,
