@@ -31,7 +31,7 @@ import dataclasses
 import math
 import shlex
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -405,11 +405,3 @@ def decode_check(kernel: Any, fmt: object) -> tuple[int, list[Divergence]]:
             actual_value=repr(float(actual[c])), detail=f"decode of {f.name} code 0x{code:02x}",
         ))
     return int(codes.size), out
-
-
-def merge_results(results: Sequence[CheckResult]) -> dict[str, int]:
-    total: dict[str, int] = {}
-    for r in results:
-        for c, k in r.categories.items():
-            total[c] = total.get(c, 0) + k
-    return total

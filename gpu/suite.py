@@ -134,7 +134,9 @@ def main() -> int:
 
     summary.append("")
     for dtype in ("float8_e4m3fnuz", "float8_e5m2fnuz"):
-        proc = run([py, "-c", FNUZ_PROBE.replace("{dtype}", dtype)], log, timeout=300)
+        probe = out / f"probe_{dtype}.py"  # Triton's jit reads its kernel's source from a file
+        probe.write_text(FNUZ_PROBE.replace("{dtype}", dtype))
+        proc = run([py, str(probe)], log, timeout=300)
         text = (proc.stdout + proc.stderr).strip().splitlines()
         outcome = "compiles" if proc.returncode == 0 else f"does not compile (exit {proc.returncode}: {text[-1][:160] if text else ''})"
         summary.append(f"Triton {dtype} cast on this GPU, probed in a child process: {outcome}")

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from fp8check.errors import FP8CheckError, InvalidValueError
+from fp8check.errors import InvalidValueError
 
 KERNEL_HELP = (
     "the kernel under test: MODULE:FUNC or path/to/file.py:FUNC (called with a torch tensor, returns an fp8 "
@@ -59,4 +59,4 @@ def require_formats(kernel: Any, fmt: Any) -> None:
         raise UnsupportedFormatError(why)
 
 
-__all__ = ["console", "load_kernel", "write_json", "parse_int", "require_formats", "KERNEL_HELP", "FP8CheckError"]
+__all__ = ["console", "load_kernel", "write_json", "parse_int", "require_formats", "KERNEL_HELP"]
