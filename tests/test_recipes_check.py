@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from fp8check import recipes
@@ -212,3 +211,12 @@ def test_same_seed_same_result():
     b = check_quantizer(mutants.no_eps, "tensorwise", max_examples=10, seed=7)
     assert a.categories == b.categories and a.checked == b.checked
     assert [d.to_dict() for d in a.divergences] == [d.to_dict() for d in b.divergences]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt", ["e4m3fn", "e5m2"])
+@pytest.mark.parametrize("name", ["tensorwise", "block-128x128", "group-colwise", "mx-e8m0-floor", "torchao-rowwise-pow2"])
+def test_torch_quantizer_conforms_on_cuda(name, fmt):
+    r = recipes.get(name, fmt)
+    result = check_quantizer(torch_quantizer(r), r, device="cuda", max_examples=10)
+    assert result.passed, (result.categories, result.divergences[:2])

@@ -121,3 +121,13 @@ def test_accumulation_study_rows():
 def test_scaled_grouped_mm_with_empty_groups_on_cuda():
     r = matmul.check_scaled_grouped_mm(device="cuda")
     assert r.passed, r.divergences[:2]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("out_dtype, scaling", [("float32", "tensorwise"), ("bfloat16", "rowwise"),
+                                                ("e4m3fn", "tensorwise")])
+def test_scaled_mm_cuda_without_fast_accumulation_is_within_the_float32_bound(out_dtype, scaling):
+    r = matmul.check_scaled_mm(out_dtype=out_dtype, scaling=scaling, M=128, N=128, K=4096, device="cuda")
+    assert r.violations == 0 and r.nan_mismatches == 0, r.divergences[:2]
+    if out_dtype == "float32":
+        assert r.scale_convention == "multiplies"

@@ -38,7 +38,6 @@ import numpy as np
 from fp8check.reference import decode
 from fp8check.recipes.recipe import TENSORWISE as _TENSOR, Recipe
 from fp8check.recipes.reference import (
-    Quantized,
     dequantize,
     element_blocks,
     overflow_threshold,

@@ -180,6 +180,7 @@ class MatmulCheck:
     max_ratio: float = 0.0
     p99_ratio: float = 0.0
     max_rel_error: float = 0.0  # max |kernel - C| / max |C|
+    max_acc_ratio: float = 0.0  # error beyond the output rounding's share, / the float32 accumulation allowance
     overflow_checked: int = 0
     overflow_mismatches: int = 0
     undetermined: int = 0  # near the overflow threshold, or float32 intermediates may overflow
@@ -221,6 +222,12 @@ def _compare(res: MatmulCheck, out: np.ndarray, C: np.ndarray, P: np.ndarray, K:
     bad = in_range & ~ok
     res.violations += int(bad.sum())
     if in_range.any():
+        # The share of the float32 accumulation allowance used, once the output rounding is set aside.
+        u_out, eta_out, _ = _out_params(res.out_dtype)
+        n = K + 2 + (2 if scale_result else 0)
+        e32 = gamma(n, 2.0 ** -24) * P + n * K * 2.0 ** -150
+        acc = np.maximum(err - u_out * (np.abs(C) + e32) - eta_out - gamma(K + 1, 2.0 ** -53) * P, 0) / np.where(e32 > 0, e32, 1)
+        res.max_acc_ratio = max(res.max_acc_ratio, float(np.max(np.where(in_range, acc, 0))))
         ratio = np.where(in_range, err / np.where(bound > 0, bound, 1), 0)
         res.max_ratio = max(res.max_ratio, float(np.nanmax(ratio)))
         res.p99_ratio = max(res.p99_ratio, float(np.nanpercentile(ratio[in_range], 99)))
@@ -394,12 +401,16 @@ def accumulation_study(Ks: tuple[int, ...] = (256, 1024, 4096, 16384), *, fmt: o
                        mm: Callable[..., Any] | None = None) -> list[dict[str, Any]]:
     """Error against the derived float32 bound as K grows, with and without
     ``use_fast_accum``: one row per (K, fast) with the largest and 99th
-    percentile |error| / bound and the largest error relative to max |C|."""
+    percentile |error| / bound, the largest share of the float32
+    accumulation allowance used beyond the output rounding (``max_acc_ratio``:
+    above 1 the accumulation is not float32), and the largest error relative
+    to max |C|."""
     rows = []
     for K in Ks:
         for fast in (False, True):
             r = check_scaled_mm(fmt_a=fmt, fmt_b=fmt, out_dtype=out_dtype, scaling=scaling, M=M, N=N, K=K,
                                 device=device, use_fast_accum=fast, seed=seed, mm=mm)
             rows.append({"K": K, "fast_accum": fast, "max_ratio": r.max_ratio, "p99_ratio": r.p99_ratio,
-                         "max_rel_error": r.max_rel_error, "violations": r.violations, "checked": r.checked})
+                         "max_acc_ratio": r.max_acc_ratio, "max_rel_error": r.max_rel_error,
+                         "violations": r.violations, "checked": r.checked})
     return rows
