@@ -131,3 +131,23 @@ def test_scaled_mm_cuda_without_fast_accumulation_is_within_the_float32_bound(ou
     assert r.violations == 0 and r.nan_mismatches == 0, r.divergences[:2]
     if out_dtype == "float32":
         assert r.scale_convention == "multiplies"
+
+
+def _grouped_mm(A, B, sa, sb, offs=None, out_dtype=None, use_fast_accum=False, skip_empty=False):
+    """A grouped matmul from torch ops; with skip_empty, the weight index counts only non-empty groups."""
+    out = torch.zeros(A.shape[0], B.shape[-1])
+    start, w = 0, 0
+    for g, end in enumerate(offs.tolist()):
+        if end > start:
+            i = w if skip_empty else g
+            out[start:end] = (A[start:end].float() * sa[start:end, None]) @ (B[i].float() * sb[i][None, :])
+            w += 1
+        start = end
+    return out.to(out_dtype)
+
+
+def test_grouped_check_passes_a_correct_grouped_matmul_and_catches_an_empty_group_bug():
+    good = matmul.check_scaled_grouped_mm(device="cpu", mm=_grouped_mm)
+    assert good.passed and good.checked == 112 * 64
+    bad = matmul.check_scaled_grouped_mm(device="cpu", mm=lambda *a, **k: _grouped_mm(*a, **k, skip_empty=True))
+    assert bad.violations > 0 and bad.to_check_result().categories["accuracy"] == bad.violations
