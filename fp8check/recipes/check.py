@@ -39,7 +39,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from fp8check.errors import FP8CheckError, InvalidValueError, UnsupportedFormatError
+from fp8check.errors import FP8CheckError, InvalidValueError
 from fp8check.formats import E8M0FNU, Format, get as get_format
 from fp8check.profiles import get as get_profile
 from fp8check.reference import decode
@@ -326,7 +326,7 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
         import torch
 
         if device.startswith("cuda") and not torch.cuda.is_available():
-            raise UnsupportedFormatError(f"--device {device}: no CUDA device here")
+            raise InvalidValueError(f"--device {device}: no CUDA device here")
     counts = {c: 0 for c in QUANTIZE_CATEGORIES}
     found: list[_Found] = []
     tally = HazardTally()
