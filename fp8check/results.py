@@ -31,7 +31,10 @@ CAST_CATEGORIES = ("rounding", "overflow", "infinity", "nan", "signed_zero", "su
 # Quantizer divergences (recipes): a wrong scale, wrong codes under a right
 # scale, or mishandled non-finite input.
 QUANTIZE_CATEGORIES = ("scale", "codes", "nonfinite")
-CATEGORIES = CAST_CATEGORIES + QUANTIZE_CATEGORIES
+# Matmul divergences (recipes): an error beyond the derived accumulation
+# bound; scale, overflow, nan and other are shared with the lists above.
+MATMUL_CATEGORIES = ("accuracy",)
+CATEGORIES = CAST_CATEGORIES + QUANTIZE_CATEGORIES + MATMUL_CATEGORIES
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,7 +84,7 @@ class CheckResult:
     checked: int
     categories: dict[str, int] = field(default_factory=dict)
     divergences: list[Divergence] = field(default_factory=list)
-    kind: str = "cast"  # "cast" or "quantize"
+    kind: str = "cast"  # "cast", "quantize" or "matmul"
     input_dtype: str = "float32"
     device: str = "cpu"
     seed: int | None = None

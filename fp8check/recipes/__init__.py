@@ -1,0 +1,174 @@
+"""Scaling recipes: named, frozen descriptions of how quantizers compute scales.
+
+::
+
+    from fp8check import recipes
+    r = recipes.get("block-128x128")                  # DeepSeek-V3 weight blocks, e4m3fn
+    codes, scales = recipes.quantize(w, r)           # what a correct kernel returns
+    w2 = recipes.dequantize(codes, scales, r)        # float64, exact for scale_inv
+    r_fnuz = recipes.get("tensorwise", "e4m3fnuz")   # same recipe, max 240
+
+Named recipes (``recipes.names()``), all e4m3fn unless a format is given:
+
+==================================  ===========================================================
+``tensorwise`` ``rowwise``          fp8check's recommended recipes: ``scale_inv = max(amax,
+``colwise``                         1e-12) / max`` in float32, non-finite values left out of
+``group-rowwise`` ``group-colwise`` amax (nothing finite is lost), satfinite elements.
+``block-1x128``                     DeepSeek-V3 activation blocks (``max(amax, 1e-4)/448``,
+``block-128x128``                   ``x / s``); 128x128 weight blocks with ragged edges, the
+                                    ``weight_scale_inv`` layout; non-finite left out.
+``deepseek-v3-act``                 DeepSeek-V3's original ``act_quant``: ``amax/448``, no eps
+                                    (an all-zero block gives 0/0: NaN codes), IEEE non-finite.
+``deepseek-v3.1-act``               the later ``act_quant``: ``max(amax, 1e-4)/448``.
+``deepseek-ue8m0``                  the same rounded up to a power of two (``scale_fmt="ue8m0"``).
+``mx-e8m0-floor``                   OCP MX v1.0: block 1x32, ``X = 2^(floor(log2 amax) - emax)``,
+                                    e8m0 (clamped at 2^-127; non-finite block -> NaN scale).
+``mx-e8m0-ceil``                    round-up variant ``2^(ceil(log2 amax) - emax)`` (torchao CEIL).
+``mx-e8m0-rceil``                   NVIDIA/cuBLAS ``2^ceil(log2(amax / max))`` (torchao RCEIL).
+``torchao-tensorwise`` ...          torchao 0.18 float8 training: ``scale = max / max(amax,
+                                    1e-12)`` in float64, ``x * scale``, clamp, cast; IEEE
+                                    non-finite. ``-rowwise``, ``-colwise``, ``-group-rowwise``,
+                                    ``-group-colwise`` and ``-pow2`` variants (scale rounded
+                                    down to a power of two).
+``rowwise-bf16-scale``              rowwise with the scale stored in bfloat16 (compressed-tensors
+                                    stores the model's dtype).
+==================================  ===========================================================
+"""
+
+from __future__ import annotations
+
+from fp8check.errors import FP8CheckError
+from fp8check.recipes.recipe import (
+    COLWISE,
+    GROUP_COLWISE,
+    GROUP_ROWWISE,
+    ROWWISE,
+    TENSORWISE,
+    Granularity,
+    Recipe,
+    block,
+)
+from fp8check.recipes.reference import (
+    FnuzConversion,
+    Quantized,
+    block_amax,
+    convert_fn_to_fnuz,
+    dequantize,
+    e8m0_codes,
+    expand_scales,
+    quantize,
+    scales_from_amax,
+)
+
+__all__ = [
+    "Granularity",
+    "Recipe",
+    "TENSORWISE",
+    "ROWWISE",
+    "COLWISE",
+    "GROUP_ROWWISE",
+    "GROUP_COLWISE",
+    "block",
+    "RECIPES",
+    "UnknownRecipeError",
+    "get",
+    "names",
+    "quantize",
+    "dequantize",
+    "Quantized",
+    "block_amax",
+    "scales_from_amax",
+    "expand_scales",
+    "e8m0_codes",
+    "convert_fn_to_fnuz",
+    "FnuzConversion",
+]
+
+
+class UnknownRecipeError(FP8CheckError, LookupError):
+    """A recipe name that names no known recipe."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+def _fp8check(name: str, granularity: Granularity, description: str, **kw: object) -> Recipe:
+    kw.setdefault("eps", 1e-12)
+    return Recipe(name=name, format="e4m3fn", granularity=granularity, convention="scale_inv",
+                  nonfinite="finite", description=description, **kw)
+
+
+def _torchao(name: str, granularity: Granularity, pow2: bool, description: str) -> Recipe:
+    return Recipe(
+        name=name + ("-pow2" if pow2 else ""),
+        format="e4m3fn",
+        granularity=granularity,
+        convention="scale",
+        eps=1e-12,
+        scale_precision="float64",
+        pow2="floor" if pow2 else None,
+        nonfinite="ieee",
+        description=description + (", scale rounded down to a power of two" if pow2 else ""),
+    )
+
+
+def _mx(name: str, description: str, **kw: object) -> Recipe:
+    return Recipe(name=name, format="e4m3fn", granularity=block(1, 32), convention="scale_inv",
+                  scale_dtype="e8m0", nonfinite="ieee", ragged=False, description=description, **kw)
+
+
+_ALL: list[Recipe] = [
+    _fp8check("tensorwise", TENSORWISE, "one scale_inv per tensor, max(amax, 1e-12)/max, non-finite left out"),
+    _fp8check("rowwise", ROWWISE, "one scale_inv per row"),
+    _fp8check("colwise", COLWISE, "one scale_inv per column"),
+    _fp8check("group-rowwise", GROUP_ROWWISE, "one scale_inv per (MoE group of columns, row)"),
+    _fp8check("group-colwise", GROUP_COLWISE, "one scale_inv per (MoE group of rows, column)"),
+    _fp8check("block-1x128", block(1, 128), "DeepSeek-V3 activation blocks, max(amax, 1e-4)/448",
+              eps=1e-4, ragged=False),
+    _fp8check("block-128x128", block(128, 128), "DeepSeek-V3 weight blocks (weight_scale_inv), ragged edges",
+              eps=1e-4),
+    Recipe(name="deepseek-v3-act", format="e4m3fn", granularity=block(1, 128), convention="scale_inv",
+           nonfinite="ieee", ragged=False,
+           description="DeepSeek-V3 act_quant as first published: amax/448 with no eps"),
+    Recipe(name="deepseek-v3.1-act", format="e4m3fn", granularity=block(1, 128), convention="scale_inv",
+           eps=1e-4, nonfinite="ieee", ragged=False,
+           description="DeepSeek-V3.1 act_quant: max(amax, 1e-4)/448"),
+    Recipe(name="deepseek-ue8m0", format="e4m3fn", granularity=block(1, 128), convention="scale_inv",
+           eps=1e-4, pow2="ceil", nonfinite="ieee", ragged=False,
+           description="DeepSeek act_quant with scale_fmt='ue8m0': 2^ceil(log2(max(amax, 1e-4)/448))"),
+    _mx("mx-e8m0-floor", "OCP MX v1.0 block 32: X = 2^(floor(log2 amax) - emax)", rule="mx-floor"),
+    _mx("mx-e8m0-ceil", "MX block 32, round up: X = 2^(ceil(log2 amax) - emax) (torchao CEIL)",
+        rule="mx-ceil"),
+    _mx("mx-e8m0-rceil", "MX block 32, NVIDIA RCEIL: X = 2^ceil(log2(amax / max))", pow2="ceil"),
+    Recipe(name="rowwise-bf16-scale", format="e4m3fn", granularity=ROWWISE, convention="scale_inv",
+           eps=1e-12, scale_dtype="bfloat16",
+           description="rowwise with the scale stored in bfloat16 (compressed-tensors style)"),
+]
+for _pow2 in (False, True):
+    _ALL += [
+        _torchao("torchao-tensorwise", TENSORWISE, _pow2, "torchao tensor_to_scale + to_fp8_saturated"),
+        _torchao("torchao-rowwise", ROWWISE, _pow2, "torchao axiswise scaling over the last dim"),
+        _torchao("torchao-colwise", COLWISE, _pow2, "torchao axiswise scaling over dim 0"),
+        _torchao("torchao-group-rowwise", GROUP_ROWWISE, _pow2,
+                 "torchao triton_fp8_per_group_rowwise_scales (groups split the columns)"),
+        _torchao("torchao-group-colwise", GROUP_COLWISE, _pow2,
+                 "torchao triton_fp8_per_group_colwise_scales (groups split the rows)"),
+    ]
+
+RECIPES: dict[str, Recipe] = {r.name: r for r in _ALL}
+
+
+def names() -> tuple[str, ...]:
+    return tuple(RECIPES)
+
+
+def get(name: object, fmt: object = None) -> Recipe:
+    """The recipe ``name`` (a :class:`Recipe` is returned as is), for ``fmt`` when given."""
+    if isinstance(name, Recipe):
+        recipe = name
+    else:
+        key = str(name).strip().lower().replace("_", "-")
+        if key not in RECIPES:
+            raise UnknownRecipeError(f"unknown recipe {name!r}; known recipes: {', '.join(names())}")
+        recipe = RECIPES[key]
+    return recipe if fmt is None else recipe.with_format(fmt)

@@ -1,0 +1,495 @@
+"""``check_quantizer``: hold a quantize kernel to a recipe, bit for bit.
+
+The kernel runs on the targeted edge cases of :mod:`.hazards` and on
+``max_examples`` Hypothesis inputs of :mod:`.strategies`; each output is
+compared with :func:`fp8check.recipes.quantize`. Every block of every input
+is classified:
+
+``nonfinite``  the block holds an Inf or NaN and the kernel's scale or
+               codes differ from what the recipe declares for it;
+``scale``      a block of finite input whose scale differs (bits, NaN by
+               class) -- counted once per block;
+``codes``      the scale agrees but codes differ (NaN by class) -- counted
+               once per element.
+
+A block holding Inf or NaN that diverges counts as ``nonfinite`` whatever the
+cause (a scale bug shows there too). Scales are compared for every block the
+recipe defines, empty MoE groups included; codes are not compared in a block whose expected and actual
+scales are both NaN (the whole block is NaN then). Whatever the verdict, the
+hazards of :mod:`.hazards` are counted on the kernel's outputs and reported
+in ``extra["hazards"]`` and ``extra["blast_radius"]``.
+
+``run_quantize_check_cli(args)`` is the body of
+``fp8check check MODULE:FUNC --kind quantize --recipe NAME``: exit 0 when
+the kernel conforms, 1 when it diverges, 2 for bad usage or a kernel that
+cannot be imported or called (one line, no traceback). ``python -m
+fp8check.recipes.check`` runs it standalone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from fp8check.errors import FP8CheckError, InvalidValueError
+from fp8check.formats import E8M0FNU, Format, get as get_format
+from fp8check.profiles import get as get_profile
+from fp8check.reference import decode
+from fp8check.recipes import get as get_recipe
+from fp8check.recipes.hazards import HazardTally, edge_cases, nan_code_table
+from fp8check.recipes.recipe import Recipe
+from fp8check.recipes.reference import block_amax, element_blocks, quantize
+from fp8check.recipes.strategies import QuantCase, quantizer_inputs
+from fp8check.results import CheckResult, Divergence, QUANTIZE_CATEGORIES, environment
+
+__all__ = ["KernelError", "load_kernel", "run_kernel", "check_quantizer", "run_quantize_check_cli", "main",
+           "reference_kernel"]
+
+MAX_DIVERGENCES = 50
+EXIT_OK, EXIT_DIVERGED, EXIT_USAGE = 0, 1, 2
+
+
+class KernelError(FP8CheckError, RuntimeError):
+    """A kernel that cannot be imported or called, or returns something unusable."""
+
+
+def load_kernel(spec: str) -> tuple[Callable[..., Any], str]:
+    """Import ``module:function`` (``function`` may be dotted) and return it with its name.
+
+    The current directory is put on ``sys.path`` first, as pytest and
+    ``python -m`` do, so ``fp8check check mykernels:quant`` finds a local file.
+    """
+    if not isinstance(spec, str) or spec.count(":") != 1 or not all(spec.split(":")):
+        raise InvalidValueError(f"kernel {spec!r} is not of the form MODULE:FUNCTION")
+    module_name, attr = spec.split(":")
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except Exception as exc:  # any error while importing user code
+        raise KernelError(f"cannot import module {module_name!r} for kernel {spec}: {type(exc).__name__}: {exc}") from None
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise KernelError(f"module {module_name!r} has no attribute {attr!r} (kernel {spec})")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise KernelError(f"kernel {spec} is a {type(obj).__name__}, not a callable")
+    return obj, spec
+
+
+def reference_kernel(recipe: Recipe) -> Callable[..., tuple[Any, Any]]:
+    """The reference as a kernel (torch in, torch out): the recipe's own behaviour."""
+
+    def kernel(x: Any, offsets: Any = None) -> tuple[Any, Any]:
+        import torch
+
+        q = quantize(x, recipe, offsets=offsets)
+        return torch.from_numpy(q.codes), torch.from_numpy(np.asarray(q.scales, dtype=np.float32))
+
+    kernel.__name__ = f"reference[{recipe.name}]"
+    return kernel
+
+
+# -- running a kernel -------------------------------------------------------------
+
+
+def _torch_format(dtype: Any) -> Format | None:
+    name = str(dtype).removeprefix("torch.")
+    if not name.startswith("float8_"):
+        return None
+    try:
+        return get_format(name)
+    except FP8CheckError:
+        return None
+
+
+def _codes_of(out: Any, recipe: Recipe, shape: tuple[int, int], name: str) -> np.ndarray:
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(out, torch.Tensor):
+        fmt = _torch_format(out.dtype)
+        if fmt is not None:
+            if fmt is not recipe.format:
+                raise KernelError(f"kernel {name} returned {out.dtype} codes; recipe {recipe.name!r} targets {recipe.format.name}")
+            out = out.view(torch.uint8)
+        elif out.dtype in (torch.uint8, torch.int8):
+            out = out.view(torch.uint8)
+        else:
+            raise KernelError(f"kernel {name} returned codes of dtype {out.dtype}; expected a float8 or uint8 tensor")
+        arr = out.detach().cpu().numpy()
+    else:
+        arr = np.asarray(out)
+        if arr.dtype.itemsize != 1:
+            raise KernelError(f"kernel {name} returned codes of dtype {arr.dtype}; expected one byte per code")
+        arr = arr.view(np.uint8)
+    if tuple(arr.shape) != tuple(shape):
+        raise KernelError(f"kernel {name} returned codes of shape {tuple(arr.shape)} for an input of shape {shape}")
+    return np.ascontiguousarray(arr)
+
+
+def _scales_of(out: Any, recipe: Recipe, expected_shape: tuple[int, ...], name: str) -> np.ndarray:
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(out, torch.Tensor):
+        out = out.detach().cpu()
+        if out.dtype == getattr(torch, "float8_e8m0fnu", None) or out.dtype == torch.uint8:
+            if out.dtype == torch.uint8 and recipe.scale_dtype != "e8m0":
+                raise KernelError(f"kernel {name} returned uint8 scales; recipe {recipe.name!r} stores {recipe.scale_dtype}")
+            values = decode(out.view(torch.uint8).numpy(), E8M0FNU)
+        elif out.dtype.is_floating_point and out.element_size() >= 2:
+            values = out.to(torch.float64).numpy()
+        else:
+            raise KernelError(f"kernel {name} returned scales of dtype {out.dtype}; expected float32 (or e8m0)")
+    else:
+        values = np.asarray(out, dtype=np.float64)
+    size = int(np.prod(expected_shape)) if expected_shape else 1
+    if values.size != size:
+        raise KernelError(
+            f"kernel {name} returned {values.size} scales of shape {tuple(values.shape)}; recipe {recipe.name!r} "
+            f"({recipe.granularity}) has {size} (shape {expected_shape})"
+        )
+    return values.reshape(expected_shape).astype(np.float64)
+
+
+def run_kernel(kernel: Callable[..., Any], case: QuantCase, recipe: Recipe, *, device: str = "cpu",
+               name: str = "kernel") -> tuple[np.ndarray, np.ndarray]:
+    """Call ``kernel`` on ``case``; return (uint8 codes, float64 scales in the canonical shape)."""
+    import torch
+
+    x = torch.from_numpy(np.ascontiguousarray(case.x)).to(getattr(torch, case.dtype)).to(device)
+    try:
+        if recipe.grouped:
+            out = kernel(x, torch.from_numpy(case.offsets.astype(np.int32)).to(device))
+        else:
+            out = kernel(x)
+    except FP8CheckError:
+        raise
+    except Exception as exc:
+        raise KernelError(f"kernel {name} raised {type(exc).__name__} on {case!r}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise KernelError(f"kernel {name} returned {type(out).__name__}; a quantize kernel returns (fp8 tensor, scales)")
+    groups = 0 if case.offsets is None else case.offsets.size
+    shape = recipe.granularity.scale_shape(case.x.shape, groups)
+    return _codes_of(out[0], recipe, case.x.shape, name), _scales_of(out[1], recipe, shape, name)
+
+
+# -- comparing --------------------------------------------------------------------
+
+
+def _hex_input(v: np.float32, dtype: str) -> str:
+    bits = int(np.float32(v).view(np.uint32))
+    return f"{bits >> 16:04X}" if dtype == "bfloat16" else f"{bits:08X}"
+
+
+def _hex32(v: float) -> str:
+    return f"{int(np.float32(v).view(np.uint32)):08X}"
+
+
+def _block_text(recipe: Recipe, b: int, shape: tuple[int, int], offsets: np.ndarray | None) -> str:
+    g = recipe.granularity
+    m, n = shape
+    if g.kind == "tensorwise":
+        return "the whole tensor"
+    if g.kind == "rowwise":
+        return f"row {b}"
+    if g.kind == "colwise":
+        return f"column {b}"
+    if g.kind == "block":
+        nb = -(-n // g.cols)
+        r, c = divmod(b, nb)
+        return f"block rows {r * g.rows}:{min(m, (r + 1) * g.rows)}, cols {c * g.cols}:{min(n, (c + 1) * g.cols)}"
+    length = m if g.kind == "group_rowwise" else n
+    grp, i = divmod(b, length)
+    start = 0 if grp == 0 else int(offsets[grp - 1])
+    span = f"{'columns' if g.kind == 'group_rowwise' else 'rows'} {start}:{int(offsets[grp])}"
+    return f"group {grp} ({span}{', empty' if start == int(offsets[grp]) else ''}), {'row' if g.kind == 'group_rowwise' else 'column'} {i}"
+
+
+def _implied_target(recipe: Recipe, amax: float, scale: float) -> float:
+    a, s = np.float64(amax), np.float64(scale)
+    with np.errstate(all="ignore"):
+        return float(a * s if recipe.convention == "scale" else a / s)
+
+
+_KNOWN_MAXIMA = {448.0: "e4m3fn's max", 240.0: "e4m3fnuz's max", 224.0: "224", 57344.0: "e5m2's max"}
+
+
+def _target_note(recipe: Recipe, amax: float, expected: float, actual: float) -> str:
+    if not (np.isfinite(amax) and amax > 0 and recipe.rule == "amax" and recipe.pow2 is None):
+        return ""
+    te, ta = _implied_target(recipe, amax, expected), _implied_target(recipe, amax, actual)
+    if not np.isfinite(ta):
+        return ""
+    note = f"; the recipe maps amax to {te:.6g}, the kernel to {ta:.6g}"
+    for v, label in _KNOWN_MAXIMA.items():
+        if abs(ta - v) <= v * 1e-5 and abs(te - v) > v * 1e-5:
+            note += f" ({label})"
+    return note
+
+
+@dataclass
+class _Found:
+    key: tuple[int, int, int]
+    divergence: Divergence
+
+
+def _compare(case: QuantCase, recipe: Recipe, codes: np.ndarray, scales: np.ndarray, order: int,
+             counts: dict[str, int], found: list[_Found], per_case: int = 8) -> None:
+    expected = quantize(case.x, recipe, offsets=case.offsets)
+    exp_s = expected.scales.astype(np.float64).reshape(-1)
+    act_s = scales.reshape(-1)
+    both_nan = np.isnan(exp_s) & np.isnan(act_s)
+    with np.errstate(invalid="ignore"):
+        same_scale = both_nan | ((exp_s == act_s) & (np.signbit(exp_s) == np.signbit(act_s)))
+    shape = case.x.shape
+    blocks = element_blocks(shape, recipe, case.offsets).reshape(-1)
+    nblocks = exp_s.size
+    nonfinite_block = np.bincount(blocks, weights=~np.isfinite(case.x).reshape(-1), minlength=nblocks) > 0
+    nan_tab = nan_code_table(recipe.format)
+    ce, ca = expected.codes.reshape(-1), codes.reshape(-1)
+    same_code = (ce == ca) | (nan_tab[ce] & nan_tab[ca]) | both_nan[blocks]
+    code_diff_block = np.bincount(blocks, weights=~same_code, minlength=nblocks) > 0
+    amax = block_amax(case.x, recipe.replace(nonfinite="ieee"), case.offsets).reshape(-1).astype(np.float64)
+    size = case.x.size
+    where = f"{case.name} ({shape[0]}x{shape[1]} {case.dtype})"
+    x = case.x.reshape(-1)
+
+    nf = np.flatnonzero(nonfinite_block & (~same_scale | code_diff_block))
+    sc = np.flatnonzero(~nonfinite_block & ~same_scale)
+    cd = np.flatnonzero(~same_code & ~nonfinite_block[blocks] & same_scale[blocks])
+    counts["nonfinite"] += nf.size
+    counts["scale"] += sc.size
+    counts["codes"] += cd.size
+    fv = decode(np.arange(256), recipe.format)
+
+    for b in nf[:per_case]:
+        idx = np.flatnonzero(blocks == b)
+        bad = idx[~np.isfinite(x[idx])][0]
+        fin = idx[np.isfinite(x[idx])]
+        lost = int(np.count_nonzero(nan_tab[ca[fin]] | ((ca[fin] & recipe.format.magnitude_mask) == 0)))
+        if not same_scale[b]:
+            eh, ah, ev, av = _hex32(exp_s[b]), _hex32(act_s[b]), repr(float(exp_s[b])), repr(float(act_s[b]))
+            what = "scale"
+        else:
+            i = idx[~same_code[idx]][0]
+            eh, ah, ev, av = f"{ce[i]:02X}", f"{ca[i]:02X}", repr(float(fv[ce[i]])), repr(float(fv[ca[i]]))
+            what = f"code of x[{i // shape[1]}, {i % shape[1]}]"
+        found.append(_Found((size, 0, order), Divergence(
+            category="nonfinite", input_hex=_hex_input(x[bad], case.dtype), expected_hex=eh, actual_hex=ah,
+            input_dtype=case.dtype, input_value=repr(float(x[bad])), expected_value=ev, actual_value=av,
+            detail=(f"{where}: {_block_text(recipe, int(b), shape, case.offsets)} holds {float(x[bad])!r}; "
+                    f"{what} differs (recipe: non-finite {recipe.nonfinite}); the kernel left {lost} of "
+                    f"{fin.size} finite values of the block zero or NaN"))))
+    for b in sc[:per_case]:
+        found.append(_Found((size, 1, order), Divergence(
+            category="scale", input_hex=_hex32(amax[b]), expected_hex=_hex32(exp_s[b]), actual_hex=_hex32(act_s[b]),
+            input_dtype="float32", input_value=repr(float(amax[b])), expected_value=repr(float(exp_s[b])),
+            actual_value=repr(float(act_s[b])),
+            detail=(f"{where}: scale of {_block_text(recipe, int(b), shape, case.offsets)}, amax {float(amax[b])!r}"
+                    + _target_note(recipe, float(amax[b]), float(exp_s[b]), float(act_s[b]))))))
+    for i in cd[:per_case]:
+        b = int(blocks[i])
+        found.append(_Found((size, 2, order), Divergence(
+            category="codes", input_hex=_hex_input(x[i], case.dtype), expected_hex=f"{ce[i]:02X}",
+            actual_hex=f"{ca[i]:02X}", input_dtype=case.dtype, input_value=repr(float(x[i])),
+            expected_value=repr(float(fv[ce[i]])), actual_value=repr(float(fv[ca[i]])),
+            detail=(f"{where}: x[{i // shape[1]}, {i % shape[1]}] in {_block_text(recipe, b, shape, case.offsets)}, "
+                    f"scale {float(exp_s[b])!r} ({recipe.convention}: x {'*' if recipe.convention == 'scale' else '/'} scale)"))))
+
+
+def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: object = None, profile: object = None,
+                    max_examples: int = 100, seed: int | None = None, device: str = "cpu",
+                    kernel_name: str | None = None, edge: bool = True,
+                    dtypes: tuple[str, ...] = ("float32", "bfloat16"),
+                    cases: Sequence[QuantCase] | None = None) -> CheckResult:
+    """Check ``kernel`` against ``recipe`` (a name or a :class:`Recipe`).
+
+    ``fmt``/``profile`` override the recipe's target format and element
+    profile. ``max_examples`` Hypothesis inputs follow the targeted edge
+    cases (``edge=False`` skips those; ``cases`` replaces them with your
+    own :class:`~fp8check.recipes.strategies.QuantCase` list); ``seed``
+    makes the Hypothesis draw reproducible (without it the draw is
+    derandomized: the same every run).
+    """
+    r = get_recipe(recipe, fmt)
+    if profile is not None:
+        r = r.replace(profile=get_profile(profile))
+    name = kernel_name or getattr(kernel, "__name__", repr(kernel))
+    if device != "cpu":
+        import torch
+
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise InvalidValueError(f"--device {device}: no CUDA device here")
+    counts = {c: 0 for c in QUANTIZE_CATEGORIES}
+    found: list[_Found] = []
+    tally = HazardTally()
+    seen = {"checked": 0, "cases": 0, "dtypes": set()}
+
+    def one(case: QuantCase) -> None:
+        codes, scales = run_kernel(kernel, case, r, device=device, name=name)
+        _compare(case, r, codes, scales, seen["cases"], counts, found)
+        tally.observe(case, r, codes, scales)
+        seen["checked"] += case.x.size
+        seen["cases"] += 1
+        seen["dtypes"].add(case.dtype)
+
+    for case in cases if cases is not None else (edge_cases(r) if edge else []):
+        one(case)
+    if max_examples > 0:
+        _run_hypothesis(r, one, max_examples, seed, dtypes)
+
+    found.sort(key=lambda f: f.key)
+    # The most minimal first, but every category that diverged is represented.
+    quota = MAX_DIVERGENCES // len(QUANTIZE_CATEGORIES)
+    by_cat = {c: [f for f in found if f.divergence.category == c] for c in QUANTIZE_CATEGORIES}
+    chosen = [f for c in QUANTIZE_CATEGORIES for f in by_cat[c][:quota]]
+    rest = [f for f in found if f not in chosen]
+    found = sorted(chosen + rest[: max(0, MAX_DIVERGENCES - len(chosen))], key=lambda f: f.key)
+    result = CheckResult(
+        kernel=name,
+        format=r.format.name,
+        profile=r.profile.name,
+        passed=not any(counts.values()),
+        checked=int(seen["checked"]),
+        categories=dict(counts),
+        divergences=[f.divergence for f in found],
+        kind="quantize",
+        input_dtype=",".join(sorted(seen["dtypes"])) or "float32",
+        device=device,
+        seed=seed,
+        command=(f"fp8check check {name} --kind quantize --recipe {r.name} --format {r.format.name}"
+                 + (f" --profile {r.profile.name}" if profile is not None else "")
+                 + f" --max-examples {max_examples}" + (f" --seed {seed}" if seed is not None else "")),
+        extra={
+            "recipe": r.to_dict(),
+            "recipe_summary": r.summary(),
+            "cases": seen["cases"],
+            "hazards": tally.to_list(),
+            "blast_radius": tally.blast_radius(),
+        },
+    )
+    return result
+
+
+def _run_hypothesis(recipe: Recipe, one: Callable[[QuantCase], None], max_examples: int, seed: int | None,
+                    dtypes: tuple[str, ...]) -> None:
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hypothesis_seed
+
+    failure: list[BaseException] = []
+
+    @settings(max_examples=max_examples, database=None, deadline=None, derandomize=seed is None,
+              phases=[Phase.generate], suppress_health_check=list(HealthCheck), print_blob=False)
+    @given(quantizer_inputs(recipe, dtypes=dtypes))
+    def run(case: QuantCase) -> None:
+        if failure:
+            return
+        try:
+            one(case)
+        except FP8CheckError as exc:  # a kernel that cannot be called: stop, report once
+            failure.append(exc)
+
+    if seed is not None:
+        run = hypothesis_seed(seed)(run)
+    run()
+    if failure:
+        raise failure[0]
+
+
+# -- terminal and CLI -------------------------------------------------------------
+
+
+def format_result(result: CheckResult) -> str:
+    """The terminal report of a quantize check."""
+    extra = result.extra
+    lines = [
+        f"fp8check: {result.kernel}  recipe {extra['recipe']['name']} on {result.device}",
+        f"  {extra['recipe_summary']}",
+        f"checked {result.checked:,} values in {extra['cases']} inputs ({result.input_dtype}): "
+        + ("CONFORMS" if result.passed else "DIVERGES"),
+    ]
+    first: dict[str, Divergence] = {}
+    for d in result.divergences:  # the most minimal, preferring one that says which target the kernel used
+        if d.category not in first or ("maps amax" in d.detail and "maps amax" not in first[d.category].detail):
+            first[d.category] = d
+    for cat in QUANTIZE_CATEGORIES:
+        n = result.categories.get(cat, 0)
+        line = f"  {cat:<10}{n:>9,}"
+        if n and cat in first:
+            d = first[cat]
+            line += (f"  e.g. input {d.input_hex} ({d.input_value}): expected {d.expected_hex} ({d.expected_value}), "
+                     f"got {d.actual_hex} ({d.actual_value})\n{'':21}{d.detail}")
+        lines.append(line)
+    hazards = [h for h in extra["hazards"] if h["count"]]
+    if hazards:
+        lines.append("hazards (reported whether or not the kernel conforms):")
+        for h in hazards:
+            lines.append(f"  {h['name']:<28}{h['count']:>9,}  {h['example']}")
+    br = extra["blast_radius"]
+    if br["blocks_with_nonfinite"]:
+        w = br["worst_case"]
+        lines.append(f"blast radius: {br['finite_values_lost']:,} of {br['finite_values_in_them']:,} finite values in "
+                     f"{br['blocks_with_nonfinite']} blocks holding Inf/NaN were lost"
+                     + (f"; worst: {w['lost']:,} of {w['finite']:,} in {w['case']}" if w["lost"] else ""))
+    lines.append(f"reproduce: {result.command}")
+    return "\n".join(lines)
+
+
+def run_quantize_check_cli(args: argparse.Namespace) -> int:
+    """``fp8check check MODULE:FUNC --kind quantize --recipe NAME --format FMT ...``.
+
+    ``args`` attributes: kernel ("module:func"), format, profile, recipe,
+    device, max_examples, seed, json. Returns the exit code.
+    """
+    try:
+        if not getattr(args, "recipe", None):
+            raise InvalidValueError("--kind quantize needs --recipe NAME (see docs/recipes.md for the names)")
+        recipe = get_recipe(args.recipe, getattr(args, "format", None) or None)
+        profile = getattr(args, "profile", None) or None
+        if profile is not None:
+            get_profile(profile)
+        kernel, name = load_kernel(args.kernel)
+        max_examples = getattr(args, "max_examples", None)
+        result = check_quantizer(kernel, recipe, profile=profile, device=getattr(args, "device", None) or "cpu",
+                                 max_examples=100 if max_examples is None else int(max_examples),
+                                 seed=getattr(args, "seed", None), kernel_name=name)
+        print(format_result(result))
+        path = getattr(args, "json", None)
+        if path:
+            doc = result.to_dict()
+            doc["environment"] = environment()
+            try:
+                Path(path).write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+            except OSError as exc:
+                raise InvalidValueError(f"--json {path}: cannot write: {exc.strerror or exc}") from None
+        return EXIT_OK if result.passed else EXIT_DIVERGED
+    except FP8CheckError as exc:
+        print(f"fp8check: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m fp8check.recipes.check MODULE:FUNC --recipe NAME [...]``."""
+    from fp8check.cli import ArgumentParser
+
+    p = ArgumentParser(prog="python -m fp8check.recipes.check", description="Check a quantize kernel against a recipe.")
+    p.add_argument("kernel", help="MODULE:FUNCTION")
+    p.add_argument("--recipe", required=True)
+    p.add_argument("--format", default=None)
+    p.add_argument("--profile", default=None)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--max-examples", type=int, default=100)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--json", default=None)
+    return run_quantize_check_cli(p.parse_args(argv))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,295 @@
+"""Scaling recipes as frozen data.
+
+A :class:`Recipe` says, completely, how a quantizer turns a 2-D float32 or
+bfloat16 tensor into FP8 codes and scales: which elements share a scale
+(:class:`Granularity`), how the scale is computed from the block's absolute
+maximum (``amax``), what the stored number means (``convention``), how the
+scaled elements are rounded into the target format (``format`` and
+``profile``), and what happens to a block that holds Inf or NaN
+(``nonfinite``). :func:`fp8check.recipes.quantize` is the reference that
+computes, bit for bit, the codes and scales a correct kernel must produce.
+
+Scale conventions -- which direction each name means
+=====================================================
+
+``convention="scale"``
+    The stored number ``s`` MULTIPLIES the input when quantizing and DIVIDES
+    the codes when dequantizing: ``code = cast(x * s)``, ``x ~ code / s``,
+    with ``s = target / amax``. torchao's ``Float8TrainingTensor._scale``,
+    ``tensor_to_scale`` and its per-group Triton kernels use this.
+
+``convention="scale_inv"``
+    The stored number ``d`` DIVIDES the input when quantizing and MULTIPLIES
+    the codes when dequantizing: ``code = cast(x / d)``, ``x ~ code * d``,
+    with ``d = amax / target``. This is the number a GEMM consumes
+    (``torch._scaled_mm``'s ``scale_a``/``scale_b``), the OCP MX block scale
+    ``X``, and what checkpoints store: DeepSeek-V3's ``weight_scale_inv`` is
+    the inverse of the *quantize* scale, so it is multiplied at dequant,
+    "despite the name"; compressed-tensors', ModelOpt's, fbgemm's and
+    Quark's ``weight_scale`` / ``input_scale`` are the same kind of number
+    under the other name. Names in checkpoints are not a convention: the
+    recipe is.
+
+The scale rules, exactly
+========================
+
+``rule="amax"`` (tensorwise, rowwise, blockwise, per-group)::
+
+    a = max(amax, eps)                      # eps skipped when None; NaN stays NaN
+    q = target / a   or   a / target        # in scale_precision, then RNE to float32
+    q = 2**floor(log2 q) or 2**ceil(log2 q) # when pow2 is "floor"/"ceil", exactly
+    S = round(q, scale_dtype)               # what is stored, and what is applied
+
+``scale_precision="float64"`` divides in float64 and rounds the quotient to
+float32 (what torchao does); ``"float32"`` clamps with ``float32(eps)`` and
+divides in float32. The two quotients agree whenever ``amax >= eps``
+(double rounding of a quotient of float32 numbers through float64 is
+innocuous), but ``eps`` itself differs between the two.
+
+``rule="mx-floor"`` (OCP MX v1.0, section 6.3) and ``rule="mx-ceil"``::
+
+    E = floor(log2 amax)   (mx-ceil: ceil(log2 amax))
+    k = E - emax(format)   # emax: exponent of the format's largest value (8 for e4m3fn)
+    k < -127 -> -127;  k > 127, amax Inf or NaN -> NaN scale (0xFF);  amax 0 -> -127
+
+as the OCP reference emulation (microsoft/microxcaling) computes it; the
+round-up MX variant of cuBLAS/NVIDIA ("RCEIL", ``2**ceil(log2(amax/max))``)
+is the ``amax`` rule with ``pow2="ceil"``, ``convention="scale_inv"`` and
+``scale_dtype="e8m0"``.
+
+The elements are then computed in float32 (IEEE, round to nearest even) as
+``x * S`` or ``x / S`` with the *stored* scale, and encoded with
+:func:`fp8check.encode` under ``profile`` (default ``satfinite``: RNE,
+finite overflow and ±Inf to ±max, NaN stays NaN -- what a clamp before the
+cast gives).
+
+Non-finite input
+================
+
+``nonfinite="ieee"``: the formulas above applied literally with IEEE
+arithmetic. An Inf in a block makes amax Inf, the ``scale`` convention's
+scale 0 (``scale_inv``: Inf) and every finite value of the block 0; a NaN
+makes the scale NaN and every code NaN. torchao and most kernels do this.
+
+``nonfinite="finite"``: amax is taken over the finite elements only; the
+finite elements are quantized as if the non-finite ones were absent, and
+the non-finite ones go through the element cast (``satfinite``: ±Inf to
+±max, NaN to NaN). Nothing finite is lost.
+
+When the expected and the actual scale of a block are both NaN the codes of
+that block are not compared: a NaN scale makes the whole block NaN.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from fp8check.errors import InvalidValueError
+from fp8check.formats import E8M0FNU, Format, get as get_format
+from fp8check.profiles import Profile, get as get_profile
+
+__all__ = [
+    "Granularity",
+    "Recipe",
+    "TENSORWISE",
+    "ROWWISE",
+    "COLWISE",
+    "GROUP_ROWWISE",
+    "GROUP_COLWISE",
+    "block",
+]
+
+GranularityKind = Literal["tensorwise", "rowwise", "colwise", "block", "group_rowwise", "group_colwise"]
+Convention = Literal["scale", "scale_inv"]
+Rule = Literal["amax", "mx-floor", "mx-ceil"]
+Pow2 = Literal["floor", "ceil"]
+ScaleDtype = Literal["float32", "bfloat16", "float16", "e8m0"]
+NonFinite = Literal["ieee", "finite"]
+Precision = Literal["float32", "float64"]
+
+_KINDS = ("tensorwise", "rowwise", "colwise", "block", "group_rowwise", "group_colwise")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Granularity:
+    """Which elements of an (M, N) tensor share one scale.
+
+    ================= ============================== ==========================
+    kind              one scale per                  scale shape
+    ================= ============================== ==========================
+    ``tensorwise``    tensor                         ``()``
+    ``rowwise``       row                            ``(M, 1)``
+    ``colwise``       column                         ``(1, N)``
+    ``block``         ``rows x cols`` tile; the last ``(ceil(M/rows), ceil(N/cols))``
+                      tiles of a ragged tensor are
+                      partial
+    ``group_rowwise`` (group, row); groups split the ``(G, M)``
+                      columns at ``offsets``
+    ``group_colwise`` (group, column); groups split  ``(G, N)``
+                      the rows at ``offsets``
+    ================= ============================== ==========================
+
+    ``offsets`` are the cumulative end indices of the groups (torchao's and
+    ``torch._scaled_grouped_mm``'s convention): group g spans
+    ``[offsets[g-1], offsets[g])``, an equal pair is an empty group, and the
+    last offset is the length of the split dimension.
+    """
+
+    kind: GranularityKind
+    rows: int = 0  # block only
+    cols: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in _KINDS:
+            raise InvalidValueError(f"granularity kind {self.kind!r} is not one of {', '.join(_KINDS)}")
+        if self.kind == "block":
+            if self.rows < 1 or self.cols < 1:
+                raise InvalidValueError(f"a block granularity needs rows >= 1 and cols >= 1, got {self.rows}x{self.cols}")
+        elif self.rows or self.cols:
+            raise InvalidValueError(f"granularity {self.kind!r} takes no block size (got {self.rows}x{self.cols})")
+
+    @property
+    def grouped(self) -> bool:
+        return self.kind in ("group_rowwise", "group_colwise")
+
+    def scale_shape(self, shape: tuple[int, int], groups: int = 0) -> tuple[int, ...]:
+        m, n = shape
+        if self.kind == "tensorwise":
+            return ()
+        if self.kind == "rowwise":
+            return (m, 1)
+        if self.kind == "colwise":
+            return (1, n)
+        if self.kind == "block":
+            return (-(-m // self.rows), -(-n // self.cols))
+        return (groups, m) if self.kind == "group_rowwise" else (groups, n)
+
+    def __str__(self) -> str:
+        return f"block {self.rows}x{self.cols}" if self.kind == "block" else self.kind
+
+
+TENSORWISE = Granularity(kind="tensorwise")
+ROWWISE = Granularity(kind="rowwise")
+COLWISE = Granularity(kind="colwise")
+GROUP_ROWWISE = Granularity(kind="group_rowwise")
+GROUP_COLWISE = Granularity(kind="group_colwise")
+
+
+def block(rows: int, cols: int) -> Granularity:
+    """A ``rows x cols`` block granularity (1x128 activations, 128x128 weights, 1x32 MX)."""
+    return Granularity(kind="block", rows=rows, cols=cols)
+
+
+def _choice(name: str, value: Any, allowed: tuple[Any, ...], recipe: str) -> None:
+    if value not in allowed:
+        raise InvalidValueError(
+            f"recipe {recipe!r}: {name}={value!r} is not one of {', '.join(repr(a) for a in allowed)}"
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Recipe:
+    """A scaling recipe: everything a quantizer must do, as data.
+
+    See the module docstring for the exact meaning of every field. Build
+    variants with :meth:`replace` (``recipe.replace(eps=None)``) or
+    :meth:`with_format`; ``target`` left as None follows the format's
+    largest value (448 for e4m3fn, 240 for e4m3fnuz).
+    """
+
+    name: str
+    format: Format
+    granularity: Granularity
+    convention: Convention = "scale_inv"
+    rule: Rule = "amax"
+    target: float | None = None
+    eps: float | None = None
+    scale_precision: Precision = "float32"
+    pow2: Pow2 | None = None
+    scale_dtype: ScaleDtype = "float32"
+    profile: Profile = field(default_factory=lambda: get_profile("satfinite"))
+    nonfinite: NonFinite = "finite"
+    ragged: bool = True
+    dequant_dtype: Literal["float32", "bfloat16", "float16"] = "bfloat16"
+    description: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "format", get_format(self.format))
+        object.__setattr__(self, "profile", get_profile(self.profile))
+        if isinstance(self.granularity, str):
+            raise InvalidValueError(f"recipe {self.name!r}: granularity must be a Granularity, got {self.granularity!r}")
+        _choice("convention", self.convention, ("scale", "scale_inv"), self.name)
+        _choice("rule", self.rule, ("amax", "mx-floor", "mx-ceil"), self.name)
+        _choice("pow2", self.pow2, (None, "floor", "ceil"), self.name)
+        _choice("scale_dtype", self.scale_dtype, ("float32", "bfloat16", "float16", "e8m0"), self.name)
+        _choice("scale_precision", self.scale_precision, ("float32", "float64"), self.name)
+        _choice("nonfinite", self.nonfinite, ("ieee", "finite"), self.name)
+        _choice("dequant_dtype", self.dequant_dtype, ("float32", "bfloat16", "float16"), self.name)
+        if self.format.bits != 8 or self.format is E8M0FNU:
+            raise InvalidValueError(f"recipe {self.name!r}: target format must be an fp8 element format, got {self.format.name}")
+        self.profile.resolve(self.format)  # raises for a profile that does not define the format
+        if self.rule != "amax":
+            if self.convention != "scale_inv":
+                raise InvalidValueError(f"recipe {self.name!r}: the MX rules define a scale_inv (dequant multiplier) scale")
+            if self.scale_dtype != "e8m0" or self.pow2 is not None or self.target is not None:
+                raise InvalidValueError(f"recipe {self.name!r}: an MX rule stores e8m0 scales and takes no pow2 or target")
+        elif self.scale_dtype == "e8m0" and self.pow2 is None:
+            raise InvalidValueError(f"recipe {self.name!r}: e8m0 scales hold powers of two only; set pow2='floor' or 'ceil'")
+        if self.target is not None and not (math.isfinite(self.target) and self.target > 0):
+            raise InvalidValueError(f"recipe {self.name!r}: target must be a positive finite number, got {self.target!r}")
+        if self.eps is not None and not (math.isfinite(self.eps) and self.eps > 0):
+            raise InvalidValueError(f"recipe {self.name!r}: eps must be a positive finite number or None, got {self.eps!r}")
+
+    @property
+    def amax_target(self) -> float:
+        """The value a block's amax is mapped to (``target``, else the format's max)."""
+        return self.format.max if self.target is None else float(self.target)
+
+    @property
+    def grouped(self) -> bool:
+        return self.granularity.grouped
+
+    def replace(self, **changes: Any) -> Recipe:
+        return dataclasses.replace(self, **changes)
+
+    def with_format(self, fmt: object) -> Recipe:
+        """The same recipe for another target format (``target`` follows it when None)."""
+        f = get_format(fmt)
+        return self if f is self.format else dataclasses.replace(self, format=f)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "format": self.format.name,
+            "granularity": str(self.granularity),
+            "convention": self.convention,
+            "rule": self.rule,
+            "target": self.amax_target if self.rule == "amax" else None,
+            "eps": self.eps,
+            "scale_precision": self.scale_precision,
+            "pow2": self.pow2,
+            "scale_dtype": self.scale_dtype,
+            "profile": self.profile.name,
+            "nonfinite": self.nonfinite,
+            "ragged": self.ragged,
+            "dequant_dtype": self.dequant_dtype,
+        }
+
+    def summary(self) -> str:
+        """One line: 'block 1x128, scale_inv = max(amax, 0.0001)/448 (float32), e4m3fn satfinite'."""
+        if self.rule == "amax":
+            a = f"max(amax, {self.eps:g})" if self.eps is not None else "amax"
+            t = f"{self.amax_target:g}"
+            formula = f"{t}/{a}" if self.convention == "scale" else f"{a}/{t}"
+            if self.pow2:
+                formula = f"2^{self.pow2}(log2({formula}))"
+        else:
+            formula = f"2^({self.rule.split('-')[1]}(log2 amax) - {self.format.emax})"
+        return (f"{self.granularity}, {self.convention} = {formula} ({self.scale_precision}, stored "
+                f"{self.scale_dtype}), {self.format.name} {self.profile.name}, non-finite {self.nonfinite}")
+
+    def __str__(self) -> str:
+        return self.name

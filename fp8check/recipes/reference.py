@@ -1,0 +1,322 @@
+"""The reference quantizer: the exact codes and scales a correct kernel produces.
+
+``quantize(x, recipe, offsets=None)`` follows :class:`~fp8check.recipes.Recipe`
+to the bit: the block amax is exact (|x| of float32 or bfloat16 values), the
+scale is computed in the recipe's stated precision with NumPy's IEEE float32
+and float64 arithmetic (round to nearest even, subnormals kept), powers of
+two are taken from the exact binary exponent (never from a ``log2``), the
+element product or quotient is one IEEE float32 operation, and the codes
+come from :func:`fp8check.encode` under the recipe's profile.
+
+``dequantize(codes, scales, recipe)`` gives the values a checkpoint reader
+gets, in float64: exact for the ``scale_inv`` convention (an fp8 value times
+a float32 scale has at most 28 significant bits), correctly rounded for the
+``scale`` convention (a division).
+
+``convert_fn_to_fnuz`` is the byte conversion deployers do for AMD MI300
+(e4m3fn -> e4m3fnuz, e5m2 -> e5m2fnuz), done right: every finite byte keeps
+its bits and its value halves, so the scale doubles; 0x80 (-0) becomes 0x00;
+fn NaN (and e5m2 Inf, which fnuz cannot hold) becomes the fnuz NaN 0x80.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, NamedTuple
+
+import ml_dtypes
+import numpy as np
+
+from fp8check.errors import InvalidValueError, UnsupportedDtypeError, UnsupportedFormatError
+from fp8check.formats import E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ, E8M0FNU, Format, get as get_format
+from fp8check.reference import decode, encode
+from fp8check.recipes.recipe import Recipe
+
+__all__ = [
+    "Quantized",
+    "quantize",
+    "dequantize",
+    "block_amax",
+    "scales_from_amax",
+    "expand_scales",
+    "element_blocks",
+    "check_offsets",
+    "e8m0_codes",
+    "overflow_threshold",
+    "FnuzConversion",
+    "convert_fn_to_fnuz",
+    "FNUZ_COUNTERPART",
+]
+
+FNUZ_COUNTERPART: dict[Format, Format] = {E4M3FN: E4M3FNUZ, E5M2: E5M2FNUZ}
+
+
+class Quantized(NamedTuple):
+    """Reference output: ``codes`` (uint8, the input's shape) and ``scales``
+    (float32 in the recipe's convention and canonical scale shape; e8m0
+    scales are given as their exact float32 values, NaN for 0xFF)."""
+
+    codes: np.ndarray
+    scales: np.ndarray
+
+
+def _as_float32(x: Any) -> tuple[np.ndarray, str]:
+    """A 2-D float32 NumPy copy of ``x`` (exact from bfloat16/float16) and the source dtype name."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):
+        name = str(x.dtype).removeprefix("torch.")
+        if name not in ("float32", "bfloat16", "float16"):
+            raise UnsupportedDtypeError(f"a quantizer input must be float32, bfloat16 or float16, got {name}")
+        arr = x.detach().to(torch.float32).cpu().numpy()
+    else:
+        arr = np.asarray(x)
+        name = str(arr.dtype)
+        if name not in ("float32", "bfloat16", "float16"):
+            raise UnsupportedDtypeError(f"a quantizer input must be float32, bfloat16 or float16, got {name}")
+        arr = arr.astype(np.float32)
+    if arr.ndim != 2:
+        raise InvalidValueError(f"a quantizer input must be 2-D, got shape {tuple(arr.shape)}")
+    return np.ascontiguousarray(arr), name
+
+
+def check_offsets(offsets: Any, length: int, recipe: Recipe) -> np.ndarray | None:
+    """Validate group ``offsets`` for ``recipe`` (cumulative ends, last == length)."""
+    if not recipe.grouped:
+        if offsets is not None:
+            raise InvalidValueError(f"recipe {recipe.name!r} ({recipe.granularity}) takes no group offsets")
+        return None
+    if offsets is None:
+        raise InvalidValueError(f"recipe {recipe.name!r} ({recipe.granularity}) needs group offsets")
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(offsets, torch.Tensor):
+        offsets = offsets.detach().cpu().numpy()
+    off = np.asarray(offsets)
+    if off.ndim != 1 or off.size == 0 or off.dtype.kind not in "iu":
+        raise InvalidValueError(f"group offsets must be a non-empty 1-D integer array, got {off!r}")
+    off = off.astype(np.int64)
+    if off[0] < 0 or np.any(np.diff(off) < 0) or off[-1] != length:
+        raise InvalidValueError(
+            f"group offsets must be non-decreasing ends of groups, the last equal to {length}; got {off.tolist()}"
+        )
+    return off
+
+
+def element_blocks(shape: tuple[int, int], recipe: Recipe, offsets: np.ndarray | None = None) -> np.ndarray:
+    """For every element, the flat index of its scale in the canonical scale array."""
+    m, n = shape
+    g = recipe.granularity
+    rows = np.arange(m)[:, None]
+    cols = np.arange(n)[None, :]
+    if g.kind == "tensorwise":
+        return np.zeros((m, n), dtype=np.int64)
+    if g.kind == "rowwise":
+        return np.broadcast_to(rows, (m, n)).astype(np.int64)
+    if g.kind == "colwise":
+        return np.broadcast_to(cols, (m, n)).astype(np.int64)
+    if g.kind == "block":
+        nb = -(-n // g.cols)
+        return (rows // g.rows) * nb + cols // g.cols
+    assert offsets is not None
+    if g.kind == "group_rowwise":
+        group = np.searchsorted(offsets, np.arange(n), side="right")[None, :]
+        return group * m + rows
+    group = np.searchsorted(offsets, np.arange(m), side="right")[:, None]
+    return group * n + cols
+
+
+def block_amax(x: Any, recipe: Recipe, offsets: Any = None) -> np.ndarray:
+    """The exact amax of every block, float32, in the canonical scale shape.
+
+    Under ``nonfinite="ieee"`` an Inf gives Inf and a NaN gives NaN; under
+    ``"finite"`` non-finite elements are left out. An empty group's amax is 0.
+    """
+    x32, _ = _as_float32(x)
+    m, n = x32.shape
+    g = recipe.granularity
+    off = check_offsets(offsets, m if g.kind == "group_colwise" else n, recipe)
+    with np.errstate(invalid="ignore"):
+        a = np.abs(x32)
+    if recipe.nonfinite == "finite":
+        a = np.where(np.isfinite(a), a, np.float32(0))
+    shape = g.scale_shape((m, n), 0 if off is None else off.size)
+    if g.kind == "block":
+        mb, nb = shape
+        padded = np.zeros((mb * g.rows, nb * g.cols), dtype=np.float32)
+        padded[:m, :n] = a
+        return padded.reshape(mb, g.rows, nb, g.cols).max(axis=(1, 3)) if a.size else padded[:mb, :nb]
+    flat = element_blocks((m, n), recipe, off).reshape(-1)
+    size = int(np.prod(shape)) if shape else 1
+    out = np.zeros(size, dtype=np.float32)
+    # np.maximum.at keeps NaN (NaN wins a maximum), like torch.amax.
+    with np.errstate(invalid="ignore"):
+        np.maximum.at(out, flat, a.reshape(-1))
+    return out.reshape(shape)
+
+
+def _pow2_exponent(q: np.ndarray, mode: str) -> np.ndarray:
+    """floor or ceil of log2 of positive finite float32 values, from their bits."""
+    mant, exp = np.frexp(q.astype(np.float32))
+    k = exp.astype(np.int64) - 1
+    if mode == "ceil":
+        k = k + (mant != np.float32(0.5))
+    return k
+
+
+def _exact_pow2(k: np.ndarray) -> np.ndarray:
+    """2**k as float32 (Inf above 2**127, 0 below 2**-149), exactly."""
+    with np.errstate(over="ignore", under="ignore"):
+        return np.array(np.ldexp(np.float32(1.0), np.clip(k, -200, 200).astype(np.int32)), dtype=np.float32)
+
+
+def _to_e8m0(q: np.ndarray) -> np.ndarray:
+    """Store positive powers of two (or 0/Inf/NaN) as e8m0 values in float32.
+
+    The exponent is clamped at -127 from below (0 included: e8m0 has no
+    zero); above 127, Inf and NaN become the e8m0 NaN.
+    """
+    q = q.astype(np.float32)
+    finite_pos = np.isfinite(q) & (q > 0)
+    k = np.where(finite_pos, _pow2_exponent(np.where(finite_pos, q, 1), "floor"), -127)
+    nan = ~np.isfinite(q) | (k > 127) | (q < 0)
+    out = _exact_pow2(np.maximum(k, -127))
+    out[nan] = np.nan
+    return out
+
+
+def scales_from_amax(amax: np.ndarray, recipe: Recipe) -> np.ndarray:
+    """The stored scales (float32) for blocks with the given amax."""
+    amax = np.asarray(amax, dtype=np.float32)
+    fmt = recipe.format
+    with np.errstate(all="ignore"):
+        if recipe.rule != "amax":
+            a = amax if recipe.eps is None else np.maximum(amax, np.float32(recipe.eps))
+            finite_pos = np.isfinite(a) & (a > 0)
+            e = _pow2_exponent(np.where(finite_pos, a, 1), "ceil" if recipe.rule == "mx-ceil" else "floor")
+            k = np.where(a == 0, -127, e - fmt.emax)
+            nan = ~np.isfinite(a) | (k > 127)
+            out = _exact_pow2(np.maximum(k, -127))
+            out[nan] = np.nan
+            return out
+        target = recipe.amax_target
+        if recipe.scale_precision == "float64":
+            a64 = amax.astype(np.float64)
+            if recipe.eps is not None:
+                a64 = np.maximum(a64, np.float64(recipe.eps))
+            q = (target / a64 if recipe.convention == "scale" else a64 / target).astype(np.float32)
+        else:
+            a32 = amax if recipe.eps is None else np.maximum(amax, np.float32(recipe.eps))
+            t32 = np.float32(target)
+            q = (t32 / a32 if recipe.convention == "scale" else a32 / t32).astype(np.float32)
+        if recipe.pow2 is not None:
+            normal = np.isfinite(q) & (q > 0)
+            k = _pow2_exponent(np.where(normal, q, 1), recipe.pow2)
+            q = np.where(normal, _exact_pow2(k), q).astype(np.float32)
+        if recipe.scale_dtype == "e8m0":
+            return _to_e8m0(q)
+        if recipe.scale_dtype == "bfloat16":
+            return q.astype(ml_dtypes.bfloat16).astype(np.float32)
+        if recipe.scale_dtype == "float16":
+            return q.astype(np.float16).astype(np.float32)
+        return q
+
+
+def expand_scales(scales: np.ndarray, shape: tuple[int, int], recipe: Recipe, offsets: Any = None) -> np.ndarray:
+    """The scale of every element, shape ``shape``."""
+    m, n = shape
+    g = recipe.granularity
+    off = None
+    if recipe.grouped:
+        off = check_offsets(offsets, m if g.kind == "group_colwise" else n, recipe)
+    flat = np.asarray(scales).reshape(-1)
+    return flat[element_blocks(shape, recipe, off)]
+
+
+def quantize(x: Any, recipe: Recipe, *, offsets: Any = None) -> Quantized:
+    """The codes and scales a correct quantizer produces for ``x`` (2-D float32/bfloat16/float16).
+
+    ``offsets`` (per-group recipes only): cumulative group ends along the
+    split dimension, as for ``torch._scaled_grouped_mm``.
+    """
+    x32, _ = _as_float32(x)
+    amax = block_amax(x32, recipe, offsets)
+    scales = scales_from_amax(amax, recipe)
+    s = expand_scales(scales, x32.shape, recipe, offsets)
+    with np.errstate(all="ignore"):
+        y = (x32 * s if recipe.convention == "scale" else x32 / s).astype(np.float32)
+    codes = encode(y, recipe.format, recipe.profile)
+    return Quantized(codes, scales)
+
+
+def e8m0_codes(scales: np.ndarray) -> np.ndarray:
+    """The e8m0 bytes of e8m0 scale values (powers of two, NaN for 0xFF)."""
+    return encode(np.asarray(scales, dtype=np.float32), E8M0FNU, "ieee")
+
+
+def dequantize(codes: Any, scales: Any, recipe: Recipe, *, offsets: Any = None) -> np.ndarray:
+    """The float64 values ``codes`` and ``scales`` stand for under ``recipe``."""
+    values = decode(codes, recipe.format)
+    s = expand_scales(np.asarray(scales, dtype=np.float64), values.shape, recipe, offsets)
+    with np.errstate(all="ignore"):
+        return values * s if recipe.convention == "scale_inv" else values / s
+
+
+def overflow_threshold(dtype: str) -> float:
+    """The smallest magnitude that rounds (RNE) to Inf in ``dtype``: max + half an ulp.
+
+    The largest finite value has an odd significand, so the tie rounds up to Inf.
+    """
+    emax, mant = {"float32": (127, 23), "float16": (15, 10), "bfloat16": (127, 7)}[dtype]
+    return 2.0 ** (emax + 1) - 2.0 ** (emax - mant - 1)
+
+
+class FnuzConversion(NamedTuple):
+    """Result of :func:`convert_fn_to_fnuz`: the new bytes and scales, and what
+    could not be carried over exactly (counts)."""
+
+    codes: np.ndarray
+    scales: np.ndarray
+    nan_codes: int  # fn NaN bytes, now fnuz NaN 0x80
+    inf_codes: int  # e5m2 ±Inf bytes, fnuz has no Inf: now NaN
+    negative_zeros: int  # 0x80 bytes (-0), now 0x00
+    scale_overflows: int  # scales that doubled past float32's largest value
+    scale_inexact: int  # scale convention: halving a subnormal scale lost a bit
+
+
+def convert_fn_to_fnuz(codes: Any, scales: Any, *, source: object = "e4m3fn",
+                       convention: str = "scale_inv") -> FnuzConversion:
+    """Reinterpret OCP fp8 bytes as their fnuz counterpart, values unchanged.
+
+    The same byte means half the value in fnuz (bias + 1), so a
+    ``scale_inv`` scale doubles (a ``scale`` scale halves). ``codes``: uint8
+    or a torch/ml_dtypes fp8 array; ``scales``: float32 (any shape).
+    """
+    src = get_format(source)
+    if src not in FNUZ_COUNTERPART:
+        raise UnsupportedFormatError(f"convert_fn_to_fnuz converts e4m3fn or e5m2, got {src.name}")
+    if convention not in ("scale", "scale_inv"):
+        raise InvalidValueError(f"convention must be 'scale' or 'scale_inv', got {convention!r}")
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(codes, torch.Tensor):
+        codes = codes.detach().cpu().contiguous().view(torch.uint8).numpy()
+    c = np.asarray(codes)
+    if c.dtype != np.uint8:
+        c = c.view(np.uint8) if c.dtype.itemsize == 1 else c.astype(np.uint8)
+    table_nan = np.array([src.is_nan(i) for i in range(256)])
+    table_inf = np.array([src.is_inf(i) for i in range(256)])
+    nan = table_nan[c]
+    inf = table_inf[c]
+    negzero = c == 0x80
+    out = c.copy()
+    out[negzero] = 0x00
+    out[nan | inf] = 0x80
+    if torch is not None and isinstance(scales, torch.Tensor):
+        scales = scales.detach().cpu().to(torch.float32).numpy()
+    s = np.asarray(scales, dtype=np.float32)
+    with np.errstate(over="ignore", under="ignore"):
+        new = (s * np.float32(2)) if convention == "scale_inv" else (s / np.float32(2))
+    overflow = int(np.count_nonzero(np.isfinite(s) & ~np.isfinite(new)))
+    inexact = 0
+    if convention == "scale":
+        inexact = int(np.count_nonzero(np.isfinite(s) & (new.astype(np.float64) * 2 != s.astype(np.float64))))
+    return FnuzConversion(out, new.astype(np.float32), int(nan.sum()), int(inf.sum()), int(negzero.sum()),
+                          overflow, inexact)

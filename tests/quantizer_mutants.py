@@ -1,0 +1,98 @@
+"""Quantize kernels with planted bugs (and one correct one), written the way
+users write them: plain torch. tests/test_recipes_check.py shows that
+``check_quantizer`` catches each with the right category; the CLI tests load
+them as ``quantizer_mutants:NAME``."""
+
+import torch
+
+from fp8check import recipes
+from fp8check.recipes.kernels import torch_quantizer
+
+
+def _amax_finite(x):
+    a = x.float().abs()
+    return torch.where(torch.isfinite(a), a, torch.zeros_like(a)).amax()
+
+
+def _cast(y, dtype):
+    m = torch.finfo(dtype).max
+    return y.clamp(-m, m).to(dtype)
+
+
+def tensorwise_e4m3fn(x):
+    """Correct for recipe ``tensorwise`` (e4m3fn)."""
+    d = _amax_finite(x).clamp(min=1e-12) / 448.0
+    return _cast(x.float() / d, torch.float8_e4m3fn), d
+
+
+def no_eps(x):
+    """Recipe ``tensorwise``, without the eps clamp: amax 0 gives scale 0 and 0/0."""
+    d = _amax_finite(x) / 448.0
+    return _cast(x.float() / d, torch.float8_e4m3fn), d
+
+
+def fnuz_with_448(x):
+    """Recipe ``tensorwise`` for e4m3fnuz, with e4m3fn's max in the scale."""
+    d = _amax_finite(x).clamp(min=1e-12) / 448.0
+    return _cast(x.float() / d, torch.float8_e4m3fnuz), d
+
+
+def fnuz_with_224(x):
+    """Recipe ``tensorwise`` for e4m3fnuz, with 224 (a value seen in ROCm code)."""
+    d = _amax_finite(x).clamp(min=1e-12) / 224.0
+    return _cast(x.float() / d, torch.float8_e4m3fnuz), d
+
+
+def scale_in_float16(x):
+    """Recipe ``torchao-tensorwise``, the scale computed in float16 (overflows past 65504)."""
+    amax = x.float().abs().amax()
+    s = (torch.tensor(448.0, dtype=torch.float16) / amax.clamp(min=1e-12).half()).float()
+    return _cast(x.float() * s, torch.float8_e4m3fn), s
+
+
+def divides_by_scale(x):
+    """Recipe ``torchao-tensorwise`` (quantize multiplies by scale), but divides."""
+    amax = x.float().abs().amax().double()
+    s = (448.0 / amax.clamp(min=1e-12)).float()
+    return _cast(x.float() / s, torch.float8_e4m3fn), s
+
+
+def nonfinite_in_amax(x):
+    """Recipe ``tensorwise`` (non-finite values left out of amax), but amax includes them."""
+    d = x.float().abs().amax().clamp(min=1e-12) / 448.0
+    return _cast(x.float() / d, torch.float8_e4m3fn), d
+
+
+mx_ceil_where_floor_is_required = torch_quantizer(recipes.get("mx-e8m0-ceil"))
+
+
+def group_rowwise_skips_empty_groups(x, offsets):
+    """Recipe ``group-rowwise``, but an empty group writes no scale row: the
+    scales of the later groups land one row early."""
+    m = x.shape[0]
+    ends = offsets.tolist()
+    scales = torch.zeros(len(ends), m)
+    out = torch.empty(x.shape, dtype=torch.float8_e4m3fn)
+    row, start = 0, 0
+    for end in ends:
+        if end == start:
+            continue
+        part = x[:, start:end].float()
+        d = torch.where(torch.isfinite(part.abs()), part.abs(), torch.zeros_like(part)).amax(dim=1).clamp(min=1e-12) / 448.0
+        scales[row] = d
+        out[:, start:end] = _cast(part / d[:, None], torch.float8_e4m3fn)
+        row += 1
+        start = end
+    return out, scales
+
+
+def raises(x):
+    raise ValueError("this kernel is broken")
+
+
+def wrong_scale_count(x):
+    q, d = tensorwise_e4m3fn(x)
+    return q, torch.stack([d, d])
+
+
+not_callable = 42

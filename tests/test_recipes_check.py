@@ -1,0 +1,222 @@
+"""check_quantizer and ``fp8check check --kind quantize``: conforming kernels
+pass, every planted bug is caught with the right category, hazards and the
+blast radius are reported, the CLI keeps its exit codes and JSON shape."""
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fp8check import recipes
+from fp8check.recipes.check import check_quantizer, load_kernel, reference_kernel, run_quantize_check_cli, KernelError
+from fp8check.recipes.kernels import torch_quantizer
+
+torch = pytest.importorskip("torch")
+import quantizer_mutants as mutants  # noqa: E402  (tests/ is on sys.path under pytest)
+
+HERE = Path(__file__).parent
+FAST = dict(max_examples=15)
+
+
+def _only(result, category):
+    """The bug shows as ``category`` and nothing else, except that a block
+    holding Inf/NaN that diverges counts as ``nonfinite`` whatever the cause."""
+    assert not result.passed
+    assert result.categories[category] > 0, result.categories
+    others = {c: n for c, n in result.categories.items() if c not in (category, "nonfinite")}
+    assert not any(others.values()), f"expected only {category}: {result.categories}"
+    assert any(d.category == category for d in result.divergences)
+
+
+# -- conforming kernels ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", [n for n in recipes.names() if n != "block-128x128"])
+def test_torch_quantizer_conforms_to_every_named_recipe(name):
+    r = recipes.get(name)
+    result = check_quantizer(torch_quantizer(r), r, **FAST)
+    assert result.passed, (result.categories, result.divergences[:2])
+    assert result.kind == "quantize" and result.checked > 10_000
+
+
+@pytest.mark.slow
+def test_torch_quantizer_conforms_to_block_128x128():
+    r = recipes.get("block-128x128")
+    assert check_quantizer(torch_quantizer(r), r, max_examples=10).passed
+
+
+@pytest.mark.parametrize("fmt", ["e4m3fnuz", "e5m2", "e5m2fnuz"])
+@pytest.mark.parametrize("name", ["tensorwise", "rowwise", "block-1x128", "group-colwise", "torchao-colwise-pow2"])
+def test_torch_quantizer_conforms_for_other_formats(name, fmt):
+    r = recipes.get(name, fmt)
+    assert check_quantizer(torch_quantizer(r), r, **FAST).passed
+
+
+def test_a_user_kernel_written_from_torch_ops_conforms():
+    assert check_quantizer(mutants.tensorwise_e4m3fn, "tensorwise", **FAST).passed
+
+
+# -- planted bugs -----------------------------------------------------------------------
+
+
+def test_no_eps_clamp_is_a_scale_divergence():
+    result = check_quantizer(mutants.no_eps, "tensorwise", **FAST)
+    _only(result, "scale")
+    d = next(d for d in result.divergences if d.category == "scale")
+    assert d.input_value == "0.0" and d.actual_value == "0.0"  # amax 0 -> scale 0 (then 0/0)
+    assert result.extra["hazards"][2]["count"] > 0  # ... and NaN codes from finite zeros
+
+
+@pytest.mark.parametrize("kernel, used", [(mutants.fnuz_with_448, "448"), (mutants.fnuz_with_224, "224")])
+def test_the_wrong_max_for_e4m3fnuz_is_a_scale_divergence(kernel, used):
+    result = check_quantizer(kernel, "tensorwise", fmt="e4m3fnuz", **FAST)
+    _only(result, "scale")
+    assert any(f"the kernel to {used}" in d.detail for d in result.divergences)
+
+
+def test_240_for_an_e4m3fn_target_is_a_scale_divergence():
+    r = recipes.get("tensorwise")
+    result = check_quantizer(torch_quantizer(r.with_format("e4m3fn").replace(target=240.0)), r, **FAST)
+    _only(result, "scale")
+
+
+def test_scale_computed_in_float16_is_a_scale_divergence():
+    result = check_quantizer(mutants.scale_in_float16, "torchao-tensorwise", **FAST)
+    _only(result, "scale")
+    assert any(d.actual_value == "inf" for d in result.divergences)
+
+
+def test_dividing_where_the_recipe_multiplies_is_a_codes_divergence():
+    _only(check_quantizer(mutants.divides_by_scale, "torchao-tensorwise", **FAST), "codes")
+
+
+def test_mx_ceil_where_floor_is_required_is_a_scale_divergence():
+    _only(check_quantizer(mutants.mx_ceil_where_floor_is_required, "mx-e8m0-floor", **FAST), "scale")
+
+
+def test_a_grouped_kernel_that_mishandles_an_empty_group_is_a_scale_divergence():
+    result = check_quantizer(mutants.group_rowwise_skips_empty_groups, "group-rowwise", **FAST)
+    _only(result, "scale")
+    assert any("empty" in d.detail for d in result.divergences)
+
+
+def test_nonfinite_values_in_amax_is_a_nonfinite_divergence_with_its_blast_radius():
+    result = check_quantizer(mutants.nonfinite_in_amax, "tensorwise", **FAST)
+    _only(result, "nonfinite")
+    assert result.categories["scale"] == result.categories["codes"] == 0
+    br = result.extra["blast_radius"]
+    assert br["worst_case"]["lost"] == 65535 and br["worst_case"]["finite"] == 65535
+
+
+# -- hazards of conforming kernels ------------------------------------------------------
+
+
+def test_hazards_are_reported_for_a_kernel_that_conforms_to_a_hazardous_recipe():
+    r = recipes.get("deepseek-v3-act")  # amax/448 with no eps
+    result = check_quantizer(reference_kernel(r), r, **FAST)
+    assert result.passed
+    counts = {h["name"]: h["count"] for h in result.extra["hazards"]}
+    assert counts["scale_not_finite"] > 0 and counts["nan_codes_from_finite_input"] > 0
+    fixed = recipes.get("deepseek-v3.1-act")  # max(amax, 1e-4)
+    counts = {h["name"]: h["count"] for h in check_quantizer(reference_kernel(fixed), fixed, **FAST).extra["hazards"]}
+    assert counts["scale_not_finite"] == 0 and counts["nan_codes_from_finite_input"] == 0
+
+
+def test_one_inf_zeroes_the_whole_tensor_under_torchao_tensorwise():
+    r = recipes.get("torchao-tensorwise")
+    result = check_quantizer(torch_quantizer(r), r, **FAST)
+    assert result.passed  # the recipe declares exactly this
+    worst = result.extra["blast_radius"]["worst_case"]
+    assert (worst["lost"], worst["finite"]) == (65535, 65535) and "256x256" in worst["case"]
+
+
+def test_a_float16_scale_overflow_and_a_dequant_overflow_are_reported():
+    r = recipes.get("torchao-tensorwise").replace(scale_dtype="float16", eps=1e-3)
+    counts = {h["name"]: h["count"] for h in check_quantizer(reference_kernel(r), r, **FAST).extra["hazards"]}
+    assert counts["scale_not_finite"] > 0
+    r = recipes.get("deepseek-ue8m0").replace(dequant_dtype="float16")  # power of two rounded up
+    counts = {h["name"]: h["count"] for h in check_quantizer(reference_kernel(r), r, **FAST).extra["hazards"]}
+    assert counts["dequant_overflow"] > 0
+
+
+# -- errors -------------------------------------------------------------------------------
+
+
+def test_kernel_errors_are_typed_and_name_the_kernel():
+    with pytest.raises(KernelError, match="raised ValueError"):
+        check_quantizer(mutants.raises, "tensorwise", max_examples=0)
+    with pytest.raises(KernelError, match="2 scales"):
+        check_quantizer(mutants.wrong_scale_count, "tensorwise", max_examples=0)
+    with pytest.raises(KernelError, match="float8_e4m3fnuz codes"):
+        check_quantizer(mutants.fnuz_with_448, "tensorwise", max_examples=0)
+    with pytest.raises(KernelError, match="not a callable"):
+        load_kernel("quantizer_mutants:not_callable")
+    with pytest.raises(KernelError, match="cannot import"):
+        load_kernel("no_such_module_here:f")
+
+
+# -- CLI --------------------------------------------------------------------------------
+
+
+def _args(**kw):
+    base = dict(kernel="quantizer_mutants:tensorwise_e4m3fn", format=None, profile=None, recipe="tensorwise",
+                device="cpu", max_examples=10, seed=3, json=None)
+    base.update(kw)
+    return argparse.Namespace(**base)
+
+
+def test_cli_exit_codes_and_json(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(HERE)
+    out = tmp_path / "r.json"
+    assert run_quantize_check_cli(_args(json=str(out))) == 0
+    doc = json.loads(out.read_text())
+    for key in ("kernel", "format", "profile", "passed", "checked", "categories", "divergences", "environment"):
+        assert key in doc
+    assert doc["kind"] == "quantize" and set(doc["categories"]) == {"scale", "codes", "nonfinite"}
+    assert "CONFORMS" in capsys.readouterr().out
+    assert run_quantize_check_cli(_args(kernel="quantizer_mutants:no_eps", json=str(out))) == 1
+    doc = json.loads(out.read_text())
+    assert doc["passed"] is False and doc["categories"]["scale"] > 0
+    assert any(d["category"] == "scale" and d["input_value"] == "0.0" for d in doc["divergences"])
+    assert {"input_hex", "expected_hex", "actual_hex"} <= set(doc["divergences"][0])
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(kernel="quantizer_mutants:raises"), "raised ValueError"),
+    (dict(kernel="nope_module:f"), "cannot import"),
+    (dict(kernel="no-colon"), "MODULE:FUNCTION"),
+    (dict(recipe="nope"), "unknown recipe"),
+    (dict(recipe=None), "--recipe"),
+    (dict(format="e9m9"), "e9m9"),
+    (dict(profile="nope"), "unknown profile"),
+])
+def test_cli_usage_errors_are_one_line_and_exit_2(kw, message, monkeypatch, capsys):
+    monkeypatch.chdir(HERE)
+    assert run_quantize_check_cli(_args(**kw)) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_standalone_module_runs_without_a_traceback():
+    proc = subprocess.run([sys.executable, "-m", "fp8check.recipes.check", "quantizer_mutants:raises", "--recipe",
+                           "tensorwise", "--max-examples", "0"], cwd=HERE, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and "raised ValueError" in proc.stderr
+
+
+def test_same_seed_same_result():
+    a = check_quantizer(mutants.no_eps, "tensorwise", max_examples=10, seed=7)
+    b = check_quantizer(mutants.no_eps, "tensorwise", max_examples=10, seed=7)
+    assert a.categories == b.categories and a.checked == b.checked
+    assert [d.to_dict() for d in a.divergences] == [d.to_dict() for d in b.divergences]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt", ["e4m3fn", "e5m2"])
+@pytest.mark.parametrize("name", ["tensorwise", "block-128x128", "group-colwise", "mx-e8m0-floor", "torchao-rowwise-pow2"])
+def test_torch_quantizer_conforms_on_cuda(name, fmt):
+    r = recipes.get(name, fmt)
+    result = check_quantizer(torch_quantizer(r), r, device="cuda", max_examples=10)
+    assert result.passed, (result.categories, result.divergences[:2])

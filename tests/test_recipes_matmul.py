@@ -1,0 +1,153 @@
+"""torch._scaled_mm on the CPU against the exact product and the derived bound,
+and the bound's power: kernels that accumulate in less than float32 or apply
+the scale the wrong way are caught."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from fp8check.recipes import matmul
+
+torch = pytest.importorskip("torch")
+
+FP8 = ["e4m3fn", "e5m2", "e4m3fnuz", "e5m2fnuz"]
+
+
+@pytest.mark.parametrize("fmt_a, fmt_b", list(itertools.product(FP8, FP8)))
+def test_scaled_mm_cpu_is_within_the_bound_for_every_operand_pair(fmt_a, fmt_b):
+    for out_dtype, scaling in itertools.product(["float32", "bfloat16", "float16", "e4m3fn"], ["tensorwise", "rowwise"]):
+        r = matmul.check_scaled_mm(fmt_a=fmt_a, fmt_b=fmt_b, out_dtype=out_dtype, scaling=scaling, M=24, N=16, K=96)
+        assert r.passed, (out_dtype, scaling, r.divergences[:2])
+        assert r.checked > 0
+        if out_dtype == "float32":
+            assert r.scale_convention == "multiplies"  # scale_a / scale_b are dequant multipliers
+
+
+@pytest.mark.parametrize("out_dtype, behaviour", [("float32", "Inf,NaN"), ("bfloat16", "Inf,NaN"), ("float16", "Inf"),
+                                                  ("e4m3fn", "448"), ("e5m2", "Inf"), ("e4m3fnuz", "NaN"),
+                                                  ("e5m2fnuz", "NaN")])
+def test_scaled_mm_cpu_output_overflow(out_dtype, behaviour):
+    """Out-of-range outputs follow torch's cast of the float32 result: e4m3fn saturates, e5m2 and the
+    float types go to Inf, fnuz to NaN; past float32's range, Inf - Inf in the float32 sum also gives NaN."""
+    if out_dtype in ("float32", "bfloat16"):  # reach 2**128 through the scales
+        r = matmul.check_scaled_mm(out_dtype=out_dtype, K=256, spread=4.0, scale_exponents=(61.0, 64.0))
+    else:
+        spread = {"float16": 40.0, "e4m3fn": 8.0, "e5m2": 60.0, "e4m3fnuz": 8.0, "e5m2fnuz": 60.0}[out_dtype]
+        fmt = "e4m3fn" if out_dtype != "e5m2fnuz" else "e5m2"
+        r = matmul.check_scaled_mm(fmt_a=fmt, fmt_b=fmt, out_dtype=out_dtype, K=256, spread=spread)
+    assert r.overflow_checked > 0 and r.overflow_mismatches == 0, r.divergences[:2]
+    assert r.overflow_behaviour == behaviour
+    assert r.violations == 0
+
+
+def test_scaled_mm_cpu_propagates_nan():
+    r = matmul.check_scaled_mm(K=128, nan_row=True, out_dtype="bfloat16")
+    assert r.nan_mismatches == 0 and r.passed
+
+
+def test_scaled_mm_cpu_scale_result_divides_fp8_outputs():
+    r = matmul.check_scaled_mm(K=128, out_dtype="e4m3fn", scale_result=3.0, spread=4.0)
+    assert r.passed and r.checked > 0
+
+
+@pytest.mark.xfail(strict=True, reason="torch CPU _scaled_mm applies scale_result only to e4m3fn/e5m2 outputs; "
+                   "for e4m3fnuz/e5m2fnuz it is ignored (CPU and CUDA also disagree on its direction: "
+                   "pytorch/pytorch#190449)")
+def test_scaled_mm_cpu_scale_result_for_fnuz_outputs():
+    r = matmul.check_scaled_mm(K=128, out_dtype="e4m3fnuz", scale_result=3.0, spread=4.0)
+    assert r.violations == 0
+
+
+# -- the bound's power -------------------------------------------------------------------
+
+
+def _bf16_accumulating_mm(A, B, sa, sb, out_dtype=None, use_fast_accum=False, **kw):
+    a = (A.float() * sa).to(torch.bfloat16)
+    b = (B.float() * sb).to(torch.bfloat16)
+    acc = torch.zeros(A.shape[0], B.shape[1], dtype=torch.bfloat16)
+    for k in range(A.shape[1]):
+        acc = acc + a[:, k:k + 1] * b[k:k + 1, :]
+    return acc.to(out_dtype)
+
+
+def _float32_shuffled_mm(A, B, sa, sb, out_dtype=None, use_fast_accum=False, **kw):
+    a, b = A.float() * sa, B.float() * sb
+    order = torch.randperm(A.shape[1], generator=torch.Generator().manual_seed(0))
+    acc = torch.zeros(A.shape[0], B.shape[1], dtype=torch.float32)
+    for k in order.tolist():
+        acc = acc + a[:, k:k + 1] * b[k:k + 1, :]
+    return acc.to(out_dtype)
+
+
+def _divides_by_scales(A, B, sa, sb, out_dtype=None, use_fast_accum=False, **kw):
+    return ((A.float() / sa) @ (B.float() / sb)).to(out_dtype)
+
+
+def test_float32_accumulation_in_any_order_stays_within_the_bound():
+    r = matmul.check_scaled_mm(K=512, mm=_float32_shuffled_mm, spread=3.0)
+    assert r.passed and r.max_ratio < 1
+
+
+def test_bfloat16_accumulation_breaks_the_bound():
+    r = matmul.check_scaled_mm(K=512, mm=_bf16_accumulating_mm, M=16, N=16)
+    assert r.violations > 0 and r.max_ratio > 1
+    assert r.to_check_result().categories["accuracy"] == r.violations
+
+
+def test_a_kernel_dividing_by_its_scales_is_caught():
+    r = matmul.check_scaled_mm(K=128, mm=_divides_by_scales)
+    assert r.scale_convention == "divides" and r.violations > 0
+    assert r.to_check_result().categories["scale"] == 1
+
+
+def test_the_bound_is_what_the_docstring_derives():
+    C = np.array([[1.0]])
+    P = np.array([[10.0]])
+    b = matmul.error_bound(C, P, 100, "bfloat16")
+    n, u = 102, 2.0 ** -24
+    e32 = n * u / (1 - n * u) * 10 + n * 100 * 2.0 ** -150
+    expected = e32 + 2.0 ** -8 * (1 + e32) + 2.0 ** -134 + 101 * 2.0 ** -53 / (1 - 101 * 2.0 ** -53) * 10
+    assert b[0, 0] == pytest.approx(expected, rel=1e-12)
+
+
+def test_accumulation_study_rows():
+    rows = matmul.accumulation_study((64, 256), M=16, N=16)
+    assert [(r["K"], r["fast_accum"]) for r in rows] == [(64, False), (64, True), (256, False), (256, True)]
+    assert all(r["violations"] == 0 and r["max_ratio"] < 1 for r in rows)  # the CPU ignores fast accumulation
+
+
+@pytest.mark.gpu
+def test_scaled_grouped_mm_with_empty_groups_on_cuda():
+    r = matmul.check_scaled_grouped_mm(device="cuda")
+    assert r.passed, r.divergences[:2]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("out_dtype, scaling", [("float32", "tensorwise"), ("bfloat16", "rowwise"),
+                                                ("e4m3fn", "tensorwise")])
+def test_scaled_mm_cuda_without_fast_accumulation_is_within_the_float32_bound(out_dtype, scaling):
+    r = matmul.check_scaled_mm(out_dtype=out_dtype, scaling=scaling, M=128, N=128, K=4096, device="cuda")
+    assert r.violations == 0 and r.nan_mismatches == 0, r.divergences[:2]
+    if out_dtype == "float32":
+        assert r.scale_convention == "multiplies"
+
+
+def _grouped_mm(A, B, sa, sb, offs=None, out_dtype=None, use_fast_accum=False, skip_empty=False):
+    """A grouped matmul from torch ops; with skip_empty, the weight index counts only non-empty groups."""
+    out = torch.zeros(A.shape[0], B.shape[-1])
+    start, w = 0, 0
+    for g, end in enumerate(offs.tolist()):
+        if end > start:
+            i = w if skip_empty else g
+            out[start:end] = (A[start:end].float() * sa[start:end, None]) @ (B[i].float() * sb[i][None, :])
+            w += 1
+        start = end
+    return out.to(out_dtype)
+
+
+def test_grouped_check_passes_a_correct_grouped_matmul_and_catches_an_empty_group_bug():
+    good = matmul.check_scaled_grouped_mm(device="cpu", mm=_grouped_mm)
+    assert good.passed and good.checked == 112 * 64
+    bad = matmul.check_scaled_grouped_mm(device="cpu", mm=lambda *a, **k: _grouped_mm(*a, **k, skip_empty=True))
+    assert bad.violations > 0 and bad.to_check_result().categories["accuracy"] == bad.violations
