@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Every GPU check and benchmark of fp8check, in one call on a CUDA machine.
+#
+#   bash gpu/run_all.sh            # prints a log; writes gpu/RESULTS.md-ready text to $OUT
+#
+# The machine needs torch, numpy and ml_dtypes; wheels of anything else
+# (array-api-compat, torchao, gfloat, more_itertools) are installed from
+# .whl/ when that folder is present (see gpu/README.md). Each part runs
+# under its own time limit, and one failing part does not stop the others.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-gpu/out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+
+if compgen -G ".whl/*.whl" >/dev/null; then
+    site=$(mktemp -d)
+    python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" .whl/*.whl \
+        && export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+fi
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+
+part() {  # part NAME LIMIT_SECONDS COMMAND...
+    local name=$1 limit=$2; shift 2
+    echo
+    echo "===== $name ====="
+    local start=$SECONDS
+    timeout "$limit" "$@" 2>&1 | tee "$OUT/$name.log"
+    local rc=${PIPESTATUS[0]}
+    echo "----- $name: exit $rc in $((SECONDS - start)) s"
+    echo "$name exit=$rc seconds=$((SECONDS - start))" >>"$OUT/summary.txt"
+}
+
+: >"$OUT/summary.txt"
+part environment 60 python3 -c '
+import json, fp8check.results as r
+print(json.dumps(r.environment(), indent=1))'
+part suite 330 python3 gpu/suite.py --out "$OUT/suite"
+part recipes 150 python3 gpu/recipes.py --json "$OUT/recipes.json"
+part torchao-triton 45 python3 -m fp8check.recipes.torchao_triton_probe --device cuda
+part tests-gpu 60 python3 -m pytest -p fp8check.plugin -m gpu -q -p no:cacheprovider tests
+echo
+echo "===== summary ====="
+cat "$OUT/summary.txt"
+# The device tool brings back a few files only: pack the JSON results into one.
+tar -czf "$OUT/results.tar.gz" -C "$OUT" --exclude results.tar.gz . 2>/dev/null || true
