@@ -16,8 +16,9 @@ real stack wherever it is installed):
                default, and OCP OFP8's non-saturating mode.
 ``satfinite``  RNE; finite overflow and ±Inf go to ±max; NaN stays NaN
                (NVIDIA ``cvt.rn.satfinite``, OCP OFP8's saturating mode).
-``rtz``        round toward zero, non-saturating (Triton
-               ``fp_downcast_rounding="rtz"``).
+``rtz``        round toward zero (Triton ``fp_downcast_rounding="rtz"``):
+               finite overflow gives ±max (IEEE 754 7.4), ±Inf stays Inf
+               where the format has it, else NaN.
 ``ml_dtypes``  ml_dtypes 0.6 ``astype``: RNE, non-saturating, float64 inputs
                rounded to float32 first; e8m0fnu zero and negatives are NaN;
                fp4/fp6 NaN becomes the zero of the opposite sign.
@@ -36,9 +37,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal
 
-from fp8check.errors import UnknownProfileError, UnsupportedFormatError
+from fp8check.errors import InvalidValueError, UnknownProfileError, UnsupportedFormatError
 from fp8check.formats import Format, get as get_format
 
 __all__ = ["Profile", "get", "names", "PROFILES", "IEEE", "SATFINITE", "RTZ",
@@ -82,7 +84,9 @@ class Profile:
     overflow
         finite values that round beyond the largest code: ``nonsat`` to Inf
         where the format has it, else NaN, else (fp4/fp6) ±max;
-        ``satfinite`` to ±max.
+        ``satfinite`` to ±max. Under ``rtz`` a finite overflow always gives
+        ±max, as IEEE 754 (7.4) prescribes for round toward zero: truncation
+        never increases a magnitude.
     infinity
         what ±Inf becomes: ``nonsat`` (as overflow under nonsat),
         ``satfinite`` (±max) or ``nan``.
@@ -99,8 +103,9 @@ class Profile:
         ``keep``, or ``flush`` results in the subnormal range to signed zero
         (decided after rounding).
     intermediate
-        when the input is wider than this type it is first rounded to it
-        (RNE, IEEE): the double rounding of torch and ml_dtypes from float64.
+        every finite input is first rounded to this type (RNE, overflow to
+        Inf; a no-op for an input type it contains): the double rounding of
+        torch and ml_dtypes from float64.
     unsigned_negative, unsigned_zero
         negative inputs and zero into an unsigned format without zero
         (e8m0fnu): NaN, or |x| / the smallest code.
@@ -131,21 +136,24 @@ class Profile:
         for key, allowed in _CHOICES.items():
             value = getattr(self, key)
             if value not in allowed:
-                raise ValueError(
+                raise InvalidValueError(
                     f"profile {self.name!r}: {key}={value!r} is not one of "
                     f"{', '.join(repr(a) for a in allowed)}"
                 )
         if self.rounding == "stochastic" and not 1 <= self.stochastic_bits <= 24:
-            raise ValueError(
+            raise InvalidValueError(
                 f"profile {self.name!r}: stochastic rounding needs 1 <= stochastic_bits <= 24, "
                 f"got {self.stochastic_bits}"
             )
         if self.formats is not None and not isinstance(self.formats, frozenset):
             object.__setattr__(self, "formats", frozenset(self.formats))
         for fmt_name, changes in self.overrides:
+            get_format(fmt_name)  # an unknown format name raises here
             for key, _ in changes:
                 if key not in _CHOICES and key != "stochastic_bits":
-                    raise ValueError(f"profile {self.name!r}: cannot override {key!r} for {fmt_name}")
+                    raise InvalidValueError(f"profile {self.name!r}: cannot override {key!r} for {fmt_name}")
+            # The overridden rules must be valid themselves.
+            dataclasses.replace(self, name=f"{self.name} for {fmt_name}", overrides=(), **dict(changes))
 
     def with_overrides(self, fmt: object, **changes: Any) -> Profile:
         """A copy whose rules for ``fmt`` differ by ``changes``."""
@@ -158,16 +166,7 @@ class Profile:
 
     def resolve(self, fmt: object) -> Profile:
         """The rules this profile applies to ``fmt`` (overrides folded in)."""
-        f = get_format(fmt)
-        if not self.supports(f):
-            raise UnsupportedFormatError(
-                f"profile {self.name!r} does not define {f.name}; it defines "
-                f"{', '.join(sorted(self.formats or ()))}"
-            )
-        for fmt_name, changes in self.overrides:
-            if fmt_name == f.name:
-                return dataclasses.replace(self, overrides=(), **dict(changes))
-        return self
+        return _resolve(self, get_format(fmt))
 
     def summary(self, fmt: Format | None = None) -> str:
         """One line: 'RNE, satfinite, Inf -> max, NaN quiet, ...'."""
@@ -181,6 +180,20 @@ class Profile:
         if p.intermediate:
             parts.append(f"via {p.intermediate}")
         return ", ".join(parts)
+
+
+@lru_cache(maxsize=None)
+def _resolve(profile: Profile, f: Format) -> Profile:
+    # Cached: the scalar spec resolves once per value.
+    if not profile.supports(f):
+        raise UnsupportedFormatError(
+            f"profile {profile.name!r} does not define {f.name}; it defines "
+            f"{', '.join(sorted(profile.formats or ()))}"
+        )
+    for fmt_name, changes in profile.overrides:
+        if fmt_name == f.name:
+            return dataclasses.replace(profile, overrides=(), **dict(changes))
+    return profile
 
 
 IEEE = Profile(

@@ -1,0 +1,216 @@
+"""Independent oracles for the core's tests: ml_dtypes, torch and gfloat.
+
+Each function here turns an input array into what one real implementation
+produces for it, so that a test can compare the reference with it bit for
+bit. Nothing here calls fp8check's encode or decode.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import ml_dtypes
+import numpy as np
+
+from fp8check import formats, profiles
+
+SIXTEEN_BIT = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
+UNSIGNED = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def all_16bit(source: str) -> np.ndarray:
+    """Every bit pattern of a 16-bit source type, as an array of that type."""
+    return np.arange(1 << 16, dtype=np.uint16).view(SIXTEEN_BIT[source])
+
+
+def bits_of(x: np.ndarray) -> np.ndarray:
+    return x.view(UNSIGNED[x.dtype.itemsize])
+
+
+def random_float32(n: int, seed: int, fmt: formats.Format | None = None) -> np.ndarray:
+    """n float32 inputs: half uniformly random bit patterns, half with
+    exponents around ``fmt``'s range (where its rounding decisions are)."""
+    rng = np.random.default_rng(seed)
+    anywhere = rng.integers(0, 1 << 32, n // 2, dtype=np.uint64).astype(np.uint32)
+    lo, hi = (-30, 20) if fmt is None else (fmt.emin - fmt.mantissa_bits - 3, fmt.emax + 3)
+    exps = rng.integers(max(lo, -149), min(hi, 127) + 1, n - n // 2)
+    mant = rng.integers(0, 1 << 23, exps.size)
+    # Inputs whose low 16 bits are zero put the float32 fast path's sticky
+    # bit to work: some ties of the format are exact here.
+    mant[::3] &= 0x7F0000
+    sign = rng.integers(0, 2, exps.size).astype(np.uint32) << 31
+    near = sign | (((exps + 127).clip(0, 254).astype(np.uint32)) << 23) | mant.astype(np.uint32)
+    return np.concatenate([anywhere, near]).view(np.float32)
+
+
+def random_float64(n: int, seed: int, fmt: formats.Format) -> np.ndarray:
+    """n float64 inputs near ``fmt``'s rounding ties: each tie of the format
+    moved by a random offset of up to a float32 ulp (where rounding through
+    float32 first goes wrong), plus random values across its range."""
+    rng = np.random.default_rng(seed)
+    values = np.array(sorted({float(v) for c in range(fmt.code_count)
+                              if np.isfinite(v := float(fmt.exact_value(c))) and v >= 0}))
+    ties = (values[:-1] + values[1:]) / 2
+    pick = ties[rng.integers(0, ties.size, n // 2)]
+    ulp32 = np.spacing(pick.astype(np.float32)).astype(np.float64)
+    offsets = rng.uniform(-1.0, 1.0, pick.size) * ulp32
+    offsets[::4] = np.spacing(pick[::4]) * rng.integers(-3, 4, offsets[::4].size)
+    near = (pick + offsets) * np.where(rng.integers(0, 2, pick.size) == 1, -1.0, 1.0)
+    wide = np.ldexp(rng.uniform(1.0, 2.0, n - n // 2),
+                    rng.integers(fmt.emin - fmt.mantissa_bits - 4, fmt.emax + 4, n - n // 2))
+    return np.concatenate([near, wide])
+
+
+# -- ml_dtypes and torch ------------------------------------------------
+
+def ml_dtypes_type(fmt: formats.Format):
+    return getattr(ml_dtypes, fmt.ml_dtypes_name)
+
+
+def ml_dtypes_codes(x: np.ndarray, fmt: formats.Format) -> np.ndarray:
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        return x.astype(ml_dtypes_type(fmt)).view(np.uint8)
+
+
+def ml_dtypes_decode(fmt: formats.Format) -> np.ndarray:
+    codes = np.arange(fmt.code_count, dtype=np.uint8)
+    return codes.view(ml_dtypes_type(fmt)).astype(np.float64)
+
+
+def torch_tensor(x: np.ndarray):
+    import torch
+
+    if x.dtype == ml_dtypes.bfloat16:
+        return torch.from_numpy(x.view(np.int16).copy()).view(torch.bfloat16)
+    return torch.from_numpy(x.copy())
+
+
+def torch_codes(x: np.ndarray, fmt: formats.Format) -> np.ndarray:
+    import torch
+
+    return torch_tensor(x).to(getattr(torch, fmt.torch_name)).view(torch.uint8).numpy()
+
+
+def torch_decode(fmt: formats.Format) -> np.ndarray:
+    import torch
+
+    codes = torch.arange(fmt.code_count, dtype=torch.int32).to(torch.uint8)
+    return codes.view(getattr(torch, fmt.torch_name)).to(torch.float64).numpy()
+
+
+# -- gfloat ---------------------------------------------------------------
+
+def gfloat_format(fmt: formats.Format):
+    """gfloat's description of ``fmt`` (gfloat 0.5.2 lacks the fnuz formats:
+    they are built here from their definition)."""
+    from gfloat import Domain, FormatInfo
+    from gfloat import formats as gf
+
+    known = {
+        "e4m3fn": gf.format_info_ocp_e4m3,
+        "e5m2": gf.format_info_ocp_e5m2,
+        "e8m0fnu": gf.format_info_ocp_e8m0,
+        "e2m1fn": gf.format_info_ocp_e2m1,
+        "e2m3fn": gf.format_info_ocp_e2m3,
+        "e3m2fn": gf.format_info_ocp_e3m2,
+    }
+    if fmt.name in known:
+        return known[fmt.name]
+    # fnuz: no Inf, no -0; the -0 pattern is the one NaN.
+    return FormatInfo(name=fmt.name, k=8, precision=fmt.mantissa_bits + 1, bias=fmt.bias,
+                      is_signed=True, domain=Domain.Finite, has_nz=False, num_high_nans=0,
+                      has_subnormals=True, is_twos_complement=False)
+
+
+def gfloat_values(x: np.ndarray, fmt: formats.Format, profile, random_bits=None) -> np.ndarray:
+    """The float64 values gfloat rounds ``x`` to under ``profile``'s rules.
+
+    gfloat decides the rounding (RNE, RTZ, RNA, stochastic) and finite
+    overflow; the profile's special-value rules (what ±Inf, NaN, zero and
+    negatives into e8m0 become; fp4/fp6 NaN) are applied here as the
+    profile states them, since gfloat has one fixed choice for each.
+    """
+    from gfloat import RoundMode, round_ndarray
+
+    p = profiles.get(profile).resolve(fmt)
+    with np.errstate(all="ignore"):
+        v = x.astype(np.float64)
+    if p.intermediate is not None:
+        assert p.intermediate == "float32"
+        with np.errstate(all="ignore"):
+            v = v.astype(np.float32).astype(np.float64)  # NumPy rounds RNE, once
+    fi = gfloat_format(fmt)
+    rnd = {"rne": RoundMode.TiesToEven, "rtz": RoundMode.TowardZero,
+           "rna": RoundMode.TiesToAway, "stochastic": RoundMode.StochasticFastest}[p.rounding]
+    # Without Inf or NaN gfloat must saturate; so do the profiles (fp4/fp6).
+    sat = p.overflow == "satfinite" or not (fmt.has_inf or fmt.has_nan)
+    finite = np.isfinite(v)
+    srbits = None if random_bits is None else np.asarray(random_bits, dtype=np.int64)
+    # gfloat ignores the sign bit of an unsigned format but rounds the
+    # negative value itself; the profiles that keep negatives take |x|.
+    rounded_input = np.where(finite, v if fmt.signed else np.abs(v), 1.0)
+    with np.errstate(all="ignore"):
+        out = round_ndarray(fi, rounded_input, rnd, sat, srbits, p.stochastic_bits)
+    negative = np.signbit(v) & fmt.signed
+    top = fmt.max
+
+    def signed(value: float) -> np.ndarray:
+        return np.where(negative, -value, value)
+
+    def nan_value() -> np.ndarray:
+        if fmt.has_nan:
+            return np.full(v.shape, np.nan)
+        if p.nan_without_code == "max":
+            return signed(top)
+        flip = p.nan_without_code == "flipped_zero"
+        return np.where(negative != flip, -0.0, 0.0)
+
+    if p.infinity == "satfinite" or not (fmt.has_inf or fmt.has_nan):
+        inf_value = signed(top)
+    elif p.infinity == "nan" or not fmt.has_inf:
+        inf_value = nan_value()
+    else:
+        inf_value = signed(np.inf)
+    out = np.where(np.isinf(v), inf_value, out)
+    out = np.where(np.isnan(v), nan_value(), out)
+    if p.subnormals == "flush":
+        out = np.where(np.abs(out) < fmt.smallest_normal, np.where(np.signbit(out), -0.0, 0.0), out)
+    if not fmt.signed:  # e8m0fnu: no sign, no zero
+        if p.unsigned_negative == "nan":
+            out = np.where(np.signbit(v) & (v != 0) & ~np.isnan(v), np.nan, out)
+        out = np.where(v == 0, np.nan if p.unsigned_zero == "nan" else fmt.smallest_normal, out)
+    return out
+
+
+# -- comparison -------------------------------------------------------------
+
+def same_value(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Elementwise: equal bit patterns, or both NaN (-0.0 != +0.0)."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    return (a.view(np.uint64) == b.view(np.uint64)) | (np.isnan(a) & np.isnan(b))
+
+
+def nan_mask(fmt: formats.Format) -> np.ndarray:
+    return np.array([fmt.is_nan(c) for c in range(fmt.code_count)])
+
+
+def same_code(ours: np.ndarray, theirs: np.ndarray, fmt: formats.Format) -> np.ndarray:
+    """Elementwise: the same code, or two NaN codes."""
+    nan = nan_mask(fmt)
+    return (ours == theirs) | (nan[ours] & nan[theirs])
+
+
+def first_differences(inputs: np.ndarray, ours, theirs, where: np.ndarray, limit: int = 5) -> list[str]:
+    """A few differing inputs in hex, for an assertion message."""
+    bits = bits_of(inputs) if inputs.dtype.kind == "f" or inputs.dtype == ml_dtypes.bfloat16 else inputs
+    width = inputs.dtype.itemsize * 2
+    idx = np.flatnonzero(where)[:limit]
+    return [f"0x{int(bits[i]):0{width}x}: ours {_show(ours[i])}, theirs {_show(theirs[i])}" for i in idx]
+
+
+def _show(v) -> str:
+    if isinstance(v, (np.integer, int)):
+        return f"{int(v):#04x}"
+    return repr(float(v))
