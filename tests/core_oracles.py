@@ -174,8 +174,9 @@ def gfloat_values(x: np.ndarray, fmt: formats.Format, profile, random_bits=None)
         inf_value = signed(np.inf)
     out = np.where(np.isinf(v), inf_value, out)
     out = np.where(np.isnan(v), nan_value(), out)
-    if p.subnormals == "flush":
-        out = np.where(np.abs(out) < fmt.smallest_normal, np.where(np.signbit(out), -0.0, 0.0), out)
+    if p.subnormals == "flush" and fmt.has_zero:
+        zero = np.where(np.signbit(out) & fmt.has_negative_zero, -0.0, 0.0)
+        out = np.where(np.abs(out) < fmt.smallest_normal, zero, out)
     if not fmt.signed:  # e8m0fnu: no sign, no zero
         if p.unsigned_negative == "nan":
             out = np.where(np.signbit(v) & (v != 0) & ~np.isnan(v), np.nan, out)

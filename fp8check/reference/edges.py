@@ -112,7 +112,10 @@ def edge_cases(fmt: object, source: str) -> tuple[EdgeCase, ...]:
     quantum = Fraction(2) ** (f.emax - f.mantissa_bits)
     overflow_tie = largest + quantum / 2
     what = f"overflow tie {_show(overflow_tie)} (max {_show(largest)} + half its ulp)"
-    bits = add_value(overflow_tie, what + ": RNE overflows here")
+    if largest_code & 1 or f.mantissa_bits == 0:
+        bits = add_value(overflow_tie, what + ": ties-to-even overflows")
+    else:
+        bits = add_value(overflow_tie, what + ": ties-to-even keeps max (even mantissa)")
     add(bits - 1, f"1 {source} ulp below the {what}: rounds to max")
     add(bits + 1, f"1 {source} ulp above the {what}")
     add_value(overflow_tie, what, negative=True)
