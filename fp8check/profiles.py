@@ -15,7 +15,8 @@ real stack wherever it is installed):
 ``ieee``       RNE, non-saturating, exact from any input precision. The
                default, and OCP OFP8's non-saturating mode.
 ``satfinite``  RNE; finite overflow and ±Inf go to ±max; NaN stays NaN
-               (NVIDIA ``cvt.rn.satfinite``, OCP OFP8's saturating mode).
+               (NVIDIA ``cvt.rn.satfinite``, OCP OFP8's saturating mode);
+               into e8m0fnu zero and negatives give the smallest code.
 ``rtz``        round toward zero (Triton ``fp_downcast_rounding="rtz"``):
                finite overflow gives ±max (IEEE 754 7.4), ±Inf stays Inf
                where the format has it, else NaN.
@@ -54,7 +55,7 @@ NanCode = Literal["quiet", "all_ones", "quiet_positive"]
 NanWithoutCode = Literal["zero", "flipped_zero", "max"]
 Subnormals = Literal["keep", "flush"]
 Intermediate = Literal["float32", "float16", "bfloat16"]
-UnsignedNegative = Literal["nan", "magnitude"]
+UnsignedNegative = Literal["nan", "magnitude", "min"]
 UnsignedZero = Literal["nan", "min"]
 
 _CHOICES: dict[str, tuple[Any, ...]] = {
@@ -65,7 +66,7 @@ _CHOICES: dict[str, tuple[Any, ...]] = {
     "nan_without_code": ("zero", "flipped_zero", "max"),
     "subnormals": ("keep", "flush"),
     "intermediate": (None, "float32", "float16", "bfloat16"),
-    "unsigned_negative": ("nan", "magnitude"),
+    "unsigned_negative": ("nan", "magnitude", "min"),
     "unsigned_zero": ("nan", "min"),
 }
 
@@ -108,7 +109,8 @@ class Profile:
         torch and ml_dtypes from float64.
     unsigned_negative, unsigned_zero
         negative inputs and zero into an unsigned format without zero
-        (e8m0fnu): NaN, or |x| / the smallest code.
+        (e8m0fnu): NaN; |x| (negatives) or the smallest code. -Inf is a
+        negative input.
     formats
         the formats the profile defines (None: all); a cast into another
         raises :class:`~fp8check.errors.UnsupportedFormatError`.
@@ -205,6 +207,10 @@ SATFINITE = Profile(
     overflow="satfinite",
     infinity="satfinite",
     nan_without_code="zero",
+    # Into e8m0fnu, zero and negatives clamp to the smallest code, as CUDA's
+    # satfinite e8m0 conversions do: only NaN becomes NaN.
+    unsigned_negative="min",
+    unsigned_zero="min",
     description="RNE; finite overflow and ±Inf to ±max; NaN stays NaN (NVIDIA cvt.rn.satfinite, OCP OFP8 saturating mode)",
 )
 RTZ = Profile(

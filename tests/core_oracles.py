@@ -178,8 +178,11 @@ def gfloat_values(x: np.ndarray, fmt: formats.Format, profile, random_bits=None)
         zero = np.where(np.signbit(out) & fmt.has_negative_zero, -0.0, 0.0)
         out = np.where(np.abs(out) < fmt.smallest_normal, zero, out)
     if not fmt.signed:  # e8m0fnu: no sign, no zero
+        negative_input = np.signbit(v) & (v != 0) & ~np.isnan(v)
         if p.unsigned_negative == "nan":
-            out = np.where(np.signbit(v) & (v != 0) & ~np.isnan(v), np.nan, out)
+            out = np.where(negative_input, np.nan, out)
+        elif p.unsigned_negative == "min":
+            out = np.where(negative_input, fmt.smallest_normal, out)
         out = np.where(v == 0, np.nan if p.unsigned_zero == "nan" else fmt.smallest_normal, out)
     return out
 

@@ -182,6 +182,8 @@ def encode_bits(xp: Any, bits: Array, source: Format | str, fmt: Format, profile
         code = xp.where(is_inf, _overflow_code(xp, positive, fmt, p, p.infinity), code)
         if p.unsigned_negative == "nan":
             code = xp.where(negative & ~is_zero, _nan_code(xp, positive, fmt, p), code)
+        elif p.unsigned_negative == "min":
+            code = xp.where(negative & ~is_zero, 0, code)
         zero_code = _nan_code(xp, positive, fmt, p) if p.unsigned_zero == "nan" else 0
         code = xp.where(is_zero, zero_code, code)
     code = xp.where(is_nan, _nan_code(xp, negative, fmt, p), code)

@@ -168,6 +168,8 @@ def encode_value(negative: bool, magnitude: Value, fmt: Format, profile: Profile
         if negative:
             if p.unsigned_negative == "nan":
                 return _nan_code(False, fmt, p)
+            if p.unsigned_negative == "min":
+                return 0
             negative = False
 
     if magnitude == math.inf:
