@@ -19,7 +19,7 @@ import pytest
 import fp8check
 from fp8check import formats, profiles
 
-from core_oracles import (all_16bit, first_differences, ml_dtypes_codes, ml_dtypes_decode, random_float32,
+from core_oracles import (all_16bit, e8m0_subnormal_round_up, first_differences, ml_dtypes_codes, ml_dtypes_decode, random_float32,
                           random_float64, same_code, same_value, torch_codes, torch_decode)
 
 SOURCES = ["float16", "bfloat16", "float32", "float64"]
@@ -32,15 +32,6 @@ def inputs(source, fmt):
     if source == "float32":
         return random_float32(1 << 20, 17, fmt)
     return random_float64(1 << 18, 19, fmt)
-
-
-def e8m0_subnormal_round_up(x: np.ndarray) -> np.ndarray:
-    """Inputs both stacks round up from 2**-127 (0x00) to 2**-126 (0x01)
-    although they are nearer 2**-127: |x| in (2**-127, 1.5 * 2**-127)
-    after rounding to float32, where float32 is subnormal."""
-    with np.errstate(all="ignore"):
-        v = np.abs(x.astype(np.float32).astype(np.float64))
-    return (v > 2.0**-127) & (v < 1.5 * 2.0**-127)
 
 
 E8M0_BUG = ("ml_dtypes 0.6 and torch round float32 subnormals in (2**-127, 1.5 * 2**-127) up to "

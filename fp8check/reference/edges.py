@@ -95,8 +95,10 @@ def edge_cases(fmt: object, source: str) -> tuple[EdgeCase, ...]:
         if f.mantissa_bits and lo_code >> f.mantissa_bits != hi_code >> f.mantissa_bits and lo != 0:
             what += ", rounding up carries into the exponent"
         bits = add_value(tie, what)
-        add(bits - 1, f"1 {source} ulp below the {what}")
-        add(bits + 1, f"1 {source} ulp above the {what}")
+        # A float64 this near the tie rounds to it in float32 (double rounding).
+        via32 = ": float32 rounding lands on the tie (double rounding)" if source == "float64" else ""
+        add(bits - 1, f"1 {source} ulp below the {what}{via32}")
+        add(bits + 1, f"1 {source} ulp above the {what}{via32}")
         add_value(tie, what, negative=True)
         if source == "float64":
             # Within half a float32 ulp of the tie: rounding to float32 first
