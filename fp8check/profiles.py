@@ -175,8 +175,20 @@ class Profile:
         p = self.resolve(fmt) if fmt is not None else self
         parts = [p.rounding.upper() + (f"/{p.stochastic_bits}b" if p.rounding == "stochastic" else "")]
         parts.append("satfinite" if p.overflow == "satfinite" else "non-saturating")
-        parts.append({"nonsat": "±Inf → Inf/NaN", "satfinite": "±Inf → ±max", "nan": "±Inf → NaN"}[p.infinity])
-        parts.append(f"NaN {p.nan}")
+        infinity = {"nonsat": "±Inf → Inf/NaN", "satfinite": "±Inf → ±max", "nan": "±Inf → NaN"}[p.infinity]
+        nan = f"NaN {p.nan}"
+        if fmt is not None:  # say what happens in this format
+            f = get_format(fmt)
+            if p.infinity != "satfinite" and not f.has_nan:
+                infinity = "±Inf → ±max"  # fp4/fp6: nothing else to give
+            elif p.infinity == "nonsat":
+                infinity = "±Inf → ±Inf" if f.has_inf else "±Inf → NaN"
+            if not f.has_nan:
+                nan = {"zero": "NaN → ±0", "flipped_zero": "NaN → ∓0", "max": "NaN → ±max"}[p.nan_without_code]
+            elif f.nan_encoding == "negative_zero":
+                nan = f"NaN {f.canonical_nan():#04x}"
+        parts.append(infinity)
+        parts.append(nan)
         if p.subnormals == "flush":
             parts.append("flush subnormals")
         if p.intermediate:

@@ -125,6 +125,7 @@ def decoded(fmt):
 def test_decode_vectors_agree_with_ml_dtypes_and_gfloat(fmt):
     values = decoded(fmt)
     assert same_value(values, ml_dtypes_decode(fmt)).all()
+    pytest.importorskip("gfloat")
     from gfloat import decode_float
     fi = gfloat_format(fmt)
     assert same_value(values, [decode_float(fi, c).fval for c in range(fmt.code_count)]).all()

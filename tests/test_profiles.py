@@ -101,7 +101,10 @@ def test_for_torch_picks_by_version(version, expected):
 def test_summary_states_the_rules():
     assert profiles.IEEE.summary() == "RNE, non-saturating, ±Inf → Inf/NaN, NaN quiet"
     assert profiles.TORCH_2_12.summary(formats.E4M3FN) == "RNE, satfinite, ±Inf → ±max, NaN quiet, via float32"
-    assert profiles.TORCH_2_12.summary(formats.E5M2).startswith("RNE, non-saturating, ±Inf → Inf/NaN, NaN all_ones")
+    assert profiles.TORCH_2_12.summary(formats.E5M2) == "RNE, non-saturating, ±Inf → ±Inf, NaN all_ones, via float32"
+    assert profiles.IEEE.summary(formats.E4M3FNUZ) == "RNE, non-saturating, ±Inf → NaN, NaN 0x80"
+    assert profiles.ML_DTYPES.summary(formats.E2M1FN) == "RNE, non-saturating, ±Inf → ±max, NaN → ∓0, via float32"
+    assert profiles.OCP_MX.summary(formats.E2M3FN) == "RNE, satfinite, ±Inf → ±max, NaN → ±max"
     sr = Profile(name="sr", rounding="stochastic", stochastic_bits=8, subnormals="flush")
     assert sr.summary() == "STOCHASTIC/8b, non-saturating, ±Inf → Inf/NaN, NaN quiet, flush subnormals"
 

@@ -264,6 +264,8 @@ def _codes_numpy(codes: Any, fmt: Format) -> np.ndarray:
         arr = arr.view(np.uint8)  # an ml_dtypes fp8 array: its bytes are the codes
     if arr.dtype.kind not in "iub":
         raise UnsupportedDtypeError(f"codes must be integers or an fp8 array, got dtype {arr.dtype}")
+    if arr.dtype == np.uint8 and fmt.code_count == 256:
+        return arr  # every byte is a code
     if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= fmt.code_count):
         raise InvalidValueError(
             f"codes must lie in [0, {fmt.code_count}) for {fmt.name}; got values in [{int(arr.min())}, {int(arr.max())}]"
@@ -279,4 +281,11 @@ def decode(codes: Any, fmt: object) -> np.ndarray:
     """
     f = get_format(fmt)
     arr = _codes_numpy(codes, f)
-    return decode_table(f)[arr.astype(np.intp)]
+    table = decode_table(f)
+    if arr.dtype.kind == "b":
+        arr = arr.astype(np.uint8)
+    flat = np.ascontiguousarray(arr).reshape(-1)
+    out = np.empty(flat.shape, dtype=np.float64)
+    for start in range(0, flat.size, _TAKE_CHUNK):
+        np.take(table, flat[start:start + _TAKE_CHUNK], out=out[start:start + _TAKE_CHUNK])
+    return out.reshape(arr.shape)
