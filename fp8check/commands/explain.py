@@ -215,5 +215,5 @@ def _console():
 
     from rich.console import Console
 
-    # A pipe or a captured stream gets a wide, plain table (no wrapping).
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+    # A pipe or a captured stream gets tables as wide as their content.
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 1000)
