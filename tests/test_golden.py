@@ -12,8 +12,8 @@ import pytest
 from fp8check import formats, golden, profiles
 from fp8check.cli import main
 
-from core_oracles import (SIXTEEN_BIT, e8m0_expected_differences, e8m0_subnormal_round_up, first_differences, gfloat_format,
-                          gfloat_values, ml_dtypes_codes, ml_dtypes_decode, same_code, same_value,
+from core_oracles import (SIXTEEN_BIT, e8m0_expected_differences, e8m0_subnormal_round_up, first_differences,
+                          gfloat_format, gfloat_values, ml_dtypes_codes, ml_dtypes_decode, same_code, same_value,
                           torch_codes, torch_decode)
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"

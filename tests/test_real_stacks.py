@@ -19,7 +19,8 @@ import pytest
 import fp8check
 from fp8check import formats, profiles
 
-from core_oracles import (all_16bit, e8m0_subnormal_round_up, first_differences, ml_dtypes_codes, ml_dtypes_decode, random_float32,
+from core_oracles import (all_16bit, e8m0_subnormal_round_up, first_differences, ml_dtypes_codes, ml_dtypes_decode,
+                          random_float32,
                           random_float64, same_code, same_value, torch_codes, torch_decode)
 
 SOURCES = ["float16", "bfloat16", "float32", "float64"]
