@@ -174,7 +174,10 @@ class Profile:
         """One line: 'RNE, satfinite, Inf -> max, NaN quiet, ...'."""
         p = self.resolve(fmt) if fmt is not None else self
         parts = [p.rounding.upper() + (f"/{p.stochastic_bits}b" if p.rounding == "stochastic" else "")]
-        parts.append("satfinite" if p.overflow == "satfinite" else "non-saturating")
+        if p.overflow == "satfinite":
+            parts.append("satfinite")
+        else:  # IEEE 754 7.4: toward zero, a finite overflow gives max
+            parts.append("finite overflow → ±max" if p.rounding == "rtz" else "non-saturating")
         infinity = {"nonsat": "±Inf → Inf/NaN", "satfinite": "±Inf → ±max", "nan": "±Inf → NaN"}[p.infinity]
         nan = f"NaN {p.nan}"
         if fmt is not None:  # say what happens in this format

@@ -105,6 +105,7 @@ def test_summary_states_the_rules():
     assert profiles.IEEE.summary(formats.E4M3FNUZ) == "RNE, non-saturating, ±Inf → NaN, NaN 0x80"
     assert profiles.ML_DTYPES.summary(formats.E2M1FN) == "RNE, non-saturating, ±Inf → ±max, NaN → ∓0, via float32"
     assert profiles.OCP_MX.summary(formats.E2M3FN) == "RNE, satfinite, ±Inf → ±max, NaN → ±max"
+    assert profiles.RTZ.summary(formats.E5M2) == "RTZ, finite overflow → ±max, ±Inf → ±Inf, NaN quiet"
     sr = Profile(name="sr", rounding="stochastic", stochastic_bits=8, subnormals="flush")
     assert sr.summary() == "STOCHASTIC/8b, non-saturating, ±Inf → Inf/NaN, NaN quiet, flush subnormals"
 

@@ -68,16 +68,12 @@ def test_every_16bit_input_named_profiles(source, fmt, profile):
     check(all_16bit(source), fmt, profile)
 
 
-@pytest.mark.exhaustive
+@pytest.mark.parametrize("source", ["float16", "bfloat16"])
 @pytest.mark.parametrize("fmt, profile", _pairs(VARIANTS))
-def test_every_float16_input_variant_profiles(fmt, profile):
-    check(all_16bit("float16"), fmt, profile)
-
-
-@pytest.mark.parametrize("fmt, profile", _pairs(VARIANTS))
-def test_bfloat16_sample_variant_profiles(fmt, profile):
+def test_16bit_sample_variant_profiles(source, fmt, profile):
+    # A quarter of the inputs: the variants add rules, not input classes.
     rng = np.random.default_rng(7)
-    check(all_16bit("bfloat16")[rng.permutation(1 << 16)[:8192]], fmt, profile)
+    check(all_16bit(source)[rng.permutation(1 << 16)[:1 << 14]], fmt, profile)
 
 
 @pytest.mark.parametrize("fmt, profile", _pairs(NAMED + VARIANTS))

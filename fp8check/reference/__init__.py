@@ -27,7 +27,8 @@ from fp8check.formats import SOURCE_FORMATS, Format, get as get_format
 from fp8check.profiles import Profile, get as get_profile
 from fp8check.reference import model, spec
 
-__all__ = ["encode", "decode", "encode_tensor", "decode_table", "encode_table", "source_name", "spec", "model"]
+__all__ = ["encode", "decode", "encode_tensor", "model_encode", "decode_table", "encode_table", "source_name",
+           "spec", "model"]
 
 _CHUNK = 1 << 18  # model chunk: bounds the int64 temporaries
 # Table lookups run in chunks whose index array stays in the L2 cache: a

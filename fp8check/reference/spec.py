@@ -137,6 +137,7 @@ def _overflow_code(negative: bool, fmt: Format, p: Profile, policy: str) -> int:
     return _signed(fmt.max_code, negative, fmt)
 
 
+@lru_cache(maxsize=None)
 def _holds(wide: Format, narrow: Format) -> bool:
     """Whether every finite value of the IEEE type ``narrow`` is one of ``wide``."""
     return (wide.mantissa_bits >= narrow.mantissa_bits and wide.emax >= narrow.emax
@@ -172,7 +173,7 @@ def encode_value(negative: bool, magnitude: Value, fmt: Format, profile: Profile
                 return 0
             negative = False
 
-    if magnitude == math.inf:
+    if isinstance(magnitude, float):  # ±Inf: NaN was handled above
         return _overflow_code(negative, fmt, p, p.infinity)
     if magnitude == 0:
         return _zero(negative, fmt)
