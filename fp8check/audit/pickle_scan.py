@@ -17,6 +17,7 @@ torch's *default* weights-only safe set. This is a second lock in front of
 from __future__ import annotations
 
 import io
+import pickle
 import pickletools
 from dataclasses import dataclass
 from typing import IO
@@ -39,16 +40,26 @@ class PickleScan:
 
     globals: tuple[str, ...]
     opcodes: frozenset[str]
+    error: str = ""  # why the scan stopped early (malformed or truncated), if it did
 
 
 def scan(stream: IO[bytes], *, count: int = 1) -> PickleScan:
-    """Disassemble ``count`` consecutive pickles from ``stream``.
+    """Disassemble up to ``count`` consecutive pickles from ``stream``.
 
-    Raises ``ValueError`` (from pickletools) on a malformed or truncated
-    pickle.
+    A malformed or truncated pickle ends the scan with ``error`` set; the
+    globals seen before that point are still reported (a refusal names
+    them first).
     """
     names: dict[str, None] = {}
     ops: set[str] = set()
+    try:
+        _scan(stream, count, names, ops)
+    except Exception as exc:  # pickletools raises ValueError; a broken stream anything
+        return PickleScan(tuple(names), frozenset(ops), str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    return PickleScan(tuple(names), frozenset(ops))
+
+
+def _scan(stream: IO[bytes], count: int, names: dict[str, None], ops: set[str]) -> None:
     for _ in range(count):
         recent: list[object] = []  # what the last pushes were (strings or None)
         memo: dict[int, object] = {}
@@ -81,7 +92,6 @@ def scan(stream: IO[bytes], *, count: int = 1) -> PickleScan:
                 recent.append(None)
             if len(recent) > 64:
                 del recent[:-8]
-    return PickleScan(tuple(names), frozenset(ops))
 
 
 def scan_bytes(data: bytes, *, count: int = 1) -> PickleScan:
@@ -102,3 +112,74 @@ def torch_default_safe_globals() -> frozenset[str] | None:
 def unsafe_globals(found: PickleScan, allowed: frozenset[str]) -> tuple[str, ...]:
     """The globals of ``found`` outside ``allowed``, in order."""
     return tuple(g for g in found.globals if g not in allowed)
+
+
+# -- storages declared by a torch zip pickle ------------------------------------------
+
+
+class _Stub:
+    """Stands in for every global a pickle names and every object it builds:
+    calling, indexing or setting state on one does nothing and makes another."""
+
+    _qualname = "stub"
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        pass
+
+    def __call__(self, *args: object, **kwargs: object) -> _Stub:
+        return _Stub()
+
+    def __setstate__(self, state: object) -> None:
+        pass
+
+    def __setitem__(self, key: object, value: object) -> None:
+        pass
+
+    def __getattr__(self, name: str) -> _Stub:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Stub()
+
+
+class _StorageScanner(pickle.Unpickler):
+    """Runs a torch data.pkl with every global replaced by a stub class
+    (nothing is imported or called) to collect the storages it declares."""
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(io.BytesIO(data))
+        self.storages: list[tuple[str, str, int]] = []  # (storage type, key, numel)
+
+    def find_class(self, module: str, name: str) -> type:
+        full = f"{module}.{name}"
+        return type("Stub", (_Stub,), {"_qualname": full})
+
+    def persistent_load(self, pid: object) -> object:
+        if isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage":
+            kind = getattr(pid[1], "_qualname", str(pid[1]))
+            self.storages.append((str(kind), str(pid[2]), int(pid[4])))
+        return _Stub()
+
+
+def declared_storages(data: bytes) -> list[tuple[str, str, int]]:
+    """(storage type, record key, element count) of every storage a torch zip
+    pickle declares. Raises ``pickle.UnpicklingError``/``ValueError``/... on a
+    malformed pickle."""
+    scanner = _StorageScanner(data)
+    scanner.load()
+    return scanner.storages
+
+
+def storage_itemsize(kind: str) -> int | None:
+    """Bytes per element of a storage type named in a torch pickle (UntypedStorage: 1)."""
+    if kind.endswith("UntypedStorage"):
+        return 1
+    try:
+        import torch
+        from torch.storage import _dtype_to_storage_type_map
+
+        for dtype, name in _dtype_to_storage_type_map().items():
+            if kind in (f"torch.{name}", name):
+                return torch.empty((), dtype=dtype).element_size()
+    except Exception:
+        return None
+    return None

@@ -73,7 +73,10 @@ def print_report(report: dict[str, Any], *, file: TextIO | None = None, show_all
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(file=file or sys.stdout, highlight=False, soft_wrap=False)
+    stream = file or sys.stdout
+    # a pipe or a file gets wide lines: names stay whole and greppable
+    width = None if getattr(stream, "isatty", lambda: False)() else 200
+    console = Console(file=stream, highlight=False, soft_wrap=False, width=width)
     summary = report["summary"]
     console.print(
         f"[bold]fp8check audit[/]: {summary['files']} files, {summary['tensors']} tensors, "

@@ -366,7 +366,10 @@ class TorchFile(CheckpointFile):
                     info = zf.getinfo(pkls[0])
                     if info.file_size > MAX_PICKLE_BYTES:
                         raise CheckpointError(self.path, f"data.pkl of {info.file_size} bytes is absurdly large")
-                    found = pickle_scan.scan_bytes(zf.read(info))
+                    data = zf.read(info)
+                    found = pickle_scan.scan_bytes(data)
+                    prefix = pkls[0][: -len("data.pkl")]
+                    records = {i.filename: i.file_size for i in zf.infolist()}
             else:
                 with open(self.path, "rb") as f:
                     # magic number, protocol version, sys info, the object, storage keys
@@ -381,6 +384,32 @@ class TorchFile(CheckpointFile):
             bad = pickle_scan.unsafe_globals(found, allowed)
             if bad:
                 raise _refuse(self.path, bad)
+        if found.error:
+            raise CheckpointError(self.path, f"corrupted or truncated pickle: {found.error[:200]}")
+        if self.kind == "torch-zip":
+            self._check_records(data, prefix, records)
+
+    def _check_records(self, data: bytes, prefix: str, records: dict[str, int]) -> None:
+        """Every storage the pickle declares must fit its zip record: torch's
+        mmap load does not check, and a short record lets a tensor read past
+        it (into other records, or past the end of the file)."""
+        try:
+            storages = pickle_scan.declared_storages(data)
+        except Exception as exc:  # any malformation of the pickle
+            raise CheckpointError(self.path, f"corrupted pickle: {_first_line(exc)}") from None
+        for kind, key, numel in storages:
+            name = f"{prefix}data/{key}"
+            size = records.get(name)
+            if size is None:
+                raise CheckpointError(self.path, f"the pickle declares storage {key[:60]!r} but the archive has no "
+                                                 f"record {name[:100]!r}")
+            itemsize = pickle_scan.storage_itemsize(kind)
+            if itemsize is None:
+                continue  # torch's own check on load decides
+            if numel < 0 or numel * itemsize > size:
+                raise CheckpointError(
+                    self.path, f"storage record data/{key[:60]} holds {size} bytes but the pickle declares "
+                               f"{numel} x {itemsize} bytes: a tensor would read past its record")
 
     def _load_error(self, exc: BaseException) -> CheckpointError:
         import pickle

@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         write_json(report, args.json)
     s = report["summary"]
     if not args.quiet and not report["problems"]:
-        console = Console(highlight=False)
+        console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
         changed = [t for t in report["tensors"] if t["action"] != "copied" or not t["exact"]]
         if changed:
             table = Table(title="converted tensors", title_justify="left", header_style="bold")

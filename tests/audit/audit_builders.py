@@ -120,19 +120,19 @@ def quantize_mx(w: torch.Tensor, fmt: str = "e4m3fn") -> tuple[torch.Tensor, tor
 def save_st(path: str, tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None) -> str:
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     save_file({k: v.contiguous().clone() for k, v in tensors.items()}, path, metadata=metadata)
-    return path
+    return str(path)
 
 
 def save_pt(path: str, obj: Any, *, legacy: bool = False) -> str:
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     torch.save(obj, path, _use_new_zipfile_serialization=not legacy)
-    return path
+    return str(path)
 
 
 def write_json(path: str, doc: Any) -> str:
     with open(path, "w", encoding="utf-8") as f:
         json.dump(doc, f)
-    return path
+    return str(path)
 
 
 DEEPSEEK_CONFIG = {"quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
