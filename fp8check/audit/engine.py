@@ -365,8 +365,7 @@ class Auditor:
             if fmt.has_negative_zero and cs.neg_zeros:
                 rec.findings.append(fd.make(
                     "NEG_ZERO_FNUZ_HAZARD", cs.neg_zeros,
-                    f"{cs.neg_zeros} codes 0x80 (-0 in {fmt.name}) are NaN if these bytes are read as fnuz",
-                    fd.WARNING if fnuz_target else fd.INFO))
+                    f"{cs.neg_zeros} codes 0x80 (-0 in {fmt.name}) are NaN if these bytes are read as fnuz"))
             sc = rec.scale
             usable_scale = sc is not None and sc.stats is not None and sc.granularity is not None
             # one amax per scale element may legitimately sit at ±max
@@ -491,7 +490,8 @@ class Auditor:
                     if rec.hist is not None:
                         portability_items.append(tg.TensorPortability(
                             name=rec.key[1], file=rec.key[0], format=rec.fmt, numel=int(rec.hist.sum()),
-                            nan=rec.code_stats.nan if rec.code_stats else 0, plans=rec.plans))
+                            nan=rec.code_stats.nan if rec.code_stats else 0,
+                            neg_zeros=rec.code_stats.neg_zeros if rec.code_stats else 0, plans=rec.plans))
                 elif rec.role in (cv.ROLE_SCALE, cv.ROLE_ACTIVATION_SCALE, cv.ROLE_KV_SCALE):
                     n_scales += 1
         verdict_targets = self.targets or [tg.TARGETS[t] for t in tg.DEFAULT_TARGETS]

@@ -49,9 +49,10 @@ CODES: dict[str, FindingCode] = {c.code: c for c in (
                 "count of elements whose code is NaN in the tensor's own format; fires when > 0"),
     FindingCode("INF_CODES", ERROR, "Inf codes in FP8 data",
                 "count of ±Inf codes (e5m2 only); fires when > 0"),
-    FindingCode("NEG_ZERO_FNUZ_HAZARD", WARNING, "0x80 bytes that are NaN if read as fnuz",
-                "count of 0x80 (-0) codes in e4m3fn/e5m2 data; fires when > 0; warning when a fnuz target is "
-                "given (a byte reinterpretation without 0x80 -> 0x00 makes each one NaN), info otherwise"),
+    FindingCode("NEG_ZERO_FNUZ_HAZARD", INFO, "0x80 bytes that are NaN if read as fnuz",
+                "count of 0x80 (-0) codes in e4m3fn/e5m2 data; fires when > 0. Info: real weights hold a few "
+                "(tiny negatives round to -0) and a correct fn -> fnuz conversion maps them to 0x00; a bare "
+                "reinterpretation of the bytes as fnuz makes each one NaN (the verdict for a fnuz target says so)"),
     FindingCode("FNUZ_RANGE", ERROR, "values a fnuz target cannot hold",
                 "count of elements of e4m3fn/e5m2 data that the conversion to the fnuz counterpart cannot "
                 "represent exactly (scale x 2 when the scale allows it, else the same scale): values beyond "

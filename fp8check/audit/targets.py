@@ -176,6 +176,7 @@ class TensorPortability:
     format: Format
     numel: int
     nan: int
+    neg_zeros: int = 0
     plans: dict[str, ConversionPlan] = field(default_factory=dict)  # dst format name -> plan
 
 
@@ -215,6 +216,10 @@ def verdict(target: Target, tensors: list[TensorPortability]) -> dict[str, Any]:
         if nan and src in ("e4m3fn", "e5m2"):
             reasons.append(f"{nan} {src} NaN codes in {sum(1 for t in items if t.nan)} tensors: the conversion "
                            f"keeps them NaN; a naive byte reinterpretation makes them finite ±{formats.get(dst).max:g}")
+        neg = sum(t.neg_zeros for t in items)
+        if neg and src in ("e4m3fn", "e5m2"):
+            reasons.append(f"{neg} bytes 0x80 (-0) in {sum(1 for t in items if t.neg_zeros)} tensors: the conversion "
+                           "maps them to 0x00; a bare reinterpretation of the bytes as fnuz makes each one NaN")
         conversions.append({"from": src, "to": dst, "factor": factor, "tensors": len(items),
                             "command": f"fp8check convert SRC DST --to {dst}"})
     for t, why in blocked[:20]:

@@ -188,12 +188,15 @@ def test_inf_codes_in_e5m2(tmp_path, run_audit):
     assert "NAN_CODES" not in got
 
 
-def test_negative_zero_hazard_severity_follows_target(tmp_path, run_audit):
+def test_negative_zero_hazard_is_counted_and_explained_for_fnuz_targets(tmp_path, run_audit):
     c = plant(codes((64, 128)), 0x80, 11)
     p = save_st(tmp_path / "m.safetensors", {"w": fp8(c), "w_scale": torch.tensor(0.5)})
     assert codes_of(run_audit(p), "w") == {"NEG_ZERO_FNUZ_HAZARD": ("info", 11)}
-    assert codes_of(run_audit(p, targets=("mi300",)), "w") == {"NEG_ZERO_FNUZ_HAZARD": ("warning", 11)}
-    assert codes_of(run_audit(p, targets=("h100",)), "w") == {"NEG_ZERO_FNUZ_HAZARD": ("info", 11)}
+    r = run_audit(p, targets=("mi300", "h100"))
+    assert codes_of(r, "w") == {"NEG_ZERO_FNUZ_HAZARD": ("info", 11)}
+    mi300, h100 = r["portability"]
+    assert any("11 bytes 0x80" in x and "NaN" in x for x in mi300["reasons"])
+    assert not any("0x80" in x for x in h100["reasons"])
 
 
 def test_fnuz_range_unscaled_values_beyond_240(tmp_path, run_audit):
