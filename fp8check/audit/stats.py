@@ -107,7 +107,7 @@ class CodeStats:
 
     format: str
     numel: int
-    histogram: list[int]
+    histogram: np.ndarray  # 256 counts (int64)
     codes_used: int
     nan: int
     inf: int
@@ -136,7 +136,7 @@ class CodeStats:
             "min", "max", "min_abs_nonzero", "max_abs", "dequant_absmax_bound", "dequant_overflow")}
         d["zero_share"] = self.zero_share
         d["subnormal_share"] = self.subnormal_share
-        d["histogram"] = list(self.histogram)
+        d["histogram"] = [int(x) for x in self.histogram]
         return d
 
 
@@ -157,7 +157,7 @@ def code_stats(hist: np.ndarray, fmt: Format) -> CodeStats:
     return CodeStats(
         format=fmt.name,
         numel=int(hist.sum()),
-        histogram=[int(x) for x in hist],
+        histogram=hist,
         codes_used=int(present.sum()),
         nan=total(cls["nan"]),
         inf=total(cls["inf"]),

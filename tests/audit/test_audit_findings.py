@@ -467,3 +467,14 @@ def test_statistics_from_the_histogram(tmp_path, run_audit):
     assert st["min_abs_nonzero"] == 2.0 ** -9
     assert st["histogram"][0x38] == 2 and st["subnormal_share"] == 0.2
     assert math.isclose(st["zero_share"], 0.2)
+
+
+def test_torchao_flattened_tensors_pair(tmp_path, run_audit):
+    q, s = quantize(torch.randn(32, 64), "e4m3fn", "rowwise")
+    r = run_audit(save_st(tmp_path / "m.safetensors", {"l._weight_qdata": q, "l._weight_scale": s,
+                                                      "m.qdata": q, "m.scale": s},
+                          metadata={"tensor_data": '{"l._weight": {"_type": "Float8Tensor"}}'}))
+    assert tensor_of(r, "l._weight_qdata")["scale"]["name"] == "l._weight_scale"
+    assert tensor_of(r, "m.qdata")["scale"]["name"] == "m.scale"
+    assert r["files"][0]["metadata"]["tensor_data"].startswith('{"l._weight"')
+    _no_warnings(r)
