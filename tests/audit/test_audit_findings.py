@@ -478,3 +478,14 @@ def test_torchao_flattened_tensors_pair(tmp_path, run_audit):
     assert tensor_of(r, "m.qdata")["scale"]["name"] == "m.scale"
     assert r["files"][0]["metadata"]["tensor_data"].startswith('{"l._weight"')
     _no_warnings(r)
+
+
+def test_pages_are_released_only_inside_the_files_own_mapping(tmp_path, run_audit):
+    # A legacy torch file is read into ordinary memory: dropping its pages after
+    # the first pass would zero them, and the exact overflow pass re-reads them.
+    c = np.full((256, 256), 0x38, dtype=np.uint8)  # 1.0
+    c[200, 200] = 0x7E  # 448 x 1000 overflows fp16
+    s = torch.tensor([[1.0, 1.0], [1.0, 1000.0]])
+    p = save_pt(tmp_path / "old.pth", {"w.weight": torch.from_numpy(c), "w.weight_scale_inv": s}, legacy=True)
+    r = run_audit(p, bytes_format="e4m3fn", dequant_dtype="float16")
+    assert codes_of(r, "w.weight") == {"DEQUANT_OVERFLOW": ("error", 1)}
