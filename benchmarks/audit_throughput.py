@@ -99,6 +99,7 @@ def raw_read(files: list[str]) -> tuple[float, float]:
 
 CHILD = r"""
 import json, resource, sys, time
+import torch  # a fixed start-up cost (about a second), not part of the per-byte figures
 from fp8check.audit import AuditOptions, audit
 def cpu():
     return sum(getattr(resource.getrusage(w), f) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)

@@ -295,6 +295,7 @@ class Auditor:
                 futures = []
                 for part in flat.split(self.o.chunk_bytes) if flat.numel() else []:
                     inflight.acquire()
+                    reader.prefetch(part.data_ptr(), part.numel())
                     fut = pool.submit(count, part, reader)
                     fut.add_done_callback(done(part.numel()))
                     futures.append(fut)
@@ -623,7 +624,7 @@ def file_histograms(path: str, names: list[str], chunk: int) -> tuple[dict[str, 
             out = {}
             for name in names:
                 flat = st.as_bytes(reader.tensor(name))
-                out[name] = st.histogram(flat, chunk=chunk, release=reader.release).tolist()
+                out[name] = st.histogram(flat, chunk=chunk, release=reader.release, prefetch=reader.prefetch).tolist()
             return out, None
     except CheckpointError as exc:
         return {}, exc.reason

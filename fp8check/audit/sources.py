@@ -129,6 +129,12 @@ class CheckpointFile:
             return None
         return None
 
+    def prefetch(self, address: int, nbytes: int) -> None:
+        """Ask the kernel to start reading [address, address + nbytes) from
+        disk now (``MADV_WILLNEED``, asynchronous), so that a cold file's I/O
+        overlaps the counting of the chunks before it."""
+        self._advise(address, nbytes, _MADV_WILLNEED, inner=False)
+
     def release(self, address: int, nbytes: int) -> None:
         """Drop the pages of [address, address + nbytes) from this process.
 
@@ -136,6 +142,11 @@ class CheckpointFile:
         pages are clean copies of the file: dropping them loses nothing (a
         later read faults them in again).
         """
+        self._advise(address, nbytes, _MADV_DONTNEED, inner=True)
+
+    def _advise(self, address: int, nbytes: int, advice: int, *, inner: bool) -> None:
+        if _madvise is None:
+            return
         if self._region is False:
             self._region = self._mapping_of(address)
         region = self._region
@@ -143,10 +154,13 @@ class CheckpointFile:
             return
         lo, hi = region
         page = _PAGE
-        start = max(lo, (address + page - 1) // page * page)
-        end = min(hi, (address + nbytes) // page * page)
-        if end > start and _madvise is not None:
-            _madvise(start, end - start, _MADV_DONTNEED)
+        if inner:  # whole pages inside the range only
+            start, end = (address + page - 1) // page * page, (address + nbytes) // page * page
+        else:  # every page the range touches
+            start, end = address // page * page, (address + nbytes + page - 1) // page * page
+        start, end = max(lo, start), min(hi, end)
+        if end > start:
+            _madvise(start, end - start, advice)
 
 
 def _libc_madvise() -> Any:
@@ -166,6 +180,7 @@ def _libc_madvise() -> Any:
 
 _madvise = _libc_madvise()
 _MADV_DONTNEED = 4
+_MADV_WILLNEED = 3
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 

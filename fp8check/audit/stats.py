@@ -62,28 +62,28 @@ def code_classes(fmt: Format) -> dict[str, np.ndarray]:
             "finite": finite}
 
 
-def histogram(flat_bytes: Any, *, chunk: int = CHUNK_BYTES, mapper: Callable[..., Any] = map,
-              release: Callable[[int, int], None] | None = None) -> np.ndarray:
-    """Counts of the 256 byte values of a 1-D torch uint8 tensor.
+def histogram(flat_bytes: Any, *, chunk: int = CHUNK_BYTES, release: Callable[[int, int], None] | None = None,
+              prefetch: Callable[[int, int], None] | None = None) -> np.ndarray:
+    """Counts of the 256 byte values of a 1-D torch uint8 tensor, chunk by chunk.
 
-    ``mapper`` runs the per-chunk counts (``map``, or an executor's ``map``);
-    ``release(address, nbytes)`` is called after each chunk is counted.
+    ``prefetch(address, nbytes)`` is called for the next chunk before the
+    current one is counted; ``release(address, nbytes)`` after it is.
     """
     import torch
 
-    def count(part: Any) -> Any:
-        h = torch.bincount(part, minlength=256)
+    total = np.zeros(256, dtype=np.int64)
+    if flat_bytes.numel() == 0:
+        return total
+    parts = flat_bytes.split(chunk)
+    if prefetch is not None:
+        prefetch(parts[0].data_ptr(), parts[0].numel())
+    for k, part in enumerate(parts):
+        if prefetch is not None and k + 1 < len(parts):
+            prefetch(parts[k + 1].data_ptr(), parts[k + 1].numel())
+        total += torch.bincount(part, minlength=256).numpy()
         if release is not None:
             release(part.data_ptr(), part.numel())
-        return h
-
-    if flat_bytes.numel() == 0:
-        return np.zeros(256, dtype=np.int64)
-    parts = flat_bytes.split(chunk)
-    total = None
-    for h in mapper(count, parts):
-        total = h if total is None else total + h
-    return total.numpy().astype(np.int64)
+    return total
 
 
 def as_bytes(tensor: Any) -> Any:
