@@ -164,7 +164,7 @@ def main() -> None:
             rows = [(f"raw read, sequential ({cache} cache)", raw, raw_cpu, None, None)]
             for parallel, jobs in modes:
                 best = None
-                for _ in range(2):
+                for _ in range(3):
                     prepare()
                     r = run_child(CHILD, directory, str(jobs), parallel)
                     if best is None or r["seconds"] < best["seconds"]:
