@@ -85,6 +85,7 @@ class Record:
     scale: ScaleInfo | None = None
     scale_of: str | None = None
     scale_stats: st.ScaleStats | None = None
+    scale_values: np.ndarray | None = None  # kept only when small
     hist: np.ndarray | None = None
     code_stats: st.CodeStats | None = None
     findings: list[fd.Finding] = field(default_factory=list)
@@ -230,7 +231,7 @@ class Auditor:
                 if stats.absent_sentinel:
                     rec.findings.append(fd.make("KV_SCALE_ABSENT", stats.absent_sentinel,
                                                 "KV-cache scale is -1: no calibrated scale, the server uses its default"))
-            rec._values = values if values.size <= _KEEP_SCALE_VALUES else None  # type: ignore[attr-defined]
+            rec.scale_values = values if values.size <= _KEEP_SCALE_VALUES else None
         by_key = {r.key: r for r in ck.records}
         for rec in ck.records:
             sc = rec.scale
@@ -238,7 +239,7 @@ class Auditor:
                 continue
             srec = by_key[sc.key]
             sc.stats = srec.scale_stats
-            sc.values = getattr(srec, "_values", None)
+            sc.values = srec.scale_values
             if sc.kind is None:
                 rec.findings.append(fd.make("SCALE_DTYPE", 1, f"scale {sc.key[1]} is stored as {sc.entry.dtype}, "
                                                               "which no FP8 convention uses"))
@@ -268,7 +269,7 @@ class Auditor:
         inflight = threading.BoundedSemaphore(2 * self.jobs)
         pending: list[tuple[Record, list[Future[Any]]]] = []
         remaining: dict[str, int] = {}
-        for ck, rec in work:
+        for _, rec in work:
             remaining[rec.key[0]] = remaining.get(rec.key[0], 0) + 1
 
         def count(part: Any, reader: CheckpointFile) -> np.ndarray:

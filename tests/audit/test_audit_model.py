@@ -39,7 +39,7 @@ def _train():
         opt.step()
     accuracy = (model(x).argmax(dim=1) == y).float().mean().item()
     assert accuracy > 0.8  # it learned something: these are trained weights, not an init
-    assert all(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    assert all(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
     return {name: p.detach() for name, p in model.named_parameters()}
 
 

@@ -264,3 +264,17 @@ def test_names_are_printed_as_text_and_kept_raw_in_json(tmp_path, capsys):
     report = json.loads(out_json.read_text())
     assert {t["name"] for t in report["tensors"]} == set(hostile)
     assert report["files"][0]["metadata"]["note"] == "[link=file:///etc]x[/link]\x1b[31m"
+
+
+def test_the_storage_scanner_imports_and_calls_nothing(tmp_path):
+    # the record-size check runs the pickle with every global replaced by a stub
+    marker = tmp_path / "pwned"
+    data = pickle.dumps({"x": Payload(f"touch {marker}"), "y": [1, 2]}, protocol=2)
+    assert pickle_scan.declared_storages(data) == []
+    assert not marker.exists()
+    pt = save_pt(tmp_path / "ok.pt", {"a": torch.zeros(3, dtype=torch.float8_e4m3fn), "b": torch.ones(2, 5)})
+    with zipfile.ZipFile(pt) as zf:
+        pkl = zf.read([n for n in zf.namelist() if n.endswith("data.pkl")][0])
+    found = sorted(pickle_scan.declared_storages(pkl), key=lambda s: s[1])
+    assert [(k, n) for _, k, n in found] == [("0", 3), ("1", 10)]
+    assert [pickle_scan.storage_itemsize(kind) for kind, _, _ in found] == [1, 4]
