@@ -509,6 +509,10 @@ class Auditor:
         verdict_targets = self.targets or [tg.TARGETS[t] for t in tg.DEFAULT_TARGETS]
         portability = [tg.verdict(t, portability_items) for t in verdict_targets]
         unreadable = sum(1 for f in self.files.values() if f.get("status") == "error")
+        for p in portability:
+            p["complete"] = not unreadable
+            if unreadable:
+                p["reasons"].insert(0, f"{unreadable} files could not be read: this verdict covers only the rest")
         failing = any(fd.reaches(f.severity, self.o.fail_on) for ck in self.checkpoints for r in ck.records
                       for f in r.findings)
         exit_code = 2 if unreadable else (1 if failing else 0)
