@@ -38,6 +38,7 @@ from fp8check.errors import InvalidValueError
 
 AUDIT_SCHEMA_VERSION = 1
 DEFAULT_DEQUANT_DTYPE = "bfloat16"
+MAX_DEFAULT_JOBS = 32
 _KEEP_SCALE_VALUES = 1 << 12  # keep small scale values; larger ones are read again when needed (rarely)
 
 
@@ -120,7 +121,8 @@ class Auditor:
     def __init__(self, options: AuditOptions, progress: ProgressSink | None = None) -> None:
         self.o = options
         self.progress = progress or ProgressSink()
-        self.jobs = max(1, options.jobs or os.cpu_count() or 1)
+        # each worker holds one 16 MB chunk resident while it counts it
+        self.jobs = max(1, options.jobs or min(os.cpu_count() or 1, MAX_DEFAULT_JOBS))
         if options.parallel not in ("threads", "processes"):
             raise InvalidValueError(f"parallel must be 'threads' or 'processes', got {options.parallel!r}")
         if options.dequant_dtype is not None and options.dequant_dtype not in st.DEQUANT_DTYPES:

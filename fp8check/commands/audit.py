@@ -29,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="dtype weights are dequantized to (default: the config's torch_dtype, else bfloat16)")
     p.add_argument("--bytes-format", metavar="FMT",
                    help="read uint8/int8 tensors that have a scale as this FP8 format")
-    p.add_argument("--jobs", type=int, metavar="N", help="parallel workers (default: CPU count)")
+    p.add_argument("--jobs", type=int, metavar="N", help="parallel workers (default: CPU count, at most 32)")
     p.add_argument("--parallel", choices=("threads", "processes"), default="threads",
                    help="threads share one process (default, measured faster); processes audit one file each")
     p.add_argument("--all", action="store_true", help="list every FP8 tensor, not only those with findings")
