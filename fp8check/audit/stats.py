@@ -31,19 +31,8 @@ CHUNK_BYTES = 16 << 20  # one bincount task; also the unit of page release
 
 @lru_cache(maxsize=None)
 def code_values(fmt: Format) -> np.ndarray:
-    """float64 value of every code, NaN for NaN codes, -0.0 for a negative zero.
-
-    ``decode_table`` is the source of the values; the sign of zero is put
-    back from the code's sign bit (the table gives +0.0 for 0x80).
-    """
-    values = decode_table(fmt).copy()
-    codes = np.arange(fmt.code_count)
-    if fmt.signed:
-        negative = (codes & fmt.sign_mask) != 0
-        finite = ~np.isnan(values)
-        values[negative & finite] = -np.abs(values[negative & finite])
-    values.setflags(write=False)
-    return values
+    """float64 value of every code, NaN for NaN codes, -0.0 for a negative zero."""
+    return decode_table(fmt)
 
 
 @lru_cache(maxsize=None)
