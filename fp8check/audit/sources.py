@@ -309,6 +309,20 @@ class SafetensorsFile(CheckpointFile):
         return self._handle
 
     def tensor(self, name: str) -> Any:
+        entry = self.entries.get(name)
+        torch = require_torch()
+        dtype = getattr(torch, entry.dtype, None) if entry is not None else None
+        if entry is not None and entry.offset is not None and isinstance(dtype, torch.dtype) and dtype.itemsize:
+            # Read just this tensor's bytes: safe_open's first get_tensor
+            # reads the whole file (a 500 MB shard for a 200-byte scale).
+            data = bytearray(entry.nbytes)
+            with open(self.path, "rb", buffering=0) as f:
+                f.seek(entry.offset)
+                if f.readinto(data) != entry.nbytes:
+                    raise CheckpointError(self.path, f"tensor {json.dumps(name)[:200]}: the file ended before its data did")
+            if not data:
+                return torch.empty(entry.shape, dtype=dtype)
+            return torch.frombuffer(data, dtype=dtype).reshape(entry.shape)
         handle = self._open()
         try:
             return handle.get_tensor(name)
