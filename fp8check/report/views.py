@@ -460,7 +460,11 @@ def _input_changes(a: CheckResult, b: CheckResult, cap: int) -> dict[str, Any]:
         svg = graphics.map_svg(diff, _DIFF_ORDER, title=f"what changed across every {ma.input_dtype} input",
                                row_ticks=_declutter(rows, 7))
         examples = []
+        from fp8check.engine import simplicity
+
         for kind, idx in (("appeared", appeared), ("disappeared", disappeared), ("changed", changed)):
+            if idx.size:
+                idx = idx[np.argsort(simplicity(idx.astype(np.uint64), ma.input_dtype), kind="stable")]
             for i in idx[:cap]:
                 i = int(i)
                 examples.append({
@@ -556,6 +560,7 @@ def comparison_context(a: Source, b: Source, *, title: str | None = None, cap: i
         "verdict": verdict,
         "a": a.name, "b": b.name,
         "rows": rows,
+        "devices": sorted({r["device"] for r in rows}),
         "tally": tally,
         "change_text": CHANGE_TEXT,
         "environment": env,
