@@ -60,8 +60,15 @@ def build_parser() -> ArgumentParser:
     return parser
 
 
+# "-inf" and "-nan" are values (fp8check explain -inf ...), never options;
+# argparse would take them for unknown options, so they get a leading space.
+_SIGNED_SPECIALS = {"-inf", "-infinity", "-nan"}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = [f" {a}" if a.lower() in _SIGNED_SPECIALS else a for a in argv]
     args = parser.parse_args(argv)
     if getattr(args, "run", None) is None:
         parser.print_help(sys.stderr)

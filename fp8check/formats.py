@@ -244,6 +244,20 @@ class Format:
     minexp = emin
 
     @property
+    def machep(self) -> int:
+        """The exponent of ``eps``."""
+        return -self.mantissa_bits
+
+    @property
+    def negep(self) -> int:
+        """The exponent of ``epsneg``."""
+        return math.frexp(self.epsneg)[1] - 1
+
+    @property
+    def iexp(self) -> int:
+        return self.exponent_bits
+
+    @property
     def nmant(self) -> int:
         return self.mantissa_bits
 
@@ -268,7 +282,7 @@ E4M3FN = Format(
     description="OCP FP8 E4M3: max 448, NaN S.1111.111, has -0, no Inf",
     torch_name="float8_e4m3fn",
     ml_dtypes_name="float8_e4m3fn",
-    aliases=("f8e4m3fn", "float8e4nv", "f8_e4m3", "fp8_e4m3", "e4m3"),
+    aliases=("f8e4m3fn", "float8e4nv", "fp8e4nv", "f8_e4m3", "fp8_e4m3", "e4m3"),
 )
 E4M3FNUZ = Format(
     name="e4m3fnuz",
@@ -281,7 +295,7 @@ E4M3FNUZ = Format(
     description="AMD CDNA3 FP8 E4M3: max 240, bias 8, 0x80 the only NaN, no -0, no Inf",
     torch_name="float8_e4m3fnuz",
     ml_dtypes_name="float8_e4m3fnuz",
-    aliases=("f8e4m3fnuz", "float8e4b8", "f8_e4m3fnuz", "fp8_e4m3fnuz"),
+    aliases=("f8e4m3fnuz", "float8e4b8", "fp8e4b8", "f8_e4m3fnuz", "fp8_e4m3fnuz"),
 )
 E5M2 = Format(
     name="e5m2",
@@ -294,7 +308,7 @@ E5M2 = Format(
     description="OCP FP8 E5M2: IEEE-like, max 57344, has Inf and -0",
     torch_name="float8_e5m2",
     ml_dtypes_name="float8_e5m2",
-    aliases=("f8e5m2", "float8e5", "f8_e5m2", "fp8_e5m2"),
+    aliases=("f8e5m2", "float8e5", "fp8e5", "f8_e5m2", "fp8_e5m2"),
 )
 E5M2FNUZ = Format(
     name="e5m2fnuz",
@@ -307,7 +321,7 @@ E5M2FNUZ = Format(
     description="AMD CDNA3 FP8 E5M2: max 57344, bias 16, 0x80 the only NaN, no -0, no Inf",
     torch_name="float8_e5m2fnuz",
     ml_dtypes_name="float8_e5m2fnuz",
-    aliases=("f8e5m2fnuz", "float8e5b16", "f8_e5m2fnuz", "fp8_e5m2fnuz"),
+    aliases=("f8e5m2fnuz", "float8e5b16", "fp8e5b16", "f8_e5m2fnuz", "fp8_e5m2fnuz"),
 )
 E8M0FNU = Format(
     name="e8m0fnu",
@@ -407,7 +421,8 @@ def get(name: object) -> Format:
     Accepts a :class:`Format`, our names (``"e4m3fnuz"``), torch dtypes
     (``torch.float8_e4m3fn``), ml_dtypes types and dtypes, their string forms
     (``"float8_e4m3fnuz"``, ``"torch.float8_e5m2"``), safetensors dtype codes
-    (``"F8_E4M3"``) and Triton type names (``"float8e4nv"``).
+    (``"F8_E4M3"``) and Triton types and names (``tl.float8e4nv``,
+    ``"float8e4nv"``, ``"fp8e4nv"``).
 
     Raises :class:`~fp8check.errors.UnknownFormatError` naming the known
     formats otherwise.

@@ -15,9 +15,11 @@ real stack wherever it is installed):
 ``ieee``       RNE, non-saturating, exact from any input precision. The
                default, and OCP OFP8's non-saturating mode.
 ``satfinite``  RNE; finite overflow and ±Inf go to ±max; NaN stays NaN
-               (NVIDIA ``cvt.rn.satfinite``, OCP OFP8's saturating mode).
-``rtz``        round toward zero, non-saturating (Triton
-               ``fp_downcast_rounding="rtz"``).
+               (NVIDIA ``cvt.rn.satfinite``, OCP OFP8's saturating mode);
+               into e8m0fnu zero and negatives give the smallest code.
+``rtz``        round toward zero (Triton ``fp_downcast_rounding="rtz"``):
+               finite overflow gives ±max (IEEE 754 7.4), ±Inf stays Inf
+               where the format has it, else NaN.
 ``ml_dtypes``  ml_dtypes 0.6 ``astype``: RNE, non-saturating, float64 inputs
                rounded to float32 first; e8m0fnu zero and negatives are NaN;
                fp4/fp6 NaN becomes the zero of the opposite sign.
@@ -36,9 +38,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal
 
-from fp8check.errors import UnknownProfileError, UnsupportedFormatError
+from fp8check.errors import InvalidValueError, UnknownProfileError, UnsupportedFormatError
 from fp8check.formats import Format, get as get_format
 
 __all__ = ["Profile", "get", "names", "PROFILES", "IEEE", "SATFINITE", "RTZ",
@@ -52,7 +55,7 @@ NanCode = Literal["quiet", "all_ones", "quiet_positive"]
 NanWithoutCode = Literal["zero", "flipped_zero", "max"]
 Subnormals = Literal["keep", "flush"]
 Intermediate = Literal["float32", "float16", "bfloat16"]
-UnsignedNegative = Literal["nan", "magnitude"]
+UnsignedNegative = Literal["nan", "magnitude", "min"]
 UnsignedZero = Literal["nan", "min"]
 
 _CHOICES: dict[str, tuple[Any, ...]] = {
@@ -63,7 +66,7 @@ _CHOICES: dict[str, tuple[Any, ...]] = {
     "nan_without_code": ("zero", "flipped_zero", "max"),
     "subnormals": ("keep", "flush"),
     "intermediate": (None, "float32", "float16", "bfloat16"),
-    "unsigned_negative": ("nan", "magnitude"),
+    "unsigned_negative": ("nan", "magnitude", "min"),
     "unsigned_zero": ("nan", "min"),
 }
 
@@ -82,7 +85,9 @@ class Profile:
     overflow
         finite values that round beyond the largest code: ``nonsat`` to Inf
         where the format has it, else NaN, else (fp4/fp6) ±max;
-        ``satfinite`` to ±max.
+        ``satfinite`` to ±max. Under ``rtz`` a finite overflow always gives
+        ±max, as IEEE 754 (7.4) prescribes for round toward zero: truncation
+        never increases a magnitude.
     infinity
         what ±Inf becomes: ``nonsat`` (as overflow under nonsat),
         ``satfinite`` (±max) or ``nan``.
@@ -99,11 +104,13 @@ class Profile:
         ``keep``, or ``flush`` results in the subnormal range to signed zero
         (decided after rounding).
     intermediate
-        when the input is wider than this type it is first rounded to it
-        (RNE, IEEE): the double rounding of torch and ml_dtypes from float64.
+        every finite input is first rounded to this type (RNE, overflow to
+        Inf; a no-op for an input type it contains): the double rounding of
+        torch and ml_dtypes from float64.
     unsigned_negative, unsigned_zero
         negative inputs and zero into an unsigned format without zero
-        (e8m0fnu): NaN, or |x| / the smallest code.
+        (e8m0fnu): NaN; |x| (negatives) or the smallest code. -Inf is a
+        negative input.
     formats
         the formats the profile defines (None: all); a cast into another
         raises :class:`~fp8check.errors.UnsupportedFormatError`.
@@ -131,21 +138,24 @@ class Profile:
         for key, allowed in _CHOICES.items():
             value = getattr(self, key)
             if value not in allowed:
-                raise ValueError(
+                raise InvalidValueError(
                     f"profile {self.name!r}: {key}={value!r} is not one of "
                     f"{', '.join(repr(a) for a in allowed)}"
                 )
         if self.rounding == "stochastic" and not 1 <= self.stochastic_bits <= 24:
-            raise ValueError(
+            raise InvalidValueError(
                 f"profile {self.name!r}: stochastic rounding needs 1 <= stochastic_bits <= 24, "
                 f"got {self.stochastic_bits}"
             )
         if self.formats is not None and not isinstance(self.formats, frozenset):
             object.__setattr__(self, "formats", frozenset(self.formats))
         for fmt_name, changes in self.overrides:
+            get_format(fmt_name)  # an unknown format name raises here
             for key, _ in changes:
                 if key not in _CHOICES and key != "stochastic_bits":
-                    raise ValueError(f"profile {self.name!r}: cannot override {key!r} for {fmt_name}")
+                    raise InvalidValueError(f"profile {self.name!r}: cannot override {key!r} for {fmt_name}")
+            # The overridden rules must be valid themselves.
+            dataclasses.replace(self, name=f"{self.name} for {fmt_name}", overrides=(), **dict(changes))
 
     def with_overrides(self, fmt: object, **changes: Any) -> Profile:
         """A copy whose rules for ``fmt`` differ by ``changes``."""
@@ -158,29 +168,49 @@ class Profile:
 
     def resolve(self, fmt: object) -> Profile:
         """The rules this profile applies to ``fmt`` (overrides folded in)."""
-        f = get_format(fmt)
-        if not self.supports(f):
-            raise UnsupportedFormatError(
-                f"profile {self.name!r} does not define {f.name}; it defines "
-                f"{', '.join(sorted(self.formats or ()))}"
-            )
-        for fmt_name, changes in self.overrides:
-            if fmt_name == f.name:
-                return dataclasses.replace(self, overrides=(), **dict(changes))
-        return self
+        return _resolve(self, get_format(fmt))
 
     def summary(self, fmt: Format | None = None) -> str:
         """One line: 'RNE, satfinite, Inf -> max, NaN quiet, ...'."""
         p = self.resolve(fmt) if fmt is not None else self
         parts = [p.rounding.upper() + (f"/{p.stochastic_bits}b" if p.rounding == "stochastic" else "")]
-        parts.append("satfinite" if p.overflow == "satfinite" else "non-saturating")
-        parts.append({"nonsat": "±Inf → Inf/NaN", "satfinite": "±Inf → ±max", "nan": "±Inf → NaN"}[p.infinity])
-        parts.append(f"NaN {p.nan}")
+        if p.overflow == "satfinite":
+            parts.append("satfinite")
+        else:  # IEEE 754 7.4: toward zero, a finite overflow gives max
+            parts.append("finite overflow → ±max" if p.rounding == "rtz" else "non-saturating")
+        infinity = {"nonsat": "±Inf → Inf/NaN", "satfinite": "±Inf → ±max", "nan": "±Inf → NaN"}[p.infinity]
+        nan = f"NaN {p.nan}"
+        if fmt is not None:  # say what happens in this format
+            f = get_format(fmt)
+            if p.infinity != "satfinite" and not f.has_nan:
+                infinity = "±Inf → ±max"  # fp4/fp6: nothing else to give
+            elif p.infinity == "nonsat":
+                infinity = "±Inf → ±Inf" if f.has_inf else "±Inf → NaN"
+            if not f.has_nan:
+                nan = {"zero": "NaN → ±0", "flipped_zero": "NaN → ∓0", "max": "NaN → ±max"}[p.nan_without_code]
+            elif f.nan_encoding == "negative_zero":
+                nan = f"NaN {f.canonical_nan():#04x}"
+        parts.append(infinity)
+        parts.append(nan)
         if p.subnormals == "flush":
             parts.append("flush subnormals")
         if p.intermediate:
             parts.append(f"via {p.intermediate}")
         return ", ".join(parts)
+
+
+@lru_cache(maxsize=None)
+def _resolve(profile: Profile, f: Format) -> Profile:
+    # Cached: the scalar spec resolves once per value.
+    if not profile.supports(f):
+        raise UnsupportedFormatError(
+            f"profile {profile.name!r} does not define {f.name}; it defines "
+            f"{', '.join(sorted(profile.formats or ()))}"
+        )
+    for fmt_name, changes in profile.overrides:
+        if fmt_name == f.name:
+            return dataclasses.replace(profile, overrides=(), **dict(changes))
+    return profile
 
 
 IEEE = Profile(
@@ -192,6 +222,10 @@ SATFINITE = Profile(
     overflow="satfinite",
     infinity="satfinite",
     nan_without_code="zero",
+    # Into e8m0fnu, zero and negatives clamp to the smallest code, as CUDA's
+    # satfinite e8m0 conversions do: only NaN becomes NaN.
+    unsigned_negative="min",
+    unsigned_zero="min",
     description="RNE; finite overflow and ±Inf to ±max; NaN stays NaN (NVIDIA cvt.rn.satfinite, OCP OFP8 saturating mode)",
 )
 RTZ = Profile(

@@ -36,8 +36,7 @@ part environment 60 python3 -c '
 import json, fp8check.results as r
 print(json.dumps(r.environment(), indent=1))'
 part suite 330 python3 gpu/suite.py --out "$OUT/suite"
-part recipes 150 python3 gpu/recipes.py --json "$OUT/recipes.json"
-part torchao-triton 45 python3 -m fp8check.recipes.torchao_triton_probe --device cuda
+part recipes 300 python3 gpu/recipes.py --max-examples 10 --json "$OUT/recipes.json"
 part tests-gpu 60 python3 -m pytest -p fp8check.plugin -m gpu -q -p no:cacheprovider tests
 echo
 echo "===== summary ====="

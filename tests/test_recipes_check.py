@@ -9,10 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
+torch = pytest.importorskip("torch")
 
 from fp8check import recipes
 from fp8check.recipes.check import check_quantizer, load_kernel, reference_kernel, run_quantize_check_cli, KernelError
-from fp8check.recipes.kernels import torch_quantizer
+from fp8check.recipes.kernels import torch_dtype, torch_quantizer
 
 torch = pytest.importorskip("torch")
 import quantizer_mutants as mutants  # noqa: E402  (tests/ is on sys.path under pytest)
@@ -220,3 +221,30 @@ def test_torch_quantizer_conforms_on_cuda(name, fmt):
     r = recipes.get(name, fmt)
     result = check_quantizer(torch_quantizer(r), r, device="cuda", max_examples=10)
     assert result.passed, (result.categories, result.divergences[:2])
+
+
+def _naive_scalar_division_quantizer(recipe):
+    """tensorwise scale_inv written the obvious way: amax / 448.0."""
+    def kernel(x):
+        xf = x.float()
+        a = torch.where(torch.isfinite(xf), xf.abs(), torch.zeros_like(xf)).amax().clamp(min=recipe.eps)
+        s = a / recipe.amax_target  # CUDA: a * (1 / 448.0), two roundings
+        return (x.float() / s).clamp(-recipe.format.max, recipe.format.max).to(torch_dtype(recipe.format)), s.reshape(())
+    return kernel
+
+
+def test_scale_written_as_amax_over_python_scalar_is_exact_on_cpu():
+    # The control for the CUDA test below: the same kernel conforms where
+    # division by a Python scalar is an IEEE division.
+    r = recipes.get("tensorwise", "e4m3fn")
+    result = check_quantizer(_naive_scalar_division_quantizer(r), r, device="cpu", max_examples=10)
+    assert result.passed, result.categories
+
+
+@pytest.mark.gpu
+@pytest.mark.xfail(strict=True, reason="on CUDA, tensor / python_scalar is a reciprocal multiply, not an IEEE "
+                   "division: amax / 448.0 misses the correctly rounded scale (pytorch/pytorch#191495)")
+def test_scale_written_as_amax_over_python_scalar_is_exact_on_cuda():
+    r = recipes.get("tensorwise", "e4m3fn")
+    result = check_quantizer(_naive_scalar_division_quantizer(r), r, device="cuda", max_examples=10)
+    assert result.categories.get("scale", 0) == 0, result.categories

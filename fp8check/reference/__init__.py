@@ -27,9 +27,13 @@ from fp8check.formats import SOURCE_FORMATS, Format, get as get_format
 from fp8check.profiles import Profile, get as get_profile
 from fp8check.reference import model, spec
 
-__all__ = ["encode", "decode", "encode_tensor", "decode_table", "encode_table", "source_name", "spec", "model"]
+__all__ = ["encode", "decode", "encode_tensor", "model_encode", "decode_table", "encode_table", "source_name",
+           "spec", "model"]
 
-_CHUNK = 1 << 18
+_CHUNK = 1 << 18  # model chunk: bounds the int64 temporaries
+# Table lookups run in chunks whose index array stays in the L2 cache: a
+# whole-array np.take first materialises an 8-byte index per value.
+_TAKE_CHUNK = 1 << 16
 SOURCE_DTYPES = ("float16", "bfloat16", "float32", "float64")
 
 
@@ -65,6 +69,17 @@ def _bits_torch(x: Any, source: str) -> Any:
     signed = {16: torch.int16, 32: torch.int32, 64: torch.int64}[width]
     bits = x.contiguous().view(signed).to(torch.int64)
     return bits & ((1 << width) - 1) if width < 64 else bits
+
+
+def _numpy_view(x: Any) -> np.ndarray:
+    """A CPU tensor's data as a NumPy array of the same dtype (no copy)."""
+    name = source_name(x)
+    x = x.detach().contiguous()
+    if name == "bfloat16":
+        import ml_dtypes
+
+        return x.view(_torch().int16).numpy().view(ml_dtypes.bfloat16)
+    return x.numpy()
 
 
 def _xp(like: Any) -> Any:
@@ -114,13 +129,15 @@ def _encode_numpy(x: np.ndarray, source: str, fmt: Format, profile: Profile,
     if random_bits is None and _uses_table(source, fmt, profile):
         if source == "float32":
             table = _table32(fmt, profile)
-            for start in range(0, bits.size, _CHUNK):
-                b = bits[start:start + _CHUNK]
+            for start in range(0, bits.size, _TAKE_CHUNK):
+                b = bits[start:start + _TAKE_CHUNK]
                 idx = (b >> np.uint32(15)) & np.uint32(0x1FFFE)
                 idx |= (b & np.uint32(0xFFFF)) != 0
-                np.take(table, idx, out=out[start:start + _CHUNK])
+                np.take(table, idx, out=out[start:start + _TAKE_CHUNK])
         else:
-            np.take(_table16(source, fmt, profile), bits, out=out)
+            table = _table16(source, fmt, profile)
+            for start in range(0, bits.size, _TAKE_CHUNK):
+                np.take(table, bits[start:start + _TAKE_CHUNK], out=out[start:start + _TAKE_CHUNK])
         return out.reshape(x.shape)
     rnd = None if random_bits is None else random_bits.reshape(-1)
     for start in range(0, bits.size, _CHUNK):
@@ -167,7 +184,10 @@ def encode(x: Any, fmt: object, profile: object = "ieee", *, random_bits: Any = 
     f, p = get_format(fmt), get_profile(profile)
     p.resolve(f)  # raises for a format the profile does not define
     if _is_torch(x):
-        return encode_tensor(x, f, p, random_bits=random_bits).cpu().numpy()
+        if x.device.type == "cpu" and random_bits is None:
+            x = _numpy_view(x)  # the NumPy tables beat torch indexing on the CPU
+        else:
+            return encode_tensor(x, f, p, random_bits=random_bits).cpu().numpy()
     if not isinstance(x, np.ndarray):
         x = np.asarray(x, dtype=np.float64) if not hasattr(x, "dtype") else np.asarray(x)
     source = source_name(x)
@@ -225,12 +245,11 @@ def decode_table(fmt: object) -> np.ndarray:
     """The float64 value of every code of ``fmt`` (NaN for NaN codes), by the model."""
     f = get_format(fmt)
     codes = np.arange(f.code_count, dtype=np.int64)
-    sig, exp2, special = model.decode_codes(np, codes, f)
+    negative, sig, exp2, special = model.decode_fields(np, codes, f)
     values = np.ldexp(sig.astype(np.float64), exp2.astype(np.int32))
-    # The integer significand of a negative zero is 0: take the sign from the code.
-    values = np.copysign(values, np.where((codes & f.sign_mask) != 0, -1.0, 1.0))
     values[special == 1] = np.nan
-    values[special == 2] = np.where(sig[special == 2] < 0, -np.inf, np.inf)
+    values[special == 2] = np.inf
+    values = np.where(negative, -values, values)  # -0 too
     values.setflags(write=False)
     return values
 
@@ -246,6 +265,8 @@ def _codes_numpy(codes: Any, fmt: Format) -> np.ndarray:
         arr = arr.view(np.uint8)  # an ml_dtypes fp8 array: its bytes are the codes
     if arr.dtype.kind not in "iub":
         raise UnsupportedDtypeError(f"codes must be integers or an fp8 array, got dtype {arr.dtype}")
+    if arr.dtype == np.uint8 and fmt.code_count == 256:
+        return arr  # every byte is a code
     if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= fmt.code_count):
         raise InvalidValueError(
             f"codes must lie in [0, {fmt.code_count}) for {fmt.name}; got values in [{int(arr.min())}, {int(arr.max())}]"
@@ -261,4 +282,11 @@ def decode(codes: Any, fmt: object) -> np.ndarray:
     """
     f = get_format(fmt)
     arr = _codes_numpy(codes, f)
-    return decode_table(f)[arr.astype(np.intp)]
+    table = decode_table(f)
+    if arr.dtype.kind == "b":
+        arr = arr.astype(np.uint8)
+    flat = np.ascontiguousarray(arr).reshape(-1)
+    out = np.empty(flat.shape, dtype=np.float64)
+    for start in range(0, flat.size, _TAKE_CHUNK):
+        np.take(table, flat[start:start + _TAKE_CHUNK], out=out[start:start + _TAKE_CHUNK])
+    return out.reshape(arr.shape)

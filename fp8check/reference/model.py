@@ -23,7 +23,7 @@ from typing import Any
 from fp8check.formats import SOURCE_FORMATS, Format
 from fp8check.profiles import Profile
 
-__all__ = ["decompose", "round_fields", "encode_bits", "decode_codes"]
+__all__ = ["decompose", "round_fields", "encode_bits", "decode_codes", "decode_fields"]
 
 Array = Any
 
@@ -169,7 +169,8 @@ def encode_bits(xp: Any, bits: Array, source: Format | str, fmt: Format, profile
     code = _signed(xp, code_mag, negative, fmt)
     if p.subnormals == "flush":
         code = xp.where(code_mag < (1 << fmt.mantissa_bits), _zero(xp, negative, fmt), code)
-    code = xp.where(code_mag > fmt.max_code, _overflow_code(xp, negative, fmt, p, p.overflow), code)
+    finite_overflow = "satfinite" if p.rounding == "rtz" else p.overflow  # IEEE 754 7.4
+    code = xp.where(code_mag > fmt.max_code, _overflow_code(xp, negative, fmt, p, finite_overflow), code)
     if fmt.signed:
         code = xp.where((K == 0) | is_zero, _zero(xp, negative, fmt), code)
         code = xp.where(is_inf, _overflow_code(xp, negative, fmt, p, p.infinity), code)
@@ -181,6 +182,8 @@ def encode_bits(xp: Any, bits: Array, source: Format | str, fmt: Format, profile
         code = xp.where(is_inf, _overflow_code(xp, positive, fmt, p, p.infinity), code)
         if p.unsigned_negative == "nan":
             code = xp.where(negative & ~is_zero, _nan_code(xp, positive, fmt, p), code)
+        elif p.unsigned_negative == "min":
+            code = xp.where(negative & ~is_zero, 0, code)
         zero_code = _nan_code(xp, positive, fmt, p) if p.unsigned_zero == "nan" else 0
         code = xp.where(is_zero, zero_code, code)
     code = xp.where(is_nan, _nan_code(xp, negative, fmt, p), code)
@@ -188,10 +191,21 @@ def encode_bits(xp: Any, bits: Array, source: Format | str, fmt: Format, profile
 
 
 def decode_codes(xp: Any, codes: Array, fmt: Format) -> tuple[Array, Array, Array]:
-    """Field decode of int64 codes: (value numerator, exponent, is_nan, ...).
+    """Field decode of int64 codes: (signed significand, exponent, special).
 
-    Returns (sig, exp2, special) where a finite code's value is
-    ``sig * 2**exp2`` (sig signed) and ``special`` is 1 for NaN and 2 for Inf.
+    A finite code's value is ``sig * 2**exp2`` and ``special`` is 1 for NaN
+    and 2 for Inf. An integer has no -0: a negative zero code has sig 0, so
+    take the sign from :func:`decode_fields` where it matters.
+    """
+    negative, sig, exp2, special = decode_fields(xp, codes, fmt)
+    return xp.where(negative, -sig, sig), exp2, special
+
+
+def decode_fields(xp: Any, codes: Array, fmt: Format) -> tuple[Array, Array, Array, Array]:
+    """Field decode of int64 codes: (negative, significand, exponent, special).
+
+    A finite code's value is ``(-1)**negative * sig * 2**exp2`` (sig >= 0;
+    -0 is negative with sig 0) and ``special`` is 1 for NaN and 2 for Inf.
     """
     m = fmt.mantissa_bits
     negative = (codes & fmt.sign_mask) != 0 if fmt.signed else xp.zeros_like(codes, dtype=xp.bool)
@@ -205,7 +219,6 @@ def decode_codes(xp: Any, codes: Array, fmt: Format) -> tuple[Array, Array, Arra
     else:
         sig = frac | (1 << m)
         exp2 = e_field - fmt.bias - m
-    sig = xp.where(negative, -sig, sig)
     if fmt.nan_encoding == "ieee":
         top = e_field == (1 << fmt.exponent_bits) - 1
         special = xp.where(top & (frac != 0), 1, xp.where(top, 2, 0))
@@ -215,4 +228,4 @@ def decode_codes(xp: Any, codes: Array, fmt: Format) -> tuple[Array, Array, Arra
         special = xp.where(codes == fmt.sign_mask, 1, 0)
     else:
         special = xp.zeros_like(codes)
-    return sig, exp2, special
+    return negative, sig, exp2, special

@@ -17,14 +17,21 @@ from functools import lru_cache
 from fp8check.formats import SOURCE_FORMATS, Format
 from fp8check.profiles import Profile
 
-__all__ = ["decode_code", "source_value", "round_magnitude", "encode_value", "encode_bits"]
+__all__ = ["decode_code", "source_value", "round_magnitude", "encode_value", "encode_bits",
+           "finite_overflow_policy", "source_bits"]
 
 Value = Fraction | float  # a Fraction, or a float Inf or NaN
 
 
 def decode_code(code: int, fmt: Format) -> float:
-    """The value of ``code`` as a float (exact: every value fits a float64)."""
-    return float(fmt.exact_value(code))
+    """The value of ``code`` as a float (exact: every value fits a float64).
+
+    A Fraction has no -0, so the sign of a zero comes from the sign bit.
+    """
+    value = float(fmt.exact_value(code))
+    if value == 0 and code & fmt.sign_mask:
+        return -0.0
+    return value
 
 
 @lru_cache(maxsize=None)
@@ -40,11 +47,18 @@ def _codes_by_value(fmt: Format) -> dict[Fraction, int]:
     return table
 
 
+@lru_cache(maxsize=1 << 18)  # every 16-bit input of both 16-bit sources
 def source_value(bits: int, source: Format) -> tuple[bool, Value]:
     """Split an IEEE input's bit pattern into (negative, exact magnitude)."""
     negative = bool(bits >> (source.bits - 1))
     magnitude = source.exact_value(bits & source.magnitude_mask)
     return negative, magnitude
+
+
+@lru_cache(maxsize=None)
+def _limits(fmt: Format) -> tuple[Fraction, Fraction]:
+    """(largest finite value, smallest normal value) of ``fmt``, exactly."""
+    return Fraction(fmt.max), Fraction(fmt.smallest_normal)
 
 
 def _floor_log2(v: Fraction) -> int:
@@ -100,6 +114,16 @@ def _zero(negative: bool, fmt: Format) -> int:
     return fmt.sign_mask if negative and fmt.has_negative_zero else 0
 
 
+def finite_overflow_policy(p: Profile) -> str:
+    """What a finite value beyond the largest code becomes under ``p``.
+
+    IEEE 754 (7.4) carries every overflow under round toward zero to the
+    largest finite value: truncation never increases a magnitude. Other
+    roundings follow the profile's ``overflow``.
+    """
+    return "satfinite" if p.rounding == "rtz" else p.overflow
+
+
 def _overflow_code(negative: bool, fmt: Format, p: Profile, policy: str) -> int:
     if policy == "satfinite":
         return _signed(fmt.max_code, negative, fmt)
@@ -111,6 +135,13 @@ def _overflow_code(negative: bool, fmt: Format, p: Profile, policy: str) -> int:
     if fmt.has_nan:
         return _nan_code(negative, fmt, p)
     return _signed(fmt.max_code, negative, fmt)
+
+
+@lru_cache(maxsize=None)
+def _holds(wide: Format, narrow: Format) -> bool:
+    """Whether every finite value of the IEEE type ``narrow`` is one of ``wide``."""
+    return (wide.mantissa_bits >= narrow.mantissa_bits and wide.emax >= narrow.emax
+            and wide.emin - wide.mantissa_bits <= narrow.emin - narrow.mantissa_bits)
 
 
 def encode_value(negative: bool, magnitude: Value, fmt: Format, profile: Profile,
@@ -125,8 +156,9 @@ def encode_value(negative: bool, magnitude: Value, fmt: Format, profile: Profile
     if isinstance(magnitude, float) and math.isnan(magnitude):
         return _nan_code(negative, fmt, p)
 
-    if p.intermediate is not None and isinstance(magnitude, Fraction) and magnitude != 0:
-        inter = SOURCE_FORMATS[p.intermediate]
+    inter = SOURCE_FORMATS.get(p.intermediate or "")
+    if inter is not None and isinstance(magnitude, Fraction) and magnitude != 0 \
+            and not (source is not None and _holds(inter, source)):
         magnitude = round_magnitude(magnitude, inter, "rne")
         if magnitude > inter.max:
             magnitude = math.inf
@@ -137,19 +169,22 @@ def encode_value(negative: bool, magnitude: Value, fmt: Format, profile: Profile
         if negative:
             if p.unsigned_negative == "nan":
                 return _nan_code(False, fmt, p)
+            if p.unsigned_negative == "min":
+                return 0
             negative = False
 
-    if magnitude == math.inf:
+    if isinstance(magnitude, float):  # ±Inf: NaN was handled above
         return _overflow_code(negative, fmt, p, p.infinity)
     if magnitude == 0:
         return _zero(negative, fmt)
 
+    largest, smallest_normal = _limits(fmt)
     rounded = round_magnitude(magnitude, fmt, p.rounding, random, p.stochastic_bits)
     if rounded == 0:
         return _zero(negative, fmt) if fmt.has_zero else 0  # e8m0: the smallest code
-    if rounded > Fraction(fmt.max):
-        return _overflow_code(negative, fmt, p, p.overflow)
-    if p.subnormals == "flush" and rounded < Fraction(fmt.smallest_normal):
+    if rounded > largest:
+        return _overflow_code(negative, fmt, p, finite_overflow_policy(p))
+    if p.subnormals == "flush" and rounded < smallest_normal:
         return _zero(negative, fmt)
     return _signed(_codes_by_value(fmt)[rounded], negative, fmt)
 
@@ -162,3 +197,28 @@ def encode_bits(bits: int, source: str | Format, fmt: Format, profile: Profile, 
     src = source if isinstance(source, Format) else SOURCE_FORMATS[source]
     negative, magnitude = source_value(bits, src)
     return encode_value(negative, magnitude, fmt, profile, random=random, source=src)
+
+
+def source_bits(negative: bool, magnitude: Value, source: str | Format) -> int:
+    """The IEEE bit pattern of ``source`` nearest (RNE) to the given value.
+
+    Overflow gives Inf and NaN a quiet NaN; the inverse of
+    :func:`source_value` on every value ``source`` holds exactly.
+    """
+    src = source if isinstance(source, Format) else SOURCE_FORMATS[source]
+    sign = (1 << (src.bits - 1)) if negative else 0
+    top = (1 << src.exponent_bits) - 1
+    if isinstance(magnitude, float) and math.isnan(magnitude):
+        return sign | (top << src.mantissa_bits) | (1 << (src.mantissa_bits - 1))
+    if magnitude != math.inf and magnitude != 0:
+        magnitude = round_magnitude(Fraction(magnitude), src, "rne")
+    if magnitude == math.inf or magnitude > _limits(src)[0]:
+        return sign | (top << src.mantissa_bits)
+    if magnitude == 0:
+        return sign
+    e = _floor_log2(magnitude)
+    if e < src.emin:  # subnormal: exponent field 0
+        return sign | int(magnitude / Fraction(2) ** (src.emin - src.mantissa_bits))
+    mantissa = int(magnitude / Fraction(2) ** (e - src.mantissa_bits)) - (1 << src.mantissa_bits)
+    return sign | ((e + src.bias) << src.mantissa_bits) | mantissa
+
