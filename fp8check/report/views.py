@@ -36,6 +36,13 @@ class Source:
     kind: str = "results"
     data: dict[str, Any] = field(default_factory=dict)  # an audit document, as read
 
+    @property
+    def short(self) -> str:
+        """The name to show where space is short: a file's base name."""
+        if self.name.endswith(".json") and ("/" in self.name or "\\" in self.name):
+            return self.name.replace("\\", "/").rsplit("/", 1)[-1]
+        return self.name
+
 
 # -- bits and errors ---------------------------------------------------------
 
@@ -352,6 +359,10 @@ def check_view(c: CheckResult, index: int, source: str, max_rows: int) -> dict[s
     }
 
 
+def _checks(n: int) -> str:
+    return f"{n} check" if n == 1 else f"{n} checks"
+
+
 def _verdict(views: Sequence[dict[str, Any]]) -> dict[str, str]:
     n = len(views)
     failing = [v for v in views if v["status"] == "fail"]
@@ -360,13 +371,15 @@ def _verdict(views: Sequence[dict[str, Any]]) -> dict[str, str]:
         return {"status": "empty", "headline": "NO CHECKS", "text": "the results hold no checks"}
     if failing:
         return {"status": "fail", "headline": "DIVERGES",
-                "text": f"{len(failing)} of {n} checks diverge from the profile they claim"
+                "text": f"{len(failing)} of {_checks(n)} diverge{'s' if len(failing) == 1 else ''} from the profile "
+                f"{'it claims' if len(failing) == 1 else 'they claim'}"
                 + (f"; {len(known)} more only by known upstream bugs" if known else "")}
     if known:
         return {"status": "known", "headline": "DIVERGES (known upstream)",
-                "text": f"{len(known)} of {n} checks diverge, every one only by known upstream bugs"}
+                "text": (f"{len(known)} of {_checks(n)} diverge" + ("s" if len(known) == 1 else "")
+                         + ", only by known upstream bugs")}
     return {"status": "pass", "headline": "CONFORMS",
-            "text": f"all {n} checks: every output equals the reference bit for bit"}
+            "text": ("the check: " if n == 1 else f"all {n} checks: ") + "every output equals the reference bit for bit"}
 
 
 def _profiles(checks: Iterable[CheckResult]) -> list[dict[str, str]]:
@@ -398,7 +411,7 @@ def divergence_context(sources: Sequence[Source], *, title: str | None = None,
     views = []
     for s in sources:
         for c in s.checks:
-            views.append(check_view(c, len(views), s.name, max_rows))
+            views.append(check_view(c, len(views), s.short, max_rows))
     category_columns = [k for k in CATEGORIES if any(k in v["c"].categories for v in views)]
     category_columns += sorted({k for v in views for k in v["c"].categories} - set(category_columns))
     verdict = _verdict(views)
@@ -411,7 +424,7 @@ def divergence_context(sources: Sequence[Source], *, title: str | None = None,
         "kinds": sorted({v["c"].kind for v in views}),
         "devices": sorted({v["c"].device for v in views}),
         "multi_source": len(sources) > 1,
-        "sources": [{"name": s.name, "environment": s.environment} for s in sources],
+        "sources": [{"name": s.name, "short": s.short, "environment": s.environment} for s in sources],
         "profiles": _profiles(c for s in sources for c in s.checks),
         "totals": {"checks": len(views), "checked": sum(v["c"].checked for v in views),
                    "divergences": sum(v["total"] for v in views)},
@@ -558,7 +571,7 @@ def comparison_context(a: Source, b: Source, *, title: str | None = None, cap: i
     return {
         "title": title or "fp8check comparison",
         "verdict": verdict,
-        "a": a.name, "b": b.name,
+        "a": a.short, "b": b.short, "a_full": a.name, "b_full": b.name,
         "rows": rows,
         "devices": sorted({r["device"] for r in rows}),
         "tally": tally,
