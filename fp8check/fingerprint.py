@@ -40,6 +40,7 @@ _PHRASES = {
     ("nan", "quiet"): "NaN → the quiet NaN code",
     ("nan", "all_ones"): "NaN → the all-ones NaN code",
     ("nan", "quiet_positive"): "NaN → the positive quiet NaN code",
+    ("nan", "all_ones_positive"): "NaN → the positive all-ones NaN code",
     ("subnormals", "keep"): "keeps subnormals",
     ("subnormals", "flush"): "flushes subnormal results to zero",
     ("intermediate", None): "rounds once",
@@ -66,7 +67,7 @@ def _dims(fmt: Format, input_dtype: str) -> dict[str, tuple[Any, ...]]:
         "infinity": ("nonsat", "satfinite", "nan") if fmt.has_nan or fmt.has_inf else ("nonsat",),
     }
     if fmt.has_nan and fmt.nan_encoding != "negative_zero":
-        dims["nan"] = ("quiet", "all_ones", "quiet_positive")
+        dims["nan"] = ("quiet", "all_ones", "quiet_positive", "all_ones_positive")
     if not fmt.has_nan:
         dims["nan_without_code"] = ("zero", "flipped_zero", "max")
     if fmt.has_subnormals:

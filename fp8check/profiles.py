@@ -28,7 +28,8 @@ real stack wherever it is installed):
 ``torch-2.12``  torch eager from 2.12 (measured on 2.13): as torch-2.11, but
                e4m3fn saturates finite overflow and ±Inf to ±448.
 ``triton-sm90`` Triton compiled for Hopper: ``cvt.rn.satfinite`` for e4m3fn
-               and e5m2; fnuz types do not compile on NVIDIA.
+               and e5m2, every NaN to +NaN 0x7F (measured on an H200);
+               fnuz types do not compile on NVIDIA.
 ``ocp-mx``     OCP MX v1.0 element conversion: RNE, saturating to ±max for
                finite values, Inf and NaN become NaN where the format has it.
 ============== ===============================================================
@@ -51,7 +52,7 @@ __all__ = ["Profile", "get", "names", "PROFILES", "IEEE", "SATFINITE", "RTZ",
 Rounding = Literal["rne", "rtz", "rna", "stochastic"]
 Overflow = Literal["nonsat", "satfinite"]
 Infinity = Literal["nonsat", "satfinite", "nan"]
-NanCode = Literal["quiet", "all_ones", "quiet_positive"]
+NanCode = Literal["quiet", "all_ones", "quiet_positive", "all_ones_positive"]
 NanWithoutCode = Literal["zero", "flipped_zero", "max"]
 Subnormals = Literal["keep", "flush"]
 Intermediate = Literal["float32", "float16", "bfloat16"]
@@ -62,7 +63,7 @@ _CHOICES: dict[str, tuple[Any, ...]] = {
     "rounding": ("rne", "rtz", "rna", "stochastic"),
     "overflow": ("nonsat", "satfinite"),
     "infinity": ("nonsat", "satfinite", "nan"),
-    "nan": ("quiet", "all_ones", "quiet_positive"),
+    "nan": ("quiet", "all_ones", "quiet_positive", "all_ones_positive"),
     "nan_without_code": ("zero", "flipped_zero", "max"),
     "subnormals": ("keep", "flush"),
     "intermediate": (None, "float32", "float16", "bfloat16"),
@@ -94,7 +95,8 @@ class Profile:
     nan
         the NaN code produced: ``quiet`` (mantissa MSB, sign kept: e5m2
         0x7E/0xFE), ``all_ones`` (mantissa all ones, sign kept: 0x7F/0xFF),
-        ``quiet_positive`` (``quiet`` with the sign cleared). fnuz has one
+        ``quiet_positive`` / ``all_ones_positive`` (the sign cleared: 0x7E /
+        0x7F whatever the input's sign, as compiled Triton does). fnuz has one
         NaN, 0x80, whatever this says.
     nan_without_code
         NaN into a format without NaN (fp4/fp6): ``zero`` (signed zero),
@@ -257,9 +259,10 @@ TRITON_SM90 = Profile(
     name="triton-sm90",
     overflow="satfinite",
     infinity="satfinite",
-    nan="all_ones",
+    nan="all_ones_positive",
     formats=frozenset({"e4m3fn", "e5m2"}),
-    description="Triton compiled for sm90: cvt.rn.satfinite to float8e4nv/float8e5; fnuz types do not compile on NVIDIA",
+    description="Triton compiled for sm90: cvt.rn.satfinite to float8e4nv/float8e5, every NaN to +NaN 0x7F "
+    "(measured on an H200, Triton 3.6); fnuz types do not compile on NVIDIA",
 )
 OCP_MX = Profile(
     name="ocp-mx",

@@ -113,3 +113,25 @@ def test_sweep_a_range_on_the_cpu_across_the_sign_bit(tmp_path):
     assert r["divergences"][0]["input_hex"] == "0x80000000"
     assert cli.main(["sweep", "torch-cpu", "--format", "e4m3fnuz", "--start", "0x3f000000",
                      "--limit", "0x100000"]) == 0
+
+
+def test_survey_reports_a_stack_that_raises_for_one_format_and_goes_on():
+    # Triton 3.6's interpreter raises for fnuz types; the survey must report
+    # that format and still survey the others.
+    import dataclasses
+
+    from fp8check import formats, kernels
+    from fp8check.commands.survey import survey
+
+    base = kernels.get_kernel("ml_dtypes")
+
+    def cast(x, fmt):
+        if fmt.name == "e4m3fnuz":
+            raise ValueError("fail to convert fp8e4b8 to ir type")
+        return base.cast_fn(x, fmt)
+
+    planted = dataclasses.replace(base, name="raises-on-fnuz", cast_fn=cast)
+    rows = survey([planted], [formats.E4M3FNUZ, formats.E4M3FN], max_examples=5, seed=0, with_fingerprint=False)
+    by_format = {r["format"].name: r for r in rows}
+    assert "fail to convert fp8e4b8" in by_format["e4m3fnuz"]["unsupported"]
+    assert by_format["e4m3fn"]["unsupported"] is None and by_format["e4m3fn"]["checks"]

@@ -101,7 +101,7 @@ def test_triton_compiled_casts_are_the_triton_sm90_profile(source, fmt):
         pytest.skip("fp8 casts compile from sm89 on")
     x = inputs(source, fmt)
     theirs = _triton_cast(x, fmt)
-    compare(x, fp8check.encode(x, fmt, "triton-sm90"), theirs, fmt, by_class=True)
+    compare(x, fp8check.encode(x, fmt, "triton-sm90"), theirs, fmt, by_class=False)  # NaN codes too
 
 
 PAIRS = [pytest.param(f, p, id=f"{f.name}-{p.name}") for p in profiles.PROFILES.values()

@@ -38,8 +38,7 @@ _DTYPES = ("float32", "float16", "bfloat16")
 def survey(kernels: list[Any], formats: list[Any] | None, *, max_examples: int, seed: int,
            with_fingerprint: bool = True, progress: Any = None) -> list[dict[str, Any]]:
     """One row per (kernel, format): the checks of every input dtype, decode, fingerprint."""
-    from fp8check import engine
-    from fp8check.fingerprint import fingerprint
+    from fp8check.kernels import KernelError
 
     rows = []
     for kernel in kernels:
@@ -53,29 +52,41 @@ def survey(kernels: list[Any], formats: list[Any] | None, *, max_examples: int, 
                 rows.append(row)
                 continue
             started = time.perf_counter()
-            for dtype in _DTYPES:
-                if dtype not in kernel.input_dtypes:
-                    continue
-                result, _ = engine.run_check(kernel, fmt, None, input_dtype=dtype,
-                                             max_examples=max_examples if dtype == "float32" else 0, seed=seed)
-                result.command = result.command.replace("fp8check check", "fp8check check", 1)
-                row["checks"].append(result)
-            if kernel.decode_fn is not None:
-                checked, wrong = engine.decode_check(kernel, fmt)
-                row["decode"] = {"checked": checked, "wrong": len(wrong),
-                                 "divergences": [d.to_dict() for d in wrong]}
-            if with_fingerprint:
-                row["fingerprint"] = fingerprint(kernel, fmt, "float32")
+            try:
+                _survey_row(row, kernel, fmt, max_examples=max_examples, seed=seed,
+                            with_fingerprint=with_fingerprint)
+            except KernelError as exc:
+                # A stack that cannot cast this format at all (e.g. Triton
+                # 3.6's interpreter and fnuz) is reported, not fatal.
+                row.update(checks=[], unsupported=f"the kernel raised: {exc}")
             row["seconds"] = time.perf_counter() - started
-            for r in row["checks"]:
-                if "decode" in row:
-                    r.extra["decode"] = row["decode"]
-                if "fingerprint" in row:
-                    r.extra["fingerprint"] = row["fingerprint"].to_dict()
             rows.append(row)
             if progress is not None:
                 progress(row)
     return rows
+
+
+def _survey_row(row: dict[str, Any], kernel: Any, fmt: Any, *, max_examples: int, seed: int,
+                with_fingerprint: bool) -> None:
+    from fp8check import engine
+    from fp8check.fingerprint import fingerprint
+
+    for dtype in _DTYPES:
+        if dtype not in kernel.input_dtypes:
+            continue
+        result, _ = engine.run_check(kernel, fmt, None, input_dtype=dtype,
+                                     max_examples=max_examples if dtype == "float32" else 0, seed=seed)
+        row["checks"].append(result)
+    if kernel.decode_fn is not None:
+        checked, wrong = engine.decode_check(kernel, fmt)
+        row["decode"] = {"checked": checked, "wrong": len(wrong), "divergences": [d.to_dict() for d in wrong]}
+    if with_fingerprint:
+        row["fingerprint"] = fingerprint(kernel, fmt, "float32")
+    for r in row["checks"]:
+        if "decode" in row:
+            r.extra["decode"] = row["decode"]
+        if "fingerprint" in row:
+            r.extra["fingerprint"] = row["fingerprint"].to_dict()
 
 
 def verdict(row: dict[str, Any]) -> tuple[str, str]:

@@ -56,3 +56,18 @@ TRITON_INTERPRETER_DECODE_REASON = (
     "Triton interpreter decodes fp8 NaN/Inf codes to finite values and fnuz 0x80 to -0.0; "
     "upstream: triton-lang/triton#8322 (interpreter fp8 conversions; fix pending in #11897)"
 )
+
+
+TORCH_CUDA_FP16_NAN_REASON = (
+    "torch CUDA casts float16 NaN of either sign to +NaN 0x7F (e4m3fn, e5m2), where torch on the CPU and torch "
+    "CUDA from float32/bfloat16 keep the sign (measured on an H200, torch 2.11); no upstream issue found"
+)
+
+
+def torch_cuda_fp16_negative_nan_inputs(bits: np.ndarray, input_dtype: str, fmt: Format) -> np.ndarray:
+    """Mask of the inputs whose NaN sign torch CUDA drops: float16 NaNs with
+    the sign bit set, into a format that has a NaN of each sign."""
+    b = np.asarray(bits)
+    if input_dtype != "float16" or fmt.name not in ("e4m3fn", "e5m2"):
+        return np.zeros(b.shape, dtype=bool)
+    return inputs.is_nan_bits(b, "float16") & ((b.astype(np.uint16) >> 15) == 1)

@@ -136,10 +136,20 @@ def triton_kernel(mode: str) -> CastKernel:
             (f.name, f"Triton does not compile {f.name} (tl.{name}) casts for NVIDIA GPUs")
             for f, name in ((formats.E4M3FNUZ, "float8e4b8"), (formats.E5M2FNUZ, "float8e5b16"))
         )
+    version = getattr(triton, "__version__", "?")
     known: tuple[KnownDivergence, ...] = ()
     if interpret:
         known = _INTERPRETER_KNOWN
-    version = getattr(triton, "__version__", "?")
+        # Some interpreter versions cannot even build some fp8 types (Triton
+        # 3.6: "fail to convert fp8e4b8 to ir type"): report, don't crash.
+        failing = []
+        for f in FP8:
+            try:
+                cast(np.zeros(1, np.float32), f)
+            except Exception as exc:  # whatever the interpreter raises
+                failing.append((f.name, f"Triton {version}'s interpreter cannot cast to {f.name}: "
+                                        f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"))
+        unsupported = tuple(failing)
     return CastKernel(
         name=f"triton-{mode}",
         description=(

@@ -112,11 +112,11 @@ def round_fields(xp: Any, sig: Array, exp2: Array, fmt: Format, rounding: str,
 
 def _nan_code(xp: Any, negative: Array, fmt: Format, p: Profile) -> Array:
     if fmt.has_nan:
-        if p.nan == "quiet_positive":
-            return xp.zeros_like(negative, dtype=xp.int64) + fmt.canonical_nan(False)
-        pos = fmt.canonical_nan(False, all_ones=p.nan == "all_ones")
-        neg = fmt.canonical_nan(True, all_ones=p.nan == "all_ones")
-        return xp.where(negative, neg, pos)
+        all_ones = p.nan in ("all_ones", "all_ones_positive")
+        pos = fmt.canonical_nan(False, all_ones=all_ones)
+        if p.nan.endswith("_positive"):
+            return xp.zeros_like(negative, dtype=xp.int64) + pos
+        return xp.where(negative, fmt.canonical_nan(True, all_ones=all_ones), pos)
     if p.nan_without_code == "max":
         return _signed(xp, fmt.max_code, negative, fmt)
     flipped = (~negative) if p.nan_without_code == "flipped_zero" else negative

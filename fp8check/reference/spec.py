@@ -95,9 +95,10 @@ def round_magnitude(v: Fraction, fmt: Format, rounding: str, random: int = 0, bi
 
 def _nan_code(negative: bool, fmt: Format, p: Profile) -> int:
     if fmt.has_nan:
-        if p.nan == "quiet_positive":
-            return fmt.canonical_nan(False)  # type: ignore[return-value]
-        return fmt.canonical_nan(negative, all_ones=p.nan == "all_ones")  # type: ignore[return-value]
+        all_ones = p.nan in ("all_ones", "all_ones_positive")
+        if p.nan.endswith("_positive"):
+            negative = False
+        return fmt.canonical_nan(negative, all_ones=all_ones)  # type: ignore[return-value]
     # fp4/fp6 have no NaN: the profile says what stands in for one.
     if p.nan_without_code == "max":
         return _signed(fmt.max_code, negative, fmt)
