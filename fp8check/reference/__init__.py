@@ -247,9 +247,10 @@ def decode_table(fmt: object) -> np.ndarray:
     codes = np.arange(f.code_count, dtype=np.int64)
     negative, sig, exp2, special = model.decode_fields(np, codes, f)
     values = np.ldexp(sig.astype(np.float64), exp2.astype(np.int32))
-    values[special == 1] = np.nan
     values[special == 2] = np.inf
-    values = np.where(negative, -values, values)  # -0 too
+    values = np.where(negative, -values, values)  # -0 and -Inf too
+    # NaN carries no sign here (fnuz's one NaN sits on the sign bit): +NaN.
+    values[special == 1] = np.nan
     values.setflags(write=False)
     return values
 

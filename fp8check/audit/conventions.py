@@ -1,0 +1,277 @@
+"""How real checkpoints name FP8 tensors and their scales, and what configs say.
+
+Pairing (``X`` is a data tensor's full name):
+
+- ``X_scale_inv`` (DeepSeek-V3 ``weight_scale_inv``: multiplied despite the
+  name), ``X_scale`` (compressed-tensors, ModelOpt, fbgemm, Quark, AutoFP8,
+  MX ``weight_scale`` in e8m0), ``X.scale_inv``, ``X.scale``;
+- ``P.weights_scaling_factor`` for ``P.weight`` (TensorRT-LLM);
+- ``P.scale`` for ``P.qdata`` and ``P._weight_scale`` for ``P._weight_qdata``
+  (torchao tensors flattened to plain tensors).
+
+The first candidate that exists in the same file wins, then one in another
+file of the same checkpoint (for a sharded checkpoint: where the index's
+``weight_map`` puts it). Every FP8 convention in use multiplies by the scale.
+
+Standalone scales by name: activation scales (``input_scale``,
+``activation_scaling_factor``) and KV-cache scales (``k_scale``, ``v_scale``,
+``kv_scale``, ``q_scale``, ``prob_scale``, ``k_proj.output_scale``,
+``v_proj.output_scale``, ``kv_cache_scaling_factor``); -1 there means "absent".
+
+One-byte integer tensors are FP8 only when a name pairs them with a scale
+*and* a quantization config declares FP8 weights (or ``--bytes-format``
+says so): packed fp4 and e8m0 scale bytes are one byte too.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from fp8check import formats
+from fp8check.audit import dtypes
+from fp8check.formats import Format
+
+ROLE_FP8 = "fp8"
+ROLE_SCALE = "scale"
+ROLE_ACTIVATION_SCALE = "activation_scale"
+ROLE_KV_SCALE = "kv_scale"
+ROLE_BYTES = "bytes"  # one-byte integers next to a scale, format unknown
+ROLE_PACKED = "packed"  # one-byte integers a config declares packed fp4 / MX
+ROLE_OTHER = "other"
+
+_ACTIVATION_RE = re.compile(r"(^|[._])(input_scale|input_global_scale|activation_scaling_factor)$")
+_KV_RE = re.compile(
+    r"(^|[._])(k_scale|v_scale|kv_scale|q_scale|prob_scale|kv_cache_scaling_factor)$"
+    r"|(^|\.)(k_proj|v_proj|q_proj)\.output_scale$"
+)
+_SCALE_RE = re.compile(r"(^|[._])(scale|scales|scale_inv|weight_scale_2|scaling_factor|global_scale)$|_scale(_inv)?$")
+
+
+def scale_candidates(name: str) -> list[str]:
+    """The names a scale of data tensor ``name`` may have, in priority order."""
+    out = [name + "_scale_inv", name + "_scale", name + ".scale_inv", name + ".scale"]
+    if name.endswith("weight"):
+        out.append(name[: -len("weight")] + "weights_scaling_factor")
+    if name.endswith("qdata"):
+        out.append(name[: -len("qdata")] + "scale")
+    return out
+
+
+def scale_role_by_name(name: str) -> str | None:
+    """``activation_scale``, ``kv_scale``, ``scale`` for a name that looks like a scale, else None."""
+    if _KV_RE.search(name):
+        return ROLE_KV_SCALE
+    if _ACTIVATION_RE.search(name):
+        return ROLE_ACTIVATION_SCALE
+    if _SCALE_RE.search(name):
+        return ROLE_SCALE
+    return None
+
+
+# -- quantization configs ------------------------------------------------------
+
+
+@dataclass
+class QuantConfig:
+    """What config.json / hf_quant_config.json declare, as far as an audit needs."""
+
+    source: str = ""  # which file and key said it
+    quant_method: str = ""
+    weight_format: Format | None = None  # the FP8 format of quantized weights, if declared
+    packed: str = ""  # "nvfp4", "mxfp4", ... when weights are packed narrower than FP8
+    block: tuple[int, int] | None = None
+    group_size: int | None = None
+    ue8m0_scales: bool = False
+    dequant_dtype: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "quant_method": self.quant_method,
+            "weight_format": self.weight_format.name if self.weight_format else None,
+            "packed": self.packed or None,
+            "block": list(self.block) if self.block else None,
+            "group_size": self.group_size,
+            "ue8m0_scales": self.ue8m0_scales,
+            "dequant_dtype": self.dequant_dtype,
+        }
+
+
+_FP8_NAMES = {"e4m3": formats.E4M3FN, "e4m3fn": formats.E4M3FN, "fp8_e4m3": formats.E4M3FN,
+              "float8_e4m3fn": formats.E4M3FN, "e5m2": formats.E5M2, "fp8_e5m2": formats.E5M2,
+              "float8_e5m2": formats.E5M2, "fp8": formats.E4M3FN, "fp8_e4m3fnuz": formats.E4M3FNUZ,
+              "e4m3fnuz": formats.E4M3FNUZ}
+_DTYPE_NAMES = {"bfloat16": "bfloat16", "float16": "float16", "half": "float16", "float32": "float32",
+                "float": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
+def _int_pair(value: Any) -> tuple[int, int] | None:
+    if isinstance(value, list) and len(value) == 2 and all(isinstance(v, int) and v > 0 for v in value):
+        return int(value[0]), int(value[1])
+    return None
+
+
+def parse_config(docs: dict[str, Any]) -> QuantConfig:
+    """Read the quantization facts out of config.json / hf_quant_config.json.
+
+    Unknown or malformed fields are ignored: a config only sharpens the audit
+    (FP8 bytes in integer tensors, the preferred block size, the dequantized
+    dtype); it never decides a finding on its own.
+    """
+    q = QuantConfig()
+    config = docs.get("config.json") or {}
+    if isinstance(config, dict):
+        dt = config.get("torch_dtype") or config.get("dtype")
+        if isinstance(dt, str):
+            q.dequant_dtype = _DTYPE_NAMES.get(dt.lower().removeprefix("torch."))
+        qc = config.get("quantization_config")
+        if isinstance(qc, dict):
+            q.raw = qc
+            q.source = "config.json quantization_config"
+            method = str(qc.get("quant_method", "")).lower()
+            q.quant_method = method
+            if method == "fp8":  # DeepSeek / transformers FineGrainedFP8
+                q.weight_format = _FP8_NAMES.get(str(qc.get("fmt", "e4m3")).lower(), formats.E4M3FN)
+                q.block = _int_pair(qc.get("weight_block_size"))
+                q.ue8m0_scales = str(qc.get("scale_fmt", "")).lower() == "ue8m0"
+            elif method in ("fbgemm_fp8",):
+                q.weight_format = formats.E4M3FN
+            elif method == "compressed-tensors":
+                groups = qc.get("config_groups")
+                if isinstance(groups, dict):
+                    for grp in groups.values():
+                        w = grp.get("weights") if isinstance(grp, dict) else None
+                        if not isinstance(w, dict):
+                            continue
+                        bits, kind = w.get("num_bits"), str(w.get("type", "")).lower()
+                        if bits == 8 and kind == "float":
+                            q.weight_format = formats.E4M3FN
+                        elif bits == 4 and kind == "float":
+                            q.packed = "nvfp4"
+                        q.block = _int_pair(w.get("block_structure")) or q.block
+                        if isinstance(w.get("group_size"), int) and w["group_size"] > 0:
+                            q.group_size = w["group_size"]
+            elif method == "quark":
+                gq = qc.get("global_quant_config")
+                w = gq.get("weight") if isinstance(gq, dict) else None
+                if isinstance(w, dict):
+                    d = str(w.get("dtype", "")).lower()
+                    if d in _FP8_NAMES:
+                        q.weight_format = _FP8_NAMES[d]
+                    elif "fp4" in d or "mx" in d:
+                        q.packed = d
+                    if isinstance(w.get("group_size"), int) and w["group_size"] > 0:
+                        q.group_size = w["group_size"]
+            elif method == "modelopt":
+                algo = str(qc.get("quant_algo", "")).upper()
+                _modelopt_algo(q, algo)
+    hq = docs.get("hf_quant_config.json")
+    if isinstance(hq, dict):
+        quant = hq.get("quantization")
+        if isinstance(quant, dict):
+            q.source = "hf_quant_config.json quantization"
+            q.quant_method = "modelopt"
+            _modelopt_algo(q, str(quant.get("quant_algo", "")).upper())
+    return q
+
+
+def _modelopt_algo(q: QuantConfig, algo: str) -> None:
+    if algo.startswith("FP8"):
+        q.weight_format = formats.E4M3FN
+        if "PB" in algo:  # per-block
+            q.block = q.block or (128, 128)
+    elif "FP4" in algo:
+        q.packed = algo.lower()
+
+
+# -- roles and pairs -------------------------------------------------------------
+
+
+@dataclass
+class Pairing:
+    """The roles of every tensor of one checkpoint and who scales whom."""
+
+    roles: dict[tuple[str, str], str] = field(default_factory=dict)  # (file, name) -> role
+    formats: dict[tuple[str, str], Format] = field(default_factory=dict)  # FP8 data -> format
+    scale_of: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)  # data -> scale
+    scaled: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)  # scale -> data
+    ambiguous: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # data -> other candidates
+    byte_format_source: dict[tuple[str, str], str] = field(default_factory=dict)
+
+
+def pair(entries_by_file: dict[str, dict[str, Any]], *, config: QuantConfig, bytes_format: Format | None,
+         weight_map: dict[str, str] | None = None) -> Pairing:
+    """Assign roles and pair data tensors with their scales across one checkpoint.
+
+    ``entries_by_file``: file -> {name -> TensorEntry}. ``weight_map``: the
+    index's tensor -> file (a scale in another shard is looked up there).
+    """
+    p = Pairing()
+    # Where each name lives when it is not in the data tensor's own file.
+    elsewhere: dict[str, list[str]] = {}
+    for f, entries in entries_by_file.items():
+        for name in entries:
+            elsewhere.setdefault(name, []).append(f)
+    for name, f in (weight_map or {}).items():
+        if f in entries_by_file and name in entries_by_file[f]:
+            elsewhere[name] = [f] + [x for x in elsewhere.get(name, []) if x != f]
+
+    def locate(name: str, own: str) -> tuple[str, str] | None:
+        if name in entries_by_file[own]:
+            return own, name
+        holders = elsewhere.get(name, [])
+        if len(holders) >= 1 and (weight_map and name in weight_map or len(holders) == 1):
+            return holders[0], name
+        return None
+
+    # Pass 1: who has a scale partner (any dtype of data).
+    for f, entries in entries_by_file.items():
+        for name, e in entries.items():
+            if e.dtype == dtypes.E8M0_DTYPE or scale_role_by_name(name) in (ROLE_ACTIVATION_SCALE, ROLE_KV_SCALE):
+                continue
+            if scale_role_by_name(name) is not None and dtypes.fp8_format_of(e.dtype) is None:
+                continue  # a scale is not data (an FP8-typed "scale" may still be NVFP4's block scale)
+            found = [loc for c in scale_candidates(name) if (loc := locate(c, f)) is not None]
+            found = [loc for loc in found if loc != (f, name)]
+            if found:
+                p.scale_of[(f, name)] = found[0]
+                if len(found) > 1:
+                    p.ambiguous[(f, name)] = [n for _, n in found[1:]]
+    for data, sc in list(p.scale_of.items()):
+        if sc in p.scale_of:  # a chain: the "scale" is itself scaled data; keep the outer pair only
+            del p.scale_of[sc]
+        p.scaled[sc] = data
+    # Pass 2: roles.
+    for f, entries in entries_by_file.items():
+        for name, e in entries.items():
+            key = (f, name)
+            fmt = dtypes.fp8_format_of(e.dtype)
+            by_name = scale_role_by_name(name)
+            if key in p.scaled:
+                p.roles[key] = ROLE_SCALE
+            elif by_name in (ROLE_ACTIVATION_SCALE, ROLE_KV_SCALE):
+                p.roles[key] = by_name
+            elif fmt is not None:
+                p.roles[key] = ROLE_FP8
+                p.formats[key] = fmt
+            elif e.dtype in dtypes.BYTE_DTYPES and key in p.scale_of:
+                if bytes_format is not None:
+                    p.roles[key] = ROLE_FP8
+                    p.formats[key] = bytes_format
+                    p.byte_format_source[key] = "--bytes-format"
+                elif config.packed:
+                    p.roles[key] = ROLE_PACKED
+                elif config.weight_format is not None:
+                    p.roles[key] = ROLE_FP8
+                    p.formats[key] = config.weight_format
+                    p.byte_format_source[key] = config.source
+                else:
+                    p.roles[key] = ROLE_BYTES
+            elif by_name == ROLE_SCALE or e.dtype == dtypes.E8M0_DTYPE:
+                p.roles[key] = ROLE_SCALE
+            else:
+                p.roles[key] = ROLE_OTHER
+    return p

@@ -1,0 +1,423 @@
+"""``fp8check convert``: exact e4m3fn <-> e4m3fnuz (and e5m2 <-> e5m2fnuz), verified.
+
+What serving stacks do by hand when an OCP checkpoint meets an MI300, done
+right (see :mod:`fp8check.audit.targets` for the conversion tables):
+
+- codes mapped through a 256-entry table: the bytes reinterpreted, 0x80 -> 0x00
+  (fnuz has no -0), the fn NaNs 0x7F/0xFF -> 0x80 (the fnuz NaN; a naive
+  reinterpretation leaves them finite ±240);
+- each weight scale multiplied by 2 (exactly, in its own dtype), so every
+  value x scale is unchanged; where the scale cannot be doubled exactly (or
+  there is no scale) the codes are re-encoded at the same scale instead, and
+  values the target cannot hold are saturated and *reported*, never hidden;
+- activation and KV-cache scales multiplied by 2 as vLLM and SGLang do at
+  load on fnuz hardware (``--activation-scales keep`` leaves them); -1
+  ("absent") stays -1;
+- everything else copied byte for byte.
+
+The output is safetensors (fnuz dtype codes ``F8_E4M3FNUZ``/``F8_E5M2FNUZ``
+need safetensors >= 0.8 to be read back: checked). Then the output is read
+back through safetensors and verified: every dequantized value (code value x
+scale, exact in float64) of DST equals SRC's bit for bit (NaN by class; a -0
+becomes +0 where the target has no -0, counted), every copied tensor is
+byte-identical; a tensor that is not is named with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import numpy as np
+
+from fp8check import formats
+from fp8check.audit import conventions as cv
+from fp8check.audit import dtypes
+from fp8check.audit import granularity as gr
+from fp8check.audit import stats as st
+from fp8check.audit import targets as tg
+from fp8check.audit import writer
+from fp8check.audit.engine import AuditOptions, Auditor, Checkpoint, ProgressSink, Record
+from fp8check.audit.errors import CheckpointError, MissingDependencyError
+from fp8check.audit.sources import SafetensorsFile
+from fp8check.errors import InvalidValueError
+from fp8check.formats import Format
+
+CONVERT_SCHEMA_VERSION = 1
+_ROWS_ELEMS = 1 << 22
+
+
+@dataclass
+class ConvertOptions:
+    to: str
+    activation_scales: str = "scale"  # or "keep"
+    force: bool = False
+    jobs: int | None = None
+
+
+def resolve_to(name: str) -> tuple[Format, ...]:
+    key = name.strip().lower()
+    if key == "fnuz":
+        return tg.FNUZ
+    if key == "ocp":
+        return tg.OCP
+    f = formats.get(key)
+    if f not in formats.FP8_FORMATS:
+        raise InvalidValueError(f"--to must be an FP8 format, fnuz or ocp; got {name!r}")
+    return (f,)
+
+
+@dataclass
+class Action:
+    kind: str  # copy, convert, scale
+    rec: Record
+    table: np.ndarray | None = None
+    dst_fmt: Format | None = None
+    factor: float = 1.0
+    plan: tg.ConversionPlan | None = None
+    out_file: str = ""
+    result: dict[str, Any] = field(default_factory=dict)
+
+
+def _chunks(flat: Any, release: Any, chunk: int = st.CHUNK_BYTES) -> Iterator[np.ndarray]:
+    for start in range(0, flat.numel(), chunk):
+        part = flat[start:start + chunk]
+        yield part.numpy()
+        release(part.data_ptr(), part.numel())
+
+
+def _raw_bytes(tensor: Any) -> Any:
+    """All bytes of a tensor as a flat torch uint8 view."""
+    import torch
+
+    t = tensor.detach()
+    if not t.is_contiguous():
+        t = t.contiguous()
+    return t.reshape(-1).view(torch.uint8)
+
+
+def _scaled_values(tensor: Any, kind: str, factor: float, kv: bool) -> Any:
+    """The scale tensor times ``factor`` in its own dtype (e8m0: exponent shifted); -1 kept for KV scales."""
+    import torch
+
+    t = tensor.detach().contiguous()
+    if kind == "e8m0":
+        b = t.view(torch.uint8).to(torch.int32)
+        step = int(round(np.log2(factor)))
+        out = torch.where(b == 0xFF, b, (b + step).clamp(0, 254)).to(torch.uint8)
+        return out.view(t.dtype)
+    d = t.to(torch.float64)
+    out = d * factor
+    if kv:
+        out = torch.where(d == -1.0, d, out)
+    return out.to(t.dtype)
+
+
+class Converter:
+    def __init__(self, options: ConvertOptions, progress: ProgressSink | None = None) -> None:
+        self.o = options
+        self.progress = progress or ProgressSink()
+        self.targets = resolve_to(options.to)
+        if options.activation_scales not in ("scale", "keep"):
+            raise InvalidValueError(f"--activation-scales must be scale or keep, got {options.activation_scales!r}")
+        if any(f in tg.FNUZ for f in self.targets) and dtypes.safetensors_version() < dtypes.FNUZ_MIN_SAFETENSORS:
+            import safetensors
+
+            raise MissingDependencyError(
+                f"fnuz tensors need safetensors>=0.8 (F8_E4M3FNUZ/F8_E5M2FNUZ dtype codes); installed: "
+                f"{safetensors.__version__}. Readers of the converted file need it too.")
+
+    def run(self, src: str, dst: str) -> dict[str, Any]:
+        if os.path.exists(dst) and not self.o.force:
+            raise InvalidValueError(f"{dst} exists; pass --force to overwrite it")
+        if os.path.exists(dst) and os.path.exists(src) and os.path.samefile(src, dst):
+            raise InvalidValueError("DST is SRC")
+        aud = Auditor(AuditOptions(jobs=self.o.jobs), self.progress)
+        try:
+            aud.prepare([src])
+            problems = [f for f in aud.files.values() if f.get("status") == "error"]
+            if problems:
+                return self._failed(src, dst, problems)
+            if len(aud.checkpoints) != 1:
+                raise InvalidValueError(f"{src}: convert takes one checkpoint (a file, a directory or an index)")
+            ck = aud.checkpoints[0]
+            actions = self._plan(ck, dst)
+            self._write(ck, actions, dst)
+            self._verify(ck, actions)
+        finally:
+            aud.close()
+        return self._report(src, dst, ck, actions)
+
+    # -- planning --
+
+    def _plan(self, ck: Checkpoint, dst: str) -> list[Action]:
+        single = dst.endswith(".safetensors")
+        if not single and os.path.exists(dst) and not os.path.isdir(dst):
+            raise InvalidValueError(f"{dst}: not a directory (name it *.safetensors for one output file)")
+        by_key = {r.key: r for r in ck.records}
+        actions: dict[tuple[str, str], Action] = {}
+        names: dict[str, str] = {}
+        for rec in ck.records:
+            if rec.entry is None:
+                continue
+            if rec.entry.note:
+                raise InvalidValueError(f"{rec.key[0]}: tensor {json.dumps(rec.key[1])[:200]}: cannot convert a "
+                                        f"{rec.entry.note.split(':')[0]}")
+            if rec.entry.dtype not in dtypes.SAFETENSORS_CODE:
+                raise InvalidValueError(f"{rec.key[0]}: tensor {json.dumps(rec.key[1])[:200]}: dtype {rec.entry.dtype} "
+                                        "has no safetensors code")
+            out_file = dst if single else os.path.join(dst, _out_name(rec.key[0]))
+            if single and rec.key[1] in names:
+                raise InvalidValueError(f"tensor {json.dumps(rec.key[1])[:200]} is in both {names[rec.key[1]]} and "
+                                        f"{rec.key[0]}; convert them one by one")
+            names[rec.key[1]] = rec.key[0]
+            actions[rec.key] = Action("copy", rec, out_file=out_file)
+        converted = False
+        for rec in ck.records:
+            if rec.role != cv.ROLE_FP8 or rec.entry is None or rec.fmt in self.targets:
+                continue
+            dst_fmt = tg.COUNTERPART.get(rec.fmt)
+            if dst_fmt not in self.targets:
+                raise InvalidValueError(
+                    f"tensor {json.dumps(rec.key[1])[:200]} is {rec.fmt.name}; --to {self.o.to} converts "
+                    f"{', '.join(tg.COUNTERPART[t].name for t in self.targets)} only (--to fnuz or --to ocp converts "
+                    "every format to its counterpart)")
+            if rec.hist is None:
+                raise CheckpointError(rec.key[0], f"tensor {json.dumps(rec.key[1])[:200]} could not be read")
+            plan = rec.plans[dst_fmt.name]
+            act = actions[rec.key]
+            act.kind, act.dst_fmt, act.plan, act.factor = "convert", dst_fmt, plan, plan.factor
+            act.table = tg.conversion_table(rec.fmt, dst_fmt, plan.factor)[0]
+            converted = True
+            if plan.factor != 1.0 and rec.scale is not None:
+                sact = actions[rec.scale.key]
+                sact.kind, sact.factor = "scale", plan.factor
+                sact.result["scale_of"] = rec.key[1]
+        if converted and self.o.activation_scales == "scale":
+            natural = 2.0 if any(f in tg.FNUZ for f in self.targets) else 0.5
+            for rec in ck.records:
+                if rec.role not in (cv.ROLE_ACTIVATION_SCALE, cv.ROLE_KV_SCALE) or rec.scale_stats is None:
+                    continue
+                act = actions[rec.key]
+                if rec.scale_stats.factor_exact.get(f"{natural:g}"):
+                    act.kind, act.factor = "scale", natural
+                else:
+                    act.result["reason"] = f"kept: x {natural:g} is not exact in {rec.entry.dtype}"
+        del by_key
+        return list(actions.values())
+
+    # -- writing --
+
+    def _write(self, ck: Checkpoint, actions: list[Action], dst: str) -> None:
+        by_file: dict[str, list[Action]] = {}
+        for a in actions:
+            by_file.setdefault(a.out_file, []).append(a)
+        total = sum(a.rec.entry.nbytes for a in actions)
+        self.progress.start(total, len(by_file))
+        try:
+            if not dst.endswith(".safetensors"):
+                os.makedirs(dst, exist_ok=True)
+            for out_file, acts in by_file.items():
+                outs = [self._output(ck, a) for a in acts]
+                meta = {"format": "pt",
+                        "fp8check.convert": f"to {self.o.to}: {sum(a.kind == 'convert' for a in acts)} FP8 tensors converted"}
+                src_files = {a.rec.key[0] for a in acts}
+                if len(src_files) == 1:
+                    src_meta = ck.readers[next(iter(src_files))].metadata
+                    meta = {**src_meta, **meta}
+                writer.write(out_file, outs, meta)
+                self.progress.file_done(out_file)
+            if not dst.endswith(".safetensors") and (ck.index or len(by_file) > 1):
+                weight_map = {a.rec.key[1]: os.path.basename(a.out_file) for a in actions}
+                index = {"metadata": {"total_size": total}, "weight_map": weight_map}
+                with open(os.path.join(dst, "model.safetensors.index.json"), "w", encoding="utf-8") as f:
+                    json.dump(index, f, indent=1)
+        finally:
+            self.progress.close()
+
+    def _output(self, ck: Checkpoint, a: Action) -> writer.OutputTensor:
+        rec = a.rec
+        e = rec.entry
+        reader = ck.readers[rec.key[0]]
+        code = dtypes.SAFETENSORS_CODE[e.dtype]
+        if a.kind == "convert" and e.dtype in dtypes.FP8_DTYPES:
+            code = dtypes.SAFETENSORS_CODE[f"float8_{a.dst_fmt.name}"]
+        progress = self.progress
+
+        def chunks() -> Iterator[Any]:
+            tensor = reader.tensor(rec.key[1])
+            if a.kind == "convert":
+                table = a.table
+                for part in _chunks(st.as_bytes(tensor), reader.release):
+                    yield np.take(table, part)
+                    progress.advance(part.size)
+            elif a.kind == "scale":
+                kind = st.scale_kind(e.dtype) or e.dtype
+                yield _raw_bytes(_scaled_values(tensor, kind, a.factor, rec.role == cv.ROLE_KV_SCALE)).numpy()
+                progress.advance(e.nbytes)
+            else:
+                for part in _chunks(_raw_bytes(tensor), reader.release):
+                    yield part
+                    progress.advance(part.size)
+
+        return writer.OutputTensor(rec.key[1], code, e.shape, e.nbytes, chunks)
+
+    # -- verification --
+
+    def _verify(self, ck: Checkpoint, actions: list[Action]) -> None:
+        outs: dict[str, SafetensorsFile] = {}
+        try:
+            for out_file in dict.fromkeys(a.out_file for a in actions):
+                outs[out_file] = SafetensorsFile(out_file)  # validates the header we wrote
+            by_name = {a.rec.key[1]: a for a in actions}
+            for a in actions:
+                out = outs[a.out_file]
+                entry = out.entries.get(a.rec.key[1])
+                if entry is None or list(entry.shape) != list(a.rec.entry.shape):
+                    a.result.update(exact=False, reason="missing or reshaped in the output")
+                    continue
+                if a.kind == "convert":
+                    self._verify_data(ck, a, out, outs, by_name)
+                elif a.kind == "scale":
+                    self._verify_scale(ck, a, out)
+                else:
+                    self._verify_copy(ck, a, out)
+        finally:
+            for r in outs.values():
+                r.close()
+
+    def _scale_pair(self, ck: Checkpoint, a: Action, outs: dict[str, SafetensorsFile],
+                    by_name: dict[str, Action]) -> tuple[np.ndarray, np.ndarray, gr.Granularity] | None:
+        sc = a.rec.scale
+        if sc is None or sc.granularity is None or sc.kind is None:
+            return None
+        src = st.scale_values(ck.readers[sc.key[0]].tensor(sc.key[1]), sc.kind)
+        sact = by_name[sc.key[1]]
+        dst = st.scale_values(outs[sact.out_file].tensor(sc.key[1]), sc.kind)
+        return src, dst, sc.granularity
+
+    def _verify_data(self, ck: Checkpoint, a: Action, out: SafetensorsFile, outs: dict[str, SafetensorsFile],
+                     by_name: dict[str, Action]) -> None:
+        rec = a.rec
+        shape = rec.entry.shape
+        src_codes = st.as_bytes(ck.readers[rec.key[0]].tensor(rec.key[1])).numpy()
+        dst_codes = st.as_bytes(out.tensor(rec.key[1])).numpy()
+        vs_table, vd_table = st.code_values(rec.fmt), st.code_values(a.dst_fmt)
+        pair = self._scale_pair(ck, a, outs, by_name)
+        _, o, i = gr.data_dims(shape)
+        rows = src_codes.size // max(i, 1)
+        step = max(1, _ROWS_ELEMS // max(i, 1))
+        mismatch = zero_sign = nan = 0
+        first: int | None = None
+        if pair is not None:
+            s_src3 = gr.normalise(pair[0], pair[2], shape)
+            s_dst3 = gr.normalise(pair[1], pair[2], shape)
+        for r0 in range(0, rows, step):
+            r1 = min(rows, r0 + step)
+            cs = src_codes[r0 * i:r1 * i].reshape(r1 - r0, i)
+            cd = dst_codes[r0 * i:r1 * i].reshape(r1 - r0, i)
+            with np.errstate(invalid="ignore", over="ignore"):
+                if pair is None:
+                    vs, vd = vs_table[cs], vd_table[cd]
+                else:
+                    vs = vs_table[cs] * gr.expand_rows(s_src3, pair[2], shape, r0, r1)
+                    vd = vd_table[cd] * gr.expand_rows(s_dst3, pair[2], shape, r0, r1)
+            same_bits = vs.view(np.int64) == vd.view(np.int64)
+            both_nan = np.isnan(vs) & np.isnan(vd)
+            zs = (vs == 0) & (vd == 0) & ~same_bits
+            ok = same_bits | both_nan | (zs if not a.dst_fmt.has_negative_zero else False)
+            bad = ~ok
+            n_bad = int(np.count_nonzero(bad))
+            if n_bad and first is None:
+                first = r0 * i + int(np.flatnonzero(bad.reshape(-1))[0])
+            mismatch += n_bad
+            zero_sign += int(np.count_nonzero(zs))
+            nan += int(np.count_nonzero(both_nan))
+        a.result.update(exact=mismatch == 0, mismatches=mismatch, neg_zero_to_zero=zero_sign, nan_kept=nan)
+        if mismatch:
+            reason = a.plan.reason if a.plan and a.plan.reason else "dequantized values differ"
+            a.result["reason"] = f"{mismatch} dequantized values differ (first at flat index {first}): {reason}"
+
+    def _verify_scale(self, ck: Checkpoint, a: Action, out: SafetensorsFile) -> None:
+        rec = a.rec
+        kind = st.scale_kind(rec.entry.dtype)
+        src = st.scale_values(ck.readers[rec.key[0]].tensor(rec.key[1]), kind)
+        dst = st.scale_values(out.tensor(rec.key[1]), kind)
+        expect = src * a.factor
+        if rec.role == cv.ROLE_KV_SCALE:
+            expect = np.where(src == -1.0, src, expect)
+        ok = (expect == dst) | (np.isnan(expect) & np.isnan(dst))
+        bad = int(np.count_nonzero(~ok))
+        a.result.update(exact=bad == 0, mismatches=bad)
+        if bad:
+            a.result["reason"] = f"{bad} scale elements are not exactly x {a.factor:g}"
+
+    def _verify_copy(self, ck: Checkpoint, a: Action, out: SafetensorsFile) -> None:
+        src = _raw_bytes(ck.readers[a.rec.key[0]].tensor(a.rec.key[1])).numpy()
+        dst = _raw_bytes(out.tensor(a.rec.key[1])).numpy()
+        bad = int(np.count_nonzero(src != dst)) if src.shape == dst.shape else max(src.size, dst.size)
+        a.result.update(exact=bad == 0, mismatches=bad)
+        if bad:
+            a.result["reason"] = f"{bad} bytes differ from the source"
+
+    # -- report --
+
+    def _report(self, src: str, dst: str, ck: Checkpoint, actions: list[Action]) -> dict[str, Any]:
+        from fp8check.results import environment
+
+        tensors = []
+        for a in actions:
+            rec = a.rec
+            d = {"name": rec.key[1], "file": rec.key[0], "out_file": a.out_file, "role": rec.role,
+                 "action": {"copy": "copied", "convert": "converted", "scale": "scaled"}[a.kind],
+                 "dtype": rec.entry.dtype, "shape": list(rec.entry.shape),
+                 "from": rec.fmt.name if rec.fmt else None,
+                 "to": a.dst_fmt.name if a.dst_fmt else (rec.fmt.name if rec.fmt else None),
+                 "factor": a.factor, "exact": a.result.get("exact", True), "mismatches": a.result.get("mismatches", 0),
+                 "reason": a.result.get("reason", "")}
+            for k in ("neg_zero_to_zero", "nan_kept", "scale_of"):
+                if k in a.result:
+                    d[k] = a.result[k]
+            if a.plan is not None:
+                d["plan"] = a.plan.to_dict()
+            tensors.append(d)
+        bad = [t for t in tensors if not t["exact"]]
+        return {
+            "fp8check_convert": CONVERT_SCHEMA_VERSION,
+            "command": "convert",
+            "src": src, "dst": dst, "to": self.o.to,
+            "environment": environment(),
+            "summary": {
+                "tensors": len(tensors),
+                "converted": sum(t["action"] == "converted" for t in tensors),
+                "scaled": sum(t["action"] == "scaled" for t in tensors),
+                "copied": sum(t["action"] == "copied" for t in tensors),
+                "not_exact": len(bad),
+                "exit_code": 1 if bad else 0,
+            },
+            "problems": [],
+            "tensors": tensors,
+        }
+
+    def _failed(self, src: str, dst: str, problems: list[dict[str, Any]]) -> dict[str, Any]:
+        from fp8check.results import environment
+
+        return {"fp8check_convert": CONVERT_SCHEMA_VERSION, "command": "convert", "src": src, "dst": dst,
+                "to": self.o.to, "environment": environment(),
+                "summary": {"tensors": 0, "converted": 0, "scaled": 0, "copied": 0, "not_exact": 0, "exit_code": 2},
+                "problems": [{"path": p["path"], "error": p.get("error", "")} for p in problems], "tensors": []}
+
+
+def _out_name(path: str) -> str:
+    base = os.path.basename(path)
+    for suffix in (".safetensors", ".pt", ".pth", ".bin", ".ckpt"):
+        if base.endswith(suffix):
+            return base[: -len(suffix)] + ".safetensors"
+    return base + ".safetensors"
+
+
+def convert(src: str, dst: str, options: ConvertOptions, progress: ProgressSink | None = None) -> dict[str, Any]:
+    """Convert ``src`` to ``dst`` (safetensors) and verify it; the report as JSON-able data."""
+    return Converter(options, progress).run(src, dst)

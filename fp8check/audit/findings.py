@@ -1,0 +1,133 @@
+"""Findings: stable codes, a severity, a count and a one-line message.
+
+Each code's firing rule is written next to it (and in docs/audit.md); the
+thresholds are the named constants below. ``count`` is the number of
+elements concerned (codes, scale elements) unless the rule says otherwise.
+Severities: ``error`` (the checkpoint is wrong or will compute wrong
+values), ``warning`` (likely harm: values lost, a hazard on the stated
+target), ``info`` (worth knowing, harmless as is).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+ERROR, WARNING, INFO = "error", "warning", "info"
+SEVERITIES = (ERROR, WARNING, INFO)
+SEVERITY_RANK = {ERROR: 2, WARNING: 1, INFO: 0}
+
+# SATURATION fires when the ±max codes beyond one per scale block (a block's
+# own amax may sit exactly at max) exceed this share of the tensor and this
+# many elements, and pile up: they outnumber SATURATION_PILEUP times the
+# codes one step below ±max. A smooth tail thins out towards max (the top
+# bins have equal widths), so the max bin holding more than its neighbour is
+# what clipping looks like; a scale rounded to bf16 pushes a few values just
+# past max, which round to max anyway and do not pile up.
+SATURATION_SHARE = 1e-3
+SATURATION_MIN_COUNT = 16
+SATURATION_PILEUP = 1.0
+# UNDERFLOW fires when at least this share of the codes is zero while at
+# least UNDERFLOW_EDGE_SHARE sits in the subnormal range: the distribution
+# runs into the bottom of the format, so the zeros are values that rounded
+# away, not structural zeros (a pruned or padded tensor has zeros but a
+# healthy scale leaves almost nothing in the subnormals).
+UNDERFLOW_ZERO_SHARE = 0.01
+UNDERFLOW_EDGE_SHARE = 0.01
+
+
+@dataclass(frozen=True)
+class FindingCode:
+    code: str
+    severity: str  # the default; portability codes depend on --target
+    title: str
+    rule: str
+
+
+CODES: dict[str, FindingCode] = {c.code: c for c in (
+    FindingCode("NAN_CODES", ERROR, "NaN codes in FP8 data",
+                "count of elements whose code is NaN in the tensor's own format; fires when > 0"),
+    FindingCode("INF_CODES", ERROR, "Inf codes in FP8 data",
+                "count of ±Inf codes (e5m2 only); fires when > 0"),
+    FindingCode("NEG_ZERO_FNUZ_HAZARD", INFO, "0x80 bytes that are NaN if read as fnuz",
+                "count of 0x80 (-0) codes in e4m3fn/e5m2 data; fires when > 0. Info: real weights hold a few "
+                "(tiny negatives round to -0) and a correct fn -> fnuz conversion maps them to 0x00; a bare "
+                "reinterpretation of the bytes as fnuz makes each one NaN (the verdict for a fnuz target says so)"),
+    FindingCode("FNUZ_RANGE", ERROR, "values a fnuz target cannot hold",
+                "count of elements of e4m3fn/e5m2 data that the conversion to the fnuz counterpart cannot "
+                "represent exactly (scale x 2 when the scale allows it, else the same scale): values beyond "
+                "±240 without a scale to absorb them, Inf; fires when > 0; error when a fnuz target is given, "
+                "info otherwise"),
+    FindingCode("OCP_RANGE", ERROR, "values an OCP target cannot hold",
+                "as FNUZ_RANGE for e4m3fnuz/e5m2fnuz data converted to e4m3fn/e5m2 (scale / 2, or the same "
+                "scale); error when an OCP target is given, info otherwise"),
+    FindingCode("SATURATION", WARNING, "clipped values piled up at ±max",
+                "let k = count of ±max codes minus one per scale element (0 without a scale) and n = count of "
+                f"the two codes one step below ±max; fires when k >= {SATURATION_MIN_COUNT}, k / numel > "
+                f"{SATURATION_SHARE:g} and k > {SATURATION_PILEUP:g} x n; count = k"),
+    FindingCode("UNDERFLOW", WARNING, "values underflowed to zero",
+                f"fires when zero codes >= {UNDERFLOW_ZERO_SHARE:g} of the tensor and subnormal codes >= "
+                f"{UNDERFLOW_EDGE_SHARE:g} (the distribution runs into the bottom of the format); count = zero codes"),
+    FindingCode("SCALE_NONFINITE", ERROR, "NaN or Inf scales",
+                "count of scale elements that are NaN or ±Inf (e8m0: 0xFF); fires when > 0"),
+    FindingCode("SCALE_NONPOSITIVE", ERROR, "zero or negative scales",
+                "count of finite scale elements <= 0 (a KV-cache scale of exactly -1 means absent and is "
+                "KV_SCALE_ABSENT instead); fires when > 0"),
+    FindingCode("SCALE_SUBNORMAL", WARNING, "subnormal scales",
+                "count of scale elements that are subnormal in their stored dtype (e8m0: 2^-127, subnormal in "
+                "the float32 kernels expand it to); flushed to zero under FTZ; fires when > 0"),
+    FindingCode("SCALE_SHAPE", ERROR, "scale shape fits no granularity",
+                "the scale's shape fits none of tensorwise, rowwise, colwise, block (power-of-two or configured "
+                "sizes, ragged edges), group, mx-e8m0 for the data's shape; count = scale elements"),
+    FindingCode("SCALE_MISSING", ERROR, "FP8 tensor without a scale",
+                "no scale found under any known name; error when the checkpoint declares a quantization config "
+                "or other FP8 tensors have scales, warning otherwise; count = 1"),
+    FindingCode("SCALE_DTYPE", ERROR, "scale stored in an unusable dtype",
+                "the scale's dtype is none of float32/bfloat16/float16/float64/e8m0/uint8(e8m0)/e4m3fn; count = 1"),
+    FindingCode("SCALE_AMBIGUOUS", WARNING, "more than one scale candidate",
+                "two or more known scale names exist for one tensor (e.g. weight_scale and weight_scale_inv); "
+                "the first in priority order is used; count = candidates"),
+    FindingCode("SCALE_NOT_POW2", WARNING, "scales are not powers of two as the config declares",
+                "the config declares ue8m0 scales (scale_fmt) but some scale elements are not powers of two; "
+                "count = such elements"),
+    FindingCode("DEQUANT_OVERFLOW", ERROR, "dequantized values overflow",
+                "count of elements with |code value x scale| (exact) >= the overflow threshold of the "
+                "dequantized dtype (max + half an ulp: bf16 (2 - 2^-8) x 2^127, fp16 65520); fires when > 0"),
+    FindingCode("KV_SCALE_ABSENT", INFO, "KV-cache scale marked absent",
+                "a KV-cache scale element equals -1, the convention for 'no calibrated scale'"),
+    FindingCode("BYTES_FORMAT_UNKNOWN", INFO, "one-byte integers next to a scale",
+                "a uint8/int8 tensor has a scale but neither a config nor --bytes-format says it holds FP8 "
+                "(it may be packed fp4 or e8m0 bytes); not audited as FP8"),
+    FindingCode("TARGET_FORMAT", ERROR, "format the target cannot run",
+                "--target given and the tensor's format is neither native there nor exactly convertible to a "
+                "native counterpart (fn <-> fnuz of the same widths); count = numel"),
+    FindingCode("INDEX_MISSING_TENSOR", ERROR, "index names a tensor its shard lacks",
+                "the index's weight_map maps a tensor to a shard that does not hold it; count = 1"),
+)}
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    severity: str
+    count: int
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def make(code: str, count: int, message: str, severity: str | None = None) -> Finding:
+    if code not in CODES:
+        raise KeyError(f"unknown finding code {code!r}")
+    return Finding(code=code, severity=severity or CODES[code].severity, count=int(count), message=message)
+
+
+def worst(findings: list[Finding]) -> str | None:
+    if not findings:
+        return None
+    return max(findings, key=lambda f: SEVERITY_RANK[f.severity]).severity
+
+
+def reaches(severity: str, fail_on: str) -> bool:
+    return SEVERITY_RANK[severity] >= SEVERITY_RANK[fail_on]

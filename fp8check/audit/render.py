@@ -1,0 +1,211 @@
+"""Terminal output of an audit (rich) and the progress bar.
+
+Everything taken from a file (tensor names, paths, metadata, messages that
+quote them) is untrusted: control and format characters are shown as
+escapes (no terminal escape sequences or bidi tricks get through) and rich
+markup is escaped (``rich.markup.escape``) before printing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import unicodedata
+from typing import Any, TextIO
+
+from rich.markup import escape
+
+from fp8check.audit.engine import ProgressSink
+
+_SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
+_VERDICT_STYLE = {"runs_as_is": "bold green", "runs_after_conversion": "bold yellow", "cannot_run": "bold red"}
+_VERDICT_TEXT = {"runs_as_is": "runs as is", "runs_after_conversion": "runs after conversion",
+                 "cannot_run": "cannot run"}
+
+
+def clean(text: object, limit: int = 200) -> str:
+    """Untrusted text made safe to print in a terminal through rich markup."""
+    s = str(text)
+    out = []
+    for ch in s:
+        cat = unicodedata.category(ch)
+        if cat in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"):
+            code = ord(ch)
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+        else:
+            out.append(ch)
+    s = "".join(out)
+    if len(s) > limit:
+        s = s[: limit - 1] + "…"
+    return escape(s)
+
+
+def plain(text: object, limit: int = 400) -> str:
+    """Untrusted text for a plain (non-rich) stderr line: control characters escaped."""
+    s = "".join(
+        (f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}")
+        if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp") else ch
+        for ch in str(text)
+    )
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def _pct(x: float | None) -> str:
+    if x is None:
+        return "-"
+    if x == 0:
+        return "0"
+    return f"{x:.2%}" if x >= 1e-4 else f"{x:.1e}"
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1000
+    return f"{n:.1f} TB"
+
+
+def print_report(report: dict[str, Any], *, file: TextIO | None = None, show_all: bool = False,
+                 max_rows: int = 50, verbose: bool = False) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    stream = file or sys.stdout
+    # a pipe or a file gets wide lines: names stay whole and greppable
+    width = None if getattr(stream, "isatty", lambda: False)() else 200
+    console = Console(file=stream, highlight=False, soft_wrap=False, width=width)
+    summary = report["summary"]
+    console.print(
+        f"[bold]fp8check audit[/]: {summary['files']} files, {summary['tensors']} tensors, "
+        f"{summary['fp8_tensors']} FP8 ({_size(summary['fp8_bytes'])}), {summary['scale_tensors']} scales, "
+        f"{summary['seconds']:.2f} s"
+    )
+    for f in report["files"]:
+        if f.get("status") == "error":
+            console.print(f"  [bold red]unreadable[/] {clean(f['path'])}: {clean(f.get('error', ''), 300)}")
+        elif f.get("status") == "skipped" and verbose:
+            console.print(f"  [dim]skipped {clean(f['path'])}: {clean(f.get('reason', ''))}[/]")
+
+    shown_severities = ("error", "warning", "info") if (show_all or verbose) else ("error", "warning")
+    rows = [t for t in report["tensors"] if t["role"] == "fp8" or t["findings"]]
+    if not show_all:
+        rows = [t for t in rows if any(f["severity"] in shown_severities for f in t["findings"])]
+    if rows:
+        table = Table(title="tensors" if show_all else "tensors with findings", title_justify="left",
+                      show_lines=False, header_style="bold")
+        for col, kw in (("tensor", {"overflow": "fold", "max_width": 60}), ("file", {"max_width": 28}),
+                        ("format", {}), ("shape", {}), ("scale", {}), ("codes", {"justify": "right"}),
+                        ("zero", {"justify": "right"}), ("±max", {"justify": "right"}), ("findings", {})):
+            table.add_column(col, **kw)
+        for t in rows[:max_rows]:
+            s = t.get("stats") or {}
+            scale = t.get("scale") or {}
+            gran = (scale.get("granularity") or {}).get("name") if scale else None
+            found = ", ".join(
+                f"[{_SEVERITY_STYLE[f['severity']]}]{f['code']}[/] {f['count']}"
+                for f in t["findings"] if f["severity"] in shown_severities or show_all)
+            table.add_row(
+                clean(t["name"], 120), clean(os.path.basename(t["file"]), 40), clean(t.get("format") or t.get("dtype") or "-"),
+                clean(t.get("shape")), clean(gran or ("missing" if t["role"] == "fp8" else "-")),
+                f"{s.get('codes_used', '-')}", _pct(s.get("zero_share")),
+                f"{s.get('saturated', '-')}" if s else "-", found or "[green]ok[/]",
+            )
+        console.print(table)
+        if len(rows) > max_rows:
+            console.print(f"  … {len(rows) - max_rows} more (see --json; --max-rows N)")
+
+    by_code = summary["findings_by_code"]
+    if by_code:
+        table = Table(title="findings", title_justify="left", header_style="bold")
+        for col in ("code", "severity", "tensors", "count", "what"):
+            table.add_column(col, justify="right" if col in ("tensors", "count") else "left")
+        order = sorted(by_code.items(), key=lambda kv: ({"error": 0, "warning": 1, "info": 2}[kv[1]["severity"]], kv[0]))
+        for code, agg in order:
+            title = report["finding_codes"].get(code, {}).get("title", "")
+            table.add_row(code, f"[{_SEVERITY_STYLE[agg['severity']]}]{agg['severity']}[/]", str(agg["tensors"]),
+                          str(agg["count"]), escape(title))
+        console.print(table)
+    elif summary["fp8_tensors"]:
+        console.print("[green]no findings[/]")
+
+    for p in report["portability"]:
+        style = _VERDICT_STYLE[p["verdict"]]
+        console.print(f"[bold]{escape(p['target'])}[/] ({escape(', '.join(p['formats']))}): "
+                      f"[{style}]{_VERDICT_TEXT[p['verdict']]}[/]")
+        reasons = p["reasons"] if verbose else p["reasons"][:6]
+        for r in reasons:
+            console.print(f"    {clean(r, 300)}")
+        if len(p["reasons"]) > len(reasons):
+            console.print(f"    … {len(p['reasons']) - len(reasons)} more")
+
+    code = summary["exit_code"]
+    style = "bold red" if code else "bold green"
+    console.print(
+        f"[{style}]{summary['errors']} errors, {summary['warnings']} warnings, {summary['infos']} infos; "
+        f"{summary['unreadable_files']} unreadable files; exit {code}[/]")
+
+
+class RichProgress(ProgressSink):
+    """A progress bar on stderr across files and bytes; silent when stderr is not a terminal."""
+
+    def __init__(self, enabled: bool | None = None) -> None:
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self._progress: Any = None
+        self._task: Any = None
+        self._files = 0
+        self._done_files = 0
+
+    def start(self, total_bytes: int, total_files: int) -> None:
+        if not self.enabled:
+            return
+        from rich.console import Console
+        from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
+                                   TransferSpeedColumn)
+
+        self._files = total_files
+        self._progress = Progress(
+            TextColumn("[bold]audit[/] {task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+            TimeRemainingColumn(), console=Console(file=sys.stderr), transient=True)
+        self._progress.start()
+        self._task = self._progress.add_task(f"files 0/{total_files}", total=max(total_bytes, 1))
+
+    def advance(self, nbytes: int) -> None:
+        if self._progress is not None:
+            self._progress.advance(self._task, nbytes)
+
+    def file_done(self, path: str) -> None:
+        if self._progress is not None:
+            self._done_files += 1
+            self._progress.update(self._task, description=f"files {self._done_files}/{self._files}")
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+
+def json_ready(obj: Any) -> Any:
+    """The report with non-finite floats as strings ("nan", "inf", "-inf"): strict JSON."""
+    if isinstance(obj, float):
+        if math.isfinite(obj):
+            return obj
+        return "nan" if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+    if isinstance(obj, dict):
+        return {str(k): json_ready(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_ready(v) for v in obj]
+    return obj
+
+
+def write_json(report: dict[str, Any], path: str) -> None:
+    text = json.dumps(json_ready(report), indent=1, allow_nan=False)
+    if path == "-":
+        sys.stdout.write(text + "\n")
+        return
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text + "\n")
+    os.replace(tmp, path)

@@ -1,0 +1,672 @@
+"""Finding checkpoint files and reading them safely, one tensor at a time.
+
+Nothing in a checkpoint is ever executed:
+
+- ``.safetensors``: the header is parsed and validated here (length within
+  the file and under safetensors' own 100 MB limit, JSON, known dtype codes,
+  offsets inside the data section, byte size = shape x dtype, no gaps or
+  overlaps) before safetensors' ``safe_open`` maps the file; tensors are
+  then taken one by one, lazily, from the map.
+- torch files (zip and legacy formats, whatever the extension): the pickle
+  is first disassembled with :mod:`pickletools` and refused if it names a
+  global outside torch's default weights-only set
+  (:mod:`fp8check.audit.pickle_scan`); only then ``torch.load(...,
+  weights_only=True)`` runs, with ``mmap=True`` for the zip format (the
+  legacy format cannot be mapped and is read whole). TorchScript archives
+  hold code and are refused.
+
+The kind of a file is decided from its first bytes, not its extension.
+
+Memory: tensors come from a read-only map of the file. After the audit has
+counted a chunk of a tensor, :meth:`CheckpointFile.release` tells the kernel
+to drop the chunk's pages (``madvise(MADV_DONTNEED)``, only inside a mapping
+that /proc/self/maps shows to be this very file), so the resident set stays
+near one chunk per worker instead of growing to the size of the checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from fp8check.audit import dtypes, pickle_scan
+from fp8check.audit.errors import CheckpointError, MissingDependencyError, UnsafeCheckpointError
+
+CHECKPOINT_SUFFIXES = (".safetensors", ".pt", ".pth", ".bin", ".ckpt")
+SAFETENSORS_MAX_HEADER = 100_000_000  # safetensors refuses larger headers too
+MAX_PICKLE_BYTES = 1 << 30  # data.pkl of a torch zip; real ones are a few MB
+MAX_JSON_BYTES = 64 << 20  # index.json / config.json
+MAX_NESTING = 64
+MAX_METADATA_ITEMS = 256
+MAX_METADATA_CHARS = 4096
+
+
+# -- tensors and files -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TensorEntry:
+    """What a file says about one tensor, before any of its data is read."""
+
+    name: str
+    file: str
+    dtype: str  # torch-style name: "float8_e4m3fn", "bfloat16", "uint8", ...
+    shape: tuple[int, ...]
+    nbytes: int
+    note: str = ""  # why the data cannot be read (meta/sparse tensors), if so
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+
+def _first_line(exc: BaseException, limit: int = 300) -> str:
+    text = str(exc).strip().splitlines()
+    line = text[0] if text else type(exc).__name__
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def require_torch() -> Any:
+    try:
+        import torch
+    except ImportError:
+        raise MissingDependencyError(
+            "fp8check audit and convert need torch to read checkpoints: pip install torch"
+        ) from None
+    return torch
+
+
+class CheckpointFile:
+    """One opened checkpoint file: its tensor entries and a way to read them."""
+
+    kind: str = ""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.size = os.path.getsize(path)
+        self.entries: dict[str, TensorEntry] = {}
+        self.metadata: dict[str, str] = {}
+        self.notes: list[str] = []
+        self._region: tuple[int, int] | None | bool = False  # False: not looked up yet
+
+    def tensor(self, name: str) -> Any:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> CheckpointFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- page release (see the module docstring) --
+
+    def _mapping_of(self, address: int) -> tuple[int, int] | None:
+        if not sys.platform.startswith("linux"):
+            return None
+        try:
+            st = os.stat(self.path)
+            with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+                for line in maps:
+                    parts = line.split(maxsplit=5)
+                    if len(parts) < 6:
+                        continue
+                    lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                    if lo <= address < hi and int(parts[4]) == st.st_ino:
+                        return lo, hi
+        except (OSError, ValueError):
+            return None
+        return None
+
+    def prefetch(self, address: int, nbytes: int) -> None:
+        """Ask the kernel to start reading [address, address + nbytes) from
+        disk now (``MADV_WILLNEED``, asynchronous), so that a cold file's I/O
+        overlaps the counting of the chunks before it."""
+        self._advise(address, nbytes, _MADV_WILLNEED, inner=False)
+
+    def release(self, address: int, nbytes: int) -> None:
+        """Drop the pages of [address, address + nbytes) from this process.
+
+        Only acts inside the read-only file mapping this reader created, whose
+        pages are clean copies of the file: dropping them loses nothing (a
+        later read faults them in again).
+        """
+        self._advise(address, nbytes, _MADV_DONTNEED, inner=True)
+
+    def _advise(self, address: int, nbytes: int, advice: int, *, inner: bool) -> None:
+        if _madvise is None:
+            return
+        if self._region is False:
+            self._region = self._mapping_of(address)
+        region = self._region
+        if not region:
+            return
+        lo, hi = region
+        page = _PAGE
+        if inner:  # whole pages inside the range only
+            start, end = (address + page - 1) // page * page, (address + nbytes) // page * page
+        else:  # every page the range touches
+            start, end = address // page * page, (address + nbytes + page - 1) // page * page
+        start, end = max(lo, start), min(hi, end)
+        if end > start:
+            _madvise(start, end - start, advice)
+
+
+def _libc_madvise() -> Any:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.madvise
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        fn.restype = ctypes.c_int
+        return fn
+    except (OSError, AttributeError):
+        return None
+
+
+_madvise = _libc_madvise()
+_MADV_DONTNEED = 4
+_MADV_WILLNEED = 3
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+# -- safetensors -----------------------------------------------------------
+
+
+def read_safetensors_header(path: str) -> tuple[dict[str, Any], int, int]:
+    """Parse and validate a safetensors header: (header dict, data start, file size).
+
+    Raises :class:`CheckpointError` with one line naming what is wrong.
+    """
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(8)
+            if len(head) < 8:
+                raise CheckpointError(path, f"file of {size} bytes is too short for a safetensors header")
+            n = int.from_bytes(head, "little")
+            if n > SAFETENSORS_MAX_HEADER:
+                raise CheckpointError(
+                    path, f"safetensors header length {n} bytes is absurdly large (limit {SAFETENSORS_MAX_HEADER})"
+                )
+            if 8 + n > size:
+                raise CheckpointError(
+                    path, f"safetensors header length {n} bytes points past the end of the file ({size} bytes)"
+                )
+            raw = f.read(n)
+    except OSError as exc:
+        raise CheckpointError(path, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CheckpointError(path, f"safetensors header is not valid JSON: {_first_line(exc)}") from None
+    if not isinstance(header, dict):
+        raise CheckpointError(path, "safetensors header is not a JSON object")
+    return header, 8 + n, size
+
+
+def _validate_safetensors(path: str, header: dict[str, Any], data_start: int, size: int) -> tuple[
+        dict[str, TensorEntry], dict[str, str]]:
+    data_len = size - data_start
+    metadata_raw = header.get("__metadata__", {})
+    if metadata_raw is None:
+        metadata_raw = {}
+    if not isinstance(metadata_raw, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in metadata_raw.items()):
+        raise CheckpointError(path, "safetensors __metadata__ is not a map of strings")
+    metadata = {}
+    for k, v in list(metadata_raw.items())[:MAX_METADATA_ITEMS]:
+        metadata[k[:MAX_METADATA_CHARS]] = v[:MAX_METADATA_CHARS]
+    spans: list[tuple[int, int, str]] = []
+    entries: dict[str, TensorEntry] = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        shown = json.dumps(name)[:200]
+        if not isinstance(info, dict):
+            raise CheckpointError(path, f"tensor {shown}: header entry is not an object")
+        code, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+        if code not in dtypes.SAFETENSORS_DTYPES:
+            raise CheckpointError(path, f"tensor {shown}: unknown dtype {json.dumps(code)[:40]}")
+        if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                                                   for d in shape):
+            raise CheckpointError(path, f"tensor {shown}: shape {json.dumps(shape)[:80]} is not a list of sizes")
+        if (not isinstance(offsets, list) or len(offsets) != 2
+                or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)):
+            raise CheckpointError(path, f"tensor {shown}: data_offsets {json.dumps(offsets)[:80]} is not [start, end]")
+        start, end = offsets
+        if not 0 <= start <= end <= data_len:
+            raise CheckpointError(
+                path, f"tensor {shown}: data_offsets [{start}, {end}] lie outside the data section ({data_len} bytes)")
+        dtype_name, bits = dtypes.SAFETENSORS_DTYPES[code]
+        numel = 1
+        for d in shape:
+            numel *= d
+        nbits = numel * bits
+        if nbits % 8 or nbits // 8 != end - start:
+            raise CheckpointError(
+                path,
+                f"tensor {shown}: shape {shape} of {code} needs {nbits / 8:g} bytes but its data_offsets span "
+                f"{end - start}",
+            )
+        spans.append((start, end, shown))
+        entries[name] = TensorEntry(name=name, file=path, dtype=dtype_name, shape=tuple(shape), nbytes=end - start)
+    spans.sort()
+    position = 0
+    for start, end, shown in spans:
+        if start != position:
+            what = "overlaps the previous tensor" if start < position else f"leaves a gap of {start - position} bytes"
+            raise CheckpointError(path, f"tensor {shown}: data {what}")
+        position = end
+    if position != data_len:
+        raise CheckpointError(path, f"{data_len - position} bytes after the last tensor are not described by the header")
+    return entries, metadata
+
+
+class SafetensorsFile(CheckpointFile):
+    kind = "safetensors"
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        header, data_start, size = read_safetensors_header(path)
+        self.entries, self.metadata = _validate_safetensors(path, header, data_start, size)
+        codes = {info.get("dtype") for k, info in header.items() if k != "__metadata__"}
+        if codes & set(dtypes.FNUZ_CODES) and dtypes.safetensors_version() < dtypes.FNUZ_MIN_SAFETENSORS:
+            import safetensors
+
+            raise CheckpointError(
+                path,
+                f"holds fnuz tensors (F8_E4M3FNUZ/F8_E5M2FNUZ), which safetensors {safetensors.__version__} "
+                "cannot read; install safetensors>=0.8",
+            )
+        self._handle: Any = None
+
+    def _open(self) -> Any:
+        if self._handle is None:
+            require_torch()
+            from safetensors import safe_open
+
+            try:
+                self._handle = safe_open(self.path, framework="pt")
+            except Exception as exc:  # safetensors raises its own error types
+                raise CheckpointError(self.path, f"safetensors cannot open it: {_first_line(exc)}") from None
+        return self._handle
+
+    def tensor(self, name: str) -> Any:
+        handle = self._open()
+        try:
+            return handle.get_tensor(name)
+        except Exception as exc:
+            raise CheckpointError(self.path, f"tensor {json.dumps(name)[:200]}: {_first_line(exc)}") from None
+
+    def close(self) -> None:
+        handle, self._handle = self._handle, None
+        if handle is not None and hasattr(handle, "__exit__"):
+            try:
+                handle.__exit__(None, None, None)
+            except Exception:
+                pass
+
+
+# -- torch ---------------------------------------------------------------------
+
+
+def _refuse(path: str, bad: tuple[str, ...]) -> UnsafeCheckpointError:
+    first = bad[0]
+    more = f" (and {len(bad) - 1} more: {', '.join(bad[1:4])})" if len(bad) > 1 else ""
+    if first.startswith("torchao."):
+        why = ("a torchao tensor subclass; fp8check does not allow-list tensor subclasses: save the plain "
+               "tensors (qdata, scale) or safetensors to audit them")
+    else:
+        why = "outside torch's weights-only safe set"
+    return UnsafeCheckpointError(
+        path, f"refused: the pickle asks for global {first}{more}, {why}; nothing was executed", bad)
+
+
+class TorchFile(CheckpointFile):
+    """A ``torch.save`` file, zip or legacy format."""
+
+    def __init__(self, path: str, kind: str) -> None:
+        super().__init__(path)
+        self.kind = kind
+        torch = require_torch()
+        self._prescan()
+        try:
+            obj = torch.load(path, map_location="cpu", weights_only=True, mmap=(kind == "torch-zip"))
+        except Exception as exc:
+            raise self._load_error(exc) from None
+        self._tensors: dict[str, Any] = {}
+        self._flatten(obj, "", set(), 0)
+        for name, t in self._tensors.items():
+            note = ""
+            if t.layout != torch.strided:
+                note = f"{str(t.layout).removeprefix('torch.')} tensor: data not read"
+            elif t.is_quantized:
+                note = "quantized (qint) tensor: data not read"
+            elif t.device.type == "meta":
+                note = "meta tensor: holds no data"
+            self.entries[name] = TensorEntry(
+                name=name, file=path, dtype=dtypes.torch_dtype_name(t.dtype), shape=tuple(t.shape),
+                nbytes=t.numel() * t.element_size(), note=note,
+            )
+        if kind == "torch-legacy":
+            self.notes.append("legacy torch format: cannot be memory-mapped, read whole")
+
+    def _prescan(self) -> None:
+        allowed = pickle_scan.torch_default_safe_globals()
+        try:
+            if self.kind == "torch-zip":
+                with zipfile.ZipFile(self.path) as zf:
+                    names = zf.namelist()
+                    if any(n.endswith("/constants.pkl") or "/code/" in n for n in names):
+                        raise CheckpointError(
+                            self.path, "refused: a TorchScript archive (holds code); fp8check reads torch.save files only")
+                    pkls = [n for n in names if n.endswith("/data.pkl") or n == "data.pkl"]
+                    if len(pkls) != 1:
+                        raise CheckpointError(self.path, "not a torch.save zip archive: no single data.pkl record")
+                    info = zf.getinfo(pkls[0])
+                    if info.file_size > MAX_PICKLE_BYTES:
+                        raise CheckpointError(self.path, f"data.pkl of {info.file_size} bytes is absurdly large")
+                    data = zf.read(info)
+                    found = pickle_scan.scan_bytes(data)
+                    prefix = pkls[0][: -len("data.pkl")]
+                    records = {i.filename: i.file_size for i in zf.infolist()}
+            else:
+                with open(self.path, "rb") as f:
+                    # magic number, protocol version, sys info, the object, storage keys
+                    found = pickle_scan.scan(f, count=5)
+        except CheckpointError:
+            raise
+        except zipfile.BadZipFile as exc:
+            raise CheckpointError(self.path, f"not a valid zip archive (truncated or corrupted): {_first_line(exc)}") from None
+        except (ValueError, EOFError, OSError, zipfile.LargeZipFile, NotImplementedError, RuntimeError) as exc:
+            raise CheckpointError(self.path, f"corrupted or truncated pickle: {_first_line(exc)}") from None
+        if allowed is not None:
+            bad = pickle_scan.unsafe_globals(found, allowed)
+            if bad:
+                raise _refuse(self.path, bad)
+        if found.error:
+            raise CheckpointError(self.path, f"corrupted or truncated pickle: {found.error[:200]}")
+        if self.kind == "torch-zip":
+            self._check_records(data, prefix, records)
+
+    def _check_records(self, data: bytes, prefix: str, records: dict[str, int]) -> None:
+        """Every storage the pickle declares must fit its zip record: torch's
+        mmap load does not check, and a short record lets a tensor read past
+        it (into other records, or past the end of the file)."""
+        try:
+            storages = pickle_scan.declared_storages(data)
+        except Exception as exc:  # any malformation of the pickle
+            raise CheckpointError(self.path, f"corrupted pickle: {_first_line(exc)}") from None
+        for kind, key, numel in storages:
+            name = f"{prefix}data/{key}"
+            size = records.get(name)
+            if size is None:
+                raise CheckpointError(self.path, f"the pickle declares storage {key[:60]!r} but the archive has no "
+                                                 f"record {name[:100]!r}")
+            itemsize = pickle_scan.storage_itemsize(kind)
+            if itemsize is None:
+                continue  # torch's own check on load decides
+            if numel < 0 or numel * itemsize > size:
+                raise CheckpointError(
+                    self.path, f"storage record data/{key[:60]} holds {size} bytes but the pickle declares "
+                               f"{numel} x {itemsize} bytes: a tensor would read past its record")
+
+    def _load_error(self, exc: BaseException) -> CheckpointError:
+        import pickle
+        import re
+
+        text = str(exc)
+        if isinstance(exc, pickle.UnpicklingError):
+            m = re.search(r"GLOBAL ([\w.]+)", text)
+            if m:
+                return _refuse(self.path, (m.group(1),))
+            m = re.search(r"WeightsUnpickler error: ([^\n]*)", text)
+            detail = m.group(1) if m else _first_line(exc)
+            return UnsafeCheckpointError(self.path, f"refused by torch's weights-only unpickler: {detail[:300]}")
+        if self.kind == "torch-legacy" and "UntypedStorage" in text:
+            return CheckpointError(
+                self.path, "cannot load: torch cannot read tensors of new dtypes (float8, ...) from its legacy "
+                           "non-zip format (pytorch/pytorch#169763); re-save it with torch.save's default zip format")
+        return CheckpointError(self.path, f"cannot load: {_first_line(exc)}")
+
+    def _flatten(self, obj: Any, prefix: str, seen: set[int], depth: int) -> None:
+        import torch
+
+        if isinstance(obj, torch.Tensor):
+            self._tensors[prefix or "<root>"] = obj
+            return
+        if depth > MAX_NESTING:
+            raise CheckpointError(self.path, f"containers nested deeper than {MAX_NESTING} levels at {prefix[:200]!r}")
+        if id(obj) in seen:
+            return
+        if isinstance(obj, dict):
+            seen.add(id(obj))
+            for key, value in obj.items():
+                self._flatten(value, f"{prefix}.{key}" if prefix else str(key), seen, depth + 1)
+        elif isinstance(obj, (list, tuple)):
+            seen.add(id(obj))
+            for i, value in enumerate(obj):
+                self._flatten(value, f"{prefix}.{i}" if prefix else str(i), seen, depth + 1)
+
+    def tensor(self, name: str) -> Any:
+        return self._tensors[name]
+
+    def close(self) -> None:
+        self._tensors = {}
+
+
+# -- sniffing and opening ------------------------------------------------------
+
+
+def sniff(path: str) -> str:
+    """``"safetensors"``, ``"torch-zip"`` or ``"torch-legacy"``, from the first bytes."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except OSError as exc:
+        raise CheckpointError(path, f"cannot read: {exc.strerror or exc}") from None
+    if not head:
+        raise CheckpointError(path, "empty file")
+    if head[:4] == b"PK\x03\x04":
+        return "torch-zip"
+    if len(head) >= 9 and head[8:9] == b"{":
+        return "safetensors"
+    if head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
+        return "torch-legacy"
+    what = "safetensors file" if path.endswith(".safetensors") else "checkpoint"
+    raise CheckpointError(path, f"not a {what}: unrecognised format (first bytes {head[:8].hex()})")
+
+
+def open_checkpoint(path: str) -> CheckpointFile:
+    """Open one checkpoint file; raises :class:`CheckpointError` if it cannot be read safely."""
+    _check_regular(path)
+    kind = sniff(path)
+    if kind == "safetensors":
+        return SafetensorsFile(path)
+    return TorchFile(path, kind)
+
+
+def _check_regular(path: str) -> None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise CheckpointError(path, "no such file or directory") from None
+    except OSError as exc:
+        raise CheckpointError(path, f"cannot read: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise CheckpointError(path, "not a regular file")
+    if not os.access(path, os.R_OK):
+        raise CheckpointError(path, "cannot read: permission denied")
+
+
+# -- discovery -----------------------------------------------------------------
+
+
+@dataclass
+class CheckpointGroup:
+    """Files that form one checkpoint (an index's shards, a directory, or one file).
+
+    Scales are paired within a file first, then across the group.
+    """
+
+    root: str
+    files: list[str] = field(default_factory=list)
+    index: str | None = None
+    weight_map: dict[str, str] = field(default_factory=dict)  # tensor -> file path
+    config_dir: str | None = None
+
+
+@dataclass
+class Discovery:
+    groups: list[CheckpointGroup] = field(default_factory=list)
+    problems: list[CheckpointError] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
+
+
+def _read_json(path: str) -> Any:
+    try:
+        size = os.path.getsize(path)
+        if size > MAX_JSON_BYTES:
+            raise CheckpointError(path, f"JSON file of {size} bytes is absurdly large")
+        with open(path, "rb") as f:
+            return json.loads(f.read().decode("utf-8"))
+    except CheckpointError:
+        raise
+    except OSError as exc:
+        raise CheckpointError(path, f"cannot read: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CheckpointError(path, f"not valid JSON: {_first_line(exc)}") from None
+
+
+def _group_from_index(index_path: str, out: Discovery) -> CheckpointGroup | None:
+    doc = _read_json(index_path)
+    weight_map = doc.get("weight_map") if isinstance(doc, dict) else None
+    if not isinstance(weight_map, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                   for k, v in weight_map.items()):
+        raise CheckpointError(index_path, "index has no weight_map of tensor name -> shard file")
+    base = os.path.dirname(index_path)
+    group = CheckpointGroup(root=index_path, index=index_path, config_dir=base)
+    shards: dict[str, str] = {}
+    for shard in dict.fromkeys(weight_map.values()):
+        parts = Path(shard).parts
+        if not shard or os.path.isabs(shard) or ".." in parts or "\\" in shard:
+            out.problems.append(CheckpointError(
+                index_path, f"refused: weight_map names shard {json.dumps(shard)[:200]} outside the index's directory"))
+            continue
+        full = os.path.join(base, shard)
+        if not os.path.exists(full):
+            out.problems.append(CheckpointError(
+                full, f"missing shard: named in {os.path.basename(index_path)} but not found"))
+            continue
+        shards[shard] = full
+        group.files.append(full)
+    group.weight_map = {k: shards[v] for k, v in weight_map.items() if v in shards}
+    return group
+
+
+def _walk(directory: str) -> Iterator[str]:
+    for root, dirs, files in os.walk(directory):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            if name.endswith(CHECKPOINT_SUFFIXES) and not name.startswith("."):
+                yield os.path.join(root, name)
+
+
+def discover(paths: list[str]) -> Discovery:
+    """Resolve command-line paths into checkpoint groups; unreadable ones become problems."""
+    out = Discovery()
+    seen: set[str] = set()
+    loose: dict[str, CheckpointGroup] = {}  # files given one by one, grouped by directory
+
+    def add(group: CheckpointGroup) -> None:
+        fresh = []
+        for f in group.files:
+            real = os.path.realpath(f)
+            if real not in seen:
+                seen.add(real)
+                fresh.append(f)
+        group.files = fresh
+        if fresh:
+            out.groups.append(group)
+
+    for path in paths:
+        try:
+            if not os.path.exists(path):
+                if os.path.islink(path):
+                    raise CheckpointError(path, "broken symbolic link")
+                raise CheckpointError(path, "no such file or directory")
+            if os.path.isdir(path):
+                if not os.access(path, os.R_OK | os.X_OK):
+                    raise CheckpointError(path, "cannot read directory: permission denied")
+                indexes = sorted(str(p) for p in Path(path).glob("*.index.json"))
+                if indexes:
+                    preferred = [p for p in indexes if p.endswith(".safetensors.index.json")] or indexes
+                    for other in indexes:
+                        if other != preferred[0]:
+                            out.skipped.append((other, f"another index ({os.path.basename(preferred[0])}) is audited"))
+                    group = _group_from_index(preferred[0], out)
+                    if group is not None:
+                        named = {os.path.realpath(f) for f in group.files}
+                        for f in _walk(path):
+                            if os.path.realpath(f) not in named:
+                                out.skipped.append((f, "not named by the index"))
+                        add(group)
+                    continue
+                files = list(_walk(path))
+                if not files:
+                    raise CheckpointError(
+                        path, f"no checkpoint files ({', '.join(CHECKPOINT_SUFFIXES)}) in this directory")
+                add(CheckpointGroup(root=path, files=files, config_dir=path))
+            elif path.endswith(".index.json"):
+                group = _group_from_index(path, out)
+                if group is not None:
+                    add(group)
+            else:
+                _check_regular(path)
+                parent = os.path.dirname(os.path.abspath(path))
+                group = loose.get(parent)
+                if group is None:
+                    group = loose[parent] = CheckpointGroup(root=parent, config_dir=os.path.dirname(path) or ".")
+                    out.groups.append(group)
+                real = os.path.realpath(path)
+                if real not in seen:
+                    seen.add(real)
+                    group.files.append(path)
+        except CheckpointError as exc:
+            out.problems.append(exc)
+    out.groups = [g for g in out.groups if g.files]
+    return out
+
+
+def read_config(directory: str | None) -> tuple[dict[str, Any], list[str]]:
+    """config.json and hf_quant_config.json next to a checkpoint: (merged docs, problems)."""
+    docs: dict[str, Any] = {}
+    problems: list[str] = []
+    if not directory:
+        return docs, problems
+    for name in ("config.json", "hf_quant_config.json"):
+        p = os.path.join(directory, name)
+        if os.path.isfile(p):
+            try:
+                doc = _read_json(p)
+            except CheckpointError as exc:
+                problems.append(str(exc))
+                continue
+            if isinstance(doc, dict):
+                docs[name] = doc
+    return docs, problems

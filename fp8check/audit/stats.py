@@ -1,0 +1,314 @@
+"""Statistics of FP8 codes and of scales.
+
+One pass over an FP8 tensor counts each of its 256 codes (``torch.bincount``
+on the bytes, chunk by chunk, several chunks at once on threads: it releases
+the GIL). Everything the findings need about the data is a function of those
+256 counts and of the format (:mod:`fp8check.formats`,
+:func:`fp8check.reference.decode_table`): NaN, Inf, zero, negative-zero,
+subnormal and ±max counts, codes used, min and max. Only a possible
+dequantization overflow under a non-tensorwise scale needs a second,
+per-element pass, and only when the cheap bound (largest code x largest
+scale) says it might happen.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Callable
+
+import numpy as np
+
+from fp8check import formats
+from fp8check.formats import Format
+from fp8check.reference import decode_table
+from fp8check.audit import dtypes
+from fp8check.audit import granularity as gr
+
+CHUNK_BYTES = 16 << 20  # one bincount task; also the unit of page release
+
+
+@lru_cache(maxsize=None)
+def code_values(fmt: Format) -> np.ndarray:
+    """float64 value of every code, NaN for NaN codes, -0.0 for a negative zero."""
+    return decode_table(fmt)
+
+
+@lru_cache(maxsize=None)
+def code_classes(fmt: Format) -> dict[str, np.ndarray]:
+    """Boolean masks over the 256 codes: nan, inf, zero, neg_zero, subnormal, max, finite."""
+    v = code_values(fmt)
+    codes = np.arange(fmt.code_count)
+    nan = np.array([fmt.is_nan(int(c)) for c in codes])
+    inf = np.array([fmt.is_inf(int(c)) for c in codes])
+    zero = (v == 0) & ~nan
+    neg_zero = zero & np.signbit(v)
+    finite = ~nan & ~inf
+    sub = finite & ~zero & (np.abs(v) < fmt.smallest_normal) if fmt.has_subnormals else np.zeros_like(nan)
+    maxed = finite & (np.abs(v) == fmt.max)
+    return {"nan": nan, "inf": inf, "zero": zero, "neg_zero": neg_zero, "subnormal": sub, "max": maxed,
+            "finite": finite}
+
+
+def histogram(flat_bytes: Any, *, chunk: int = CHUNK_BYTES, release: Callable[[int, int], None] | None = None,
+              prefetch: Callable[[int, int], None] | None = None) -> np.ndarray:
+    """Counts of the 256 byte values of a 1-D torch uint8 tensor, chunk by chunk.
+
+    ``prefetch(address, nbytes)`` is called for the next chunk before the
+    current one is counted; ``release(address, nbytes)`` after it is.
+    """
+    import torch
+
+    total = np.zeros(256, dtype=np.int64)
+    if flat_bytes.numel() == 0:
+        return total
+    parts = flat_bytes.split(chunk)
+    if prefetch is not None:
+        prefetch(parts[0].data_ptr(), parts[0].numel())
+    for k, part in enumerate(parts):
+        if prefetch is not None and k + 1 < len(parts):
+            prefetch(parts[k + 1].data_ptr(), parts[k + 1].numel())
+        total += torch.bincount(part, minlength=256).numpy()
+        if release is not None:
+            release(part.data_ptr(), part.numel())
+    return total
+
+
+def as_bytes(tensor: Any) -> Any:
+    """A flat torch uint8 view of a one-byte tensor (a copy only if it is not contiguous)."""
+    import torch
+
+    t = tensor.detach()
+    if not t.is_contiguous():
+        t = t.contiguous()
+    if t.dtype != torch.uint8:
+        t = t.view(torch.uint8)
+    return t.reshape(-1)
+
+
+# -- FP8 data -------------------------------------------------------------------
+
+
+@dataclass
+class CodeStats:
+    """What the 256 code counts of an FP8 tensor say."""
+
+    format: str
+    numel: int
+    histogram: np.ndarray  # 256 counts (int64)
+    codes_used: int
+    nan: int
+    inf: int
+    zeros: int
+    neg_zeros: int
+    subnormals: int
+    saturated: int  # codes at ±max
+    min: float | None  # smallest finite code value present
+    max: float | None
+    min_abs_nonzero: float | None
+    max_abs: float | None
+    dequant_overflow: int | None = None  # set when a scale is known
+    dequant_absmax_bound: float | None = None  # largest |code| x largest |scale|
+
+    @property
+    def zero_share(self) -> float:
+        return self.zeros / self.numel if self.numel else 0.0
+
+    @property
+    def subnormal_share(self) -> float:
+        return self.subnormals / self.numel if self.numel else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: getattr(self, k) for k in (
+            "format", "numel", "codes_used", "nan", "inf", "zeros", "neg_zeros", "subnormals", "saturated",
+            "min", "max", "min_abs_nonzero", "max_abs", "dequant_absmax_bound", "dequant_overflow")}
+        d["zero_share"] = self.zero_share
+        d["subnormal_share"] = self.subnormal_share
+        d["histogram"] = [int(x) for x in self.histogram]
+        return d
+
+
+def code_stats(hist: np.ndarray, fmt: Format) -> CodeStats:
+    hist = np.asarray(hist, dtype=np.int64)
+    cls = code_classes(fmt)
+    v = code_values(fmt)
+    present = hist > 0
+    fin = present & cls["finite"]
+    nonzero = fin & ~cls["zero"]
+
+    def total(mask: np.ndarray) -> int:
+        return int(hist[mask].sum())
+
+    def pick(fn: Callable[[np.ndarray], Any], mask: np.ndarray, values: np.ndarray) -> float | None:
+        return float(fn(values[mask])) if mask.any() else None
+
+    return CodeStats(
+        format=fmt.name,
+        numel=int(hist.sum()),
+        histogram=hist,
+        codes_used=int(present.sum()),
+        nan=total(cls["nan"]),
+        inf=total(cls["inf"]),
+        zeros=total(cls["zero"]),
+        neg_zeros=total(cls["neg_zero"]),
+        subnormals=total(cls["subnormal"]),
+        saturated=total(cls["max"]),
+        min=pick(np.min, fin, v),
+        max=pick(np.max, fin, v),
+        min_abs_nonzero=pick(np.min, nonzero, np.abs(v)),
+        max_abs=pick(np.max, fin, np.abs(v)),
+    )
+
+
+# -- scales ---------------------------------------------------------------------
+
+
+_SMALLEST_NORMAL = {
+    "float32": formats.FLOAT32.smallest_normal,
+    "float16": formats.FLOAT16.smallest_normal,
+    "bfloat16": formats.BFLOAT16.smallest_normal,
+    "float64": formats.FLOAT64.smallest_normal,
+    # e8m0 has no subnormals of its own, but 2^-127 is subnormal in the
+    # float32 that kernels expand it to (and flushed to zero under FTZ).
+    "e8m0": formats.FLOAT32.smallest_normal,
+    "float8_e4m3fn": formats.E4M3FN.smallest_normal,
+}
+
+
+def scale_kind(dtype_name: str) -> str | None:
+    """How a scale stored as ``dtype_name`` is read: a float type name,
+    ``"e8m0"``, ``"float8_e4m3fn"``; None when no convention stores scales so."""
+    if dtype_name in dtypes.FLOAT_SCALE_DTYPES:
+        return dtype_name
+    if dtype_name in (dtypes.E8M0_DTYPE, "uint8"):
+        return "e8m0"
+    if dtype_name == "float8_e4m3fn":
+        return "float8_e4m3fn"
+    return None
+
+
+def scale_values(tensor: Any, kind: str) -> np.ndarray:
+    """The exact float64 values of a scale tensor read as ``kind``."""
+    import torch
+
+    t = tensor.detach().contiguous()
+    if kind == "e8m0":
+        return code_values(formats.E8M0FNU)[t.view(torch.uint8).numpy().astype(np.intp)].reshape(tuple(t.shape))
+    if kind == "float8_e4m3fn":
+        return code_values(formats.E4M3FN)[t.view(torch.uint8).numpy().astype(np.intp)].reshape(tuple(t.shape))
+    return t.to(torch.float64).numpy()
+
+
+def _multiply_exact(tensor: Any, kind: str, factor: float) -> bool:
+    """Whether every finite element of the scale times ``factor`` is exact in its own dtype."""
+    import torch
+
+    t = tensor.detach().contiguous()
+    if kind == "e8m0":
+        b = t.view(torch.uint8).to(torch.int32)
+        step = int(round(math.log2(factor)))
+        finite = b != 0xFF
+        nb = b + step
+        return bool(((nb >= 0) & (nb <= 254) | ~finite).all())
+    if kind == "float8_e4m3fn":
+        return False  # e4m3 scales belong to NVFP4, which convert does not touch
+    d = t.to(torch.float64)
+    scaled = d * factor
+    back = scaled.to(t.dtype).to(torch.float64)
+    ok = (back == scaled) | ~torch.isfinite(d)
+    return bool(ok.all())
+
+
+@dataclass
+class ScaleStats:
+    dtype: str
+    kind: str  # how it was read: float32/float16/bfloat16/float64/e8m0/float8_e4m3fn
+    shape: list[int]
+    numel: int
+    min: float | None
+    max: float | None
+    absmax: float | None  # largest finite |scale|
+    nonfinite: int
+    nonpositive: int
+    subnormal: int
+    absent_sentinel: int  # KV scales equal to -1 ("absent")
+    not_pow2: int
+    log2_min_exponent: int | None
+    log2_counts: list[int] = field(default_factory=list)
+    factor_exact: dict[str, bool] = field(default_factory=dict)  # "2" / "0.5" -> multiply exact
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dtype": self.dtype, "read_as": self.kind, "shape": self.shape, "numel": self.numel,
+            "min": self.min, "max": self.max, "absmax": self.absmax, "nonfinite": self.nonfinite,
+            "nonpositive": self.nonpositive, "subnormal": self.subnormal,
+            "absent_sentinel": self.absent_sentinel, "not_pow2": self.not_pow2,
+            "log2_histogram": {"min_exponent": self.log2_min_exponent, "counts": self.log2_counts},
+            "factor_exact": self.factor_exact,
+        }
+
+
+def scale_stats(tensor: Any, dtype_name: str, kind: str, *, kv: bool = False) -> tuple[ScaleStats, np.ndarray]:
+    """Statistics of a scale tensor, and its values (float64, original shape)."""
+    values = scale_values(tensor, kind)
+    flat = values.reshape(-1)
+    finite = np.isfinite(flat)
+    sentinel = (flat == -1.0) if kv else np.zeros(flat.shape, dtype=bool)
+    nonpositive = finite & (flat <= 0) & ~sentinel
+    positive = finite & (flat > 0)
+    tiny = _SMALLEST_NORMAL.get(kind, 0.0)
+    subnormal = finite & (flat != 0) & (np.abs(flat) < tiny)
+    pos = flat[positive]
+    mantissa, exponent = np.frexp(pos)
+    not_pow2 = int(np.count_nonzero(mantissa != 0.5))
+    if pos.size:
+        e = exponent.astype(np.int64) - 1  # floor(log2 s), exact
+        lo = int(e.min())
+        counts = np.bincount(e - lo).tolist()
+    else:
+        lo, counts = None, []
+    fin_vals = flat[finite & ~sentinel]
+    stats = ScaleStats(
+        dtype=dtype_name, kind=kind, shape=list(values.shape), numel=int(flat.size),
+        min=float(fin_vals.min()) if fin_vals.size else None,
+        max=float(fin_vals.max()) if fin_vals.size else None,
+        absmax=float(np.abs(fin_vals).max()) if fin_vals.size else None,
+        nonfinite=int(np.count_nonzero(~finite)), nonpositive=int(np.count_nonzero(nonpositive)),
+        subnormal=int(np.count_nonzero(subnormal)), absent_sentinel=int(np.count_nonzero(sentinel)),
+        not_pow2=not_pow2, log2_min_exponent=lo, log2_counts=counts,
+        factor_exact={"2": _multiply_exact(tensor, kind, 2.0), "0.5": _multiply_exact(tensor, kind, 0.5)},
+    )
+    return stats, values
+
+
+# -- dequantization overflow ------------------------------------------------------
+
+
+DEQUANT_DTYPES = {"bfloat16": formats.BFLOAT16, "float16": formats.FLOAT16, "float32": formats.FLOAT32}
+
+
+def overflow_threshold(dtype_name: str) -> float:
+    """The smallest magnitude that rounds to Inf in ``dtype_name`` (round to
+    nearest even): its max plus half an ulp of the top binade."""
+    f = DEQUANT_DTYPES[dtype_name]
+    return f.max + math.ldexp(1.0, f.emax - f.mantissa_bits - 1)
+
+
+def dequant_overflow(flat_bytes: Any, fmt: Format, scale: np.ndarray, g: gr.Granularity,
+                     data_shape: tuple[int, ...], threshold: float, *, max_elems: int = 1 << 22) -> int:
+    """How many elements have |code value x scale| >= threshold (exact, float64)."""
+    absval = np.abs(code_values(fmt))
+    absval = np.where(np.isfinite(absval), absval, 0.0)  # NaN/Inf codes are findings of their own
+    scale3 = np.abs(gr.normalise(scale, g, data_shape))
+    _, o, i = gr.data_dims(data_shape)
+    rows = flat_bytes.numel() // max(i, 1)
+    step = max(1, max_elems // max(i, 1))
+    data = flat_bytes.numpy()
+    count = 0
+    for r0 in range(0, rows, step):
+        r1 = min(rows, r0 + step)
+        v = absval[data[r0 * i: r1 * i].reshape(r1 - r0, i)]
+        s = gr.expand_rows(scale3, g, data_shape, r0, r1)
+        count += int(np.count_nonzero(v * s >= threshold))
+    return count

@@ -1,0 +1,245 @@
+"""Targets (a format or a device family), exact fn <-> fnuz conversion plans, verdicts.
+
+A conversion between an OCP format and its fnuz counterpart of the same
+widths (e4m3fn <-> e4m3fnuz, e5m2 <-> e5m2fnuz) maps every code through a
+256-entry table and multiplies the scale by a factor f: a code of value v
+becomes the code of value v / f, so value x scale is unchanged. The same
+bits read as fnuz are worth half their fn value, so fn -> fnuz with f = 2 is
+the byte reinterpretation serving stacks do (0x80 -> 0x00 because fnuz has
+no -0, and the fn NaNs 0x7F/0xFF -> 0x80, the fnuz NaN, where a naive
+reinterpretation leaves finite ±240). A conversion is exact for a tensor
+when every code it holds maps to exactly v / f (NaN to NaN; -0 to +0 where
+the target has no -0) and every scale element times f is exact in the
+scale's own dtype. Unscaled data can only use f = 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from fp8check import formats
+from fp8check.audit.stats import code_values
+from fp8check.errors import InvalidValueError
+from fp8check.formats import Format
+from fp8check.reference import encode
+
+RUNS_AS_IS = "runs_as_is"
+AFTER_CONVERSION = "runs_after_conversion"
+CANNOT_RUN = "cannot_run"
+VERDICT_RANK = {RUNS_AS_IS: 0, AFTER_CONVERSION: 1, CANNOT_RUN: 2}
+
+COUNTERPART: dict[Format, Format] = {
+    formats.E4M3FN: formats.E4M3FNUZ, formats.E4M3FNUZ: formats.E4M3FN,
+    formats.E5M2: formats.E5M2FNUZ, formats.E5M2FNUZ: formats.E5M2,
+}
+# Scale factor of the reinterpretation: the same bits are worth 1/2 in fnuz.
+NATURAL_FACTOR: dict[tuple[Format, Format], float] = {
+    (formats.E4M3FN, formats.E4M3FNUZ): 2.0, (formats.E5M2, formats.E5M2FNUZ): 2.0,
+    (formats.E4M3FNUZ, formats.E4M3FN): 0.5, (formats.E5M2FNUZ, formats.E5M2): 0.5,
+}
+FNUZ = (formats.E4M3FNUZ, formats.E5M2FNUZ)
+OCP = (formats.E4M3FN, formats.E5M2)
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    description: str
+    formats: tuple[Format, ...]
+
+    @property
+    def fnuz(self) -> bool:
+        return any(f in FNUZ for f in self.formats)
+
+    @property
+    def ocp(self) -> bool:
+        return any(f in OCP for f in self.formats)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "formats": [f.name for f in self.formats]}
+
+
+def _family(names: tuple[str, ...], description: str, fmts: tuple[Format, ...]) -> dict[str, Target]:
+    return {n: Target(n, description, fmts) for n in names}
+
+
+TARGETS: dict[str, Target] = {
+    **_family(("mi300", "mi300x", "mi300a", "mi308x", "mi325", "mi325x"),
+              "AMD Instinct CDNA3 (gfx942): FP8 is e4m3fnuz/e5m2fnuz only", FNUZ),
+    **_family(("mi350", "mi350x", "mi355", "mi355x"), "AMD Instinct CDNA4 (gfx950): OCP e4m3fn/e5m2", OCP),
+    **_family(("h100", "h200", "h800", "h20", "gh200"), "NVIDIA Hopper (sm90): OCP e4m3fn/e5m2", OCP),
+    **_family(("b200", "b100", "gb200", "b300", "gb300"), "NVIDIA Blackwell (sm100): OCP e4m3fn/e5m2", OCP),
+    **_family(("l40s", "l4", "rtx4090"), "NVIDIA Ada (sm89): OCP e4m3fn/e5m2", OCP),
+    **_family(("rtx5090", "rtxpro6000"), "NVIDIA Blackwell (sm120): OCP e4m3fn/e5m2", OCP),
+    "fnuz": Target("fnuz", "any fnuz format (e4m3fnuz/e5m2fnuz)", FNUZ),
+    "ocp": Target("ocp", "any OCP format (e4m3fn/e5m2)", OCP),
+    **{f.name: Target(f.name, f"the {f.name} format only", (f,)) for f in formats.FP8_FORMATS},
+}
+DEFAULT_TARGETS = ("h100", "b200", "mi300", "mi355")
+
+
+def get_target(name: str) -> Target:
+    key = name.strip().lower()
+    if key in TARGETS:
+        return TARGETS[key]
+    try:
+        fmt = formats.get(key)
+    except Exception:
+        fmt = None
+    if fmt in formats.FP8_FORMATS:
+        return TARGETS[fmt.name]
+    raise InvalidValueError(f"unknown target {name!r}; known: {', '.join(TARGETS)}")
+
+
+# -- conversion plans ------------------------------------------------------------
+
+
+@lru_cache(maxsize=None)
+def conversion_table(src: Format, dst: Format, factor: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(table, exact, zero_sign_dropped) over the 256 codes of ``src``.
+
+    ``table[c]``: the ``dst`` code for value(c) / factor, rounded to nearest
+    even and saturated at ±max where it is not exact; NaN -> the canonical
+    NaN of ``dst``. ``exact[c]``: whether that code keeps its value exactly
+    (NaN stays NaN; a zero stays a zero).
+    """
+    v = code_values(src)
+    with np.errstate(invalid="ignore"):
+        target = v / factor
+    # the reference maps NaN to the target's NaN (fnuz: 0x80) and saturates what does not fit
+    table = encode(target.astype(np.float64), dst, "satfinite").astype(np.uint8)
+    nan = np.isnan(v)
+    got = code_values(dst)[table]
+    exact = (got == target) | (np.isnan(got) & nan)
+    zero_sign_dropped = (target == 0) & np.signbit(target) & ~np.signbit(got)
+    for arr in (table, exact, zero_sign_dropped):
+        arr.setflags(write=False)
+    return table, exact, zero_sign_dropped
+
+
+@dataclass
+class ConversionPlan:
+    src: str
+    dst: str
+    factor: float  # scale multiplier; codes map to value / factor
+    exact: bool
+    inexact: int  # elements whose value changes (or cannot be held)
+    nan_kept: int  # NaN codes mapped to the target's NaN
+    neg_zero_to_zero: int
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def plan_conversion(src: Format, dst: Format, hist: np.ndarray, *, scaled: bool,
+                    factor_exact: dict[str, bool] | None = None) -> ConversionPlan:
+    """The best exact conversion of one tensor (or the natural one, marked inexact)."""
+    hist = np.asarray(hist)
+    natural = NATURAL_FACTOR.get((src, dst), 1.0)
+    candidates = [natural, 1.0] if scaled else [1.0]
+    if scaled:
+        candidates = [f for f in candidates if f == 1.0 or (factor_exact or {}).get(f"{f:g}", False)]
+    best: ConversionPlan | None = None
+    for f in dict.fromkeys(candidates):
+        table, exact, dropped = conversion_table(src, dst, f)
+        bad = int(hist[~exact].sum())
+        nan = int(hist[np.isnan(code_values(src))].sum())
+        plan = ConversionPlan(src.name, dst.name, f, bad == 0, bad, nan, int(hist[dropped].sum()))
+        if bad == 0:
+            return plan
+        if best is None:
+            best = plan
+    assert best is not None
+    if not scaled:
+        best.reason = (f"{best.inexact} values cannot be held exactly in {dst.name} (beyond ±{dst.max:g} or "
+                       f"below its smallest subnormal) and there is no scale to absorb them")
+    elif natural not in candidates:
+        best.reason = (f"the scale cannot be multiplied by {natural:g} exactly in its dtype, and {best.inexact} "
+                       f"values do not fit {dst.name} under the same scale")
+    else:
+        best.reason = f"{best.inexact} values cannot be held exactly in {dst.name}"
+    return best
+
+
+# -- verdicts ---------------------------------------------------------------------
+
+
+@dataclass
+class TensorPortability:
+    name: str
+    file: str
+    format: Format
+    numel: int
+    nan: int
+    neg_zeros: int = 0
+    plans: dict[str, ConversionPlan] = field(default_factory=dict)  # dst format name -> plan
+
+
+def verdict(target: Target, tensors: list[TensorPortability]) -> dict[str, Any]:
+    """Can the checkpoint run on ``target`` as is, after conversion, or not at all, and why."""
+    as_is: list[TensorPortability] = []
+    convertible: dict[tuple[str, str, float], list[TensorPortability]] = {}
+    blocked: list[tuple[TensorPortability, str]] = []
+    for t in tensors:
+        if t.format in target.formats:
+            as_is.append(t)
+            continue
+        dst = COUNTERPART.get(t.format)
+        if dst is not None and dst in target.formats:
+            plan = t.plans.get(dst.name)
+            if plan is not None and plan.exact:
+                convertible.setdefault((t.format.name, dst.name, plan.factor), []).append(t)
+            else:
+                why = plan.reason if plan else "no conversion plan"
+                blocked.append((t, f"{t.format.name} -> {dst.name} is not exact: {why}"))
+        else:
+            blocked.append((t, f"{t.format.name} data; {target.name} runs {', '.join(f.name for f in target.formats)} "
+                               f"and re-quantizing {t.format.name} is not exact"))
+    reasons: list[str] = []
+    conversions: list[dict[str, Any]] = []
+    if not tensors:
+        reasons.append("no FP8 tensors")
+    if as_is:
+        fmts = sorted({t.format.name for t in as_is})
+        reasons.append(f"{len(as_is)} FP8 tensors ({', '.join(fmts)}) are native on {target.name}")
+    for (src, dst, factor), items in sorted(convertible.items()):
+        nan = sum(t.nan for t in items)
+        how = (f"bytes reinterpreted, 0x80 -> 0x00, NaN -> 0x80, scales x {factor:g}" if factor != 1.0
+               else "codes re-encoded to the same values, scales unchanged")
+        text = f"{len(items)} {src} tensors run after conversion to {dst} ({how}): fp8check convert SRC DST --to {dst}"
+        reasons.append(text)
+        if nan and src in ("e4m3fn", "e5m2"):
+            reasons.append(f"{nan} {src} NaN codes in {sum(1 for t in items if t.nan)} tensors: the conversion "
+                           f"keeps them NaN; a naive byte reinterpretation makes them finite ±{formats.get(dst).max:g}")
+        neg = sum(t.neg_zeros for t in items)
+        if neg and src in ("e4m3fn", "e5m2"):
+            reasons.append(f"{neg} bytes 0x80 (-0) in {sum(1 for t in items if t.neg_zeros)} tensors: the conversion "
+                           "maps them to 0x00; a bare reinterpretation of the bytes as fnuz makes each one NaN")
+        conversions.append({"from": src, "to": dst, "factor": factor, "tensors": len(items),
+                            "command": f"fp8check convert SRC DST --to {dst}"})
+    for t, why in blocked[:20]:
+        reasons.append(f"{t.name}: {why}")
+    if len(blocked) > 20:
+        reasons.append(f"... and {len(blocked) - 20} more tensors that cannot run")
+    if blocked:
+        v = CANNOT_RUN
+    elif convertible:
+        v = AFTER_CONVERSION
+    else:
+        v = RUNS_AS_IS
+    return {
+        "target": target.name,
+        "description": target.description,
+        "formats": [f.name for f in target.formats],
+        "verdict": v,
+        "reasons": reasons,
+        "conversions": conversions,
+        "tensors": {"as_is": len(as_is), "after_conversion": sum(len(v) for v in convertible.values()),
+                    "cannot_run": len(blocked)},
+        "blocked": [{"name": t.name, "file": t.file, "why": why} for t, why in blocked],
+    }

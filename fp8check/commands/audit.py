@@ -1,0 +1,62 @@
+"""``fp8check audit``: what an FP8 checkpoint holds and whether it runs on a target.
+
+Exit codes: 0 no finding reaches ``--fail-on``; 1 one does; 2 an input could
+not be read safely (the rest is still audited and reported) or the usage is
+wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "audit",
+        help="audit FP8 checkpoints: codes, scales, hazards, portability to a target",
+        description="Audit FP8 checkpoints (.safetensors, torch .pt/.pth/.bin, sharded directories) without "
+                    "executing anything from them.",
+    )
+    p.add_argument("paths", nargs="+", metavar="PATH", help="checkpoint files, directories or *.index.json")
+    p.add_argument("--target", action="append", default=[], metavar="T",
+                   help="a format (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz, fnuz, ocp) or a device family "
+                        "(mi300, mi325, mi350, mi355, h100, h200, b200, ...); repeatable or comma-separated")
+    p.add_argument("--json", metavar="OUT", help="write the full report as JSON to OUT ('-' for stdout)")
+    p.add_argument("--fail-on", choices=("error", "warning"), default="error",
+                   help="exit 1 when a finding of this severity or worse is found (default: error)")
+    p.add_argument("--dequant-dtype", choices=("bfloat16", "float16", "float32"),
+                   help="dtype weights are dequantized to (default: the config's torch_dtype, else bfloat16)")
+    p.add_argument("--bytes-format", metavar="FMT",
+                   help="read uint8/int8 tensors that have a scale as this FP8 format")
+    p.add_argument("--jobs", type=int, metavar="N", help="parallel workers (default: CPU count, at most 32)")
+    p.add_argument("--parallel", choices=("threads", "processes"), default="threads",
+                   help="threads share one process (default, measured faster); processes audit one file each")
+    p.add_argument("--all", action="store_true", help="list every FP8 tensor, not only those with findings")
+    p.add_argument("--max-rows", type=int, default=50, metavar="N", help="rows of the tensor table (default 50)")
+    p.add_argument("-v", "--verbose", action="store_true", help="show info findings and every verdict reason")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no table (exit code and --json only)")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from fp8check.audit.engine import AuditOptions, audit
+    from fp8check.audit.render import RichProgress, plain, print_report, write_json
+
+    targets = tuple(t for raw in args.target for t in raw.split(",") if t.strip())
+    if args.jobs is not None and args.jobs < 1:
+        from fp8check.errors import InvalidValueError
+
+        raise InvalidValueError(f"--jobs must be at least 1, got {args.jobs}")
+    options = AuditOptions(targets=targets, dequant_dtype=args.dequant_dtype, bytes_format=args.bytes_format,
+                           jobs=args.jobs, parallel=args.parallel, fail_on=args.fail_on)
+    progress = RichProgress(enabled=False if args.quiet else None)
+    report = audit(args.paths, options, progress)
+    for f in report["files"]:
+        if f.get("status") == "error":
+            print(f"fp8check: error: {plain(f['path'])}: {plain(f.get('error', ''))}", file=sys.stderr)
+    if args.json:
+        write_json(report, args.json)
+    if not args.quiet and args.json != "-":
+        print_report(report, show_all=args.all, max_rows=args.max_rows, verbose=args.verbose)
+    return int(report["summary"]["exit_code"])

@@ -1,0 +1,16 @@
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from fp8check.audit import AuditOptions, audit  # noqa: E402
+
+
+@pytest.fixture
+def run_audit():
+    """Audit paths with the library, one thread (tests run under xdist)."""
+
+    def run(*paths, **options):
+        options.setdefault("jobs", 1)
+        return audit([str(p) for p in paths], AuditOptions(**options))
+
+    return run
