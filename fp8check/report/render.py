@@ -26,7 +26,8 @@ def environment() -> Any:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("fp8check.report", "templates"),
         autoescape=True,  # every template, whatever its extension
-        undefined=jinja2.StrictUndefined,
+        # A field missing from a (hand-edited, older or newer) JSON renders empty, it does not crash.
+        undefined=jinja2.ChainableUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
     )
@@ -34,6 +35,7 @@ def environment() -> Any:
     env.filters["signed"] = _signed
     env.filters["bytes"] = _bytes
     env.filters["pct"] = _pct
+    env.filters["wbr"] = _wbr
     env.globals["asset"] = _asset
     return env
 
@@ -51,8 +53,24 @@ def _asset(name: str) -> Any:
     return Markup(text)
 
 
+def _wbr(value: Any) -> Any:
+    """Escaped text with line-break opportunities after dots, slashes and underscores (long tensor names)."""
+    from markupsafe import Markup, escape
+
+    text = str(escape("" if _missing(value) else value))
+    for ch in "./_":
+        text = text.replace(ch, ch + "<wbr>")
+    return Markup(text)
+
+
+def _missing(value: Any) -> bool:
+    import jinja2
+
+    return value is None or isinstance(value, jinja2.Undefined) or (isinstance(value, str) and value == "")
+
+
 def _num(value: Any) -> str:
-    if value is None or value == "":
+    if _missing(value):
         return ""
     if isinstance(value, float) and not value.is_integer():
         return f"{value:,.4g}"
@@ -63,6 +81,8 @@ def _num(value: Any) -> str:
 
 
 def _signed(value: Any) -> str:
+    if _missing(value):
+        return ""
     try:
         v = int(value)
     except (TypeError, ValueError):
@@ -71,6 +91,8 @@ def _signed(value: Any) -> str:
 
 
 def _bytes(value: Any) -> str:
+    if _missing(value):
+        return ""
     try:
         v = float(value)
     except (TypeError, ValueError):
@@ -83,6 +105,8 @@ def _bytes(value: Any) -> str:
 
 
 def _pct(value: Any, digits: int = 2) -> str:
+    if _missing(value):
+        return ""
     try:
         v = float(value) * 100
     except (TypeError, ValueError):
