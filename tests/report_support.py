@@ -133,3 +133,55 @@ def run_chromium(page: Path, workdir: Path, *, screenshot: Path | None = None, d
 
 def load_png(path: Path) -> np.ndarray:
     return np.asarray(Image.open(path).convert("RGB")).astype(np.int32)
+
+
+# -- a generated FP8 checkpoint with planted hazards -----------------------------------
+
+HOSTILE_TENSOR = 'model.layers.0.<script>alert("t")</script>\'".weight'
+HOSTILE_META = '</style><b>meta</b>"<script>alert(2)</script>'
+NAN_PLANTED = 7
+
+
+def build_checkpoint(directory: Path) -> dict:
+    """A DeepSeek-style checkpoint written by torch and safetensors: 128x128 block scales, one tensor
+    with ``NAN_PLANTED`` NaN codes, one without a scale whose weights were clipped (saturation, beyond
+    ±240), a tensor named like markup, metadata like markup, and a truncated second file.
+    Returns {name: (codes as uint8 numpy, scale as float32 numpy or None)}."""
+    import torch
+    from safetensors.torch import save_file
+
+    directory.mkdir(parents=True, exist_ok=True)
+    g = torch.Generator().manual_seed(0)
+
+    def block_quantize(w):
+        o, i = w.shape
+        so, si = -(-o // 128), -(-i // 128)
+        pad = torch.zeros(so * 128, si * 128)
+        pad[:o, :i] = w
+        s = pad.reshape(so, 128, si, 128).abs().amax(dim=(1, 3)) / 448
+        full = s.repeat_interleave(128, 0).repeat_interleave(128, 1)[:o, :i]
+        return (w / full).clamp(-448, 448).to(torch.float8_e4m3fn), s.float()
+
+    tensors, out = {}, {}
+    for name, shape in (("model.layers.0.mlp.up_proj.weight", (384, 256)),
+                        ("model.layers.0.mlp.down_proj.weight", (256, 384))):
+        q, s = block_quantize(torch.randn(*shape, generator=g) * 0.02)
+        if "down" in name:
+            b = q.view(torch.uint8).clone()
+            b.view(-1)[torch.randperm(b.numel(), generator=g)[:NAN_PLANTED]] = 0x7F
+            q = b.view(torch.float8_e4m3fn)
+        tensors[name], tensors[name + "_scale_inv"] = q, s
+        out[name] = (q.view(torch.uint8).numpy().copy(), s.numpy().copy())
+    w = torch.randn(128, 128, generator=g)
+    clipped = (w / (w.abs().amax() / 448 * 0.25)).clamp(-448, 448).to(torch.float8_e4m3fn)  # scale 4x too small
+    tensors[HOSTILE_TENSOR] = clipped
+    out[HOSTILE_TENSOR] = (clipped.view(torch.uint8).numpy().copy(), None)
+    tensors["model.embed_tokens.weight"] = torch.randn(64, 32, generator=g).to(torch.bfloat16)
+    save_file({k: v.contiguous() for k, v in tensors.items()}, str(directory / "model.safetensors"),
+              metadata={"note": HOSTILE_META})
+    (directory / "config.json").write_text(json.dumps({
+        "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]},
+        "torch_dtype": "bfloat16"}))
+    whole = (directory / "model.safetensors").read_bytes()
+    (directory / "extra.safetensors").write_bytes(whole[: len(whole) // 3])  # truncated: unreadable
+    return out

@@ -19,7 +19,7 @@ import pytest
 
 from fp8check import cli
 
-from report_support import chromium, has_class, load_png, parse, run_chromium
+from report_support import build_checkpoint, chromium, has_class, load_png, parse, run_chromium
 
 pytest.importorskip("torch")
 
@@ -45,7 +45,9 @@ def pages(tmp_path_factory):
     assert run("report", d / "triton.json", d / "t211.json", d / "t212.json", "-o", d / "merged.html") == 0
     assert run("report", d / "t211.json", d / "t212.json", "--compare", "-o", d / "compare.html") == 0
     assert run("report", d / "t212.json", "-o", d / "clean.html") == 0
-    return {name: d / f"{name}.html" for name in ("divergence", "merged", "compare", "clean")}
+    build_checkpoint(d / "ckpt")
+    assert run("audit", d / "ckpt", "--target", "mi300", "--html", d / "audit.html", "-q", "--jobs", 1) == 2
+    return {name: d / f"{name}.html" for name in ("divergence", "merged", "compare", "clean", "audit")}
 
 
 # what each page must show once rendered: (xpath, minimum count)
@@ -57,10 +59,12 @@ EXPECTED = {
                ("//svg[contains(@class, 'map')]", 2)],
     "compare": [("//table[@id='changes-table']/tbody/tr", 1), ("//svg[contains(@class, 'map')]", 1)],
     "clean": [("//section[@id='verdict' and contains(@class, 'v-pass')]", 1)],
+    "audit": [("//div[@data-target='mi300']", 1), ("//table[@id='tensor-table']/tbody/tr", 5),
+              ("//figure[@class='codehist']/svg", 3), ("//figure[@class='scalehist']/svg", 1)],
 }
 VERDICT_RGB = {  # the verdict banner's border colour in the light theme
     "divergence": (0x9A, 0x67, 0x00), "merged": (0xCF, 0x22, 0x2E), "compare": (0x1A, 0x7F, 0x37),
-    "clean": (0x1A, 0x7F, 0x37),
+    "clean": (0x1A, 0x7F, 0x37), "audit": (0xCF, 0x22, 0x2E),
 }
 
 
@@ -143,6 +147,31 @@ def test_tables_sort_and_filter_in_the_browser(pages, tmp_path):
     assert (result["sort1"], result["sort2"]) == ("ascending", "descending")
     assert result["visible"] == 2 and result["counter"] == "2 of 3 rows"  # the two bfloat16 checks
     assert result["conforming"] == 1
+
+
+AUDIT_HARNESS = """
+<script>
+(function () {
+  var sel = document.querySelector("select[data-filter-for='tensor-table'][data-attr='severity']");
+  sel.value = "error"; sel.dispatchEvent(new Event("change"));
+  var rows = document.getElementById("tensor-table").tBodies[0].rows;
+  var names = Array.prototype.filter.call(rows, function (r) { return !r.classList.contains("hidden"); })
+    .map(function (r) { return r.cells[1].textContent.trim(); });
+  document.body.setAttribute("data-harness", JSON.stringify(names));
+}());
+</script>
+"""
+
+
+def test_audit_tensors_filter_by_severity_in_the_browser(pages, tmp_path):
+    page = tmp_path / "audit-harness.html"
+    page.write_text(pages["audit"].read_text().replace("</body>", AUDIT_HARNESS + "</body>"))
+    opened = run_chromium(page, tmp_path)
+    assert opened.console == []
+    shown = json.loads(parse(opened.dom).xpath("//body")[0].get("data-harness"))
+    rows = parse(pages["audit"].read_text()).xpath("//table[@id='tensor-table']/tbody/tr[@data-severity='error']")
+    assert len(shown) == len(rows) >= 2
+    assert any("<script>" in name for name in shown)  # the markup-like name, as text
 
 
 def test_reports_print(pages, tmp_path):
