@@ -37,6 +37,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=None, help="keep the JSON and HTML here (default: a temporary folder)")
     parser.add_argument("--formats", default="e4m3fn,e4m3fnuz,e5m2,e5m2fnuz")
+    parser.add_argument("--audit-tensors", type=int, default=500,
+                        help="FP8 tensors (each with a rowwise scale) of the generated checkpoint audited (0: skip)")
     args = parser.parse_args()
 
     from fp8check import engine, report
@@ -81,7 +83,49 @@ def main() -> None:
     else:
         print(f"headless chromium opens the report in {page_s:.2f} s, an empty page in {empty_s:.2f} s "
               f"({page_s / empty_s:.2f}x)")
+    if args.audit_tensors > 0:
+        _audit(out, args.audit_tensors, empty_s)
     print(f"files in {out}")
+
+
+def _audit(out: Path, n: int, empty_s: float | None) -> None:
+    import json
+
+    import torch
+    from safetensors.torch import save_file
+
+    from fp8check import report
+    from fp8check.audit import AuditOptions, audit
+
+    g = torch.Generator().manual_seed(0)
+    tensors = {}
+    for k in range(n):
+        w = torch.randn(128, 128, generator=g) * 0.02
+        s = w.abs().amax(dim=1, keepdim=True) / 448
+        tensors[f"model.layers.{k // 5}.proj{k % 5}.weight"] = (w / s).to(torch.float8_e4m3fn)
+        tensors[f"model.layers.{k // 5}.proj{k % 5}.weight_scale"] = s.float()
+    ckpt = out / "checkpoint"
+    ckpt.mkdir(exist_ok=True)
+    save_file(tensors, str(ckpt / "model.safetensors"))
+    doc = audit([str(ckpt)], AuditOptions())
+    from fp8check.audit.render import write_json
+
+    path = out / "audit.json"
+    write_json(doc, str(path))
+    start = time.perf_counter()
+    json.loads(path.read_text())
+    load_s = time.perf_counter() - start
+    start = time.perf_counter()
+    html = report.report_from_files([path])
+    render_s = time.perf_counter() - start
+    page = out / "audit.html"
+    size = report.write_html(page, html)
+    print(f"audit of {n} FP8 tensors and {n} scales: JSON {path.stat().st_size / 2**20:.2f} MiB, "
+          f"HTML {size / 2**20:.2f} MiB ({size / path.stat().st_size:.2f}x); render {render_s:.2f} s "
+          f"(reading the JSON {load_s:.2f} s)")
+    page_s = _chromium_seconds(page, out)
+    if page_s is not None and empty_s:
+        print(f"headless chromium opens the audit report in {page_s:.2f} s ({page_s / empty_s:.2f}x an empty page)")
 
 
 if __name__ == "__main__":

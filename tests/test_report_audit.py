@@ -31,8 +31,8 @@ def audited(tmp_path_factory):
 
 
 def _bars(svg) -> int:
-    """Bars drawn in a histogram: one closed subpath per nonzero bin."""
-    return sum(p.get("d").count("z") for p in svg.xpath(".//path"))
+    """Bars drawn in a histogram: one "V height h width" step per nonzero bin."""
+    return sum(len(re.findall(r"V[\d.]+h", p.get("d"))) for p in svg.xpath(".//path"))
 
 
 def test_the_audit_json_carries_a_fine_scale_distribution(audited):

@@ -232,12 +232,23 @@ def histogram_svg(counts: Sequence[int], *, title: str, classes: Sequence[str] |
                     'xmlns="http://www.w3.org/2000/svg"><title>{}</title>').format(width, height, width, height, title)]
     parts.append(Markup('<line class="axis" x1="{}" x2="{}" y1="{}" y2="{}"/>').format(
         left, left + pw, top + ph + 0.5, top + ph + 0.5))
+    # One outline per run of adjacent nonzero bars of a class: "V height h width" per bar.
     by_class: dict[str, list[str]] = {}
-    for i in np.flatnonzero(counts > 0):
-        h = max(1.0, scaled[i] / peak * ph)
-        cls = classes[i] if classes is not None else "h-bar"
-        by_class.setdefault(cls, []).append(f"M{left + i * bw:.2f} {top + ph:g}h{max(bw - 0.3, 0.6):.2f}v{-h:.1f}"
-                                            f"h{-max(bw - 0.3, 0.6):.2f}z")
+    cls_of = list(classes) if classes is not None else ["h-bar"] * n
+    base = top + ph
+    i = 0
+    while i < n:
+        if counts[i] <= 0:
+            i += 1
+            continue
+        cls = cls_of[i]
+        seg = [f"M{left + i * bw:.1f} {base:g}"]
+        while i < n and counts[i] > 0 and cls_of[i] == cls:
+            h = max(1.0, scaled[i] / peak * ph)
+            seg.append(f"V{base - h:.1f}h{bw:.2f}")
+            i += 1
+        seg.append(f"V{base:g}z")
+        by_class.setdefault(cls, []).append("".join(seg))
     for cls, segs in by_class.items():
         parts.append(Markup('<path class="{}" d="{}"/>').format(cls, "".join(segs)))
     for i, label in x_ticks:
