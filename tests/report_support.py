@@ -110,7 +110,8 @@ def _page_requests(netlog: Path) -> list[str]:
 
 
 def run_chromium(page: Path, workdir: Path, *, screenshot: Path | None = None, dark: bool = False,
-                 size: tuple[int, int] = (1280, 2400), pdf: Path | None = None, timeout: int = 120) -> BrowserRun:
+                 size: tuple[int, int] = (1280, 2400), pdf: Path | None = None, timeout: int = 120,
+                 extra: tuple[str, ...] = ()) -> BrowserRun:
     """Open ``page`` in a fresh headless Chromium: the DOM after scripts ran, console messages, requests."""
     exe = chromium()
     assert exe is not None
@@ -118,7 +119,7 @@ def run_chromium(page: Path, workdir: Path, *, screenshot: Path | None = None, d
     profile = workdir / f"profile-{os.getpid()}-{len(list(workdir.iterdir()))}"
     netlog = profile.with_suffix(".netlog.json")
     args = [exe, *FLAGS, f"--user-data-dir={profile}", f"--log-net-log={netlog}",
-            f"--window-size={size[0]},{size[1]}"] + (DARK if dark else [])
+            f"--window-size={size[0]},{size[1]}"] + (DARK if dark else []) + list(extra)
     if screenshot is not None:
         args.append(f"--screenshot={screenshot}")
     elif pdf is not None:

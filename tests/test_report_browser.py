@@ -174,6 +174,27 @@ def test_audit_tensors_filter_by_severity_in_the_browser(pages, tmp_path):
     assert any("<script>" in name for name in shown)  # the markup-like name, as text
 
 
+def test_reports_are_complete_without_javascript(pages, tmp_path):
+    """Scripts off, the page as served: every row there, nothing hidden; it renders, without the filters."""
+    dom = parse(pages["merged"].read_text())
+    assert "no-js" in dom.get("class").split()
+    rows = dom.xpath("//table[@id='summary-table']/tbody/tr")
+    assert len(rows) == 3 and not [r for r in rows if "hidden" in (r.get("class") or "")]
+    # (Chromium's headless screenshots need scripting on: the page loses its own script instead.)
+    html = pages["merged"].read_text()
+    start = html.rindex("<script>")
+    stripped = tmp_path / "no-js.html"
+    stripped.write_text(html[:start] + html[html.index("</script>", start) + len("</script>"):])
+    shots = {}
+    for name, page in (("no-js", stripped), ("js", pages["merged"])):
+        shots[name] = tmp_path / f"{name}.png"
+        opened = run_chromium(page, tmp_path, screenshot=shots[name], size=(1280, 900))
+        assert opened.console == []
+    without, with_js = load_png(shots["no-js"]), load_png(shots["js"])
+    assert (np.abs(without - without[4, 4]).sum(axis=2) > 60).mean() > 0.02
+    assert (np.abs(without - with_js).sum(axis=2) > 60).any()  # the filter controls appear only with the script
+
+
 def test_reports_print(pages, tmp_path):
     pdf = tmp_path / "divergence.pdf"
     run = run_chromium(pages["divergence"], tmp_path, pdf=pdf)

@@ -317,15 +317,23 @@ def _error_plot(c: CheckResult, fmt: Format | None, m: InputMap16 | None) -> dic
             "points": int(err.size)}
 
 
+def _count(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
 def check_view(c: CheckResult, index: int, source: str, max_rows: int) -> dict[str, Any]:
     fmt = _format(c.format)
     status = _status(c)
-    total = sum(int(v) for v in c.categories.values())
+    total = sum(_count(v) for v in c.categories.values())
     listed = len(c.divergences)
     firsts: dict[str, Divergence] = {}
     for d in c.divergences:
         firsts.setdefault(d.category, d)
-    order = [k for k in CATEGORIES if k in c.categories] + [k for k in c.categories if k not in CATEGORIES]
+    counted = {k: v for k, v in c.categories.items() if _count(v)}
+    order = [k for k in CATEGORIES if k in counted] + [k for k in counted if k not in CATEGORIES]
     reproducers = []
     for cat in order:
         d = firsts.get(cat)
@@ -412,8 +420,8 @@ def divergence_context(sources: Sequence[Source], *, title: str | None = None,
     for s in sources:
         for c in s.checks:
             views.append(check_view(c, len(views), s.short, max_rows))
-    category_columns = [k for k in CATEGORIES if any(k in v["c"].categories for v in views)]
-    category_columns += sorted({k for v in views for k in v["c"].categories} - set(category_columns))
+    present = {k for v in views for k, n in v["c"].categories.items() if _count(n)}
+    category_columns = [k for k in CATEGORIES if k in present] + sorted(present - set(CATEGORIES))
     verdict = _verdict(views)
     return {
         "title": title or "fp8check divergence report",
