@@ -37,7 +37,10 @@ import json, fp8check.results as r
 print(json.dumps(r.environment(), indent=1))'
 part suite 330 python3 gpu/suite.py --out "$OUT/suite"
 part recipes 300 python3 gpu/recipes.py --max-examples 10 --json "$OUT/recipes.json"
-part tests-gpu 60 python3 -m pytest -p fp8check.plugin -m gpu -q -p no:cacheprovider tests
+part tests-gpu 90 python3 -m pytest -p fp8check.plugin -m gpu -q -p no:cacheprovider tests
+# The audit's speed on a quiet many-core machine (no GPU needed; the CI
+# machine has 2 cores): audit throughput against a raw read, same run.
+part audit-bench 150 python3 benchmarks/audit_throughput.py --size-gb 4 --shards 8 --jobs 8
 echo
 echo "===== summary ====="
 cat "$OUT/summary.txt"

@@ -1,6 +1,8 @@
 """The suite's commands end to end: check, fingerprint, survey, sweep (CPU)."""
 
 import json
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -48,22 +50,19 @@ def test_usage_errors_are_one_line_exit_2(argv, message, capsys):
     assert message in err and len(err.strip().splitlines()) == 1
 
 
-def test_quantize_is_handed_to_the_recipes_module(monkeypatch, tmp_path):
-    import sys
-    import types
-
-    seen = {}
-    mod = types.ModuleType("fp8check.recipes.check")
-    mod.run_quantize_check_cli = lambda args: seen.setdefault("args", args) and 1
-    monkeypatch.setitem(sys.modules, "fp8check.recipes.check", mod)
-    if "fp8check.recipes" not in sys.modules:
-        monkeypatch.setitem(sys.modules, "fp8check.recipes", types.ModuleType("fp8check.recipes"))
-    code = cli.main(["check", "m:f", "--kind", "quantize", "--recipe", "rowwise", "--format", "e4m3fn",
-                     "--max-examples", "7", "--seed", "2", "--json", str(tmp_path / "q.json")])
-    a = seen["args"]
-    assert code == 1
-    assert (a.kernel, a.format, a.recipe, a.profile, a.device, a.max_examples, a.seed, a.json) == (
-        "m:f", "e4m3fn", "rowwise", None, "cpu", 7, 2, str(tmp_path / "q.json"))
+def test_check_kind_quantize_runs_the_recipe_check_end_to_end(tmp_path, capsys):
+    # A correct quantizer conforms; the same without its eps clamp is caught
+    # as a scale divergence, through the real CLI and the real recipes check.
+    sys.path.insert(0, str(Path(__file__).parent))
+    good = cli.main(["check", "quantizer_mutants:tensorwise_e4m3fn", "--kind", "quantize", "--recipe", "tensorwise",
+                     "--format", "e4m3fn", "--max-examples", "5", "--seed", "1"])
+    assert good == 0, capsys.readouterr()
+    out = tmp_path / "q.json"
+    bad = cli.main(["check", "quantizer_mutants:no_eps", "--kind", "quantize", "--recipe", "tensorwise",
+                    "--format", "e4m3fn", "--max-examples", "5", "--seed", "1", "--json", str(out)])
+    assert bad == 1
+    result = json.loads(out.read_text())
+    assert result["kind"] == "quantize" and not result["passed"] and result["categories"]["scale"] > 0
 
 
 def test_fingerprint_names_what_a_mutant_really_does(tmp_path, capsys):

@@ -183,3 +183,17 @@ def test_a_noncontiguous_tensor_and_array_encode_like_their_copies():
     a = np.random.default_rng(0).standard_normal((64, 64)).astype(np.float16)[:, ::3]
     assert np.array_equal(fp8check.encode(a, "e5m2"), fp8check.encode(a.copy(), "e5m2"))
     assert bits_of(a.copy()).shape == a.shape
+
+
+@pytest.mark.parametrize("src, dst", [("e4m3fn", "e4m3fnuz"), ("e5m2", "e5m2fnuz")])
+def test_fn_to_fnuz_conversion_table_keeps_every_byte_but_negative_zero_and_non_finite(src, dst):
+    # A byte means half its fn value in fnuz, so at twice the scale every
+    # byte stays, except -0 (fnuz has none) and NaN/Inf (fnuz's only NaN is 0x80).
+    table = fp8check.reference.conversion_table(src, dst, 2.0)
+    f = formats.get(src)
+    expected = np.arange(256, dtype=np.uint8)
+    expected[0x80] = 0x00
+    for c in range(256):
+        if f.is_nan(c) or f.is_inf(c):
+            expected[c] = 0x80
+    assert np.array_equal(table, expected), np.flatnonzero(table != expected)

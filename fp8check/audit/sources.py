@@ -60,6 +60,7 @@ class TensorEntry:
     shape: tuple[int, ...]
     nbytes: int
     note: str = ""  # why the data cannot be read (meta/sparse tensors), if so
+    offset: int | None = None  # absolute byte offset of the data in the file, where known (safetensors)
 
     @property
     def numel(self) -> int:
@@ -264,7 +265,8 @@ def _validate_safetensors(path: str, header: dict[str, Any], data_start: int, si
                 f"{end - start}",
             )
         spans.append((start, end, shown))
-        entries[name] = TensorEntry(name=name, file=path, dtype=dtype_name, shape=tuple(shape), nbytes=end - start)
+        entries[name] = TensorEntry(name=name, file=path, dtype=dtype_name, shape=tuple(shape), nbytes=end - start,
+                                    offset=data_start + start)
     spans.sort()
     position = 0
     for start, end, shown in spans:

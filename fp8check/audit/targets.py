@@ -25,7 +25,7 @@ from fp8check import formats
 from fp8check.audit.stats import code_values
 from fp8check.errors import InvalidValueError
 from fp8check.formats import Format
-from fp8check.reference import encode
+from fp8check import reference
 
 RUNS_AS_IS = "runs_as_is"
 AFTER_CONVERSION = "runs_after_conversion"
@@ -110,8 +110,8 @@ def conversion_table(src: Format, dst: Format, factor: float) -> tuple[np.ndarra
     v = code_values(src)
     with np.errstate(invalid="ignore"):
         target = v / factor
-    # the reference maps NaN to the target's NaN (fnuz: 0x80) and saturates what does not fit
-    table = encode(target.astype(np.float64), dst, "satfinite").astype(np.uint8)
+    # the reference maps NaN (and Inf, where dst has none) to dst's NaN and clamps what does not fit
+    table = reference.conversion_table(src, dst, factor).copy()
     nan = np.isnan(v)
     got = code_values(dst)[table]
     exact = (got == target) | (np.isnan(got) & nan)

@@ -29,9 +29,7 @@ fp8check.recipes.check`` runs it standalone.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +38,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from fp8check.errors import FP8CheckError, InvalidValueError
+from fp8check.kernels import KernelError
+from fp8check.kernels.user import resolve
 from fp8check.formats import E8M0FNU, Format, get as get_format
 from fp8check.profiles import get as get_profile
 from fp8check.reference import decode
@@ -57,33 +57,9 @@ MAX_DIVERGENCES = 50
 EXIT_OK, EXIT_DIVERGED, EXIT_USAGE = 0, 1, 2
 
 
-class KernelError(FP8CheckError, RuntimeError):
-    """A kernel that cannot be imported or called, or returns something unusable."""
-
-
 def load_kernel(spec: str) -> tuple[Callable[..., Any], str]:
-    """Import ``module:function`` (``function`` may be dotted) and return it with its name.
-
-    The current directory is put on ``sys.path`` first, as pytest and
-    ``python -m`` do, so ``fp8check check mykernels:quant`` finds a local file.
-    """
-    if not isinstance(spec, str) or spec.count(":") != 1 or not all(spec.split(":")):
-        raise InvalidValueError(f"kernel {spec!r} is not of the form MODULE:FUNCTION")
-    module_name, attr = spec.split(":")
-    cwd = os.getcwd()
-    if cwd not in sys.path:
-        sys.path.insert(0, cwd)
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except Exception as exc:  # any error while importing user code
-        raise KernelError(f"cannot import module {module_name!r} for kernel {spec}: {type(exc).__name__}: {exc}") from None
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise KernelError(f"module {module_name!r} has no attribute {attr!r} (kernel {spec})")
-        obj = getattr(obj, part)
-    if not callable(obj):
-        raise KernelError(f"kernel {spec} is a {type(obj).__name__}, not a callable")
-    return obj, spec
+    """Import ``module:function`` (or ``path/to/file.py:function``) and return it with its name."""
+    return resolve(spec), spec
 
 
 def reference_kernel(recipe: Recipe) -> Callable[..., tuple[Any, Any]]:

@@ -29,7 +29,7 @@ import numpy as np
 
 from fp8check.errors import InvalidValueError, UnsupportedDtypeError, UnsupportedFormatError
 from fp8check.formats import E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ, E8M0FNU, Format, get as get_format
-from fp8check.reference import decode, encode
+from fp8check.reference import conversion_table, decode, encode
 from fp8check.recipes.recipe import Recipe
 
 __all__ = [
@@ -306,9 +306,8 @@ def convert_fn_to_fnuz(codes: Any, scales: Any, *, source: object = "e4m3fn",
     nan = table_nan[c]
     inf = table_inf[c]
     negzero = c == 0x80
-    out = c.copy()
-    out[negzero] = 0x00
-    out[nan | inf] = 0x80
+    # Each byte keeps its pattern at twice the scale, but -0 -> 0x00 and NaN/Inf -> 0x80.
+    out = conversion_table(src, FNUZ_COUNTERPART[src], 2.0)[c]
     if torch is not None and isinstance(scales, torch.Tensor):
         scales = scales.detach().cpu().to(torch.float32).numpy()
     s = np.asarray(scales, dtype=np.float32)

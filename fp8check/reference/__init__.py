@@ -27,8 +27,8 @@ from fp8check.formats import SOURCE_FORMATS, Format, get as get_format
 from fp8check.profiles import Profile, get as get_profile
 from fp8check.reference import model, spec
 
-__all__ = ["encode", "decode", "encode_tensor", "model_encode", "decode_table", "encode_table", "source_name",
-           "spec", "model"]
+__all__ = ["encode", "decode", "encode_tensor", "model_encode", "decode_table", "encode_table", "conversion_table",
+           "source_name", "spec", "model"]
 
 _CHUNK = 1 << 18  # model chunk: bounds the int64 temporaries
 # Table lookups run in chunks whose index array stays in the L2 cache: a
@@ -253,6 +253,24 @@ def decode_table(fmt: object) -> np.ndarray:
     values[special == 1] = np.nan
     values.setflags(write=False)
     return values
+
+
+@lru_cache(maxsize=None)
+def conversion_table(src: object, dst: object, factor: float = 1.0, profile: object = "ocp-mx") -> np.ndarray:
+    """The ``dst`` code of each ``src`` code's value divided by ``factor``.
+
+    One read-only uint8 entry per code of ``src``: how already-quantized
+    bytes move to another format when their scale is multiplied by
+    ``factor`` (fn -> fnuz: factor 2, every byte keeps its pattern but 0x80,
+    which becomes 0x00, and the fn NaNs, which become 0x80). Under the
+    default ``ocp-mx`` profile a value ``dst`` cannot hold clamps to ±max and
+    Inf becomes NaN where ``dst`` has no Inf: nothing non-finite turns finite.
+    """
+    f_src, f_dst = get_format(src), get_format(dst)
+    with np.errstate(invalid="ignore"):
+        table = encode(decode_table(f_src) / float(factor), f_dst, profile)
+    table.setflags(write=False)
+    return table
 
 
 def _codes_numpy(codes: Any, fmt: Format) -> np.ndarray:
