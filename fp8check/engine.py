@@ -38,7 +38,7 @@ import numpy as np
 from fp8check import hazards, inputs, reference
 from fp8check.formats import Format, get as get_format
 from fp8check.profiles import Profile, get as get_profile
-from fp8check.results import CAST_CATEGORIES, CheckResult, Divergence
+from fp8check.results import CAST_CATEGORIES, MAP16_DTYPES, MAP16_ORDER, CheckResult, Divergence, InputMap16
 
 __all__ = [
     "classify",
@@ -55,6 +55,7 @@ __all__ = [
 DEFAULT_CAP = 100  # reproducers listed per check (counts stay exact)
 
 _CATEGORY_INDEX = {c: i for i, c in enumerate(CAST_CATEGORIES)}
+_MAP16_INDEX = {c: i for i, c in enumerate(MAP16_ORDER)}
 
 
 def code_fields(code: int, fmt: Format) -> str:
@@ -181,14 +182,20 @@ class Divergences:
     categories: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
     checked: set[int] | None = None  # unique inputs (kept as a count when large)
     checked_count: int = 0
+    # 16-bit input dtypes: every compared input, its codes and category (for reports).
+    input_map: InputMap16 | None = None
 
     def add(self, bits: np.ndarray, expected: np.ndarray, actual: np.ndarray) -> np.ndarray:
         """Record a batch of compared inputs; return the mask of those that diverge."""
         bits = np.asarray(bits).astype(np.uint64)
         self.checked_count += int(bits.size)
         diff = np.asarray(expected) != np.asarray(actual)
+        cats = None
         if diff.any():
             cats = classify(bits[diff], expected[diff], actual[diff], self.input_dtype, self.fmt, self.profile)
+        if self.input_dtype in MAP16_DTYPES and bits.size:
+            self._map(bits, expected, actual, diff, cats)
+        if cats is not None:
             self.bits = np.concatenate([self.bits, bits[diff]])
             self.expected = np.concatenate([self.expected, np.asarray(expected)[diff].astype(np.uint8)])
             self.actual = np.concatenate([self.actual, np.asarray(actual)[diff].astype(np.uint8)])
@@ -198,6 +205,15 @@ class Divergences:
             self.bits, self.expected, self.actual, self.categories = (
                 self.bits[first], self.expected[first], self.actual[first], self.categories[first])
         return diff
+
+    def _map(self, bits: np.ndarray, expected: np.ndarray, actual: np.ndarray, diff: np.ndarray,
+             cats: np.ndarray | None) -> None:
+        if self.input_map is None:
+            self.input_map = InputMap16.empty(self.input_dtype)
+        index = np.zeros(bits.size, dtype=np.uint8)  # 0: matches the reference
+        if cats is not None:
+            index[diff] = [_MAP16_INDEX[str(c)] for c in cats]
+        self.input_map.record(bits, expected, actual, index)
 
     def drop(self, mask: np.ndarray) -> None:
         keep = ~mask
@@ -354,7 +370,10 @@ def run_check(kernel: Any, fmt: object, profile: object | None = None, *, input_
     if known:
         result.expected_failure = "; ".join(known)
     result.extra["profile_summary"] = p.summary(f)
+    result.extra["profile_description"] = p.description
     result.extra["listed"] = len(result.divergences)
+    if rec.input_map is not None:
+        result.extra["map16"] = rec.input_map.to_dict()
     return result, rec
 
 

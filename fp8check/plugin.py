@@ -13,7 +13,8 @@
 - ``--fp8check-json PATH`` writes every divergence found (one check per
   kernel x format x profile x input dtype; exact counts, reproducers capped
   by ``--fp8check-max-listed``); under pytest-xdist each worker sends its
-  findings to the controller, which merges them.
+  findings to the controller, which merges them. ``--fp8check-report
+  PATH`` renders the same checks as a self-contained HTML report.
 - Hypothesis profiles ``ci`` (the default for the properties: fast,
   derandomized, no database) and ``thorough`` (``--hypothesis-profile
   thorough``: many more examples, random).
@@ -59,6 +60,7 @@ _OPTIONS = (
     ("input-dtype", "DTYPES", "comma-separated input dtypes fed to the user kernel (default: float32,float16,bfloat16)"),
     ("device", "DEVICE", "cpu or cuda: where the user kernel's input tensors live (default: cpu)"),
     ("json", "PATH", "write every divergence found to PATH (fp8check results JSON)"),
+    ("report", "PATH", "write a self-contained HTML divergence report of every check to PATH"),
     ("max-listed", "N", "reproducers listed per check in the JSON (default 1000; 0 lists all; counts stay exact)"),
 )
 
@@ -264,11 +266,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
         callspec = getattr(item, "callspec", None)
         params = callspec.params if callspec else {}
         target = next((params[n] for n in _FIXTURES if n in params and hasattr(params[n], "key")), None)
+        xfail = item.get_closest_marker("xfail")
+        reason = xfail.kwargs.get("reason", "") if xfail else ""
         if target is not None and hasattr(target, "key"):
-            xfail = item.get_closest_marker("xfail")
             item.config.stash[_STATE]["collector"].note_test(
-                target.key, failed=report.failed or bool(getattr(report, "wasxfail", "")),
-                reason=xfail.kwargs.get("reason", "") if xfail else "")
+                target.key, failed=report.failed or bool(getattr(report, "wasxfail", "")), reason=reason)
+        decode = params.get("fp8_decode_target")
+        if decode is not None and hasattr(decode, "decode_key"):
+            item.config.stash[_STATE]["collector"].note_decode_test(decode.decode_key, reason)
     return report
 
 
@@ -283,18 +288,38 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         workeroutput["fp8check_profiles"] = _profiles_state(state["profiles"])
         return
     path = _option(config, "json")
-    if not path:
+    html_path = _option(config, "report")
+    if not path and not html_path:
         return
-    from fp8check.results import dump_results
+    from fp8check.results import dump_results, environment
 
     listed = _option(config, "max-listed")
     cap = int(listed) if listed not in (None, "") else 1000
     checks = state["collector"].results(state["profiles"], cap=cap if cap > 0 else None)
-    dump_results(path, checks)
+    env = environment()
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        diverged = sum(not c.passed for c in checks)
-        reporter.write_line(f"fp8check: wrote {len(checks)} checks ({diverged} diverged) to {path}")
+    diverged = sum(not c.passed for c in checks)
+    if path:
+        dump_results(path, checks, env)
+        if reporter is not None:
+            reporter.write_line(f"fp8check: wrote {len(checks)} checks ({diverged} diverged) to {path}")
+    if html_path:
+        from fp8check.errors import FP8CheckError
+        from fp8check.report import Source, divergence_report, write_html
+
+        import shlex
+
+        source = Source(name=shlex.join(["pytest", *map(str, config.invocation_params.args)]), environment=env,
+                        checks=checks)
+        try:
+            size = write_html(html_path, divergence_report([source]), what="--fp8check-report")
+        except FP8CheckError as exc:
+            if reporter is not None:
+                reporter.write_line(f"fp8check: {exc}", red=True)
+            return
+        if reporter is not None:
+            reporter.write_line(f"fp8check: wrote the HTML report of {len(checks)} checks ({diverged} diverged) "
+                                f"to {html_path} ({size / 1024:,.0f} KB)")
 
 
 def _profiles_state(profiles_by_name: dict[str, Any]) -> list[dict[str, Any]]:

@@ -107,6 +107,128 @@ class CheckResult:
 
 _DIVERGENCE_FIELDS = tuple(f.name for f in fields(Divergence))
 
+# The category index of every input of an exhaustive 16-bit sweep
+# (``CheckResult.extra["map16"]``): 0 the kernel matches the reference, then
+# the cast categories, and a last index for inputs not compared.
+MAP16_ORDER = ("match",) + CAST_CATEGORIES + ("unchecked",)
+MAP16_DTYPES = ("float16", "bfloat16")
+_MAP16_SIZE = 1 << 16
+
+
+@dataclass
+class InputMap16:
+    """What happened to each of the 65,536 inputs of a 16-bit input dtype.
+
+    Indexed by the input's bit pattern: ``category`` (an index into
+    ``order``), the reference's code ``expected`` and the kernel's code
+    ``actual`` (both 0 where unchecked). In JSON each array is 65,536
+    bytes, zlib-compressed and base64-encoded: a few kilobytes, so that a
+    report can draw the whole input space without re-running anything.
+    """
+
+    input_dtype: str
+    category: Any  # numpy uint8[65536]
+    expected: Any  # numpy uint8[65536]
+    actual: Any  # numpy uint8[65536]
+    order: tuple[str, ...] = MAP16_ORDER
+
+    @classmethod
+    def empty(cls, input_dtype: str) -> InputMap16:
+        import numpy as np
+
+        return cls(input_dtype=input_dtype,
+                   category=np.full(_MAP16_SIZE, MAP16_ORDER.index("unchecked"), dtype=np.uint8),
+                   expected=np.zeros(_MAP16_SIZE, dtype=np.uint8), actual=np.zeros(_MAP16_SIZE, dtype=np.uint8))
+
+    @property
+    def unchecked_index(self) -> int:
+        return self.order.index("unchecked")
+
+    @property
+    def checked(self) -> int:
+        import numpy as np
+
+        return int(np.count_nonzero(self.category != self.unchecked_index))
+
+    def record(self, bits: Any, expected: Any, actual: Any, category: Any) -> None:
+        """Set the entries of inputs ``bits`` (``category``: indices into ``order``)."""
+        import numpy as np
+
+        idx = np.asarray(bits).astype(np.int64)
+        self.expected[idx] = np.asarray(expected).astype(np.uint8)
+        self.actual[idx] = np.asarray(actual).astype(np.uint8)
+        self.category[idx] = np.asarray(category).astype(np.uint8)
+
+    def merge(self, other: InputMap16) -> None:
+        """Take every input ``other`` checked (the same input gives the same codes)."""
+        import numpy as np
+
+        if other.order != self.order:
+            raise ValueError("cannot merge input maps with different category orders")
+        seen = np.flatnonzero(other.category != other.unchecked_index)
+        self.record(seen, other.expected[seen], other.actual[seen], other.category[seen])
+
+    def counts(self) -> dict[str, int]:
+        """Inputs per entry of ``order`` (only those present)."""
+        import numpy as np
+
+        n = np.bincount(self.category, minlength=len(self.order))
+        return {name: int(k) for name, k in zip(self.order, n) if k}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "input_dtype": self.input_dtype,
+            "encoding": "zlib+base64: 65536 bytes, one per input bit pattern",
+            "order": list(self.order),
+            "checked": self.checked,
+            "category": _pack(self.category),
+            "expected": _pack(self.expected),
+            "actual": _pack(self.actual),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> InputMap16:
+        """Read the JSON form back; a malformed map raises InvalidValueError."""
+        from fp8check.errors import InvalidValueError
+
+        try:
+            order = tuple(str(o) for o in data["order"])
+            arrays = [_unpack(data[k]) for k in ("category", "expected", "actual")]
+            dtype = str(data["input_dtype"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidValueError(f"malformed map16 ({type(exc).__name__}: {exc})") from None
+        if "unchecked" not in order or int(arrays[0].max()) >= len(order):
+            raise InvalidValueError("malformed map16: a category index is outside its order")
+        return cls(input_dtype=dtype, category=arrays[0], expected=arrays[1], actual=arrays[2], order=order)
+
+
+def _pack(array: Any) -> str:
+    import base64
+    import zlib
+
+    import numpy as np
+
+    return base64.b64encode(zlib.compress(np.ascontiguousarray(array, dtype=np.uint8).tobytes(), 9)).decode("ascii")
+
+
+def _unpack(text: Any) -> Any:
+    """65,536 bytes from zlib+base64 text (no more is ever inflated)."""
+    import base64
+    import binascii
+    import zlib
+
+    import numpy as np
+
+    if not isinstance(text, str):
+        raise ValueError("not a string")
+    try:
+        inflater = zlib.decompressobj()
+        raw = inflater.decompress(base64.b64decode(text.encode("ascii"), validate=True), _MAP16_SIZE + 1)
+    except (binascii.Error, zlib.error, UnicodeEncodeError) as exc:
+        raise ValueError(f"not zlib+base64: {exc}") from None
+    if len(raw) != _MAP16_SIZE:
+        raise ValueError(f"{len(raw)} bytes where 65536 were expected")
+    return np.frombuffer(raw, dtype=np.uint8).copy()
 
 def environment() -> dict[str, Any]:
     """Versions and device facts, so that two results can be compared."""

@@ -22,7 +22,7 @@ from fp8check import engine, inputs
 from fp8check.formats import Format
 from fp8check.kernels import CastKernel, KnownDivergence
 from fp8check.profiles import Profile
-from fp8check.results import CAST_CATEGORIES, CheckResult
+from fp8check.results import CAST_CATEGORIES, CheckResult, InputMap16
 
 __all__ = ["Target", "DecodeTarget", "Collector", "targets_for", "FNUZ", "OCP", "MX"]
 
@@ -45,7 +45,7 @@ class Collector:
         self.decodes: dict[tuple[str, str, str], dict[str, Any]] = {}
 
     def add_decode(self, key: tuple[str, str, str], checked: int, divergences: list[Any]) -> None:
-        e = self.decodes.setdefault(key, {"checked": 0, "divergences": {}})
+        e = self.decodes.setdefault(key, {"checked": 0, "divergences": {}, "reasons": set()})
         e["checked"] = max(e["checked"], checked)
         for d in divergences:
             e["divergences"][d.input_hex] = d.to_dict()
@@ -61,12 +61,22 @@ class Collector:
                 "actual": np.zeros(0, dtype=np.uint8),
                 "categories": np.zeros(0, dtype=np.uint8),
                 "reasons": set(),
+                "map16": None,  # InputMap16 of a 16-bit input dtype
             }
         return self.checks[key]
+
+    @staticmethod
+    def _merge_map(e: dict[str, Any], input_map: InputMap16 | None) -> None:
+        if input_map is None:
+            return
+        if e["map16"] is None:
+            e["map16"] = InputMap16.empty(input_map.input_dtype)
+        e["map16"].merge(input_map)
 
     def add(self, key: tuple[str, str, str, str, str], rec: engine.Divergences, compared: int) -> None:
         e = self._entry(key)
         e["compared"] += compared
+        self._merge_map(e, rec.input_map)
         if len(rec):
             cats = np.array([CAST_CATEGORIES.index(str(c)) for c in rec.categories], dtype=np.uint8)
             self._append(e, rec.bits.astype(np.uint64), rec.expected, rec.actual, cats)
@@ -80,6 +90,12 @@ class Collector:
         _, first = np.unique(b, return_index=True)
         e["bits"], e["expected"], e["actual"], e["categories"] = b[first], ex[first], ac[first], ca[first]
 
+    def note_decode_test(self, key: tuple[str, str, str], reason: str = "") -> None:
+        """A decode property ran; ``reason``: the known upstream bug it is expected to fail by."""
+        e = self.decodes.setdefault(key, {"checked": 0, "divergences": {}, "reasons": set()})
+        if reason:
+            e["reasons"].add(reason)
+
     def note_test(self, key: tuple[str, str, str, str, str], failed: bool, reason: str = "") -> None:
         e = self._entry(key)
         e["tests"] += 1
@@ -89,8 +105,8 @@ class Collector:
 
     def to_state(self) -> list[dict[str, Any]]:
         """Plain data (bytes, ints, strings) for pytest-xdist's workeroutput."""
-        decodes = [{"decode_key": list(k), "checked": e["checked"], "divergences": list(e["divergences"].values())}
-                   for k, e in self.decodes.items()]
+        decodes = [{"decode_key": list(k), "checked": e["checked"], "divergences": list(e["divergences"].values()),
+                    "reasons": sorted(e["reasons"])} for k, e in self.decodes.items()]
         return decodes + [
             {
                 "key": list(key),
@@ -102,6 +118,7 @@ class Collector:
                 "actual": e["actual"].tobytes(),
                 "categories": e["categories"].tobytes(),
                 "reasons": sorted(e["reasons"]),
+                "map16": e["map16"].to_dict() if e["map16"] is not None else None,
             }
             for key, e in self.checks.items()
         ]
@@ -113,6 +130,8 @@ class Collector:
             if "decode_key" in item:
                 self.add_decode(tuple(item["decode_key"]), item["checked"],  # type: ignore[arg-type]
                                 [Divergence.from_dict(d) for d in item["divergences"]])
+                for reason in item.get("reasons", ()):
+                    self.note_decode_test(tuple(item["decode_key"]), reason)  # type: ignore[arg-type]
                 continue
             key = tuple(item["key"])
             e = self._entry(key)  # type: ignore[arg-type]
@@ -120,6 +139,8 @@ class Collector:
             e["tests"] += item["tests"]
             e["failed_tests"] += item["failed_tests"]
             e["reasons"].update(item["reasons"])
+            if item.get("map16") is not None:
+                self._merge_map(e, InputMap16.from_dict(item["map16"]))
             self._append(
                 e,
                 np.frombuffer(item["bits"], dtype=np.uint64),
@@ -152,7 +173,10 @@ class Collector:
             result.extra.update(
                 tests=e["tests"], failed_tests=e["failed_tests"], listed=len(result.divergences),
                 checked_means="inputs compared, summed over the properties run",
+                profile_summary=profile.summary(fmt), profile_description=profile.description,
             )
+            if e["map16"] is not None:
+                result.extra["map16"] = e["map16"].to_dict()
             out.append(result)
         from fp8check.results import Divergence
 
@@ -165,6 +189,7 @@ class Collector:
                 kernel=kernel, format=fmt_name, profile="exact", passed=not divs, checked=e["checked"],
                 categories=counts, divergences=divs, kind="decode", input_dtype=fmt_name, device=device,
                 command="pytest properties -k decodes_every_code",
+                expected_failure="; ".join(sorted(e["reasons"])) if divs else "",
             )
             result.extra["checked_means"] = "codes decoded (input_hex: the code; expected/actual_hex: float32 bits)"
             out.append(result)
@@ -251,10 +276,14 @@ class DecodeTarget:
     def id(self) -> str:
         return f"{self.kernel.name}-{self.fmt.name}"
 
+    @property
+    def decode_key(self) -> tuple[str, str, str]:
+        return (self.kernel.name, self.fmt.name, self.kernel.device)
+
     def check(self) -> None:
         checked, wrong = engine.decode_check(self.kernel, self.fmt)
         if self.collector is not None:
-            self.collector.add_decode((self.kernel.name, self.fmt.name, self.kernel.device), checked, wrong)
+            self.collector.add_decode(self.decode_key, checked, wrong)
         assert checked == self.fmt.code_count
         if wrong:
             raise AssertionError(

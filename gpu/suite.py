@@ -9,7 +9,7 @@ It runs, each step isolated so that one failure does not stop the others:
 
 1. ``pytest properties -m gpu`` (torch CUDA and compiled Triton casts, every
    format they support, all three input dtypes, plus all 2^32 float32
-   inputs per kernel and format), with ``--fp8check-json``;
+   inputs per kernel and format), with ``--fp8check-json`` and ``--fp8check-report`` (HTML);
 2. ``fp8check sweep`` of all 2^32 float32 inputs for torch CUDA (every fp8
    format and e8m0fnu) and compiled Triton (e4m3fn, e5m2), the reference
    running on the GPU, with the time of each;
@@ -105,7 +105,8 @@ def main() -> int:
     summary: list[str] = []
     if not args.skip_properties:
         proc = run([py, "-m", "pytest", "properties", *plugin, "-m", "gpu", "-q", "-p", "no:cacheprovider", "-rfEX",
-                    "--fp8check-json", str(out / "gpu-properties.json")], log)
+                    "--fp8check-json", str(out / "gpu-properties.json"),
+                    "--fp8check-report", str(out / "gpu-properties.html")], log)
         tail = [ln for ln in proc.stdout.splitlines() if " passed" in ln or " failed" in ln or " error" in ln]
         summary.append(f"pytest properties -m gpu: {tail[-1] if tail else 'exit ' + str(proc.returncode)}")
 

@@ -237,6 +237,9 @@ class ScaleStats:
     log2_min_exponent: int | None
     log2_counts: list[int] = field(default_factory=list)
     factor_exact: dict[str, bool] = field(default_factory=dict)  # "2" / "0.5" -> multiply exact
+    # Eighth-octave bins (bin = floor(8 log2 s)): the distribution reports draw.
+    log2_fine_min_bin: int | None = None
+    log2_fine_counts: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -245,8 +248,14 @@ class ScaleStats:
             "nonpositive": self.nonpositive, "subnormal": self.subnormal,
             "absent_sentinel": self.absent_sentinel, "not_pow2": self.not_pow2,
             "log2_histogram": {"min_exponent": self.log2_min_exponent, "counts": self.log2_counts},
+            "log2_histogram_fine": {"bins_per_octave": LOG2_FINE_BINS, "min_bin": self.log2_fine_min_bin,
+                                    "counts": self.log2_fine_counts},
             "factor_exact": self.factor_exact,
         }
+
+
+LOG2_FINE_BINS = 8
+_EIGHTHS = np.exp2(np.arange(LOG2_FINE_BINS) / LOG2_FINE_BINS)  # 2^(j/8), the bin edges within a binade
 
 
 def scale_stats(tensor: Any, dtype_name: str, kind: str, *, kv: bool = False) -> tuple[ScaleStats, np.ndarray]:
@@ -266,8 +275,12 @@ def scale_stats(tensor: Any, dtype_name: str, kind: str, *, kv: bool = False) ->
         e = exponent.astype(np.int64) - 1  # floor(log2 s), exact
         lo = int(e.min())
         counts = np.bincount(e - lo).tolist()
+        # floor(8 log2 s): the binade, then which eighth of it the significand (in [1, 2)) lies in
+        fine = e * LOG2_FINE_BINS + np.searchsorted(_EIGHTHS, mantissa * 2.0, side="right") - 1
+        fine_lo = int(fine.min())
+        fine_counts = np.bincount(fine - fine_lo).tolist()
     else:
-        lo, counts = None, []
+        lo, counts, fine_lo, fine_counts = None, [], None, []
     fin_vals = flat[finite & ~sentinel]
     stats = ScaleStats(
         dtype=dtype_name, kind=kind, shape=list(values.shape), numel=int(flat.size),
@@ -277,6 +290,7 @@ def scale_stats(tensor: Any, dtype_name: str, kind: str, *, kv: bool = False) ->
         nonfinite=int(np.count_nonzero(~finite)), nonpositive=int(np.count_nonzero(nonpositive)),
         subnormal=int(np.count_nonzero(subnormal)), absent_sentinel=int(np.count_nonzero(sentinel)),
         not_pow2=not_pow2, log2_min_exponent=lo, log2_counts=counts,
+        log2_fine_min_bin=fine_lo, log2_fine_counts=fine_counts,
         factor_exact={"2": _multiply_exact(tensor, kind, 2.0), "0.5": _multiply_exact(tensor, kind, 0.5)},
     )
     return stats, values

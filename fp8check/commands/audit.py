@@ -23,6 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="a format (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz, fnuz, ocp) or a device family "
                         "(mi300, mi325, mi350, mi355, h100, h200, b200, ...); repeatable or comma-separated")
     p.add_argument("--json", metavar="OUT", help="write the full report as JSON to OUT ('-' for stdout)")
+    p.add_argument("--html", metavar="OUT", help="write a self-contained HTML audit report to OUT")
     p.add_argument("--fail-on", choices=("error", "warning"), default="error",
                    help="exit 1 when a finding of this severity or worse is found (default: error)")
     p.add_argument("--dequant-dtype", choices=("bfloat16", "float16", "float32"),
@@ -57,6 +58,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"fp8check: error: {plain(f['path'])}: {plain(f.get('error', ''))}", file=sys.stderr)
     if args.json:
         write_json(report, args.json)
+    if args.html:
+        from fp8check.report import audit_report, source_from_audit, write_html
+
+        name = " ".join(str(p) for p in args.paths)
+        write_html(args.html, audit_report([source_from_audit(name, report)]))
     if not args.quiet and args.json != "-":
         print_report(report, show_all=args.all, max_rows=args.max_rows, verbose=args.verbose)
     return int(report["summary"]["exit_code"])

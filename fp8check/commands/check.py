@@ -35,7 +35,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--max-listed", type=int, default=100, metavar="N",
                    help="reproducers listed in --json (default 100, simplest of each category first; counts stay exact)")
     p.add_argument("--json", metavar="PATH", help="write the result (CheckResult + environment) as JSON")
-    # --html OUT is added by the report issue; outputs are written in _write_outputs().
+    p.add_argument("--html", metavar="OUT", help="write a self-contained HTML divergence report")
     p.set_defaults(run=run)
 
 
@@ -87,10 +87,16 @@ def _write_outputs(args: argparse.Namespace, result: Any) -> None:
     from fp8check.commands._shared import write_json
     from fp8check.results import environment
 
+    env = environment()
     if args.json:
         data = result.to_dict()
-        data["environment"] = environment()
+        data["environment"] = env
         write_json(args.json, data)
+    if getattr(args, "html", None):
+        from fp8check.report import Source, divergence_report, write_html
+
+        write_html(args.html, divergence_report([Source(name=f"fp8check check {args.kernel}", environment=env,
+                                                        checks=[result])]))
 
 
 def print_result(result: Any, fmt: Any, console: Any = None) -> None:

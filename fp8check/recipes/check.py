@@ -422,7 +422,7 @@ def run_quantize_check_cli(args: argparse.Namespace) -> int:
     """``fp8check check MODULE:FUNC --kind quantize --recipe NAME --format FMT ...``.
 
     ``args`` attributes: kernel ("module:func"), format, profile, recipe,
-    device, max_examples, seed, json. Returns the exit code.
+    device, max_examples, seed, json, html. Returns the exit code.
     """
     try:
         if not getattr(args, "recipe", None):
@@ -445,6 +445,12 @@ def run_quantize_check_cli(args: argparse.Namespace) -> int:
                 Path(path).write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
             except OSError as exc:
                 raise InvalidValueError(f"--json {path}: cannot write: {exc.strerror or exc}") from None
+        html = getattr(args, "html", None)
+        if html:
+            from fp8check.report import Source, divergence_report, write_html
+
+            write_html(html, divergence_report([Source(name=f"fp8check check {args.kernel} --kind quantize",
+                                                       environment=environment(), checks=[result])]))
         return EXIT_OK if result.passed else EXIT_DIVERGED
     except FP8CheckError as exc:
         print(f"fp8check: error: {exc}", file=sys.stderr)
