@@ -36,7 +36,7 @@ part environment 60 python3 -c '
 import json, fp8check.results as r
 print(json.dumps(r.environment(), indent=1))'
 part suite 330 python3 gpu/suite.py --out "$OUT/suite"
-part recipes 300 python3 gpu/recipes.py --max-examples 10 --json "$OUT/recipes.json"
+part recipes 200 python3 gpu/recipes.py --max-examples 10 --json "$OUT/recipes.json"
 part tests-gpu 90 python3 -m pytest -p fp8check.plugin -m gpu -q -p no:cacheprovider tests
 # The audit's speed on a quiet many-core machine (no GPU needed; the CI
 # machine has 2 cores): audit throughput against a raw read, same run.

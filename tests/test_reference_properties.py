@@ -78,7 +78,10 @@ def test_sign_symmetric(data, case):
     x = data.draw(values(dtype))
     r = data.draw(st.integers(0, (1 << profile.stochastic_bits) - 1)) if profile is SR else 0
     positive, negative = encode_one(abs(x), fmt, profile, r), encode_one(-abs(x), fmt, profile, r)
-    if fmt.has_negative_zero or (not fmt.is_nan(positive) and positive != 0):
+    if fmt.is_nan(positive) and profile.resolve(fmt).nan.endswith("_positive"):
+        # This profile's NaN has no sign (compiled Triton: +0x7F for every NaN).
+        assert negative == positive
+    elif fmt.has_negative_zero or (not fmt.is_nan(positive) and positive != 0):
         # Negation flips the sign bit (fp4/fp6 NaN under ml_dtypes: -0 <-> +0).
         assert negative == positive ^ fmt.sign_mask
     else:
