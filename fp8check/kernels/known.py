@@ -11,6 +11,7 @@ import numpy as np
 
 from fp8check import inputs
 from fp8check.formats import Format
+from fp8check.kernels import KnownDivergence
 
 # Inputs of e8m0fnu strictly between 2^-127 (code 0x00) and the midpoint
 # 1.5 * 2^-127: RNE gives 0x00; torch (c10 Float8_e8m0fnu) and ml_dtypes 0.6
@@ -71,3 +72,21 @@ def torch_cuda_fp16_negative_nan_inputs(bits: np.ndarray, input_dtype: str, fmt:
     if input_dtype != "float16" or fmt.name not in ("e4m3fn", "e5m2"):
         return np.zeros(b.shape, dtype=bool)
     return inputs.is_nan_bits(b, "float16") & ((b.astype(np.uint16) >> 15) == 1)
+
+
+# The e8m0fnu round-up as torch and ml_dtypes both show it.
+E8M0_SUBNORMAL = KnownDivergence(
+    formats=frozenset({"e8m0fnu"}),
+    input_dtypes=frozenset({"float32", "bfloat16", "float64"}),
+    reason=E8M0_SUBNORMAL_REASON,
+    hazards=frozenset({"input_subnormal"}),
+    affects=e8m0_subnormal_inputs,
+)
+
+TORCH_CUDA_FP16_NAN = KnownDivergence(
+    formats=frozenset({"e4m3fn", "e5m2"}),
+    input_dtypes=frozenset({"float16"}),
+    reason=TORCH_CUDA_FP16_NAN_REASON,
+    hazards=frozenset({"nan"}),
+    affects=torch_cuda_fp16_negative_nan_inputs,
+)

@@ -7,8 +7,8 @@ import numpy as np
 
 from fp8check import formats, profiles
 from fp8check.formats import Format
-from fp8check.kernels import CastKernel, KnownDivergence
-from fp8check.kernels.known import E8M0_SUBNORMAL_REASON, e8m0_subnormal_inputs
+from fp8check.kernels import CastKernel
+from fp8check.kernels.known import E8M0_SUBNORMAL
 
 
 def _dtype(fmt: Format) -> np.dtype:
@@ -33,13 +33,5 @@ def ml_dtypes_kernel() -> CastKernel:
         input_dtypes=("float32", "float16", "bfloat16", "float64"),
         cast_fn=cast,
         decode_fn=decode,
-        known=(
-            KnownDivergence(
-                formats=frozenset({"e8m0fnu"}),
-                input_dtypes=frozenset({"float32", "bfloat16", "float64"}),
-                reason=E8M0_SUBNORMAL_REASON,
-                hazards=frozenset({"input_subnormal"}),
-                affects=e8m0_subnormal_inputs,
-            ),
-        ),
+        known=(E8M0_SUBNORMAL,),
     )

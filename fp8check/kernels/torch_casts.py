@@ -8,9 +8,8 @@ import numpy as np
 
 from fp8check import formats, profiles
 from fp8check.formats import Format
-from fp8check.kernels import CastKernel, KernelLoadError, KnownDivergence
-from fp8check.kernels.known import (E8M0_SUBNORMAL_REASON, TORCH_CUDA_FP16_NAN_REASON, e8m0_subnormal_inputs,
-                                    torch_cuda_fp16_negative_nan_inputs)
+from fp8check.kernels import CastKernel, KernelLoadError
+from fp8check.kernels.known import E8M0_SUBNORMAL, TORCH_CUDA_FP16_NAN
 
 
 def _torch_input(x: np.ndarray, device: str) -> Any:
@@ -56,21 +55,5 @@ def torch_kernel(device: str) -> CastKernel:
         tensor_fn=cast_tensor,
         decode_fn=decode,
         device=device,
-        known=(
-            KnownDivergence(
-                formats=frozenset({"e8m0fnu"}),
-                input_dtypes=frozenset({"float32", "bfloat16", "float64"}),
-                reason=E8M0_SUBNORMAL_REASON,
-                hazards=frozenset({"input_subnormal"}),
-                affects=e8m0_subnormal_inputs,
-            ),
-        ) + ((
-            KnownDivergence(
-                formats=frozenset({"e4m3fn", "e5m2"}),
-                input_dtypes=frozenset({"float16"}),
-                reason=TORCH_CUDA_FP16_NAN_REASON,
-                hazards=frozenset({"nan"}),
-                affects=torch_cuda_fp16_negative_nan_inputs,
-            ),
-        ) if device == "cuda" else ()),
+        known=(E8M0_SUBNORMAL,) + ((TORCH_CUDA_FP16_NAN,) if device == "cuda" else ()),
     )
