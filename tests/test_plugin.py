@@ -149,10 +149,19 @@ def test_ci_profile_is_the_default_and_derandomized(suite, monkeypatch):
     assert 20 <= len(first) <= 60 + 1  # max_examples=60, plus the load-time probe
 
 
-def test_thorough_profile_is_selected_with_hypothesis_profile(suite):
+@pytest.mark.parametrize("ci_env", [None, "true"], ids=["no-CI-variable", "CI=true"])
+def test_thorough_profile_is_selected_with_hypothesis_profile(suite, monkeypatch, ci_env):
+    # A subprocess, so the profiles are registered under this environment:
+    # Hypothesis loads its own derandomized profile at import when $CI is set,
+    # and a profile that inherits from it is not the one we documented.
+    if ci_env is None:
+        monkeypatch.delenv("CI", raising=False)
+    else:
+        monkeypatch.setenv("CI", ci_env)
     suite.makepyfile(test_profile="def test_settings(fp8_settings):\n    print('MAX', fp8_settings.max_examples, fp8_settings.derandomize)\n")
-    default = suite.runpytest("-s", "-p", "no:cacheprovider", "test_profile.py")
-    thorough = suite.runpytest("-s", "-p", "no:cacheprovider", "test_profile.py", "--hypothesis-profile", "thorough")
+    default = suite.runpytest_subprocess("-s", "-p", "no:cacheprovider", "test_profile.py")
+    thorough = suite.runpytest_subprocess("-s", "-p", "no:cacheprovider", "test_profile.py",
+                                          "--hypothesis-profile", "thorough")
     assert "MAX 60 True" in default.stdout.str()
     assert "MAX 2000 False" in thorough.stdout.str()
 
