@@ -34,6 +34,13 @@ from typing import Any, Callable
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 REPORT: dict[str, Any] = {}
+JSON_PATH: Path | None = None
+
+
+def _save() -> None:
+    """Write what is done so far: a run cut short by a time limit keeps it."""
+    if JSON_PATH is not None:
+        JSON_PATH.write_text(json.dumps(REPORT, indent=1, default=str) + "\n")
 
 
 def section(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -51,6 +58,7 @@ def section(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
                 traceback.print_exc(limit=3, file=sys.stdout)
                 REPORT[name] = {"error": f"{type(exc).__name__}: {exc}"}
             print(f"({time.time() - t:.1f} s)")
+            _save()
 
         return run
 
@@ -118,6 +126,7 @@ def torchao_kernels(device: str, max_examples: int) -> dict[str, Any]:
     from fp8check.recipes.torchao_triton_probe import probe
 
     out: dict[str, Any] = {"version": getattr(torchao, "__version__", "?")}
+    REPORT["5. torchao"] = out  # saved as it grows
     print(f"torchao {out['version']}")
     plan = [("torchao-tensorwise", lambda: kernels.torchao_tensorwise()),
             ("torchao-tensorwise-pow2", lambda: kernels.torchao_tensorwise(pow2=True)),
@@ -138,19 +147,22 @@ def torchao_kernels(device: str, max_examples: int) -> dict[str, Any]:
         print("per-group Triton kernels: skipped: on the CPU they run interpreted "
               "(TRITON_INTERPRET=1 python -m fp8check.recipes.torchao_triton_probe)")
         return out
+    def show(key: str, entry: dict[str, Any]) -> None:
+        cats = ", ".join(f"{k} {v}" for k, v in entry["categories"].items() if v) or "none"
+        print(f"triton {key:24} {entry['checked']:>4} checked; divergences: {cats}; "
+              f"bytes written past buffers: {entry['bytes_past_end']}")
+        out.setdefault("triton", {})[key] = entry
+        _save()
+
     try:
-        # The targeted input sets show every kernel bug; "full" recompiles per
-        # shape and takes minutes compiled (it runs on the CPU, interpreted).
-        report = probe(device=device, max_examples=max_examples, kinds=("aligned", "unaligned", "large-group", "pow2"))
+        # The targeted input sets show every kernel bug, compiled with the one
+        # config the interpreter runs (pinned: autotuning compiles 36 configs
+        # per shape); "full" compiles per shape and runs on the CPU, interpreted.
+        probe(device=device, max_examples=max_examples, kinds=("aligned", "unaligned", "large-group", "pow2"),
+              on_entry=show)
     except Exception as exc:
         print(f"per-group Triton kernels: error: {type(exc).__name__}: {exc}")
-        out["triton"] = {"error": str(exc)}
-        return out
-    for key, entry in report.items():
-        if isinstance(entry, dict):
-            cats = ", ".join(f"{k} {v}" for k, v in entry["categories"].items() if v) or "none"
-            print(f"triton {key:24} divergences: {cats}; bytes written past buffers: {entry['bytes_past_end']}")
-    out["triton"] = report
+        out.setdefault("triton", {})["error"] = str(exc)
     return out
 
 
@@ -284,6 +296,8 @@ def main() -> int:
     p.add_argument("--json", default=None)
     p.add_argument("--max-examples", type=int, default=30)
     args = p.parse_args()
+    global JSON_PATH
+    JSON_PATH = Path(args.json) if args.json else None
     import numpy
     import torch
 
@@ -308,9 +322,9 @@ def main() -> int:
     fast_accum(args.device)
     grouped(args.device)
     torchao_kernels(args.device, args.max_examples)  # last: compiling torchao's Triton kernels is slow
-    if args.json:
-        Path(args.json).write_text(json.dumps(REPORT, indent=1, default=str) + "\n")
-        print(f"\nwrote {args.json}")
+    if JSON_PATH is not None:
+        _save()
+        print(f"\nwrote {JSON_PATH}")
     return 0
 
 

@@ -2,6 +2,9 @@
 # Every GPU check and benchmark of fp8check, in one call on a CUDA machine.
 #
 #   bash gpu/run_all.sh            # prints a log; writes gpu/RESULTS.md-ready text to $OUT
+#   bash gpu/run_all.sh recipes tests-gpu    # only the parts named
+#
+# Parts: environment suite tests-gpu recipes audit-bench.
 #
 # The machine needs torch, numpy and ml_dtypes; wheels of anything else
 # (array-api-compat, torchao, gfloat, more_itertools) are installed from
@@ -20,8 +23,16 @@ if compgen -G ".whl/*.whl" >/dev/null; then
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
+PARTS=" $* "
+for p in $PARTS; do
+    case $p in environment|suite|recipes|tests-gpu|audit-bench) ;;
+    *) echo "error: unknown part $p (parts: environment suite recipes tests-gpu audit-bench)" >&2; exit 2;;
+    esac
+done
+
 part() {  # part NAME LIMIT_SECONDS COMMAND...
     local name=$1 limit=$2; shift 2
+    if [ "$PARTS" != "  " ] && [[ "$PARTS" != *" $name "* ]]; then return 0; fi
     echo
     echo "===== $name ====="
     local start=$SECONDS
@@ -36,8 +47,9 @@ part environment 60 python3 -c '
 import json, fp8check.results as r
 print(json.dumps(r.environment(), indent=1))'
 part suite 330 python3 gpu/suite.py --out "$OUT/suite"
-part recipes 200 python3 gpu/recipes.py --max-examples 10 --json "$OUT/recipes.json"
-part tests-gpu 90 python3 -m pytest -p fp8check.plugin -m gpu -q -p no:cacheprovider tests
+part tests-gpu 90 python3 -m pytest -p fp8check.plugin -m gpu -q -rxX -p no:cacheprovider tests
+# Last but the benchmark: compiling torchao's Triton kernels is slow.
+part recipes 300 python3 gpu/recipes.py --max-examples 10 --json "$OUT/recipes.json"
 # The audit's speed on a quiet many-core machine (no GPU needed; the CI
 # machine has 2 cores): audit throughput against a raw read, same run.
 part audit-bench 150 python3 benchmarks/audit_throughput.py --size-gb 4 --shards 8 --jobs 8

@@ -111,6 +111,14 @@ def probe():
     return json.loads(proc.stdout)
 
 
+def test_probe_refuses_an_unknown_input_set_in_one_line():
+    proc = subprocess.run([sys.executable, "-m", "fp8check.recipes.torchao_triton_probe", "--kinds", "aligned,bogus"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [
+        "error: unknown --kinds bogus (known: aligned, unaligned, large-group, pow2, full)"]
+
+
 def test_triton_per_group_scales_conform_on_aligned_shapes(probe):
     for which in ("rowwise", "colwise"):
         entry = probe[f"{which}/aligned"]

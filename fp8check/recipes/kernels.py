@@ -368,7 +368,7 @@ def load_torchao_jagged_kernels(*, interpret: bool | None = None) -> Any:
 
 
 def _pin_configs(module: Any, block_size: int, block_size_iter: int) -> None:
-    """One autotune config per kernel: the interpreter cannot benchmark."""
+    """One config per 2-D kernel (the fused one keeps one per group-size cap)."""
     import triton
 
     one = triton.Config({"BLOCK_SIZE": block_size, "BLOCK_SIZE_ITER": block_size_iter}, num_warps=4, num_stages=2)
@@ -420,7 +420,7 @@ class GuardedAllocations:
 
 
 def _jagged(which: str, fmt: object, pow2: bool, interpret: bool | None, block_size: int,
-            block_size_iter: int) -> Callable[..., tuple[Any, Any]]:
+            block_size_iter: int, autotune: bool) -> Callable[..., tuple[Any, Any]]:
     module = load_torchao_jagged_kernels(interpret=interpret)
     dtype = torch_dtype(fmt)
     fn = getattr(module, f"triton_fp8_per_group_{which}_scales")
@@ -437,6 +437,8 @@ def _jagged(which: str, fmt: object, pow2: bool, interpret: bool | None, block_s
             with _interpreter_env():
                 q, s = fn(x, off, dtype, pow2)
         else:
+            if not autotune:
+                _pin_configs(module, block_size, block_size_iter)
             q, s = fn(x, off, dtype, pow2)
         over = guard.overruns()
         if any(over):
@@ -446,23 +448,28 @@ def _jagged(which: str, fmt: object, pow2: bool, interpret: bool | None, block_s
 
     kernel.overruns = []  # type: ignore[attr-defined]  # writes past the end of a buffer, per call
 
-    mode = "interpreted" if module.fp8check_interpreted else "compiled"
+    mode = "interpreted" if module.fp8check_interpreted else "compiled" + (", autotuned" if autotune else "")
     kernel.__name__ = f"torchao.triton_fp8_per_group_{which}_scales[{mode}{', pow2' if pow2 else ''}]"
     return kernel
 
 
 def torchao_triton_group_rowwise(fmt: object = "e4m3fn", *, pow2: bool = False, interpret: bool | None = None,
-                                 block_size: int = 32, block_size_iter: int = 64) -> Callable[..., tuple[Any, Any]]:
+                                 block_size: int = 32, block_size_iter: int = 64,
+                                 autotune: bool = False) -> Callable[..., tuple[Any, Any]]:
     """torchao ``triton_fp8_per_group_rowwise_scales``: groups split the
     columns, one scale per (group, row). Recipe ``torchao-group-rowwise[-pow2]``.
-    ``block_size``/``block_size_iter`` pick the one config the interpreter runs."""
-    return _jagged("rowwise", fmt, pow2, interpret, block_size, block_size_iter)
+    ``block_size``/``block_size_iter`` pick the one config that runs, in the
+    interpreter (it cannot benchmark) and, unless ``autotune``, compiled too:
+    a config picked by timing would make a check's result vary between runs,
+    and each new shape would compile all 36 of torchao's configs."""
+    return _jagged("rowwise", fmt, pow2, interpret, block_size, block_size_iter, autotune)
 
 
 def torchao_triton_group_colwise(fmt: object = "e4m3fn", *, pow2: bool = False, interpret: bool | None = None,
-                                 block_size: int = 32, block_size_iter: int = 64) -> Callable[..., tuple[Any, Any]]:
+                                 block_size: int = 32, block_size_iter: int = 64,
+                                 autotune: bool = False) -> Callable[..., tuple[Any, Any]]:
     """torchao ``triton_fp8_per_group_colwise_scales``: groups split the rows,
     one scale per (group, column); a fused one-pass kernel is chosen when
     ceil(rows / groups), rounded up to a power of two, is 256..2048.
     Recipe ``torchao-group-colwise[-pow2]``."""
-    return _jagged("colwise", fmt, pow2, interpret, block_size, block_size_iter)
+    return _jagged("colwise", fmt, pow2, interpret, block_size, block_size_iter, autotune)

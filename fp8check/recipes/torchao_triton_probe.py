@@ -28,7 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -75,12 +75,15 @@ KINDS = ("aligned", "unaligned", "large-group", "pow2", "full")
 
 
 def probe(*, device: str = "cpu", max_examples: int = 20, fmt: str = "e4m3fn",
-          kinds: tuple[str, ...] = KINDS) -> dict[str, Any]:
+          kinds: tuple[str, ...] = KINDS, autotune: bool = False,
+          on_entry: Callable[[str, dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Run the probe; returns {entry: {...}} (see the module docstring).
 
     ``kinds`` selects the input sets: ``full`` (edge cases and Hypothesis
-    inputs of many shapes) recompiles the kernels for each shape, which
-    takes minutes when compiled for a GPU."""
+    inputs of many shapes) compiles the kernels for each shape, which takes
+    minutes for a GPU. Compiled kernels run the interpreter's one config
+    unless ``autotune``. ``on_entry(key, entry)`` is called as each entry is
+    done, so a caller under a time limit keeps what finished."""
     from fp8check.recipes import kernels
     from fp8check.recipes.check import check_quantizer
 
@@ -93,7 +96,7 @@ def probe(*, device: str = "cpu", max_examples: int = 20, fmt: str = "e4m3fn",
         if kind not in kinds:
             continue
         factory = kernels.torchao_triton_group_rowwise if which == "rowwise" else kernels.torchao_triton_group_colwise
-        kernel = factory(fmt, pow2=pow2, interpret=interpret)
+        kernel = factory(fmt, pow2=pow2, interpret=interpret, autotune=autotune)
         recipe = recipes.get(f"torchao-group-{which}" + ("-pow2" if pow2 else ""), fmt)
         rng = np.random.default_rng(0)
         if kind == "full":
@@ -103,7 +106,8 @@ def probe(*, device: str = "cpu", max_examples: int = 20, fmt: str = "e4m3fn",
         firsts = {}
         for d in res.divergences:
             firsts.setdefault(d.category, d.to_dict())
-        report[f"{which}{'-pow2' if pow2 else ''}/{kind}"] = {
+        key = f"{which}{'-pow2' if pow2 else ''}/{kind}"
+        report[key] = {
             "kernel": res.kernel,
             "checked": res.checked,
             "categories": res.categories,
@@ -112,6 +116,8 @@ def probe(*, device: str = "cpu", max_examples: int = 20, fmt: str = "e4m3fn",
             "calls_writing_past_end": len(kernel.overruns),
             "blast_radius": res.extra["blast_radius"],
         }
+        if on_entry is not None:
+            on_entry(key, report[key])
     return report
 
 
@@ -120,8 +126,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu")
     p.add_argument("--max-examples", type=int, default=20)
     p.add_argument("--format", default="e4m3fn")
+    p.add_argument("--kinds", default=",".join(KINDS), help=f"comma-separated input sets (default: all of {KINDS})")
+    p.add_argument("--autotune", action="store_true",
+                   help="compiled: let Triton's autotuner pick among torchao's configs (default: one pinned config)")
     args = p.parse_args(argv)
-    print(json.dumps(probe(device=args.device, max_examples=args.max_examples, fmt=args.format), indent=1))
+    kinds = tuple(k for k in args.kinds.split(",") if k)
+    unknown = sorted(set(kinds) - set(KINDS))
+    if unknown:
+        print(f"error: unknown --kinds {', '.join(unknown)} (known: {', '.join(KINDS)})", file=sys.stderr)
+        return 2
+    print(json.dumps(probe(device=args.device, max_examples=args.max_examples, fmt=args.format, kinds=kinds,
+                           autotune=args.autotune), indent=1))
     return 0
 
 
