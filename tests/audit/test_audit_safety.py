@@ -3,6 +3,7 @@ malformed input is one clear line and exit code 2, with the rest still audited."
 
 import json
 import os
+import re
 import pickle
 import zipfile
 
@@ -248,7 +249,15 @@ def test_torch_mmap_load_rejects_a_short_storage_record(tmp_path):
 # -- untrusted text --------------------------------------------------------------------------
 
 
-def test_names_are_printed_as_text_and_kept_raw_in_json(tmp_path, capsys):
+@pytest.mark.parametrize("color", [False, True], ids=["plain", "FORCE_COLOR"])
+def test_names_are_printed_as_text_and_kept_raw_in_json(tmp_path, capsys, monkeypatch, color):
+    # rich colours its own output when FORCE_COLOR is set (some CI runners
+    # set it): the file's escapes must not get through either way.
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    if color:
+        monkeypatch.setenv("FORCE_COLOR", "1")
+    else:
+        monkeypatch.delenv("FORCE_COLOR", raising=False)
     hostile = ["[bold red]pwn[/]", "evil\x1b[2J\x1b]0;title\x07", "rtl\u202eexe.txt", "<script>alert(1)</script>"]
     tensors = {}
     for i, name in enumerate(hostile):
@@ -258,7 +267,11 @@ def test_names_are_printed_as_text_and_kept_raw_in_json(tmp_path, capsys):
     rc = main(["audit", p, "--json", str(out_json), "--max-rows", "100"])
     out, err = capsys.readouterr()
     assert rc == 0  # SCALE_MISSING alone is a warning here
-    assert "\x1b" not in out and "\u202e" not in out and "\x07" not in out
+    assert "\u202e" not in out and "\x07" not in out
+    assert "\x1b[2J" not in out and "\x1b]" not in out
+    assert ("\x1b[" in out) == color  # rich's own styling, only when asked for
+    if color:  # what is left is what the file held, escaped
+        out = re.sub("\x1b\\[[0-9;]*m", "", out)
     assert "[bold red]pwn[/]" in out  # shown literally, not as markup
     assert "\\x1b" in out and "\\u202e" in out
     report = json.loads(out_json.read_text())
