@@ -254,6 +254,7 @@ def test_names_are_printed_as_text_and_kept_raw_in_json(tmp_path, capsys, monkey
     # rich colours its own output when FORCE_COLOR is set (some CI runners
     # set it): the file's escapes must not get through either way.
     monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm-256color")  # rich never colours a dumb terminal
     if color:
         monkeypatch.setenv("FORCE_COLOR", "1")
     else:
