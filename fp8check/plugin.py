@@ -47,12 +47,12 @@ MARKERS = {
 
 _HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example,
            HealthCheck.filter_too_much]
-CI = settings(settings.get_profile("default"), max_examples=60, derandomize=True, database=None, deadline=None, print_blob=False,
+# The parent is named: settings() otherwise inherits the profile loaded at
+# import, and Hypothesis loads its own derandomized "ci" profile when $CI is set.
+_PARENT = settings.get_profile("default")
+CI = settings(_PARENT, max_examples=60, derandomize=True, database=None, deadline=None, print_blob=False,
               suppress_health_check=_HEALTH)
-# parent= pinned: settings() otherwise inherits the profile loaded at import,
-# and Hypothesis loads its own derandomized "ci" profile when $CI is set.
-THOROUGH = settings(settings.get_profile("default"), max_examples=2000, derandomize=False, deadline=None,
-                    suppress_health_check=_HEALTH)
+THOROUGH = settings(_PARENT, max_examples=2000, derandomize=False, deadline=None, suppress_health_check=_HEALTH)
 settings.register_profile("ci", CI)
 settings.register_profile("thorough", THOROUGH)
 

@@ -147,6 +147,7 @@ def torchao_kernels(device: str, max_examples: int) -> dict[str, Any]:
         print("per-group Triton kernels: skipped: on the CPU they run interpreted "
               "(TRITON_INTERPRET=1 python -m fp8check.recipes.torchao_triton_probe)")
         return out
+
     def show(key: str, entry: dict[str, Any]) -> None:
         cats = ", ".join(f"{k} {v}" for k, v in entry["categories"].items() if v) or "none"
         print(f"triton {key:24} {entry['checked']:>4} checked; divergences: {cats}; "
@@ -322,8 +323,7 @@ def main() -> int:
     fast_accum(args.device)
     grouped(args.device)
     torchao_kernels(args.device, args.max_examples)  # last: compiling torchao's Triton kernels is slow
-    if JSON_PATH is not None:
-        _save()
+    if JSON_PATH is not None:  # each section saved it as it ended
         print(f"\nwrote {JSON_PATH}")
     return 0
 

@@ -2,9 +2,7 @@
 # Every GPU check and benchmark of fp8check, in one call on a CUDA machine.
 #
 #   bash gpu/run_all.sh            # prints a log; writes gpu/RESULTS.md-ready text to $OUT
-#   bash gpu/run_all.sh recipes tests-gpu    # only the parts named
-#
-# Parts: environment suite tests-gpu recipes audit-bench.
+#   bash gpu/run_all.sh recipes tests-gpu    # only the parts named (KNOWN below)
 #
 # The machine needs torch, numpy and ml_dtypes; wheels of anything else
 # (array-api-compat, torchao, gfloat, more_itertools) are installed from
@@ -12,6 +10,15 @@
 # under its own time limit, and one failing part does not stop the others.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+KNOWN=" environment suite tests-gpu recipes audit-bench "  # in the order they run
+PARTS=" $* "
+for p in $PARTS; do
+    if [[ "$KNOWN" != *" $p "* ]]; then
+        echo "error: unknown part $p (parts:${KNOWN% })" >&2
+        exit 2
+    fi
+done
+
 OUT=${OUT:-gpu/out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -22,13 +29,6 @@ if compgen -G ".whl/*.whl" >/dev/null; then
         && export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-
-PARTS=" $* "
-for p in $PARTS; do
-    case $p in environment|suite|recipes|tests-gpu|audit-bench) ;;
-    *) echo "error: unknown part $p (parts: environment suite recipes tests-gpu audit-bench)" >&2; exit 2;;
-    esac
-done
 
 part() {  # part NAME LIMIT_SECONDS COMMAND...
     local name=$1 limit=$2; shift 2

@@ -432,13 +432,12 @@ def _jagged(which: str, fmt: object, pow2: bool, interpret: bool | None, block_s
         import torch
 
         off = torch.as_tensor(offsets).to(device=x.device, dtype=torch.int32)
-        if module.fp8check_interpreted:
+        if module.fp8check_interpreted or not autotune:  # the interpreter cannot benchmark configs
             _pin_configs(module, block_size, block_size_iter)
+        if module.fp8check_interpreted:
             with _interpreter_env():
                 q, s = fn(x, off, dtype, pow2)
         else:
-            if not autotune:
-                _pin_configs(module, block_size, block_size_iter)
             q, s = fn(x, off, dtype, pow2)
         over = guard.overruns()
         if any(over):
