@@ -1,0 +1,91 @@
+"""Where results go: the one JSON writer and the check of output paths.
+
+Every command that writes a file checks its path with
+:func:`check_writable` before any work starts (a typo in ``--json`` must
+not cost a long audit), and writes through :func:`write_json` or
+:func:`atomic_path`, so that a failed or interrupted write never leaves a
+partial file under the final name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import stat
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+from fp8check.errors import InvalidValueError
+
+__all__ = ["check_writable", "atomic_path", "write_json", "write_text"]
+
+
+def check_writable(path: str | os.PathLike[str] | None, option: str) -> None:
+    """Raise :class:`InvalidValueError` (one line naming ``option``) unless ``path`` can be written.
+
+    The parent directory must exist and be writable; an existing ``path``
+    must be a regular file (never a directory, FIFO or device). Nothing is
+    created.
+    """
+    if path is None:
+        return
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise InvalidValueError(f"{option} {path}: cannot write: no directory {parent}")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InvalidValueError(f"{option} {path}: cannot write: directory {parent} is not writable")
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise InvalidValueError(f"{option} {path}: cannot write: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise InvalidValueError(f"{option} {path}: cannot write: not a regular file")
+    if not os.access(p, os.W_OK):
+        raise InvalidValueError(f"{option} {path}: cannot write: permission denied")
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str], option: str) -> Iterator[Path]:
+    """A temporary path beside ``path``; renamed onto ``path`` when the block ends without error.
+
+    On any error the temporary file is removed and ``path`` is untouched.
+    """
+    target = Path(path)
+    parent = target.parent if str(target.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=parent)
+    except OSError as exc:
+        raise InvalidValueError(f"{option} {path}: cannot write: {exc.strerror or exc}") from None
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, target)
+    except OSError as exc:
+        tmp_path.unlink(missing_ok=True)
+        raise InvalidValueError(f"{option} {path}: cannot write: {exc.strerror or exc}") from None
+    except BaseException:
+        tmp_path.unlink(missing_ok=True)
+        raise
+
+
+def write_text(path: str | os.PathLike[str], text: str, option: str) -> int:
+    """Write ``text`` (UTF-8) to ``path`` atomically; the number of bytes written."""
+    data = text.encode("utf-8")
+    with atomic_path(path, option) as tmp:
+        tmp.write_bytes(data)
+    return len(data)
+
+
+def write_json(path: str | os.PathLike[str], data: Any, option: str = "--json") -> int:
+    """Write ``data`` as indented JSON (strict: no NaN/Inf literals) to ``path`` atomically."""
+    try:
+        text = json.dumps(data, indent=1, allow_nan=False) + "\n"
+    except ValueError as exc:  # a NaN or Inf float reached the results: a bug, said in one line
+        raise InvalidValueError(f"{option} {path}: cannot write: {exc}") from None
+    return write_text(path, text, option)
