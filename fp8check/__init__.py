@@ -5,35 +5,48 @@ The core API::
     import fp8check
     codes = fp8check.encode(x, "e4m3fnuz", profile="ieee")   # uint8 codes
     values = fp8check.decode(codes, "e4m3fnuz")              # exact float64
+
+Names are loaded on first use, so that ``import fp8check`` (and the pytest
+plugin, which lives in this package) costs nothing in a test run that never
+touches FP8.
 """
 
-from fp8check import formats, profiles
-from fp8check.errors import (
-    FP8CheckError,
-    InvalidValueError,
-    UnknownFormatError,
-    UnknownProfileError,
-    UnsupportedDtypeError,
-    UnsupportedFormatError,
-)
-from fp8check.formats import Format
-from fp8check.profiles import Profile
-from fp8check.reference import decode, encode, encode_tensor
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "encode",
-    "decode",
-    "encode_tensor",
-    "formats",
-    "profiles",
-    "Format",
-    "Profile",
-    "FP8CheckError",
-    "InvalidValueError",
-    "UnknownFormatError",
-    "UnknownProfileError",
-    "UnsupportedDtypeError",
-    "UnsupportedFormatError",
-]
+# public name -> the module that defines it
+_EXPORTS = {
+    "encode": "fp8check.reference",
+    "decode": "fp8check.reference",
+    "encode_tensor": "fp8check.reference",
+    "Format": "fp8check.formats",
+    "Profile": "fp8check.profiles",
+    "FP8CheckError": "fp8check.errors",
+    "InvalidValueError": "fp8check.errors",
+    "UnknownFormatError": "fp8check.errors",
+    "UnknownProfileError": "fp8check.errors",
+    "UnsupportedDtypeError": "fp8check.errors",
+    "UnsupportedFormatError": "fp8check.errors",
+}
+_MODULES = ("formats", "profiles", "stacks")
+
+__all__ = sorted(_EXPORTS) + list(_MODULES)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    elif name in _MODULES:
+        value = importlib.import_module(f"fp8check.{name}")
+    else:
+        raise AttributeError(f"module 'fp8check' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -15,11 +15,16 @@
   by ``--fp8check-max-listed``); under pytest-xdist each worker sends its
   findings to the controller, which merges them. ``--fp8check-report
   PATH`` renders the same checks as a self-contained HTML report.
-- Hypothesis profiles ``ci`` (the default for the properties: fast,
-  derandomized, no database) and ``thorough`` (``--hypothesis-profile
-  thorough``: many more examples, random).
+- Hypothesis settings of fp8check's own, for fp8check's properties only:
+  ``fp8check-ci`` (the default: fast, derandomized, no database) and
+  ``fp8check-thorough`` (many more examples, random), chosen with
+  ``--fp8check-hypothesis-profile``. They are never registered or loaded
+  as Hypothesis profiles, so other tests in the same run keep whatever
+  profile Hypothesis loaded for them (its own ``ci`` when ``$CI`` is set).
 
-Every option has an ini key of the same name with ``-`` as ``_`` (e.g.
+A good guest: importing this module imports pytest alone (no Hypothesis,
+NumPy or torch), and nothing here changes other projects' tests. Every
+option has an ini key of the same name with ``-`` as ``_`` (e.g.
 ``fp8check_kernel``).
 """
 
@@ -28,7 +33,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, settings
 
 MARKERS = {
     "fnuz": "fnuz: checks of the AMD CDNA3 formats e4m3fnuz and e5m2fnuz",
@@ -45,17 +49,6 @@ MARKERS = {
     "covers; known upstream divergences on them make the property a strict xfail",
 }
 
-_HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example,
-           HealthCheck.filter_too_much]
-# The parent is named: settings() otherwise inherits the profile loaded at
-# import, and Hypothesis loads its own derandomized "ci" profile when $CI is set.
-_PARENT = settings.get_profile("default")
-CI = settings(_PARENT, max_examples=60, derandomize=True, database=None, deadline=None, print_blob=False,
-              suppress_health_check=_HEALTH)
-THOROUGH = settings(_PARENT, max_examples=2000, derandomize=False, deadline=None, suppress_health_check=_HEALTH)
-settings.register_profile("ci", CI)
-settings.register_profile("thorough", THOROUGH)
-
 _OPTIONS = (
     ("kernel", "MODULE:FUNC", "a user cast kernel to put through the properties instead of the built-in adapters"),
     ("format", "FMT", "the format the user kernel casts to (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz, ...)"),
@@ -65,6 +58,8 @@ _OPTIONS = (
     ("json", "PATH", "write every divergence found to PATH (fp8check results JSON)"),
     ("report", "PATH", "write a self-contained HTML divergence report of every check to PATH"),
     ("max-listed", "N", "reproducers listed per check in the JSON (default 1000; 0 lists all; counts stay exact)"),
+    ("hypothesis-profile", "NAME", "Hypothesis settings for fp8check's properties: fp8check-ci (default), "
+     "fp8check-thorough, or a Hypothesis profile registered by name"),
 )
 
 _STATE = pytest.StashKey[dict]()
@@ -92,10 +87,18 @@ def _option(config: pytest.Config, name: str) -> str | None:
 def pytest_configure(config: pytest.Config) -> None:
     for line in MARKERS.values():
         config.addinivalue_line("markers", line)
-    from fp8check.suite import Collector
-
-    config.stash[_STATE] = {"collector": Collector(), "targets": None, "profiles": {}}
+    config.stash[_STATE] = {"collector": None, "targets": None, "profiles": {}}
     config.stash[_STATE]["user"] = _load_user_kernel(config)
+
+
+def _collector(config: pytest.Config) -> Any:
+    """The session's divergence collector, made when fp8check's first target is (imports NumPy)."""
+    state = config.stash[_STATE]
+    if state["collector"] is None:
+        from fp8check.suite import Collector
+
+        state["collector"] = Collector()
+    return state["collector"]
 
 
 def _cuda_available() -> bool:
@@ -106,9 +109,6 @@ def _cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def _hypothesis_profile(config: pytest.Config) -> settings:
-    name = config.getoption("hypothesis_profile", None)
-    return THOROUGH if name == "thorough" else CI
 
 
 def _load_user_kernel(config: pytest.Config) -> dict[str, Any] | None:
@@ -148,7 +148,7 @@ def _targets(config: pytest.Config) -> dict[str, list[Any]]:
     from fp8check.errors import FP8CheckError
     from fp8check.suite import FNUZ, DecodeTarget, Target, exact_variant, targets_for
 
-    collector = state["collector"]
+    collector = _collector(config)
     user = state.get("user")
     if user is not None:
         kernel, fmt, profile, dtypes = user["kernel"], user["format"], user["profile"], user["dtypes"]
@@ -208,6 +208,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     for name in names:
         params = []
         for t in targets[name]:
+            if t.kernel.unpinned:  # a built-in adapter of a release or platform the registry does not cover
+                marks = _format_marks(t.fmt.name, t.kernel.device) + [pytest.mark.skip(reason=t.kernel.unpinned)]
+                params.append(pytest.param(t, id=t.id, marks=marks))
+                continue
             if name == "fp8_decode_target":
                 marks = _format_marks(t.fmt.name, t.kernel.device)
                 known = t.kernel.known_divergences(t.fmt, None, "decode")
@@ -232,34 +236,39 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def _float64_reason(target: Any) -> str:
-    from fp8check.kernels.known import FLOAT64_ML_DTYPES_REASON, FLOAT64_TORCH_REASON
-
-    if not target.kernel.builtin:
-        return ""
-    if target.kernel.name.startswith("torch-"):
-        return FLOAT64_TORCH_REASON
-    if target.kernel.name == "ml_dtypes":
-        return FLOAT64_ML_DTYPES_REASON
-    return ""
+    """The known upstream bug that keeps ``target``'s kernel from rounding float64 once ('' if none)."""
+    known = target.kernel.known_divergences(target.fmt, "float64", "exact")
+    return "; ".join(k.reason for k in known)
 
 
 @pytest.fixture
-def fp8_settings(request: pytest.FixtureRequest) -> settings:
-    """Hypothesis settings for a property: the session's profile (``ci`` unless
-    ``--hypothesis-profile thorough``); no shrinking where a strict xfail
-    is already known to fail (shrinking a broken stack only costs time)."""
-    base = _hypothesis_profile(request.config)
-    if request.node.get_closest_marker("xfail") is not None:
-        return settings(base, phases=[Phase.explicit, Phase.generate])
-    return base
+def fp8_settings(request: pytest.FixtureRequest) -> Any:
+    """Hypothesis settings for a property: ``--fp8check-hypothesis-profile``
+    (``fp8check-ci`` by default); no shrinking where a strict xfail is already
+    known to fail (shrinking a broken stack only costs time)."""
+    from fp8check.errors import FP8CheckError
+    from fp8check.suite import hypothesis_settings
+
+    try:
+        return hypothesis_settings(_option(request.config, "hypothesis-profile"),
+                                   shrink=request.node.get_closest_marker("xfail") is None)
+    except FP8CheckError as exc:
+        raise pytest.UsageError(f"fp8check: {exc}") from None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    gpu_items = [item for item in items if item.get_closest_marker("gpu")]
+    # Only fp8check's own targets: another project's `gpu` marker means what it says there.
+    gpu_items = [item for item in items if item.get_closest_marker("gpu") and _target_of(item) is not None]
     if gpu_items and not _cuda_available():
         skip = pytest.mark.skip(reason="needs a CUDA device (none found)")
         for item in gpu_items:
             item.add_marker(skip)
+
+
+def _target_of(item: pytest.Item) -> Any:
+    callspec = getattr(item, "callspec", None)
+    params = callspec.params if callspec else {}
+    return next((params[n] for n in _FIXTURES if n in params), None)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -272,11 +281,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
         xfail = item.get_closest_marker("xfail")
         reason = xfail.kwargs.get("reason", "") if xfail else ""
         if target is not None and hasattr(target, "key"):
-            item.config.stash[_STATE]["collector"].note_test(
+            _collector(item.config).note_test(
                 target.key, failed=report.failed or bool(getattr(report, "wasxfail", "")), reason=reason)
         decode = params.get("fp8_decode_target")
         if decode is not None and hasattr(decode, "decode_key"):
-            item.config.stash[_STATE]["collector"].note_decode_test(decode.decode_key, reason)
+            _collector(item.config).note_decode_test(decode.decode_key, reason)
     return report
 
 
@@ -284,6 +293,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     state = config.stash.get(_STATE, None)
     if state is None:
+        return
+    if state["collector"] is None:  # no fp8check target ran in this process
         return
     workeroutput = getattr(config, "workeroutput", None)
     if workeroutput is not None:  # a pytest-xdist worker: send findings to the controller
@@ -326,24 +337,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def _profiles_state(profiles_by_name: dict[str, Any]) -> list[dict[str, Any]]:
-    import dataclasses
-
-    out = []
-    for p in profiles_by_name.values():
-        data = dataclasses.asdict(p)
-        data["formats"] = sorted(p.formats) if p.formats is not None else None
-        data["overrides"] = [[f, [list(c) for c in changes]] for f, changes in p.overrides]
-        out.append(data)
-    return out
+    return [p.to_dict() for p in profiles_by_name.values()]
 
 
 def _profile_from_state(data: dict[str, Any]) -> Any:
     from fp8check.profiles import Profile
 
-    data = dict(data)
-    data["formats"] = frozenset(data["formats"]) if data["formats"] is not None else None
-    data["overrides"] = tuple((f, tuple(tuple(c) for c in changes)) for f, changes in data["overrides"])
-    return Profile(**data)
+    return Profile.from_dict(data)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -353,7 +353,7 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
     state = node.config.stash.get(_STATE, None)
     if state is None or "fp8check" not in output:
         return
-    state["collector"].merge_state(output["fp8check"])
+    _collector(node.config).merge_state(output["fp8check"])
     for data in output.get("fp8check_profiles", []):
         profile = _profile_from_state(data)
         state["profiles"].setdefault(profile.name, profile)

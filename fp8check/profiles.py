@@ -8,8 +8,8 @@ float64). Some stacks treat formats differently (torch >= 2.12 saturates
 e4m3fn only); a profile carries such per-format rules as ``overrides`` and
 :meth:`Profile.resolve` gives the rules for one format.
 
-The named profiles and the facts that pin them (each has a test against the
-real stack wherever it is installed):
+The named profiles (which real stack follows which, in which release and on
+which platform, is the stack registry's business: :mod:`fp8check.stacks`):
 
 ============== ===============================================================
 ``ieee``       RNE, non-saturating, exact from any input precision. The
@@ -20,9 +20,10 @@ real stack wherever it is installed):
 ``rtz``        round toward zero (Triton ``fp_downcast_rounding="rtz"``):
                finite overflow gives ±max (IEEE 754 7.4), ±Inf stays Inf
                where the format has it, else NaN.
-``ml_dtypes``  ml_dtypes 0.6 ``astype``: RNE, non-saturating, float64 inputs
-               rounded to float32 first; e8m0fnu zero and negatives are NaN;
-               fp4/fp6 NaN becomes the zero of the opposite sign.
+``ml_dtypes-0.6`` ml_dtypes up to 0.6 ``astype``: RNE, non-saturating, float64
+               inputs rounded to float32 first; e8m0fnu zero and negatives are
+               NaN; fp4/fp6 NaN becomes the zero of the opposite sign.
+``ml_dtypes-0.7`` ml_dtypes 0.7: as ml_dtypes-0.6, but float64 is rounded once.
 ``torch-2.11``  torch eager up to 2.11 (CPU and CUDA): as ml_dtypes, but e5m2
                NaN is 0x7F/0xFF and e8m0fnu takes |x| and maps 0 to 0x00.
 ``torch-2.12``  torch eager from 2.12 (measured on 2.13): as torch-2.11, but
@@ -30,6 +31,9 @@ real stack wherever it is installed):
 ``triton-sm90`` Triton compiled for Hopper: ``cvt.rn.satfinite`` for e4m3fn
                and e5m2, every NaN to +NaN 0x7F (measured on an H200);
                fnuz types do not compile on NVIDIA.
+``triton-interpreter`` what Triton's interpreter claims to emulate: the
+               triton-sm90 rules for e4m3fn/e5m2; for fnuz, RNE, finite
+               overflow saturates, ±Inf becomes NaN.
 ``ocp-mx``     OCP MX v1.0 element conversion: RNE, saturating to ±max for
                finite values, Inf and NaN become NaN where the format has it.
 ============== ===============================================================
@@ -45,9 +49,9 @@ from typing import Any, Literal
 from fp8check.errors import InvalidValueError, UnknownProfileError, UnsupportedFormatError
 from fp8check.formats import Format, get as get_format
 
-__all__ = ["Profile", "get", "names", "PROFILES", "IEEE", "SATFINITE", "RTZ",
-           "ML_DTYPES", "TORCH_2_11", "TORCH_2_12", "TRITON_SM90", "OCP_MX",
-           "for_torch"]
+__all__ = ["Profile", "get", "names", "PROFILES", "FIELDS", "IEEE", "SATFINITE", "RTZ",
+           "ML_DTYPES_0_6", "ML_DTYPES_0_7", "TORCH_2_11", "TORCH_2_12", "TRITON_SM90", "TRITON_INTERPRETER",
+           "OCP_MX"]
 
 Rounding = Literal["rne", "rtz", "rna", "stochastic"]
 Overflow = Literal["nonsat", "satfinite"]
@@ -59,7 +63,9 @@ Intermediate = Literal["float32", "float16", "bfloat16"]
 UnsignedNegative = Literal["nan", "magnitude", "min"]
 UnsignedZero = Literal["nan", "min"]
 
-_CHOICES: dict[str, tuple[Any, ...]] = {
+# The profile vocabulary: every rule a profile sets and the values it can
+# take (the fingerprint searches these, the plugin serialises them).
+FIELDS: dict[str, tuple[Any, ...]] = {
     "rounding": ("rne", "rtz", "rna", "stochastic"),
     "overflow": ("nonsat", "satfinite"),
     "infinity": ("nonsat", "satfinite", "nan"),
@@ -137,7 +143,7 @@ class Profile:
     description: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
-        for key, allowed in _CHOICES.items():
+        for key, allowed in FIELDS.items():
             value = getattr(self, key)
             if value not in allowed:
                 raise InvalidValueError(
@@ -154,10 +160,24 @@ class Profile:
         for fmt_name, changes in self.overrides:
             get_format(fmt_name)  # an unknown format name raises here
             for key, _ in changes:
-                if key not in _CHOICES and key != "stochastic_bits":
+                if key not in FIELDS and key != "stochastic_bits":
                     raise InvalidValueError(f"profile {self.name!r}: cannot override {key!r} for {fmt_name}")
             # The overridden rules must be valid themselves.
             dataclasses.replace(self, name=f"{self.name} for {fmt_name}", overrides=(), **dict(changes))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON data (lists for the frozen sets and tuples); :meth:`from_dict` reverses it."""
+        data = dataclasses.asdict(self)
+        data["formats"] = sorted(self.formats) if self.formats is not None else None
+        data["overrides"] = [[f, [list(c) for c in changes]] for f, changes in self.overrides]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Profile:
+        data = dict(data)
+        data["formats"] = frozenset(data["formats"]) if data.get("formats") is not None else None
+        data["overrides"] = tuple((f, tuple(tuple(c) for c in changes)) for f, changes in data.get("overrides", ()))
+        return cls(**data)
 
     def with_overrides(self, fmt: object, **changes: Any) -> Profile:
         """A copy whose rules for ``fmt`` differ by ``changes``."""
@@ -233,13 +253,20 @@ SATFINITE = Profile(
 RTZ = Profile(
     name="rtz",
     rounding="rtz",
-    description="round toward zero, non-saturating (Triton fp_downcast_rounding='rtz')",
+    description="round toward zero (Triton fp_downcast_rounding='rtz'); a finite overflow gives ±max "
+    "(IEEE 754 7.4), ±Inf stays Inf where the format has it, else NaN",
 )
-ML_DTYPES = Profile(
-    name="ml_dtypes",
+ML_DTYPES_0_6 = Profile(
+    name="ml_dtypes-0.6",
     intermediate="float32",
     nan_without_code="flipped_zero",
-    description="ml_dtypes 0.6 astype: RNE, non-saturating, float64 rounded to float32 first",
+    description="ml_dtypes up to 0.6 astype: RNE, non-saturating, float64 rounded to float32 first",
+)
+ML_DTYPES_0_7 = dataclasses.replace(
+    ML_DTYPES_0_6,
+    name="ml_dtypes-0.7",
+    intermediate=None,
+    description="ml_dtypes 0.7 astype: RNE, non-saturating, float64 rounded once",
 )
 TORCH_2_11 = Profile(
     name="torch-2.11",
@@ -264,6 +291,17 @@ TRITON_SM90 = Profile(
     description="Triton compiled for sm90: cvt.rn.satfinite to float8e4nv/float8e5, every NaN to +NaN 0x7F "
     "(measured on an H200, Triton 3.6); fnuz types do not compile on NVIDIA",
 )
+# What Triton's interpreter claims: the sm90 rules for the OCP types (the
+# interpreter emulates compiled Triton), and for the fnuz types the policy
+# Triton documents for its AMD targets (finite overflow saturates to ±max,
+# ±Inf becomes NaN; triton-lang/triton#11667's table).
+TRITON_INTERPRETER = dataclasses.replace(
+    TRITON_SM90,
+    name="triton-interpreter",
+    formats=frozenset({"e4m3fn", "e4m3fnuz", "e5m2", "e5m2fnuz"}),
+    description="Triton's interpreter: the triton-sm90 rules for e4m3fn/e5m2; for fnuz RNE, "
+    "finite overflow saturates, ±Inf → NaN",
+).with_overrides("e4m3fnuz", infinity="nan").with_overrides("e5m2fnuz", infinity="nan")
 OCP_MX = Profile(
     name="ocp-mx",
     overflow="satfinite",
@@ -273,7 +311,8 @@ OCP_MX = Profile(
 )
 
 PROFILES: dict[str, Profile] = {
-    p.name: p for p in (IEEE, SATFINITE, RTZ, ML_DTYPES, TORCH_2_11, TORCH_2_12, TRITON_SM90, OCP_MX)
+    p.name: p for p in (IEEE, SATFINITE, RTZ, ML_DTYPES_0_6, ML_DTYPES_0_7, TORCH_2_11, TORCH_2_12, TRITON_SM90,
+                        TRITON_INTERPRETER, OCP_MX)
 }
 
 
@@ -286,14 +325,12 @@ def get(name: object) -> Profile:
     if isinstance(name, Profile):
         return name
     key = str(name).strip().lower().replace("_", "-") if name is not None else ""
-    aliases = {"ml-dtypes": "ml_dtypes", "default": "ieee", "rne": "ieee", "sat": "satfinite"}
+    key = key.replace("ml-dtypes", "ml_dtypes")
+    aliases = {"default": "ieee", "rne": "ieee", "sat": "satfinite"}
     key = aliases.get(key, key)
+    if key == "ml_dtypes":
+        raise UnknownProfileError(f"profile {name!r} is versioned: ml_dtypes-0.6 (float64 via float32) or "
+                                  f"ml_dtypes-0.7 (float64 rounded once)")
     if key not in PROFILES:
         raise UnknownProfileError(f"unknown profile {name!r}; known profiles: {', '.join(names())}")
     return PROFILES[key]
-
-
-def for_torch(version: str) -> Profile:
-    """The profile of torch eager casts in ``version`` (e.g. ``torch.__version__``)."""
-    major, minor = (int(part) for part in version.split("+")[0].split(".")[:2])
-    return TORCH_2_12 if (major, minor) >= (2, 12) else TORCH_2_11

@@ -6,7 +6,7 @@ judged against one profile. The properties in ``properties/`` call
 the reference bit for bit, records every divergence in a :class:`Collector`
 (the ``--fp8check-json`` file) and fails with a readable message. Known
 upstream bugs narrow enough to be described input by input
-(:class:`~fp8check.kernels.KnownDivergence` with ``affects``) are recorded
+(:class:`~fp8check.stacks.KnownDivergence` with ``affects``) are recorded
 but excused; broad ones are strict xfails set by the plugin.
 """
 
@@ -20,15 +20,54 @@ import numpy as np
 
 from fp8check import engine, inputs
 from fp8check.formats import Format
-from fp8check.kernels import CastKernel, KnownDivergence
+from fp8check.kernels import CastKernel
+from fp8check.stacks import KnownDivergence
 from fp8check.profiles import Profile
 from fp8check.results import CAST_CATEGORIES, CheckResult, InputMap16
 
-__all__ = ["Target", "DecodeTarget", "Collector", "targets_for", "FNUZ", "OCP", "MX"]
+__all__ = ["Target", "DecodeTarget", "Collector", "targets_for", "hypothesis_settings", "HYPOTHESIS_PROFILES",
+           "FNUZ", "OCP", "MX"]
 
 FNUZ = frozenset({"e4m3fnuz", "e5m2fnuz"})
 OCP = frozenset({"e4m3fn", "e5m2"})
 MX = frozenset({"e8m0fnu", "e2m1fn", "e2m3fn", "e3m2fn"})
+
+
+# fp8check's own Hypothesis settings, by name. Never registered as Hypothesis
+# profiles: they decorate fp8check's properties only, so nothing in other
+# tests of the same run changes (Hypothesis loads its own "ci" profile when
+# $CI is set; that one stays in force for them).
+HYPOTHESIS_PROFILES = {
+    "fp8check-ci": dict(max_examples=60, derandomize=True, database=None, deadline=None, print_blob=False),
+    "fp8check-thorough": dict(max_examples=2000, derandomize=False, deadline=None),
+}
+
+
+def hypothesis_settings(name: str | None = None, *, shrink: bool = True) -> Any:
+    """The Hypothesis settings fp8check's properties run under.
+
+    ``name``: ``fp8check-ci`` (None: the default), ``fp8check-thorough``, or
+    the name of a profile registered with Hypothesis. Each of fp8check's own
+    starts from Hypothesis's ``default`` profile, never from whatever profile
+    is loaded. ``shrink=False`` skips shrinking (for strict xfails).
+    """
+    from hypothesis import HealthCheck, Phase, settings
+    from hypothesis.errors import InvalidArgument
+
+    from fp8check.errors import InvalidValueError
+
+    name = name or "fp8check-ci"
+    if name in HYPOTHESIS_PROFILES:
+        health = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example,
+                  HealthCheck.filter_too_much]
+        base = settings(settings.get_profile("default"), suppress_health_check=health, **HYPOTHESIS_PROFILES[name])
+    else:
+        try:
+            base = settings.get_profile(name)
+        except InvalidArgument:
+            raise InvalidValueError(f"Hypothesis profile {name!r} is not registered; fp8check's own are "
+                                    f"{', '.join(HYPOTHESIS_PROFILES)}") from None
+    return base if shrink else settings(base, phases=[Phase.explicit, Phase.generate])
 
 
 class Collector:

@@ -2,7 +2,7 @@
 
 The general properties excuse exactly these inputs; here they are expected
 to fail (strict xfail naming the upstream issue), so that a fixed upstream
-release makes this test pass and the entry in fp8check.kernels.known can go.
+release makes this test pass and its entry in the stack registry (fp8check.stacks) can go.
 """
 
 import numpy as np

@@ -12,8 +12,8 @@ import warnings
 import ml_dtypes
 import numpy as np
 
-from fp8check import formats, inputs, profiles
-from fp8check.kernels.known import e8m0_subnormal_inputs
+from fp8check import formats, inputs, profiles, stacks
+from fp8check.stacks import e8m0_subnormal_inputs
 
 SIXTEEN_BIT = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 UNSIGNED = {2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -21,9 +21,35 @@ UNSIGNED = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 def e8m0_subnormal_round_up(x: np.ndarray) -> np.ndarray:
     """Mask of the inputs ml_dtypes and torch round up into e8m0fnu 0x01 (the
-    known upstream bug, :mod:`fp8check.kernels.known`)."""
+    known upstream bug, :mod:`fp8check.stacks`)."""
     name = inputs.dtype_name(x)
     return e8m0_subnormal_inputs(inputs.to_bits(x, name), name, formats.E8M0FNU)
+
+
+def installed_observation(stack: str, operation: str = "cast", device: str = "cpu"):
+    """The stack registry's observation of ``stack`` as installed here, or None (unpinned or absent)."""
+    return stacks.lookup(stack, operation=operation, device=device)
+
+
+def pinned(stack: str, operation: str = "cast", device: str = "cpu"):
+    """The observation of ``stack`` as installed here; skips the test naming what is unpinned."""
+    import pytest
+
+    obs = installed_observation(stack, operation, device)
+    if obs is None:
+        pytest.skip(stacks.unpinned_reason(stack, operation=operation, device=device))
+    return obs
+
+
+def known_mask(obs, x: np.ndarray, fmt: formats.Format, kind: str = "cast") -> np.ndarray:
+    """Inputs of ``x`` that a known upstream bug of ``obs`` explains, input by input."""
+    name = inputs.dtype_name(x)
+    bits = inputs.to_bits(x, name)
+    mask = np.zeros(x.shape, dtype=bool)
+    for k in obs.known:
+        if k.affects is not None and k.applies(fmt, name, kind):
+            mask |= k.affects(bits, name, fmt)
+    return mask
 
 
 def all_16bit(source: str) -> np.ndarray:

@@ -27,9 +27,9 @@ def test_465_into_e4m3fn_overflows_or_saturates_by_profile(capsys):
     out, table = explain(capsys, "465", "--format", "e4m3fn")
     assert "float32 0x43e88000 = 465 (exact)" in out
     assert set(table) == set(profiles.names())
-    for name in ("ieee", "ml_dtypes", "torch-2.11"):
+    for name in ("ieee", "ml_dtypes-0.6", "ml_dtypes-0.7", "torch-2.11"):
         assert table[name][:3] == ["0x7f", "0|1111|111", "NaN"] and table[name][4] == "overflow → NaN"
-    for name in ("satfinite", "rtz", "torch-2.12", "triton-sm90", "ocp-mx"):
+    for name in ("satfinite", "rtz", "torch-2.12", "triton-sm90", "triton-interpreter", "ocp-mx"):
         assert table[name][:3] == ["0x7e", "0|1111|110", "448"], name
         assert table[name][3] == "416 (0x7d) < · < none"
 
@@ -45,11 +45,13 @@ def test_hex_bits_pick_the_input_type_by_width(capsys):
 
 
 def test_the_float64_double_rounding_is_explained(capsys):
-    out, table = explain(capsys, "0x3FF1000000440000", "-f", "e4m3fn", "-p", "ieee", "-p", "ml_dtypes")
+    out, table = explain(capsys, "0x3FF1000000440000", "-f", "e4m3fn", "-p", "ieee", "-p", "ml_dtypes-0.6",
+                         "-p", "ml_dtypes-0.7")
     assert "float64 0x3ff1000000440000" in out
     assert table["ieee"][0] == "0x39" and table["ieee"][4] == "rounded up"
-    assert table["ml_dtypes"][0] == "0x38"
-    assert table["ml_dtypes"][4] == "via float32 1.0625; rounded down (tie: to even)"
+    assert table["ml_dtypes-0.6"][0] == "0x38"
+    assert table["ml_dtypes-0.6"][4] == "via float32 1.0625; rounded down (tie: to even)"
+    assert table["ml_dtypes-0.7"][:1] == ["0x39"] and table["ml_dtypes-0.7"][4] == "rounded up"
 
 
 def test_a_tie_and_a_decimal_that_float32_cannot_hold(capsys):
@@ -68,8 +70,8 @@ def test_fnuz_negative_zero_and_specials(capsys):
     _, table = explain(capsys, "-inf", "-f", "e5m2", "-p", "ieee", "-p", "satfinite", "-p", "ocp-mx")
     assert [table[p][0] for p in ("ieee", "satfinite", "ocp-mx")] == ["0xfc", "0xfb", "0xfe"]
     assert table["ocp-mx"][4] == "Inf → NaN" and table["satfinite"][4] == "Inf → max (saturated)"
-    out, table = explain(capsys, "-nan", "-f", "e2m1fn", "-p", "ml_dtypes")
-    assert "-NaN, payload 0x400000" in out and table["ml_dtypes"][:3] == ["0x00", "0|00|0", "0"]
+    out, table = explain(capsys, "-nan", "-f", "e2m1fn", "-p", "ml_dtypes-0.7")
+    assert "-NaN, payload 0x400000" in out and table["ml_dtypes-0.7"][:3] == ["0x00", "0|00|0", "0"]
 
 
 def test_e8m0_zero_and_profiles(capsys):

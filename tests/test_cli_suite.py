@@ -77,27 +77,83 @@ def test_fingerprint_names_what_a_mutant_really_does(tmp_path, capsys):
     assert json.loads(out.read_text())["exact"] == ["satfinite"]
 
 
-def test_fingerprint_of_torch_e4m3fn_is_satfinite():
+def test_fingerprint_of_torch_e4m3fn_names_the_registry_s_profile():
     from fp8check import kernels
     from fp8check.fingerprint import fingerprint
 
+    from core_oracles import pinned
+
+    obs = pinned("torch")
     fp = fingerprint(kernels.get_kernel("torch-cpu"), "e4m3fn", "bfloat16")
-    assert "satfinite" in fp.exact or fp.named_mismatches["torch-2.11"] == 0  # torch >= 2.12 vs older
+    assert obs.profile.name in fp.exact
 
 
-def test_survey_reports_known_divergences_and_exits_0(tmp_path, capsys):
+def _with_e8m0_round_up(base):
+    """A copy of ``base`` that rounds e8m0fnu subnormal inputs up, declaring that as a known upstream bug."""
+    import dataclasses
+
+    import numpy as np
+
+    from fp8check import inputs, stacks
+
+    def cast(x, fmt):
+        codes = np.asarray(base.cast(x, fmt)).copy()
+        if fmt.name == "e8m0fnu":
+            name = inputs.dtype_name(x)
+            codes[stacks.e8m0_subnormal_inputs(inputs.to_bits(x, name), name, fmt)] = 0x01
+        return codes
+
+    return dataclasses.replace(base, name="rounds-e8m0-up", cast_fn=cast, known=(stacks.E8M0_SUBNORMAL,))
+
+
+def test_survey_says_a_known_upstream_divergence_is_one():
+    from fp8check import formats, kernels
+    from fp8check.commands.survey import survey, verdict
+
+    planted = _with_e8m0_round_up(kernels.get_kernel("ml_dtypes"))
+    rows = {r["format"].name: r for r in survey([planted], [formats.E8M0FNU, formats.E4M3FNUZ], max_examples=5,
+                                                 seed=0, with_fingerprint=False)}
+    assert verdict(rows["e4m3fnuz"]) == ("conforms", "green")
+    assert verdict(rows["e8m0fnu"])[0] == "diverges: known upstream bug"
+    by_dtype = {c.input_dtype: c for c in rows["e8m0fnu"]["checks"]}
+    assert not by_dtype["float32"].passed and by_dtype["float32"].expected_failure
+    assert by_dtype["float16"].passed  # float16 cannot reach 2^-127
+
+
+def test_survey_of_an_unpinned_stack_reports_its_fingerprint_not_a_verdict():
+    import dataclasses
+
+    from fp8check import formats, kernels
+    from fp8check.commands.survey import survey, verdict
+
+    base = kernels.get_kernel("ml_dtypes")
+    unpinned = dataclasses.replace(base, observation=None, unpinned="ml_dtypes 9.9.0 casts are not pinned")
+    rows = survey([unpinned], [formats.E4M3FNUZ], max_examples=5, seed=0, with_fingerprint=True)
+    text, _ = verdict(rows[0])
+    assert text.startswith("unpinned: matches ") and "ieee" in text
+
+
+def test_survey_command_exits_0_and_writes_every_check(tmp_path, capsys):
     out = tmp_path / "s.json"
-    code = cli.main(["survey", "--kernel", "ml_dtypes", "--format", "e8m0fnu", "--format", "e4m3fnuz",
-                     "--max-examples", "5", "--json", str(out)])
+    code = cli.main(["survey", "--kernel", "ml_dtypes", "--format", "e4m3fnuz", "--max-examples", "5",
+                     "--json", str(out)])
     assert code == 0
     text = capsys.readouterr().out
-    assert "DIVERGE" in text and "known upstream" in text and "This is a survey: exit code 0" in text
+    assert "ml_dtypes:" in text and ("pinned by the stack registry" in text or "not pinned" in text)
     doc = json.loads(out.read_text())
     by = {(c["format"], c["input_dtype"]): c for c in doc["checks"]}
-    assert by[("e4m3fnuz", "float32")]["passed"] is True
-    assert by[("e8m0fnu", "float32")]["passed"] is False and by[("e8m0fnu", "float32")]["expected_failure"]
-    assert by[("e8m0fnu", "float16")]["passed"] is True  # float16 cannot reach 2^-127
+    assert set(by) == {("e4m3fnuz", d) for d in ("float32", "float16", "bfloat16")}
     assert "fingerprint" in by[("e4m3fnuz", "float32")]["extra"]
+
+
+def test_survey_of_adapters_none_of_which_is_here_is_an_error(capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    assert cli.main(["survey", "--kernel", "torch-cuda"]) == 2
+    err = capsys.readouterr().err
+    assert "nothing to survey: torch-cuda is not available here" in err and len(err.strip().splitlines()) == 1
 
 
 def test_sweep_a_range_on_the_cpu_across_the_sign_bit(tmp_path):

@@ -5,8 +5,10 @@ import numpy as np
 import pytest
 
 import fp8check
-from fp8check import engine, formats, inputs, kernels, profiles
+from fp8check import engine, formats, inputs, kernels, profiles, stacks
 from fp8check.kernels import KernelCallError, KernelLoadError, KernelOutputError
+
+from core_oracles import pinned
 
 torch = pytest.importorskip("torch")
 
@@ -57,7 +59,7 @@ def test_run_check_of_a_conforming_stack(tmp_path):
     k = kernels.get_kernel("ml_dtypes")
     result, rec = engine.run_check(k, "e5m2", input_dtype="bfloat16", max_examples=10)
     assert result.passed and result.categories == {} and len(rec) == 0
-    assert result.checked >= 65536 and result.profile == "ml_dtypes"
+    assert result.checked >= 65536 and result.profile == k.claims.name
 
 
 def test_decode_check_compares_nan_by_class_and_keeps_negative_zero():
@@ -71,45 +73,60 @@ def test_decode_check_compares_nan_by_class_and_keeps_negative_zero():
     assert n == 256 and [(d.input_hex, d.category) for d in wrong] == [("0x80", "signed_zero")]
 
 
-# -- facts about the real stacks (FACTS.md), pinned ---------------------------
+# -- facts about the real stacks (FACTS.md), where the registry pins them -----
 
 def cast(name, values, fmt, dtype="float32"):
     x = np.array(values, dtype=inputs.numpy_dtype(dtype))
     return [int(c) for c in kernels.get_kernel(name).cast(x, formats.get(fmt))]
 
 
-def test_torch_claims_its_version_profile():
-    assert kernels.get_kernel("torch-cpu").claims == profiles.for_torch(torch.__version__)
+def test_builtin_adapters_claim_what_the_registry_says():
+    for name, stack in (("torch-cpu", "torch"), ("ml_dtypes", "ml_dtypes")):
+        k = kernels.get_kernel(name)
+        obs = stacks.lookup(stack)
+        if obs is None:
+            assert k.unpinned and k.observation is None and "not pinned" in k.unpinned
+        else:
+            assert k.claims is obs.profile and k.known == obs.known and k.unpinned is None
 
 
-@pytest.mark.skipif(profiles.for_torch(torch.__version__).name != "torch-2.12", reason="torch < 2.12")
 def test_torch_2_12_plus_saturates_e4m3fn_but_not_fnuz():
+    obs = pinned("torch")
+    if obs.profile is not profiles.TORCH_2_12:
+        pytest.skip(f"the installed torch follows {obs.profile.name}")
     assert cast("torch-cpu", [500.0, float("inf"), -float("inf")], "e4m3fn") == [0x7E, 0x7E, 0xFE]
     assert cast("torch-cpu", [500.0], "e4m3fnuz") == [0x80]
     assert cast("torch-cpu", [float("nan")], "e5m2") == [0x7F]  # e5m2 NaN is all ones in torch
 
 
 def test_ml_dtypes_does_not_saturate_and_fnuz_zero_is_unsigned():
+    pinned("ml_dtypes")
     assert cast("ml_dtypes", [500.0, -0.0, -1e-9], "e4m3fnuz") == [0x80, 0x00, 0x00]
     assert cast("ml_dtypes", [float("nan")], "e5m2") == [0x7E]
 
 
-def test_both_stacks_round_e8m0_float32_subnormals_up_known_upstream():
+@pytest.mark.parametrize("name, stack", [("torch-cpu", "torch"), ("ml_dtypes", "ml_dtypes")])
+def test_e8m0_float32_subnormals_round_as_the_registry_says(name, stack):
+    obs = pinned(stack)
     x = [2.0**-127 * 1.25]  # nearer 2^-127 (0x00) than 2^-126 (0x01)
     assert fp8check.encode(np.array(x, dtype=np.float32), "e8m0fnu")[0] == 0x00
-    assert cast("torch-cpu", x, "e8m0fnu") == [0x01]
-    assert cast("ml_dtypes", x, "e8m0fnu") == [0x01]
+    rounds_up = stacks.E8M0_SUBNORMAL in obs.known
+    assert cast(name, x, "e8m0fnu") == ([0x01] if rounds_up else [0x00])
 
 
-def test_float64_is_double_rounded_through_float32_by_both_stacks():
+@pytest.mark.parametrize("name, stack", [("torch-cpu", "torch"), ("ml_dtypes", "ml_dtypes")])
+def test_float64_is_rounded_through_float32_where_the_registry_says(name, stack):
+    obs = pinned(stack)
     x = np.array([0x3FF1000000440000], dtype=np.uint64).view(np.float64)  # just above 1.0625
     assert fp8check.encode(x, "e4m3fn")[0] == 0x39
-    assert cast("torch-cpu", x, "e4m3fn", "float64") == [0x38]
-    assert cast("ml_dtypes", x, "e4m3fn", "float64") == [0x38]
+    double = any(k.kind == "exact" for k in obs.known)
+    assert double == (obs.profile.resolve("e4m3fn").intermediate == "float32")
+    assert cast(name, x, "e4m3fn", "float64") == ([0x38] if double else [0x39])
 
 
 def test_triton_interpreter_fp8_casts_are_broken_as_upstream_reports():
     pytest.importorskip("triton")
+    pinned("triton-interpreter")
     name = "triton-interpreter"
     assert cast(name, [1.0625], "e4m3fn") == [0x39]     # the tie rounds away (RNE: 0x38)
     assert cast(name, [1.9375], "e4m3fn") == [0x38]     # the carry is lost: 1.0 (RNE: 2.0)

@@ -25,7 +25,8 @@ RNA = Profile(name="rna", rounding="rna")
 RNA_SAT = Profile(name="rna-satfinite", rounding="rna", overflow="satfinite", infinity="satfinite")
 RTZ_FLUSH = Profile(name="rtz-flush", rounding="rtz", subnormals="flush")
 PROFILES = [profiles.IEEE, profiles.SATFINITE, profiles.RTZ, profiles.OCP_MX, profiles.TRITON_SM90,
-            profiles.TORCH_2_11, profiles.TORCH_2_12, profiles.ML_DTYPES, RNA, RNA_SAT, RTZ_FLUSH]
+            profiles.TORCH_2_11, profiles.TORCH_2_12, profiles.ML_DTYPES_0_6, profiles.ML_DTYPES_0_7,
+            profiles.TRITON_INTERPRETER, RNA, RNA_SAT, RTZ_FLUSH]
 PAIRS = [pytest.param(f, p, id=f"{f.name}-{p.name}") for p in PROFILES for f in formats.ALL_FORMATS
          if p.supports(f)]
 

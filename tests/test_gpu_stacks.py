@@ -16,8 +16,7 @@ import pytest
 import fp8check
 from fp8check import formats, profiles
 
-from core_oracles import all_16bit, first_differences, random_float32, random_float64, same_code
-from core_oracles import e8m0_subnormal_round_up
+from core_oracles import all_16bit, first_differences, known_mask, pinned, random_float32, random_float64, same_code
 
 pytestmark = pytest.mark.gpu
 
@@ -53,21 +52,21 @@ def compare(x, ours, theirs, fmt, *, by_class, skip=None):
 def test_torch_cuda_casts_are_the_installed_torch_profile(source, fmt):
     import torch
 
-    profile = profiles.for_torch(torch.__version__)
+    obs = pinned("torch", device="cuda")
+    profile = obs.profile
     x = inputs(source, fmt)
     try:
         theirs = cuda_tensor(x).to(getattr(torch, fmt.torch_name)).view(torch.uint8).cpu().numpy()
     except RuntimeError as exc:  # a cast this torch build lacks on CUDA
         pytest.skip(f"torch CUDA cannot cast {source} to {fmt.name}: {exc}")
-    skip = e8m0_subnormal_round_up(x) if fmt is formats.E8M0FNU else None
-    compare(x, fp8check.encode(x, fmt, profile), theirs, fmt, by_class=True, skip=skip)
+    compare(x, fp8check.encode(x, fmt, profile), theirs, fmt, by_class=True, skip=known_mask(obs, x, fmt))
 
 
 @pytest.mark.parametrize("fmt", [f for f in formats.ALL_FORMATS if f.torch_name], ids=str)
 def test_torch_cuda_nan_codes_are_the_profile_s(fmt):
     import torch
 
-    profile = profiles.for_torch(torch.__version__)
+    profile = pinned("torch", device="cuda").profile
     x = np.array([0x7FC00000, 0xFFC00000, 0x7F800001, 0xFF800001, 0x7FFFFFFF], np.uint32).view(np.float32)
     theirs = cuda_tensor(x).to(getattr(torch, fmt.torch_name)).view(torch.uint8).cpu().numpy()
     compare(x, fp8check.encode(x, fmt, profile), theirs, fmt, by_class=False)
@@ -94,14 +93,15 @@ def _triton_cast(x, fmt):
 
 @pytest.mark.parametrize("source", ["float16", "bfloat16", "float32"])
 @pytest.mark.parametrize("fmt", [formats.E4M3FN, formats.E5M2], ids=str)
-def test_triton_compiled_casts_are_the_triton_sm90_profile(source, fmt):
+def test_triton_compiled_casts_are_the_registry_s_profile(source, fmt):
     import torch
 
     if torch.cuda.get_device_capability() < (8, 9):
         pytest.skip("fp8 casts compile from sm89 on")
+    obs = pinned("triton", device="cuda")
     x = inputs(source, fmt)
     theirs = _triton_cast(x, fmt)
-    compare(x, fp8check.encode(x, fmt, "triton-sm90"), theirs, fmt, by_class=False)  # NaN codes too
+    compare(x, fp8check.encode(x, fmt, obs.profile), theirs, fmt, by_class=False)  # NaN codes too
 
 
 PAIRS = [pytest.param(f, p, id=f"{f.name}-{p.name}") for p in profiles.PROFILES.values()

@@ -14,6 +14,14 @@ try:  # pytester's in-process runs unload modules first imported inside them, an
     import triton  # noqa: F401  Triton's native extension cannot be loaded twice
 except ImportError:
     pass
+# The plugin imports fp8check's modules lazily; import them here, in the outer
+# session, so that in-process runs share one copy of each (an unloaded and
+# re-imported fp8check.profiles would make two Profile classes).
+import hypothesis  # noqa: E402,F401
+import fp8check.kernels.user  # noqa: E402,F401
+import fp8check.results  # noqa: E402,F401
+import fp8check.strategies  # noqa: E402,F401
+import fp8check.suite  # noqa: E402,F401
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -150,10 +158,10 @@ def test_ci_profile_is_the_default_and_derandomized(suite, monkeypatch):
 
 
 @pytest.mark.parametrize("ci_env", [None, "true"], ids=["no-CI-variable", "CI=true"])
-def test_thorough_profile_is_selected_with_hypothesis_profile(suite, monkeypatch, ci_env):
-    # A subprocess, so the profiles are registered under this environment:
-    # Hypothesis loads its own derandomized profile at import when $CI is set,
-    # and a profile that inherits from it is not the one we documented.
+def test_thorough_settings_are_selected_with_the_fp8check_option(suite, monkeypatch, ci_env):
+    # A subprocess, under this environment: Hypothesis loads its own
+    # derandomized profile at import when $CI is set, and settings that
+    # inherited from it would not be the ones we documented.
     if ci_env is None:
         monkeypatch.delenv("CI", raising=False)
     else:
@@ -161,17 +169,70 @@ def test_thorough_profile_is_selected_with_hypothesis_profile(suite, monkeypatch
     suite.makepyfile(test_profile="def test_settings(fp8_settings):\n    print('MAX', fp8_settings.max_examples, fp8_settings.derandomize)\n")
     default = suite.runpytest_subprocess("-s", "-p", "no:cacheprovider", "test_profile.py")
     thorough = suite.runpytest_subprocess("-s", "-p", "no:cacheprovider", "test_profile.py",
-                                          "--hypothesis-profile", "thorough")
+                                          "--fp8check-hypothesis-profile", "fp8check-thorough")
     assert "MAX 60 True" in default.stdout.str()
     assert "MAX 2000 False" in thorough.stdout.str()
+    bad = suite.runpytest_subprocess("-p", "no:cacheprovider", "test_profile.py",
+                                     "--fp8check-hypothesis-profile", "no-such-profile")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR or "is not registered" in bad.stdout.str() + bad.stderr.str()
 
 
-def test_gpu_tests_skip_cleanly_without_cuda(pytester):
+SETTINGS_PROBE = """
+from hypothesis import settings
+
+def test_print_the_settings_in_force():
+    s = settings()
+    print("IN FORCE", settings._current_profile, s.max_examples, s.derandomize, s.database is None, s.deadline)
+"""
+
+
+@pytest.mark.parametrize("ci_env", [None, "true"], ids=["no-CI-variable", "CI=true"])
+def test_an_unrelated_project_keeps_hypothesis_s_own_profile(pytester, monkeypatch, ci_env):
+    # With fp8check installed (its plugin loads through the pytest11 entry
+    # point) and without it, another project's Hypothesis tests run under
+    # the same settings: under CI=true, Hypothesis's own "ci" profile.
+    if ci_env is None:
+        monkeypatch.delenv("CI", raising=False)
+    else:
+        monkeypatch.setenv("CI", ci_env)
+    pytester.makepyfile(test_other=SETTINGS_PROBE)
+
+    def in_force(*args):
+        out = pytester.runpytest_subprocess("-s", "-p", "no:cacheprovider", *args).stdout.str()
+        return next(line[line.index("IN FORCE"):] for line in out.splitlines() if "IN FORCE" in line)
+
+    with_plugin, without = in_force(), in_force("-p", "no:fp8check")
+    assert with_plugin == without
+    if ci_env:
+        assert with_plugin.startswith("IN FORCE ci ")
+
+
+def test_the_plugin_module_imports_pytest_alone():
+    import subprocess
+    import sys
+
+    code = ("import sys, fp8check.plugin; "
+            "print(sorted(m for m in ('numpy', 'hypothesis', 'torch', 'ml_dtypes', 'rich', 'triton') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_a_gpu_marker_of_another_project_is_left_alone(pytester):
     import torch
 
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is present")
-    pytester.makepyfile("import pytest\n@pytest.mark.gpu\ndef test_needs_gpu():\n    assert False\n")
+    pytester.makepyfile("import pytest\n@pytest.mark.gpu\ndef test_needs_gpu():\n    assert True\n")
     result = pytester.runpytest("-rs", "-p", "no:cacheprovider")
-    result.assert_outcomes(skipped=1)
-    assert "needs a CUDA device" in result.stdout.str()
+    result.assert_outcomes(passed=1)
+
+
+def test_gpu_targets_skip_cleanly_without_cuda(suite):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    result = suite.runpytest("properties", "--fp8check-kernel", "fp8_mutants:correct_e4m3fnuz",
+                             "--fp8check-format", "e4m3fnuz", "--fp8check-device", "cuda", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and "no CUDA device" in result.stderr.str()

@@ -70,11 +70,11 @@ def test_formats_given_as_a_set_become_a_frozenset():
 
 
 def test_names_and_get():
-    assert profiles.names() == ("ieee", "satfinite", "rtz", "ml_dtypes", "torch-2.11", "torch-2.12",
-                                "triton-sm90", "ocp-mx")
+    assert profiles.names() == ("ieee", "satfinite", "rtz", "ml_dtypes-0.6", "ml_dtypes-0.7", "torch-2.11",
+                                "torch-2.12", "triton-sm90", "triton-interpreter", "ocp-mx")
     for name in profiles.names():
         assert profiles.get(name).name == name
-    assert profiles.get("ML-DTYPES") is profiles.ML_DTYPES
+    assert profiles.get("ML-DTYPES-0.7") is profiles.ML_DTYPES_0_7
     assert profiles.get(" TORCH-2.12 ") is profiles.TORCH_2_12
     assert profiles.get("default") is profiles.IEEE
     p = dataclasses.replace(profiles.IEEE, name="mine")
@@ -90,12 +90,9 @@ def test_unknown_profile_is_a_clear_typed_error(bad):
     assert isinstance(info.value, LookupError)
 
 
-@pytest.mark.parametrize("version, expected", [
-    ("2.11.0+cu130", "torch-2.11"), ("2.11.1", "torch-2.11"), ("2.4.0", "torch-2.11"),
-    ("2.12.0", "torch-2.12"), ("2.13.0+cpu", "torch-2.12"), ("3.0.0", "torch-2.12"),
-])
-def test_for_torch_picks_by_version(version, expected):
-    assert profiles.for_torch(version).name == expected
+def test_the_unversioned_ml_dtypes_name_says_which_versions_exist():
+    with pytest.raises(UnknownProfileError, match="ml_dtypes-0.6 .* or ml_dtypes-0.7"):
+        profiles.get("ml_dtypes")
 
 
 def test_summary_states_the_rules():
@@ -103,7 +100,8 @@ def test_summary_states_the_rules():
     assert profiles.TORCH_2_12.summary(formats.E4M3FN) == "RNE, satfinite, ±Inf → ±max, NaN quiet, via float32"
     assert profiles.TORCH_2_12.summary(formats.E5M2) == "RNE, non-saturating, ±Inf → ±Inf, NaN all_ones, via float32"
     assert profiles.IEEE.summary(formats.E4M3FNUZ) == "RNE, non-saturating, ±Inf → NaN, NaN 0x80"
-    assert profiles.ML_DTYPES.summary(formats.E2M1FN) == "RNE, non-saturating, ±Inf → ±max, NaN → ∓0, via float32"
+    assert profiles.ML_DTYPES_0_6.summary(formats.E2M1FN) == "RNE, non-saturating, ±Inf → ±max, NaN → ∓0, via float32"
+    assert profiles.ML_DTYPES_0_7.summary(formats.E2M1FN) == "RNE, non-saturating, ±Inf → ±max, NaN → ∓0"
     assert profiles.OCP_MX.summary(formats.E2M3FN) == "RNE, satfinite, ±Inf → ±max, NaN → ±max"
     assert profiles.RTZ.summary(formats.E5M2) == "RTZ, finite overflow → ±max, ±Inf → ±Inf, NaN quiet"
     sr = Profile(name="sr", rounding="stochastic", stochastic_bits=8, subnormals="flush")

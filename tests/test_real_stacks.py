@@ -1,14 +1,18 @@
 """The reference against the real stacks installed here: ml_dtypes and torch.
 
+What each stack does is versioned data in the stack registry
+(:mod:`fp8check.stacks`): these tests pin the installed release to the
+observation covering it, and skip, naming what is unpinned, where none does.
+
 - ``ieee`` equals ml_dtypes on every 16-bit input and a float32 sample for
   the four fp8 formats (NaN by class): ml_dtypes is exact RNE from those.
-- Each real-stack profile is pinned to its stack bit for bit, NaN codes
-  included, from float16, bfloat16, float32 and float64 (whose double
-  rounding through float32 the profiles model).
+- Each stack's profile is pinned to the stack bit for bit, NaN codes
+  included, from float16, bfloat16, float32 and float64.
 - Decoding every code agrees with both stacks.
 
-Known upstream bugs are strict xfails naming the upstream issue, so the
-suite notices a fix.
+Known upstream bugs of the installed release are strict xfails naming the
+upstream issue, so the suite notices a fix; a bug the registry says a
+release fixed is tested as fixed.
 """
 
 import dataclasses
@@ -17,11 +21,11 @@ import numpy as np
 import pytest
 
 import fp8check
-from fp8check import formats, profiles
+from fp8check import formats
 
-from core_oracles import (all_16bit, e8m0_subnormal_round_up, first_differences, ml_dtypes_codes, ml_dtypes_decode,
-                          random_float32,
-                          random_float64, same_code, same_value, torch_codes, torch_decode)
+from core_oracles import (all_16bit, e8m0_subnormal_round_up, first_differences, installed_observation, known_mask,
+                          ml_dtypes_codes, ml_dtypes_decode, pinned, random_float32, random_float64, same_code,
+                          same_value, torch_codes, torch_decode)
 
 SOURCES = ["float16", "bfloat16", "float32", "float64"]
 TORCH_FORMATS = [f for f in formats.ALL_FORMATS if f.torch_name]
@@ -35,12 +39,6 @@ def inputs(source, fmt):
     return random_float64(1 << 18, 19, fmt)
 
 
-E8M0_BUG = ("ml_dtypes 0.6 and torch round float32 subnormals in (2**-127, 1.5 * 2**-127) up to "
-            "e8m0fnu 0x01 (2**-126) instead of 0x00 (2**-127, the nearer): the RNE guard bit is "
-            "taken as if the subnormal were normal; no upstream issue found in the ml_dtypes or "
-            "pytorch trackers (pytorch/pytorch#146414 defines the cast as RNE)")
-
-
 def compare_codes(x, ours, theirs, fmt, *, by_class: bool, skip=None):
     same = same_code(ours, theirs, fmt) if by_class else ours == theirs
     if skip is not None:
@@ -48,11 +46,26 @@ def compare_codes(x, ours, theirs, fmt, *, by_class: bool, skip=None):
     assert same.all(), f"{int((~same).sum())} differ: " + "; ".join(first_differences(x, ours, theirs, ~same))
 
 
+def known_bug(stack: str, kind: str, fmt_name: str, source: str, device: str = "cpu"):
+    """Strict xfail marks for a known upstream bug of the installed ``stack`` (none where it is fixed or unpinned)."""
+    obs = installed_observation(stack, device=device)
+    if obs is None:
+        return []
+    fmt = formats.get(fmt_name)
+    reasons = [k.reason for k in obs.known if k.applies(fmt, source, kind)]
+    return [pytest.mark.xfail(strict=True, reason="; ".join(reasons))] if reasons else []
+
+
+def by_format(stack, kind, source, fmts):
+    return [pytest.param(f, marks=known_bug(stack, kind, f.name, source), id=f.name) for f in fmts]
+
+
 # -- ieee against ml_dtypes -----------------------------------------------
 
 @pytest.mark.parametrize("source", ["float16", "bfloat16", "float32"])
 @pytest.mark.parametrize("fmt", formats.FP8_FORMATS, ids=str)
 def test_ieee_equals_ml_dtypes(source, fmt):
+    pinned("ml_dtypes")
     x = inputs(source, fmt)
     compare_codes(x, fp8check.encode(x, fmt, "ieee"), ml_dtypes_codes(x, fmt), fmt, by_class=True)
 
@@ -62,89 +75,86 @@ def test_ieee_equals_ml_dtypes(source, fmt):
 @pytest.mark.parametrize("source", SOURCES)
 @pytest.mark.parametrize("fmt", formats.ALL_FORMATS, ids=str)
 def test_ml_dtypes_profile_is_ml_dtypes_bit_for_bit(source, fmt):
+    obs = pinned("ml_dtypes")
     x = inputs(source, fmt)
-    skip = e8m0_subnormal_round_up(x) if fmt is formats.E8M0FNU else None
-    compare_codes(x, fp8check.encode(x, fmt, "ml_dtypes"), ml_dtypes_codes(x, fmt), fmt, by_class=False,
-                  skip=skip)
+    compare_codes(x, fp8check.encode(x, fmt, obs.profile), ml_dtypes_codes(x, fmt), fmt, by_class=False,
+                  skip=known_mask(obs, x, fmt))
 
 
-@pytest.mark.xfail(strict=True, reason=E8M0_BUG)
+@pytest.mark.parametrize("fmt", by_format("ml_dtypes", "cast", "bfloat16", [formats.E8M0FNU]))
 @pytest.mark.parametrize("source", ["bfloat16", "float32", "float64"])
-def test_ml_dtypes_rounds_e8m0fnu_from_subnormals_to_nearest(source):
-    x = inputs(source, formats.E8M0FNU)
+def test_ml_dtypes_rounds_e8m0fnu_from_subnormals_to_nearest(source, fmt):
+    pinned("ml_dtypes")
+    x = inputs(source, fmt)
     if source == "float32":  # every subnormal, not a sample
         x = np.arange(0, 1 << 23, dtype=np.uint32).view(np.float32)
     x = x[e8m0_subnormal_round_up(x)]
     assert x.size
-    compare_codes(x, fp8check.encode(x, "e8m0fnu", "ieee"), ml_dtypes_codes(x, formats.E8M0FNU),
-                  formats.E8M0FNU, by_class=False)
+    compare_codes(x, fp8check.encode(x, fmt, "ieee"), ml_dtypes_codes(x, fmt), fmt, by_class=False)
 
 
-@pytest.mark.xfail(strict=True, reason="ml_dtypes casts float64 to its float types through float32 "
-                   "(double rounding); fix proposed in jax-ml/ml_dtypes#401 (open)")
-@pytest.mark.parametrize("fmt", formats.FP8_FORMATS, ids=str)
+@pytest.mark.parametrize("fmt", by_format("ml_dtypes", "exact", "float64", formats.FP8_FORMATS))
 def test_ml_dtypes_rounds_float64_once(fmt):
+    pinned("ml_dtypes")
     x = inputs("float64", fmt)
     compare_codes(x, fp8check.encode(x, fmt, "ieee"), ml_dtypes_codes(x, fmt), fmt, by_class=True)
 
 
-def test_ieee_and_ml_dtypes_differ_on_float64_exactly_by_the_double_rounding():
-    # Where they differ, ml_dtypes' code is what rounding float32(x) gives.
+def test_where_ml_dtypes_double_rounds_float64_its_codes_are_those_of_float32_x():
+    # The registry's model of the bug: ml_dtypes' code for x is the code of
+    # float32(x). Where the installed release rounds once, ml_dtypes is ieee.
+    obs = pinned("ml_dtypes")
     for fmt in formats.FP8_FORMATS:
         x = inputs("float64", fmt)
-        ieee = fp8check.encode(x, fmt, "ieee")
         ml = ml_dtypes_codes(x, fmt)
-        via32 = fp8check.encode(x.astype(np.float32), fmt, "ieee")
-        differ = ~same_code(ieee, ml, fmt)
-        assert differ.sum() > 100  # the sample sits on the traps
-        assert same_code(ml, via32, fmt).all()
+        if obs.profile.resolve(fmt).intermediate == "float32":
+            ieee = fp8check.encode(x, fmt, "ieee")
+            assert (~same_code(ieee, ml, fmt)).sum() > 100  # the sample sits on the traps
+            assert same_code(ml, fp8check.encode(x.astype(np.float32), fmt, "ieee"), fmt).all()
+        else:
+            assert same_code(ml, fp8check.encode(x, fmt, "ieee"), fmt).all()
 
 
 # -- the torch profile pinned to the installed torch -----------------------
 
-def torch_profile():
+def torch_observation():
     torch = pytest.importorskip("torch")
     torch.set_num_threads(1)  # one thread per pytest-xdist worker
-    return profiles.for_torch(torch.__version__)
+    return pinned("torch")
 
 
 @pytest.mark.parametrize("source", SOURCES)
 @pytest.mark.parametrize("fmt", TORCH_FORMATS, ids=str)
 def test_torch_profile_is_the_installed_torch_bit_for_bit(source, fmt):
-    # torch-2.12 where torch >= 2.12 (CI: 2.13), torch-2.11 below (the
-    # GPU machine: 2.11). NaN codes are pinned separately below.
-    profile = torch_profile()
+    # NaN codes are pinned separately below.
+    obs = torch_observation()
     x = inputs(source, fmt)
-    ours, theirs = fp8check.encode(x, fmt, profile), torch_codes(x, fmt)
-    skip = e8m0_subnormal_round_up(x) if fmt is formats.E8M0FNU else None
-    compare_codes(x, ours, theirs, fmt, by_class=True, skip=skip)
+    ours, theirs = fp8check.encode(x, fmt, obs.profile), torch_codes(x, fmt)
+    compare_codes(x, ours, theirs, fmt, by_class=True, skip=known_mask(obs, x, fmt))
 
 
 @pytest.mark.parametrize("fmt", TORCH_FORMATS, ids=str)
 def test_torch_nan_codes_are_the_profile_s(fmt):
-    profile = torch_profile()
+    obs = torch_observation()
     x = np.array([0x7FC00000, 0xFFC00000, 0x7F800001, 0xFF800001, 0x7FFFFFFF, 0xFFFFFFFF],
                  dtype=np.uint32).view(np.float32)
-    compare_codes(x, fp8check.encode(x, fmt, profile), torch_codes(x, fmt), fmt, by_class=False)
+    compare_codes(x, fp8check.encode(x, fmt, obs.profile), torch_codes(x, fmt), fmt, by_class=False)
 
 
-@pytest.mark.xfail(strict=True, reason=E8M0_BUG)
+@pytest.mark.parametrize("fmt", by_format("torch", "cast", "bfloat16", [formats.E8M0FNU]))
 @pytest.mark.parametrize("source", ["bfloat16", "float32", "float64"])
-def test_torch_rounds_e8m0fnu_from_subnormals_to_nearest(source):
-    profile = torch_profile()
-    x = inputs(source, formats.E8M0FNU)
+def test_torch_rounds_e8m0fnu_from_subnormals_to_nearest(source, fmt):
+    obs = torch_observation()
+    x = inputs(source, fmt)
     x = x[e8m0_subnormal_round_up(x)]
-    compare_codes(x, fp8check.encode(x, "e8m0fnu", profile), torch_codes(x, formats.E8M0FNU),
-                  formats.E8M0FNU, by_class=False)
+    compare_codes(x, fp8check.encode(x, fmt, obs.profile), torch_codes(x, fmt), fmt, by_class=False)
 
 
-@pytest.mark.xfail(strict=True, reason="torch casts float64 to float8 through float32 (double "
-                   "rounding: the c10 Float8 types convert from float); no upstream pytorch issue found")
-@pytest.mark.parametrize("fmt", formats.FP8_FORMATS, ids=str)
+@pytest.mark.parametrize("fmt", by_format("torch", "exact", "float64", formats.FP8_FORMATS))
 def test_torch_rounds_float64_once(fmt):
-    profile = torch_profile()
+    obs = torch_observation()
     x = inputs("float64", fmt)
-    exact = fp8check.encode(x, fmt, dataclasses.replace(profile.resolve(fmt), intermediate=None))
+    exact = fp8check.encode(x, fmt, dataclasses.replace(obs.profile.resolve(fmt), intermediate=None))
     compare_codes(x, exact, torch_codes(x, fmt), fmt, by_class=True)
 
 
@@ -155,28 +165,31 @@ def test_the_e4m3fn_saturation_that_separates_torch_2_11_from_2_12():
     x = np.array([464, 464.00003, -1000, np.inf, -np.inf], np.float32)
     assert fp8check.encode(x, "e4m3fn", "torch-2.12").tolist() == [0x7E, 0x7E, 0xFE, 0x7E, 0xFE]
     assert fp8check.encode(x, "e4m3fn", "torch-2.11").tolist() == [0x7E, 0x7F, 0xFF, 0x7F, 0xFF]
-    profile = torch_profile()
-    assert torch_codes(x, formats.E4M3FN).tolist() == fp8check.encode(x, "e4m3fn", profile).tolist()
+    obs = torch_observation()
+    assert torch_codes(x, formats.E4M3FN).tolist() == fp8check.encode(x, "e4m3fn", obs.profile).tolist()
 
 
 # -- decode ---------------------------------------------------------------------
 
 @pytest.mark.parametrize("fmt", formats.ALL_FORMATS, ids=str)
 def test_decode_of_every_code_equals_ml_dtypes(fmt):
+    pinned("ml_dtypes")
     ours, theirs = fp8check.decode(np.arange(fmt.code_count), fmt), ml_dtypes_decode(fmt)
     assert same_value(ours, theirs).all(), [hex(c) for c in np.flatnonzero(~same_value(ours, theirs))]
 
 
 @pytest.mark.parametrize("fmt", TORCH_FORMATS, ids=str)
 def test_decode_of_every_code_equals_torch(fmt):
-    pytest.importorskip("torch")
+    torch_observation()
     ours, theirs = fp8check.decode(np.arange(fmt.code_count), fmt), torch_decode(fmt)
     assert same_value(ours, theirs).all(), [hex(c) for c in np.flatnonzero(~same_value(ours, theirs))]
 
 
 @pytest.mark.parametrize("fmt, code", [("e4m3fnuz", 0x80), ("e5m2fnuz", 0x80), ("e8m0fnu", 0xFF)])
 def test_torch_decodes_these_nans_to_a_signalling_float32_nan(fmt, code):
-    torch = pytest.importorskip("torch")
+    torch_observation()
+    import torch
+
     f = formats.get(fmt)
     value = torch.tensor([code], dtype=torch.uint8).view(getattr(torch, f.torch_name)).float()
     assert value.view(torch.int32).item() == 0x7F800001

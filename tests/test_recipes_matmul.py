@@ -1,6 +1,13 @@
 """torch._scaled_mm on the CPU against the exact product and the derived bound,
 and the bound's power: kernels that accumulate in less than float32 or apply
-the scale the wrong way are caught."""
+the scale the wrong way are caught.
+
+What the installed torch's CPU ``_scaled_mm`` does depends on its release
+and on the CPU (with AMX and AVX512-FP16 torch takes a oneDNN path that
+behaves differently): those tests run where the stack registry
+(:mod:`fp8check.stacks`) pins it and skip, naming what is unpinned,
+elsewhere. The tests of the bound itself use matmuls written here.
+"""
 
 import itertools
 
@@ -9,13 +16,30 @@ import pytest
 
 from fp8check.recipes import matmul
 
+from core_oracles import installed_observation, pinned
+
 torch = pytest.importorskip("torch")
 
 FP8 = ["e4m3fn", "e5m2", "e4m3fnuz", "e5m2fnuz"]
+OVERFLOW = [("float32", "Inf,NaN"), ("bfloat16", "Inf,NaN"), ("float16", "Inf"), ("e4m3fn", "448"),
+            ("e5m2", "Inf"), ("e4m3fnuz", "NaN"), ("e5m2fnuz", "NaN")]
+
+
+def cpu_scaled_mm():
+    """The registry's observation of the installed torch's CPU _scaled_mm (skips where unpinned)."""
+    return pinned("torch", operation="scaled_mm")
+
+
+def _scale_result_fnuz_marks():
+    obs = installed_observation("torch", operation="scaled_mm")
+    reason = obs.fact("scale_result_fnuz") if obs is not None else None
+    return [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
 
 
 @pytest.mark.parametrize("fmt_a, fmt_b", list(itertools.product(FP8, FP8)))
 def test_scaled_mm_cpu_is_within_the_bound_for_every_operand_pair(fmt_a, fmt_b):
+    obs = cpu_scaled_mm()
+    assert {fmt_a, fmt_b} <= set(obs.fact("operands"))
     for out_dtype, scaling in itertools.product(["float32", "bfloat16", "float16", "e4m3fn"], ["tensorwise", "rowwise"]):
         r = matmul.check_scaled_mm(fmt_a=fmt_a, fmt_b=fmt_b, out_dtype=out_dtype, scaling=scaling, M=24, N=16, K=96)
         assert r.passed, (out_dtype, scaling, r.divergences[:2])
@@ -24,12 +48,11 @@ def test_scaled_mm_cpu_is_within_the_bound_for_every_operand_pair(fmt_a, fmt_b):
             assert r.scale_convention == "multiplies"  # scale_a / scale_b are dequant multipliers
 
 
-@pytest.mark.parametrize("out_dtype, behaviour", [("float32", "Inf,NaN"), ("bfloat16", "Inf,NaN"), ("float16", "Inf"),
-                                                  ("e4m3fn", "448"), ("e5m2", "Inf"), ("e4m3fnuz", "NaN"),
-                                                  ("e5m2fnuz", "NaN")])
-def test_scaled_mm_cpu_output_overflow(out_dtype, behaviour):
-    """Out-of-range outputs follow torch's cast of the float32 result: e4m3fn saturates, e5m2 and the
-    float types go to Inf, fnuz to NaN; past float32's range, Inf - Inf in the float32 sum also gives NaN."""
+@pytest.mark.parametrize("out_dtype", [o for o, _ in OVERFLOW])
+def test_scaled_mm_cpu_output_overflow(out_dtype):
+    """Out-of-range outputs follow torch's cast of the float32 result (pinned: e4m3fn saturates, e5m2 and
+    the float types go to Inf, fnuz to NaN; past float32's range, Inf - Inf in the float32 sum also gives NaN)."""
+    behaviour = dict(cpu_scaled_mm().fact("overflow"))[out_dtype]
     if out_dtype in ("float32", "bfloat16"):  # reach 2**128 through the scales
         r = matmul.check_scaled_mm(out_dtype=out_dtype, K=256, spread=4.0, scale_exponents=(61.0, 64.0))
     else:
@@ -42,20 +65,21 @@ def test_scaled_mm_cpu_output_overflow(out_dtype, behaviour):
 
 
 def test_scaled_mm_cpu_propagates_nan():
+    cpu_scaled_mm()
     r = matmul.check_scaled_mm(K=128, nan_row=True, out_dtype="bfloat16")
     assert r.nan_mismatches == 0 and r.passed
 
 
 def test_scaled_mm_cpu_scale_result_divides_fp8_outputs():
+    cpu_scaled_mm()
     r = matmul.check_scaled_mm(K=128, out_dtype="e4m3fn", scale_result=3.0, spread=4.0)
     assert r.passed and r.checked > 0
 
 
-@pytest.mark.xfail(strict=True, reason="torch CPU _scaled_mm applies scale_result only to e4m3fn/e5m2 outputs; "
-                   "for e4m3fnuz/e5m2fnuz it is ignored (CPU and CUDA also disagree on its direction: "
-                   "pytorch/pytorch#190449)")
-def test_scaled_mm_cpu_scale_result_for_fnuz_outputs():
-    r = matmul.check_scaled_mm(K=128, out_dtype="e4m3fnuz", scale_result=3.0, spread=4.0)
+@pytest.mark.parametrize("out_dtype", [pytest.param("e4m3fnuz", marks=_scale_result_fnuz_marks())])
+def test_scaled_mm_cpu_scale_result_for_fnuz_outputs(out_dtype):
+    cpu_scaled_mm()
+    r = matmul.check_scaled_mm(K=128, out_dtype=out_dtype, scale_result=3.0, spread=4.0)
     assert r.violations == 0
 
 
@@ -112,6 +136,7 @@ def test_the_bound_is_what_the_docstring_derives():
 
 
 def test_accumulation_study_rows():
+    assert cpu_scaled_mm().fact("fast_accum") == "ignored"
     rows = matmul.accumulation_study((64, 256), M=16, N=16)
     assert [(r["K"], r["fast_accum"]) for r in rows] == [(64, False), (64, True), (256, False), (256, True)]
     assert all(r["violations"] == 0 and r["max_ratio"] < 1 for r in rows)  # the CPU ignores fast accumulation

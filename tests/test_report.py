@@ -185,7 +185,8 @@ def test_divergence_report_of_the_triton_interpreter(triton_f16):
             got = float(re.match(r"([+-]?[\d.]+) ulp", err_text).group(1))
             assert got == pytest.approx(want, abs=1e-9)
         (explain,) = card.xpath(".//pre[@data-command='explain']")
-        assert text(explain) == f"fp8check explain {d['input_hex']} --format e4m3fn --input-dtype float16"
+        assert text(explain) == (f"fp8check explain {d['input_hex']} --format e4m3fn --input-dtype float16 "
+                                 "--profile triton-interpreter")
     (cmd,) = tree.xpath("//pre[@data-command='check']")
     assert text(cmd) == doc["command"] and "--seed 0" in text(cmd)
     # the map: one pixel per float16 input, coloured by category; matches transparent

@@ -93,6 +93,11 @@ def verdict(row: dict[str, Any]) -> tuple[str, str]:
     """(text, style) of a row's verdict."""
     if row["unsupported"]:
         return "unsupported", "dim"
+    if row["kernel"].unpinned:
+        # No observation covers this release or platform: what it does is a
+        # finding (the fingerprint), not a pass or a failure.
+        fp = row.get("fingerprint")
+        return ("unpinned: " + (fp.text if fp is not None else "not fingerprinted")), "yellow"
     diverged = [r for r in row["checks"] if not r.passed]
     if not diverged:
         decode_bad = row.get("decode", {}).get("wrong", 0)
@@ -129,9 +134,20 @@ def run(args: argparse.Namespace) -> int:
         + (f", {env['cuda_device']}" if "cuda_device" in env else ", no CUDA device")))
     for name, why in missing:
         out.print(Text(f"  {name}: not available here ({why})", style="dim"))
+    if not chosen:
+        raise InvalidValueError("nothing to survey: " + "; ".join(f"{name} is not available here ({why})"
+                                                                   for name, why in missing))
+    for kernel in chosen:  # which observation of the stack registry each adapter claims from
+        if kernel.observation is not None:
+            out.print(Text(f"  {kernel.name}: pinned by the stack registry as {kernel.observation.label}, "
+                           f"profile {kernel.claims.name}", style="dim"))
+            for line in kernel.observation.fixed:
+                out.print(Text(f"    {line}", style="dim"))
+        else:
+            out.print(Text(f"  {kernel.name}: {kernel.unpinned}", style="yellow"))
     started = time.perf_counter()
     rows = survey(chosen, wanted, max_examples=args.max_examples, seed=args.seed,
-                  with_fingerprint=not args.no_fingerprint,
+                  with_fingerprint=not args.no_fingerprint or any(k.unpinned for k in chosen),
                   progress=lambda r: out.print(Text(f"  surveyed {r['kernel'].name} {r['format'].name} "
                                                     f"({r.get('seconds', 0):.1f}s)", style="dim")))
     elapsed = time.perf_counter() - started
@@ -172,15 +188,26 @@ def run(args: argparse.Namespace) -> int:
         out.print(Text(f"decode: {note}", style="yellow"))
 
     surveyed = [r for r in rows if not r["unsupported"]]
-    diverging = [r for r in surveyed if any(not c.passed for c in r["checks"])]
+    unpinned = [r for r in surveyed if r["kernel"].unpinned]
+    judged = [r for r in surveyed if not r["kernel"].unpinned]
+    diverging = [r for r in judged if any(not c.passed for c in r["checks"])]
     known_only = [r for r in diverging if all(c.expected_failure for c in r["checks"] if not c.passed)]
-    if diverging:
+    if not surveyed:
+        out.print(Text("No kernel x format pair could be surveyed here (see the unsupported rows).",
+                       style="bold yellow"))
+    elif diverging:
         out.print(Text(
-            f"{len(diverging)} of {len(surveyed)} kernel x format pairs DIVERGE from the profile they claim "
+            f"{len(diverging)} of {len(judged)} pinned kernel x format pairs DIVERGE from the profile they claim "
             f"({len(known_only)} of them only by known upstream bugs). This is a survey: exit code 0.",
             style="bold yellow"))
-    else:
-        out.print(Text(f"All {len(surveyed)} kernel x format pairs conform to what they claim.", style="bold green"))
+    elif judged:
+        text = "The 1 pinned kernel x format pair conforms to what it claims." if len(judged) == 1 else \
+            f"All {len(judged)} pinned kernel x format pairs conform to what they claim."
+        out.print(Text(text, style="bold green"))
+    if unpinned:
+        out.print(Text(f"{len(unpinned)} kernel x format pair{'s' if len(unpinned) != 1 else ''} come from releases "
+                       "or platforms the stack registry does not pin: the fingerprints above say what they do "
+                       "(a finding about this environment, not a verdict).", style="bold yellow"))
     out.print(Text(f"{elapsed:.1f}s", style="dim"))
     if args.json:
         checks = [c for r in rows for c in r["checks"]]

@@ -6,25 +6,26 @@ does, and says which :class:`~fp8check.profiles.Profile` it claims to
 implement, for which formats and input dtypes. The built-in adapters:
 
 ==================== ===========================================================
-``torch-cpu``        ``tensor.to(torch.float8_*)`` on the CPU; claims
-                     ``profiles.for_torch(torch.__version__)``.
+``torch-cpu``        ``tensor.to(torch.float8_*)`` on the CPU.
 ``torch-cuda``       the same on a CUDA device (when one is present).
-``ml_dtypes``        ``ndarray.astype(ml_dtypes.float8_*)``; claims ``ml_dtypes``.
+``ml_dtypes``        ``ndarray.astype(ml_dtypes.float8_*)``.
 ``triton-interpreter`` the casts this project ships as Triton kernels
                      (:mod:`fp8check.kernels.triton_casts`), run by Triton's
-                     interpreter on the CPU; claims ``triton-interpreter``
-                     (``triton-sm90`` rules for e4m3fn/e5m2).
-``triton-cuda``      the same kernels compiled for a CUDA GPU; claims
-                     ``triton-sm90``; fnuz types do not compile for NVIDIA
-                     and are reported unsupported.
+                     interpreter on the CPU.
+``triton-cuda``      the same kernels compiled for a CUDA GPU; fnuz types do
+                     not compile for NVIDIA and are reported unsupported.
 ==================== ===========================================================
 
 A user kernel named ``module:function`` (or ``path/to/file.py:function``)
 is wrapped by :func:`load_user_kernel`: it receives a torch tensor and
 returns an fp8 tensor or uint8 codes of the same shape.
 
-Known upstream bugs of a stack are data (:class:`KnownDivergence`): the
-properties mark them ``xfail(strict=True)`` naming the upstream issue.
+What a built-in adapter claims comes from the stack registry
+(:mod:`fp8check.stacks`): the observation covering the installed release and
+this platform gives the profile and the known upstream bugs (which the
+properties mark ``xfail(strict=True)`` naming the upstream issue). Where no
+observation covers what is installed, the adapter claims the nearest
+observed profile and says so in ``unpinned``.
 """
 
 from __future__ import annotations
@@ -38,10 +39,10 @@ from fp8check import inputs
 from fp8check.errors import FP8CheckError, UnsupportedFormatError
 from fp8check.formats import Format, get as get_format
 from fp8check.profiles import Profile
+from fp8check.stacks import KnownDivergence, Observation
 
 __all__ = [
     "CastKernel",
-    "KnownDivergence",
     "KernelError",
     "KernelLoadError",
     "KernelCallError",
@@ -67,33 +68,6 @@ class KernelCallError(KernelError, RuntimeError):
 
 class KernelOutputError(KernelError, TypeError):
     """The kernel returned something that is not codes of the right shape."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class KnownDivergence:
-    """A divergence of a real stack from what it claims that is an upstream bug.
-
-    ``hazards``: the hazard sets (:data:`fp8check.hazards.HAZARDS`) on which
-    it shows (None: the stack diverges broadly; tests of other hazards must
-    still pass). ``affects``: when given, a function ``(bits, input_dtype,
-    fmt) -> bool mask`` telling exactly which inputs it concerns; the general
-    properties then excuse those inputs and one dedicated property expects
-    them to fail. ``kind``: "cast" or "decode".
-    """
-
-    formats: frozenset[str]
-    input_dtypes: frozenset[str]
-    reason: str
-    hazards: frozenset[str] | None = None
-    affects: Callable[[np.ndarray, str, Format], np.ndarray] | None = field(default=None, compare=False)
-    kind: str = "cast"
-
-    def applies(self, fmt: Format, input_dtype: str | None, kind: str = "cast") -> bool:
-        return (
-            self.kind == kind
-            and fmt.name in self.formats
-            and (input_dtype is None or input_dtype in self.input_dtypes)
-        )
 
 
 def _codes_from_output(out: Any, shape: tuple[int, ...], fmt: Format, who: str) -> np.ndarray:
@@ -163,6 +137,9 @@ class CastKernel:
     unsupported: tuple[tuple[str, str], ...] = ()
     known: tuple[KnownDivergence, ...] = ()
     builtin: bool = True
+    # The stack registry's entry this adapter claims from, or why none covers it.
+    observation: Observation | None = None
+    unpinned: str | None = None
 
     def __str__(self) -> str:
         return self.name

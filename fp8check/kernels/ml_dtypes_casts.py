@@ -5,10 +5,9 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from fp8check import formats, profiles
+from fp8check import formats, stacks
 from fp8check.formats import Format
 from fp8check.kernels import CastKernel
-from fp8check.kernels.known import E8M0_SUBNORMAL
 
 
 def _dtype(fmt: Format) -> np.dtype:
@@ -25,13 +24,16 @@ def ml_dtypes_kernel() -> CastKernel:
     def decode(codes: np.ndarray, fmt: Format) -> np.ndarray:
         return codes.view(_dtype(fmt)).astype(np.float32)
 
+    claim = stacks.claim("ml_dtypes", version=ml_dtypes.__version__)
     return CastKernel(
         name="ml_dtypes",
         description=f"ml_dtypes {ml_dtypes.__version__} ndarray.astype",
-        claims=profiles.ML_DTYPES,
+        claims=claim.profile,
+        observation=claim.observation,
+        unpinned=claim.unpinned,
         formats=fmts,
         input_dtypes=("float32", "float16", "bfloat16", "float64"),
         cast_fn=cast,
         decode_fn=decode,
-        known=(E8M0_SUBNORMAL,),
+        known=claim.known,
     )

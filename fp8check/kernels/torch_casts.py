@@ -6,10 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from fp8check import formats, profiles
+from fp8check import formats, stacks
 from fp8check.formats import Format
 from fp8check.kernels import CastKernel, KernelLoadError
-from fp8check.kernels.known import E8M0_SUBNORMAL, TORCH_CUDA_FP16_NAN
 
 
 def _torch_input(x: np.ndarray, device: str) -> Any:
@@ -45,15 +44,18 @@ def torch_kernel(device: str) -> CastKernel:
         return t.float().cpu().numpy()
 
     where = "CPU" if device == "cpu" else torch.cuda.get_device_name(0)
+    claim = stacks.claim("torch", device=device, version=torch.__version__)
     return CastKernel(
         name=f"torch-{device}",
         description=f"torch {torch.__version__} tensor.to(torch.float8_*) on {where}",
-        claims=profiles.for_torch(torch.__version__),
+        claims=claim.profile,
+        observation=claim.observation,
+        unpinned=claim.unpinned,
         formats=fmts,
         input_dtypes=("float32", "float16", "bfloat16", "float64"),
         cast_fn=cast,
         tensor_fn=cast_tensor,
         decode_fn=decode,
         device=device,
-        known=(E8M0_SUBNORMAL,) + ((TORCH_CUDA_FP16_NAN,) if device == "cuda" else ()),
+        known=claim.known,
     )

@@ -21,11 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from fp8check import formats, profiles
+from fp8check import formats, stacks
 from fp8check.formats import Format
-from fp8check.hazards import HAZARDS
-from fp8check.kernels import CastKernel, KernelLoadError, KnownDivergence
-from fp8check.kernels.known import TRITON_INTERPRETER_DECODE_REASON, TRITON_INTERPRETER_REASON
+from fp8check.kernels import CastKernel, KernelLoadError
 
 try:  # the kernels are defined only where Triton is installed
     import triton
@@ -50,19 +48,6 @@ def decode_kernel(c_ptr, y_ptr, n, BLOCK: tl.constexpr):  # noqa: N803
 
 
 FP8 = (formats.E4M3FN, formats.E4M3FNUZ, formats.E5M2, formats.E5M2FNUZ)
-
-# What the interpreter claims: the sm90 rules for the OCP types (the
-# interpreter emulates compiled Triton), and for the fnuz types the policy
-# Triton documents for its AMD targets (finite overflow saturates to ±max,
-# ±Inf becomes NaN; triton-lang/triton#11667's table).
-TRITON_INTERPRETER = dataclasses.replace(
-    profiles.TRITON_SM90,
-    name="triton-interpreter",
-    formats=frozenset(f.name for f in FP8),
-    description="Triton's interpreter: the triton-sm90 rules for e4m3fn/e5m2; for fnuz RNE, "
-    "finite overflow saturates, ±Inf → NaN",
-).with_overrides("e4m3fnuz", infinity="nan").with_overrides("e5m2fnuz", infinity="nan")
-
 
 def _jit(fn: Any, interpret: bool) -> Any:
     old = os.environ.get("TRITON_INTERPRET")
@@ -137,9 +122,8 @@ def triton_kernel(mode: str) -> CastKernel:
             for f, name in ((formats.E4M3FNUZ, "float8e4b8"), (formats.E5M2FNUZ, "float8e5b16"))
         )
     version = getattr(triton, "__version__", "?")
-    known: tuple[KnownDivergence, ...] = ()
+    claim = stacks.claim("triton-interpreter" if interpret else "triton", device=device, version=version)
     if interpret:
-        known = _INTERPRETER_KNOWN
         # Some interpreter versions cannot even build some fp8 types (Triton
         # 3.6: "fail to convert fp8e4b8 to ir type"): report, don't crash.
         failing = []
@@ -156,7 +140,9 @@ def triton_kernel(mode: str) -> CastKernel:
             f"Triton {version} x.to(fp8) kernels, "
             + ("interpreted on the CPU (TRITON_INTERPRET=1)" if interpret else f"compiled for {torch.cuda.get_device_name(0)}")
         ),
-        claims=TRITON_INTERPRETER if interpret else profiles.TRITON_SM90,
+        claims=claim.profile,
+        observation=claim.observation,
+        unpinned=claim.unpinned,
         formats=FP8,
         input_dtypes=("float32", "float16", "bfloat16"),
         cast_fn=cast,
@@ -164,32 +150,5 @@ def triton_kernel(mode: str) -> CastKernel:
         decode_fn=decode,
         device=device,
         unsupported=unsupported,
-        known=known,
+        known=claim.known,
     )
-
-
-_ALL_FP8 = frozenset(f.name for f in FP8)
-_DTYPES = frozenset({"float32", "float16", "bfloat16"})
-# Measured with Triton 3.9.0's interpreter: every hazard set but the exact
-# values diverges for every format and input dtype; from float16 to the e5m2
-# types even exact values do (float16 subnormals are truncated).
-_INTERPRETER_KNOWN = (
-    KnownDivergence(
-        formats=_ALL_FP8,
-        input_dtypes=_DTYPES,
-        reason=TRITON_INTERPRETER_REASON,
-        hazards=frozenset(HAZARDS) - {"exact_values"},
-    ),
-    KnownDivergence(
-        formats=frozenset({"e5m2", "e5m2fnuz"}),
-        input_dtypes=frozenset({"float16"}),
-        reason=TRITON_INTERPRETER_REASON,
-        hazards=frozenset({"exact_values"}),
-    ),
-    KnownDivergence(
-        formats=_ALL_FP8,
-        input_dtypes=_DTYPES,
-        reason=TRITON_INTERPRETER_DECODE_REASON,
-        kind="decode",
-    ),
-)
