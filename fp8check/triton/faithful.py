@@ -227,6 +227,10 @@ def decode_for_target(codes: np.ndarray, fmt: str, dest: str, target: Target, *,
     entry = target.upcast(fmt, dest)
     if not entry.supported:
         _refuse(active, entry.unsupported)
+    elif entry.specials == "fnuz_nan_negative_zero":
+        values = np.where(codes == 0x80, -0.0, values)
+    elif entry.specials == "as_e5m2":
+        values = reference.decode(codes, "e5m2")
     elif entry.specials == "finite":
         f = get_format(fmt)
         special = np.isin(codes, np.array([c for c in range(256) if f.is_nan(c) or f.is_inf(c)], dtype=np.uint8))
@@ -312,6 +316,27 @@ def _install() -> None:
 
     _set(_SAVED, builder, "create_fp_to_fp", create_fp_to_fp)
     _set(_SAVED, builder, "create_dot", create_dot)
+    orig_core = getattr(interp, "_patch_lang_core", None)
+    if orig_core is not None:
+        # Triton 3.6's interpreter cannot build the fnuz types ("fail to
+        # convert fp8e4b8 to ir type"): its dtype.to_ir lacks them although
+        # its builder has get_fp8e4b8_ty/get_fp8e5b16_ty. Add them (a no-op
+        # where to_ir has them already).
+        def _patch_lang_core(lang: Any, scope: Any) -> Any:
+            result = orig_core(lang, scope)
+            below = lang.dtype.to_ir
+
+            def to_ir(self: Any, builder: Any) -> Any:
+                if self.name == "fp8e4b8" and hasattr(builder, "get_fp8e4b8_ty"):
+                    return builder.get_fp8e4b8_ty()
+                if self.name == "fp8e5b16" and hasattr(builder, "get_fp8e5b16_ty"):
+                    return builder.get_fp8e5b16_ty()
+                return below(self, builder)
+
+            scope.set_attr(lang.dtype, "to_ir", to_ir)
+            return result
+
+        _set(_SAVED, interp, "_patch_lang_core", _patch_lang_core)
     orig_mx = getattr(interp, "_mxfp_value_handle_to_float32", None)
     if orig_mx is not None:
         def _mxfp_value_handle_to_float32(value_handle: Any) -> Any:
@@ -368,8 +393,8 @@ def faithful(target: object = "sm90", *, strict: bool = True) -> Iterator[Target
         with fp8check.triton.faithful("gfx942"):
             interpreted(my_kernel)[grid](x, y, n, BLOCK=1024)
     """
-    t = _targets.get(target)
     version = check_triton_version()
+    t = _targets.for_triton(_targets.get(target), version)
     if version not in t.triton_versions:
         raise TritonVersionError(f"target {t.name} was tabulated for Triton {', '.join(t.triton_versions)}; "
                                  f"this is Triton {version}")

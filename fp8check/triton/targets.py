@@ -51,7 +51,7 @@ FNUZ = ("e4m3fnuz", "e5m2fnuz")
 
 Rounding = Literal["rtne", "rtz"]
 BitRule = Literal["f16_upper_byte", "f32_rtz_f16_upper_byte"]
-Specials = Literal["exact", "finite"]
+Specials = Literal["exact", "finite", "fnuz_nan_negative_zero", "as_e5m2"]
 
 
 class UnknownTargetError(FP8CheckError, LookupError):
@@ -127,7 +127,10 @@ class Downcast:
 class Upcast:
     """One upcast: ``exact``, or ``finite`` (the NaN/Inf codes decode as if
     their exponent field were an ordinary binade: e5m2 +Inf 0x7C -> 65536,
-    e4m3fn NaN 0x7F -> 480), or ``unsupported`` with the reason."""
+    e4m3fn NaN 0x7F -> 480), ``fnuz_nan_negative_zero`` (the fnuz NaN 0x80
+    decodes to -0.0: triton-lang/triton#10745), ``as_e5m2`` (the byte is
+    decoded as OCP e5m2: an e5m2fnuz value doubled, 0x7C.. Inf/NaN), or
+    ``unsupported`` with the reason."""
 
     specials: Specials = "exact"
     lowering: str = ""
@@ -316,6 +319,29 @@ PROFILES: Mapping[str, Profile] = MappingProxyType(
     {p.name: p for p in (TRITON_SM90, TRITON_SM90_RTZ, TRITON_GFX942, TRITON_GFX950, RTZ_TRUNCATE)})
 
 
+def for_triton(target: Target, version: str) -> Target:
+    """``target`` as compiled by Triton ``version`` (the tables are for
+    3.9.0; what 3.6.0 and 3.8.0 emit differently, read from their PTX and
+    AMDGCN, is applied here)."""
+    base = version.split("+")[0]
+    if base == "3.9.0" or not target.name.startswith("gfx"):
+        return target
+    down, up = dict(target.downcasts), dict(target.upcasts)
+    if base == "3.6.0":
+        down.pop(("float16", "e5m2fnuz", "rtz"), None)
+    if target.name == "gfx950":
+        # Before triton-lang/triton#10747 (in 3.9.0) the software fnuz
+        # decoders turned the NaN 0x80 into -0.0 (triton-lang/triton#10745).
+        for fmt in FNUZ:
+            for dest in DESTINATIONS:
+                up[(fmt, dest)] = dataclasses.replace(up[(fmt, dest)], specials="fnuz_nan_negative_zero")
+        if base == "3.6.0":  # before triton-lang/triton#10458: the OCP bf8 instruction decodes e5m2fnuz
+            up[("e5m2fnuz", "bfloat16")] = Upcast(specials="as_e5m2",
+                                                  lowering="v_cvt_pk_f32_bf8 (OCP on CDNA4) + truncation")
+    return dataclasses.replace(target, downcasts=_freeze(down), upcasts=_freeze(up),
+                               description=f"{target.description}, as Triton {base} compiles it")
+
+
 def names() -> tuple[str, ...]:
     return tuple(TARGETS)
 
@@ -345,4 +371,3 @@ def _check_profiles() -> None:  # the overrides resolve for every format they na
 
 
 _check_profiles()
-del dataclasses
