@@ -1,0 +1,609 @@
+"""The faithful interpreter: Triton's interpreter with fp8check's FP8 conversions.
+
+Triton's interpreter (``TRITON_INTERPRET=1``) converts FP8 values with its own
+bit arithmetic (``triton/runtime/interpreter.py``: ``_convert_float``), which
+rounds ties away from zero, loses the mantissa carry, keeps mantissa bits on
+overflow and decodes NaN/Inf codes to finite values (triton-lang/triton#8322).
+:func:`faithful` replaces every FP8 conversion the interpreter performs with
+:mod:`fp8check.reference` under a :class:`~fp8check.triton.targets.Target`:
+
+==================================== =========================================
+hook (``triton.runtime.interpreter``) what goes through it
+==================================== =========================================
+``InterpreterBuilder.create_fp_to_fp`` every ``x.to(fp8)`` (with
+                                     ``fp_downcast_rounding``), ``fp8.to(...)``,
+                                     fp8 -> fp8, and the implicit casts of
+                                     ``tl.store`` into an fp8 pointer
+``InterpreterBuilder.create_dot``    the decoding of fp8 ``tl.dot`` operands
+``_mxfp_value_handle_to_float32``    the decoding of fp8 ``tl.dot_scaled``
+                                     operands (Triton >= 3.8; 3.6's
+                                     interpreter has no ``dot_scaled``)
+==================================== =========================================
+
+Everything else (loads and stores of fp8 bytes, bitcasts, ``tl.where``) moves
+codes without converting them and is left alone, as are conversions that
+involve no fp8 type. The patch is installed only while a :func:`faithful`
+block is open, only for the Triton versions in
+:data:`SUPPORTED_TRITON_VERSIONS`, and removed on exit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from fp8check import reference
+from fp8check.errors import FP8CheckError
+from fp8check.formats import get as get_format
+from fp8check.triton import targets as _targets
+from fp8check.triton.targets import TL_NAMES, Target
+
+__all__ = [
+    "SUPPORTED_TRITON_VERSIONS", "TritonVersionError", "TritonUnavailableError", "UnsupportedConversionError",
+    "faithful", "interpreted", "interpreter_active", "uses_unpatched_interpreter", "watch", "Watch",
+    "triton_version", "check_triton_version", "active_target", "is_patched",
+]
+
+#: The Triton releases the patch was tested with (the interpreter's hooks and
+#: the target tables were checked for each).
+SUPPORTED_TRITON_VERSIONS = ("3.6.0", "3.8.0", "3.9.0")
+
+
+class TritonUnavailableError(FP8CheckError, ImportError):
+    """Triton is not installed here."""
+
+
+class TritonVersionError(FP8CheckError, RuntimeError):
+    """The installed Triton is not one the faithful interpreter was tested with."""
+
+
+class UnsupportedConversionError(FP8CheckError, TypeError):
+    """A conversion compiled Triton does not compile for the target (the
+    faithful interpreter refuses it, as the compiler would)."""
+
+
+def triton_version() -> str:
+    """The installed Triton's version (``"3.9.0"``); raises if Triton is missing."""
+    try:
+        import triton
+    except ImportError:
+        raise TritonUnavailableError("the faithful Triton interpreter needs triton (pip install triton)") from None
+    return str(getattr(triton, "__version__", "?"))
+
+
+def check_triton_version() -> str:
+    """The installed Triton's version, or :class:`TritonVersionError` naming the supported ones."""
+    version = triton_version()
+    base = version.split("+")[0]
+    if base not in SUPPORTED_TRITON_VERSIONS:
+        raise TritonVersionError(
+            f"fp8check's faithful Triton interpreter supports Triton {', '.join(SUPPORTED_TRITON_VERSIONS)}; "
+            f"this is Triton {version}")
+    return base
+
+
+# -- state ------------------------------------------------------------------------
+
+_LOCK = threading.RLock()
+
+
+@dataclass
+class _Active:
+    target: Target
+    strict: bool
+
+
+_STACK: list[_Active] = []
+_SAVED: list[tuple[object, str, object]] = []
+_MISSING = object()
+_WATCHES: list["Watch"] = []
+
+
+def active_target() -> Target | None:
+    """The target of the innermost open :func:`faithful` block (None outside one)."""
+    with _LOCK:
+        return _STACK[-1].target if _STACK else None
+
+
+def is_patched() -> bool:
+    """Whether the faithful patch is installed now."""
+    with _LOCK:
+        return bool(_STACK)
+
+
+def _interp() -> Any:
+    import triton.runtime.interpreter as interp
+
+    return interp
+
+
+def _set(saved: list, obj: object, name: str, value: object) -> None:
+    saved.append((obj, name, obj.__dict__.get(name, _MISSING) if isinstance(obj, type) else getattr(obj, name, _MISSING)))
+    setattr(obj, name, value)
+
+
+def _restore(saved: list) -> None:
+    while saved:
+        obj, name, old = saved.pop()
+        if old is _MISSING:
+            delattr(obj, name)
+        else:
+            setattr(obj, name, old)
+
+
+# -- conversions --------------------------------------------------------------------
+
+
+def _fp8_name(dtype: Any) -> str | None:
+    return TL_NAMES.get(getattr(dtype, "name", None))
+
+
+_WIDE = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp64": "float64"}
+
+
+def _wide_name(dtype: Any) -> str | None:
+    return _WIDE.get(getattr(dtype, "name", None))
+
+
+def _rounding(mode: Any) -> str:
+    if mode is None:
+        return "rtne"
+    name = getattr(mode, "name", str(mode)).upper()
+    return "rtz" if "RTZ" in name else "rtne"
+
+
+def _source_array(data: np.ndarray, source: str) -> np.ndarray:
+    if source == "bfloat16":
+        import ml_dtypes
+
+        return np.ascontiguousarray(data).view(np.uint16).view(ml_dtypes.bfloat16)
+    return np.ascontiguousarray(data).astype({"float32": np.float32, "float16": np.float16,
+                                               "float64": np.float64}[source], copy=False)
+
+
+def _refuse(active: _Active, why: str) -> None:
+    if active.strict:
+        raise UnsupportedConversionError(f"{why} (Triton {triton_version()}); the faithful interpreter refuses "
+                                         f"what the compiler refuses (faithful(..., strict=False) computes it "
+                                         f"exactly instead)")
+
+
+def encode_for_target(x: np.ndarray, source: str, fmt: str, rounding: str, target: Target,
+                      *, strict: bool = True) -> np.ndarray:
+    """The codes compiled Triton produces for ``target`` (uint8, shaped like ``x``).
+
+    ``x``: float32/float16/float64 values, or bfloat16 as an ml_dtypes array
+    or its uint16 bits. The library entry point the interpreter patch uses,
+    usable on its own (and on any array: the GPU script compares it with
+    compiled kernels)."""
+    active = _Active(target, strict)
+    if source == "float64":
+        _refuse(active, f"Triton does not compile float64 -> {fmt} (triton-lang/triton#11897 is pending)")
+        return reference.encode(_source_array(x, source), fmt, "ieee" if rounding == "rtne" else "rtz")
+    entry = target.downcast(source, fmt, rounding)
+    if not entry.supported:
+        _refuse(active, entry.unsupported)
+        profile = target.profile if rounding == "rtne" and target.profile.supports(fmt) else (
+            "ieee" if rounding == "rtne" else "rtz")
+        return reference.encode(_source_array(x, source), fmt, profile)
+    arr = _source_array(x, source)
+    if entry.bits == "f16_upper_byte":
+        return (arr.view(np.uint16) >> np.uint16(8)).astype(np.uint8)
+    codes = reference.encode(arr, fmt, entry.profile)
+    if entry.bits == "f32_rtz_f16_upper_byte":
+        bits = arr.view(np.uint32)
+        nan = (bits & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
+        if nan.any():
+            nan_code = (((bits >> np.uint32(24)) & np.uint32(0x80)) | np.uint32(0x7E)
+                        | ((bits >> np.uint32(21)) & np.uint32(1))).astype(np.uint8)
+            codes = np.where(nan, nan_code, codes)
+    return codes
+
+
+def _finite_extension(fmt: str, codes: np.ndarray) -> np.ndarray:
+    """Values of the codes read as if the all-ones exponent were an ordinary binade."""
+    f = get_format(fmt)
+    c = codes.astype(np.int64)
+    m = c & f.mantissa_mask
+    e = (c >> f.mantissa_bits) & ((1 << f.exponent_bits) - 1)
+    mag = np.ldexp((m + (1 << f.mantissa_bits)).astype(np.float64), (e - f.bias - f.mantissa_bits).astype(np.int32))
+    return np.where((c >> (f.bits - 1)) & 1 == 1, -mag, mag)
+
+
+def decode_for_target(codes: np.ndarray, fmt: str, dest: str, target: Target, *, strict: bool = True) -> np.ndarray:
+    """The values compiled Triton gives ``codes`` in ``dest`` (float32,
+    float16, or bfloat16 as uint16 bits), for ``target``."""
+    active = _Active(target, strict)
+    codes = np.ascontiguousarray(codes).view(np.uint8)
+    values = reference.decode(codes, fmt)
+    if dest == "float64":
+        _refuse(active, f"Triton does not compile {fmt} -> float64 (triton-lang/triton#11897 is pending)")
+        return values
+    entry = target.upcast(fmt, dest)
+    if not entry.supported:
+        _refuse(active, entry.unsupported)
+    elif entry.specials == "fnuz_nan_negative_zero":
+        values = np.where(codes == 0x80, -0.0, values)
+    elif entry.specials == "as_e5m2":
+        values = reference.decode(codes, "e5m2")
+    elif entry.specials == "finite":
+        f = get_format(fmt)
+        special = np.isin(codes, np.array([c for c in range(256) if f.is_nan(c) or f.is_inf(c)], dtype=np.uint8))
+        if f.nan_encoding != "negative_zero" and special.any():
+            values = np.where(special, _finite_extension(fmt, codes), values)
+    if dest == "float32":
+        return values.astype(np.float32)
+    if dest == "float16":
+        with np.errstate(over="ignore"):
+            return values.astype(np.float16)
+    # bfloat16: every fp8 value has at most 4 significant bits: exact
+    f32 = values.astype(np.float32)
+    out = (f32.view(np.uint32) >> np.uint32(16)).astype(np.uint16)
+    return np.where(np.isnan(f32), np.uint16(0x7FC0), out)
+
+
+def _convert(active: _Active, src: Any, dst_type: Any, rounding_mode: Any) -> Any:
+    interp = _interp()
+    src_ty, dst_ty = src.dtype.scalar, dst_type.scalar
+    src8, dst8 = _fp8_name(src_ty), _fp8_name(dst_ty)
+    target = active.target
+    if src8 and dst8:
+        _refuse(active, target.fp8_to_fp8(src8, dst8))
+        values = reference.decode(np.ascontiguousarray(src.data).view(np.uint8), src8)
+        prof = target.profile if target.profile.supports(dst8) else "ieee"
+        codes = reference.encode(values, dst8, prof)
+        return interp.TensorHandle(codes.reshape(np.shape(src.data)), dst_ty)
+    if dst8:
+        source = _wide_name(src_ty)
+        codes = encode_for_target(src.data, source, dst8, _rounding(rounding_mode), target, strict=active.strict)
+        return interp.TensorHandle(codes.reshape(np.shape(src.data)), dst_ty)
+    dest = _wide_name(dst_ty)
+    out = decode_for_target(np.asarray(src.data), src8, dest, target, strict=active.strict)
+    return interp.TensorHandle(out.reshape(np.shape(src.data)), dst_ty)
+
+
+def _involves_fp8(*dtypes: Any) -> bool:
+    return any(_fp8_name(d) for d in dtypes)
+
+
+def _supported_pair(*dtypes: Any) -> bool:
+    # fp8e4b15 and anything else unknown stays with Triton
+    names = [getattr(d, "name", "") for d in dtypes]
+    return all(n in TL_NAMES or n in _WIDE for n in names)
+
+
+def _install() -> None:
+    """One set of hooks serves :func:`faithful` and :func:`watch`; installed
+    while either is in use, removed (the originals restored) when neither is."""
+    interp = _interp()
+    builder = interp.InterpreterBuilder
+    orig_fp_to_fp = builder.__dict__["create_fp_to_fp"]
+    orig_dot = builder.__dict__["create_dot"]
+
+    def create_fp_to_fp(self: Any, src: Any, dst_type: Any, rounding_mode: Any) -> Any:
+        s, d = src.dtype.scalar, dst_type.scalar
+        with _LOCK:
+            active = _STACK[-1] if _STACK else None
+        handled = active is not None and _involves_fp8(s, d) and _supported_pair(s, d)
+        _note(handled, s, d)
+        if not handled:
+            return orig_fp_to_fp(self, src, dst_type, rounding_mode)
+        return _convert(active, src, dst_type, rounding_mode)
+
+    def _operand(active: _Active, h: Any) -> Any:
+        name = _fp8_name(h.dtype.scalar)
+        if name is None:
+            return h
+        if name not in active.target.formats:
+            _refuse(active, f"Triton does not compile tl.dot with {name} operands for {active.target.name}")
+        values = reference.decode(np.ascontiguousarray(h.data).view(np.uint8), name)
+        import triton.language as tl
+
+        return interp.TensorHandle(values.astype(np.float16).reshape(np.shape(h.data)), tl.float16)
+
+    def create_dot(self: Any, a: Any, b: Any, d: Any, *args: Any, **kwargs: Any) -> Any:
+        with _LOCK:
+            active = _STACK[-1] if _STACK else None
+        _note(active is not None, a.dtype.scalar, b.dtype.scalar)
+        if active is not None:
+            a, b = _operand(active, a), _operand(active, b)
+        return orig_dot(self, a, b, d, *args, **kwargs)
+
+    _set(_SAVED, builder, "create_fp_to_fp", create_fp_to_fp)
+    _set(_SAVED, builder, "create_dot", create_dot)
+    orig_core = getattr(interp, "_patch_lang_core", None)
+    if orig_core is not None:
+        # Triton 3.6's interpreter cannot build the fnuz types ("fail to
+        # convert fp8e4b8 to ir type"): its dtype.to_ir lacks them although
+        # its builder has get_fp8e4b8_ty/get_fp8e5b16_ty. Add them (a no-op
+        # where to_ir has them already).
+        def _patch_lang_core(lang: Any, scope: Any) -> Any:
+            result = orig_core(lang, scope)
+            below = lang.dtype.to_ir
+
+            def to_ir(self: Any, builder: Any) -> Any:
+                if self.name == "fp8e4b8" and hasattr(builder, "get_fp8e4b8_ty"):
+                    return builder.get_fp8e4b8_ty()
+                if self.name == "fp8e5b16" and hasattr(builder, "get_fp8e5b16_ty"):
+                    return builder.get_fp8e5b16_ty()
+                return below(self, builder)
+
+            scope.set_attr(lang.dtype, "to_ir", to_ir)
+            return result
+
+        _set(_SAVED, interp, "_patch_lang_core", _patch_lang_core)
+    orig_mx = getattr(interp, "_mxfp_value_handle_to_float32", None)
+    if orig_mx is not None:
+        def _mxfp_value_handle_to_float32(value_handle: Any) -> Any:
+            with _LOCK:
+                active = _STACK[-1] if _STACK else None
+            name = _fp8_name(value_handle.dtype)
+            _note(active is not None, value_handle.dtype)
+            if active is None or name is None:
+                return orig_mx(value_handle)
+            if name not in active.target.formats:
+                _refuse(active, f"Triton does not compile tl.dot_scaled with {name} operands for "
+                                f"{active.target.name}")
+            return reference.decode(np.ascontiguousarray(value_handle.data).view(np.uint8), name).astype(np.float32)
+
+        _set(_SAVED, interp, "_mxfp_value_handle_to_float32", _mxfp_value_handle_to_float32)
+
+
+def _acquire() -> None:
+    global _USERS
+    with _LOCK:
+        if _USERS == 0:
+            _install()
+        _USERS += 1
+
+
+def _release() -> None:
+    global _USERS
+    with _LOCK:
+        _USERS -= 1
+        if _USERS == 0:
+            _restore(_SAVED)
+
+
+_USERS = 0
+
+
+@contextlib.contextmanager
+def faithful(target: object = "sm90", *, strict: bool = True) -> Iterator[Target]:
+    """Run Triton's interpreter with the FP8 semantics of compiled Triton on ``target``.
+
+    ``target``: ``"sm90"``, ``"sm89"``, ``"gfx942"``, ``"gfx950"`` (or a
+    :class:`~fp8check.triton.targets.Target`). Inside the block every FP8
+    conversion an interpreted kernel performs follows the target's table;
+    a conversion compiled Triton does not compile for the target (fp8 ->
+    fp8, ``rtz`` where only RNE is lowered, fnuz types on NVIDIA, float64)
+    raises :class:`UnsupportedConversionError`, unless ``strict=False``,
+    which computes it exactly. Blocks nest (the innermost target wins) and
+    everything is restored when the outermost one exits. Raises
+    :class:`TritonVersionError` for a Triton it was not tested with.
+
+    Kernels must run interpreted: wrap them with :func:`interpreted` (or set
+    ``TRITON_INTERPRET=1`` before importing triton)::
+
+        with fp8check.triton.faithful("gfx942"):
+            interpreted(my_kernel)[grid](x, y, n, BLOCK=1024)
+    """
+    version = check_triton_version()
+    t = _targets.for_triton(_targets.get(target), version)
+    if version not in t.triton_versions:
+        raise TritonVersionError(f"target {t.name} was tabulated for Triton {', '.join(t.triton_versions)}; "
+                                 f"this is Triton {version}")
+    with _LOCK:
+        _acquire()
+        _STACK.append(_Active(t, strict))
+    try:
+        yield t
+    finally:
+        with _LOCK:
+            _STACK.pop()
+            _release()
+
+
+# -- interpreter mode for the user ---------------------------------------------------
+
+
+class _Interpreting:
+    """Re-entrant: while a kernel runs interpreted, ``TRITON_INTERPRET=1`` and
+    a compiled-mode ``@triton.jit`` helper called from it (a user's helper,
+    or ``tl.max`` when triton was imported without ``TRITON_INTERPRET``) runs
+    as an interpreted device function."""
+
+    depth = 0
+    saved: list[tuple[object, str, object]] = []
+    env: str | None = None
+    twins: dict[Any, Any] = {}
+
+    @classmethod
+    @contextlib.contextmanager
+    def active(cls) -> Iterator[None]:
+        from triton.runtime.interpreter import InterpretedFunction
+        from triton.runtime.jit import JITFunction
+
+        with _LOCK:
+            if cls.depth == 0:
+                cls.env = os.environ.get("TRITON_INTERPRET")
+                os.environ["TRITON_INTERPRET"] = "1"
+
+                def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+                    return twin_of(self.fn)(*args, **kwargs)
+
+                def twin_of(fn: Any) -> Any:
+                    twin = cls.twins.get(fn)
+                    if twin is None:
+                        twin = cls.twins[fn] = InterpretedFunction(fn)
+                    return twin
+
+                def run(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
+                    return twin_of(self.fn).run(*args, grid=grid, warmup=warmup, **kwargs)
+
+                _set(cls.saved, JITFunction, "__call__", __call__)
+                _set(cls.saved, JITFunction, "run", run)
+            cls.depth += 1
+        try:
+            yield
+        finally:
+            with _LOCK:
+                cls.depth -= 1
+                if cls.depth == 0:
+                    _restore(cls.saved)
+                    if cls.env is None:
+                        os.environ.pop("TRITON_INTERPRET", None)
+                    else:
+                        os.environ["TRITON_INTERPRET"] = cls.env
+
+
+@contextlib.contextmanager
+def _unwrapped() -> Iterator[None]:
+    """fp8check's own errors raised inside an interpreted kernel come out as
+    themselves (one line), not wrapped in Triton's ``InterpreterError``."""
+    try:
+        yield
+    except Exception as exc:
+        cause = exc
+        while cause is not None and not isinstance(cause, FP8CheckError):
+            cause = cause.__cause__
+        if cause is not None and cause is not exc:
+            raise cause from None
+        raise
+
+
+class InterpretedKernel:
+    """An interpreted twin of a ``@triton.jit`` kernel: ``twin[grid](*args)``."""
+
+    def __init__(self, fn: Any) -> None:
+        from triton.runtime.interpreter import InterpretedFunction
+
+        self.fn = getattr(fn, "fn", fn)
+        self.original = fn
+        self._interp = fn if isinstance(fn, InterpretedFunction) else InterpretedFunction(self.fn)
+        self.__name__ = getattr(self.fn, "__name__", "kernel")
+        self.__doc__ = getattr(self.fn, "__doc__", None)
+
+    def __getitem__(self, grid: Any) -> Callable[..., Any]:
+        def launch(*args: Any, **kwargs: Any) -> Any:
+            with _Interpreting.active(), _unwrapped():
+                return self._interp[grid](*args, **kwargs)
+
+        return launch
+
+    def run(self, *args: Any, grid: Any, **kwargs: Any) -> Any:
+        return self[grid](*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<interpreted {self.__name__}>"
+
+
+def interpreted(fn: Any) -> InterpretedKernel:
+    """The interpreted twin of ``fn`` (a ``@triton.jit`` function, an
+    already interpreted one, or the plain Python function): launch it as
+    ``interpreted(fn)[grid](args...)``; it runs in Triton's interpreter
+    whatever ``TRITON_INTERPRET`` says, helpers included. Inputs are CPU
+    tensors. Combine with :func:`faithful` for the target's FP8 semantics."""
+    check_triton_version()
+    return InterpretedKernel(fn)
+
+
+@contextlib.contextmanager
+def interpreting() -> Iterator[None]:
+    """Interpreter mode for everything launched inside the block: kernels
+    decorated inside it are interpreted, and compiled-mode ``@triton.jit``
+    helpers run as device functions of interpreted kernels."""
+    check_triton_version()
+    with _Interpreting.active(), _unwrapped():
+        yield
+
+
+# -- detection of an unpatched interpreter run --------------------------------------
+
+
+def interpreter_active() -> bool:
+    """Whether Triton kernels launched now run in Triton's interpreter
+    (``TRITON_INTERPRET`` set, or an :func:`interpreted` launch under way)."""
+    value = os.environ.get("TRITON_INTERPRET", "").strip().lower()
+    return value in ("1", "true", "yes", "on") or _Interpreting.depth > 0
+
+
+def uses_unpatched_interpreter(fn: Any = None) -> bool:
+    """Whether ``fn`` (a Triton kernel, or None for "whatever runs now")
+    would run in Triton's interpreter with its own FP8 conversions, i.e.
+    without a :func:`faithful` block open: an ``InterpretedFunction``, or
+    any kernel while :func:`interpreter_active`. For a plain Python callable
+    that launches kernels, run it under :func:`watch` instead, which sees
+    the conversions themselves."""
+    if is_patched():
+        return False
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+    except Exception:  # triton missing or broken: nothing can run interpreted
+        return False
+    if fn is not None and isinstance(fn, (InterpretedFunction, InterpretedKernel)):
+        return True
+    return interpreter_active()
+
+
+UNPATCHED_WARNING = ("Triton's interpreter FP8 conversions are known to be wrong (triton-lang/triton#8322); "
+                     "use --triton-target")
+
+
+@dataclass
+class Watch:
+    """What :func:`watch` saw: FP8 conversions by Triton's own interpreter code."""
+
+    unpatched_conversions: int = 0
+    faithful_conversions: int = 0
+    examples: list[str] = field(default_factory=list)
+
+    @property
+    def warning(self) -> str | None:
+        """The one-line warning to print, or None when nothing unpatched ran."""
+        return UNPATCHED_WARNING if self.unpatched_conversions else None
+
+
+@contextlib.contextmanager
+def watch() -> Iterator[Watch]:
+    """Count the FP8 conversions interpreted kernels perform inside the block.
+
+    ``w.unpatched_conversions`` > 0 means Triton's own interpreter
+    converted FP8 values (its known-wrong code ran); ``w.warning`` is the
+    line to show. Works with or without :func:`faithful` (conversions the
+    faithful patch handles count as ``faithful_conversions``) and installs
+    nothing when Triton is absent."""
+    w = Watch()
+    try:
+        _interp()
+    except Exception:
+        yield w
+        return
+    with _LOCK:
+        _acquire()
+        _WATCHES.append(w)
+    try:
+        yield w
+    finally:
+        with _LOCK:
+            _WATCHES.remove(w)
+            _release()
+
+
+def _note(handled: bool, *dtypes: Any) -> None:
+    if not _WATCHES or not _involves_fp8(*dtypes):
+        return
+    faithful_now = handled and _supported_pair(*dtypes)
+    with _LOCK:
+        for w in _WATCHES:
+            if faithful_now:
+                w.faithful_conversions += 1
+            else:
+                w.unpatched_conversions += 1
+                if len(w.examples) < 3:
+                    w.examples.append(" -> ".join(getattr(d, "name", str(d)) for d in dtypes))

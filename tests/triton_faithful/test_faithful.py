@@ -1,0 +1,401 @@
+"""The faithful Triton interpreter (fp8check.triton): Triton kernels run in
+Triton's interpreter give, for each target, the codes and values of the
+target's table — checked against fp8check's reference directly, on every
+16-bit input, the float32 sweep and all 256 codes — and user kernels with
+planted bugs are caught with the right category.
+
+Where triton is missing or its version is not one the patch was tested
+with, everything here skips (the refusal itself is tested with a faked
+version)."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+
+import numpy as np
+import pytest
+
+if importlib.util.find_spec("triton") is None or importlib.util.find_spec("torch") is None:
+    pytest.skip("triton and torch are needed for the faithful interpreter", allow_module_level=True)
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+
+import fp8check.triton as ft  # noqa: E402
+from fp8check import formats, inputs, reference  # noqa: E402
+from fp8check.triton import targets  # noqa: E402
+
+if triton.__version__.split("+")[0] not in ft.SUPPORTED_TRITON_VERSIONS:
+    pytest.skip(f"Triton {triton.__version__} is not one the faithful interpreter supports", allow_module_level=True)
+
+import triton_kernels as tk  # noqa: E402  (tests/triton_faithful is on sys.path under pytest)
+
+TORCH = {"e4m3fn": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2,
+         "e4m3fnuz": torch.float8_e4m3fnuz, "e5m2fnuz": torch.float8_e5m2fnuz}
+SRC = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+pytest_plugins = ["pytester"]
+HAS_DOT_SCALED = hasattr(__import__("triton.runtime.interpreter").runtime.interpreter, "_mxfp_value_handle_to_float32")
+
+
+def T(name: str) -> targets.Target:
+    """The target as this Triton compiles it."""
+    return targets.for_triton(targets.get(name), triton.__version__)
+
+
+def _inputs(source: str) -> tuple[np.ndarray, torch.Tensor]:
+    bits = inputs.sweep_bits(source)
+    arr = inputs.from_bits(bits, source)
+    if source == "bfloat16":
+        t = torch.from_numpy(np.ascontiguousarray(arr).view(np.int16)).view(torch.bfloat16)
+    else:
+        t = torch.from_numpy(np.ascontiguousarray(arr))
+    return arr, t
+
+
+def _expected(arr: np.ndarray, source: str, fmt: str, entry: targets.Downcast) -> np.ndarray:
+    """The reference, computed here without the patch's own code path."""
+    if entry.bits == "f16_upper_byte":
+        return (arr.view(np.uint16) >> 8).astype(np.uint8)
+    codes = reference.encode(arr, fmt, entry.profile)
+    if entry.bits == "f32_rtz_f16_upper_byte":
+        b = arr.view(np.uint32)
+        nan = (b & 0x7FFFFFFF) > 0x7F800000
+        codes[nan] = (((b[nan] >> 24) & 0x80) | 0x7E | ((b[nan] >> 21) & 1)).astype(np.uint8)
+    return codes
+
+
+DOWNCASTS = [(t, s, f, r) for t in targets.TARGETS for s in targets.SOURCES for f in targets.FP8 for r in ("rtne", "rtz")
+             if T(t).downcast(s, f, r).supported]
+
+
+@pytest.mark.parametrize("target,source,fmt,rounding", DOWNCASTS)
+def test_downcast_equals_the_reference_on_every_input(target, source, fmt, rounding):
+    entry = T(target).downcast(source, fmt, rounding)
+    arr, x = _inputs(source)
+    with ft.faithful(target):
+        got = tk.cast(x, TORCH[fmt], rtz=rounding == "rtz").numpy()
+    want = _expected(arr, source, fmt, entry)
+    bad = np.flatnonzero(got != want)
+    assert bad.size == 0, (f"{bad.size} of {got.size} differ; first input {arr.view(inputs.bits_dtype(source))[bad[0]]:#x}: "
+                           f"got {got[bad[0]]:#04x}, want {want[bad[0]]:#04x}")
+
+
+def test_the_unpatched_interpreter_fails_the_same_comparison():
+    # The comparison above can fail: without the patch Triton's own
+    # conversions (triton-lang/triton#8322) diverge on the same inputs.
+    arr, x = _inputs("float16")
+    got = tk.cast(x, torch.float8_e4m3fn).numpy()
+    want = reference.encode(arr, "e4m3fn", targets.TRITON_SM90)
+    assert (got != want).sum() > 1000
+
+
+UPCASTS = [(t, f, d) for t in targets.TARGETS for f in targets.FP8 for d in targets.DESTINATIONS
+           if T(t).upcast(f, d).supported]
+
+
+def _value_bits(values: np.ndarray, dest: str) -> np.ndarray:
+    """NaN by class (all NaN to one pattern), -0 distinct."""
+    if dest == "bfloat16":
+        f32 = values.astype(np.float32)
+    else:
+        f32 = values.astype(np.float32)
+    b = f32.view(np.uint32).copy()
+    b[np.isnan(f32)] = 0x7FC00000
+    return b
+
+
+@pytest.mark.parametrize("target,fmt,dest", UPCASTS)
+def test_upcast_equals_decode_on_all_256_codes(target, fmt, dest):
+    codes = torch.arange(256, dtype=torch.int32).to(torch.uint8)
+    with ft.faithful(target):
+        got = tk.decode(codes, TORCH[fmt], SRC[dest]).float().numpy()
+    want = reference.decode(codes.numpy(), fmt)
+    specials = T(target).upcast(fmt, dest).specials
+    if specials == "fnuz_nan_negative_zero":  # triton-lang/triton#10745 (before 3.9.0)
+        want[0x80] = -0.0
+    elif specials == "as_e5m2":  # before triton-lang/triton#10458
+        want = reference.decode(codes.numpy(), "e5m2")
+    elif specials == "finite":
+        # the bit-trick lowerings read the all-ones exponent as an ordinary binade
+        f = formats.get(fmt)
+        for c in range(256):
+            if f.is_nan(c) or f.is_inf(c):
+                e, m = (c >> f.mantissa_bits) & ((1 << f.exponent_bits) - 1), c & f.mantissa_mask
+                want[c] = (-1) ** (c >> 7) * (1 + m / 2 ** f.mantissa_bits) * 2.0 ** (e - f.bias)
+    assert np.array_equal(_value_bits(got, dest), _value_bits(want, dest))
+
+
+def test_the_finite_specials_are_what_the_tables_say():
+    # e5m2 +Inf decodes to 65536 in bfloat16 on sm90 (mul.rn.bf16x2 by 2^112),
+    # e4m3fn NaN to 480 on gfx942 (OcpF8ToBf16SW), exact elsewhere.
+    codes = torch.tensor([0x7C, 0xFC, 0x7F], dtype=torch.uint8)
+    with ft.faithful("sm90"):
+        assert tk.decode(codes, torch.float8_e5m2, torch.bfloat16).float().tolist()[:2] == [65536.0, -65536.0]
+        assert math.isinf(tk.decode(codes, torch.float8_e5m2, torch.float16).float()[0])
+    with ft.faithful("gfx942"):
+        assert tk.decode(codes, torch.float8_e4m3fn, torch.bfloat16).float()[2] == 480.0
+    with ft.faithful("gfx950"):
+        assert math.isnan(tk.decode(codes, torch.float8_e4m3fn, torch.bfloat16).float()[2])
+
+
+def test_fnuz_nan_decodes_to_nan_under_gfx942_and_not_without_the_patch():
+    codes = torch.tensor([0x80], dtype=torch.uint8)
+    with ft.faithful("gfx942"):
+        assert math.isnan(tk.decode(codes, torch.float8_e4m3fnuz, torch.float32)[0])
+    try:
+        unpatched = float(tk.decode(codes, torch.float8_e4m3fnuz, torch.float32)[0])
+    except Exception:  # Triton 3.6's own interpreter cannot build the fnuz types
+        unpatched = 0.0
+    assert not math.isnan(unpatched)  # triton-lang/triton#8322: 0x80 -> -0.0
+
+
+@pytest.mark.parametrize("target", list(targets.TARGETS))
+def test_fp8_to_fp8_is_refused_as_the_compiler_refuses_it(target):
+    fmts = sorted(T(target).formats)
+    src, dst = fmts[0], fmts[1]
+    codes = torch.arange(256, dtype=torch.int32).to(torch.uint8).view(TORCH[src])
+    with ft.faithful(target), pytest.raises(ft.UnsupportedConversionError, match="fp8 to fp8"):
+        tk.cast(codes, TORCH[dst])
+    with ft.faithful(target, strict=False):
+        got = tk.cast(codes, TORCH[dst]).numpy()
+    with np.errstate(invalid="ignore"):
+        want = reference.encode(reference.decode(np.arange(256, dtype=np.uint8), src), dst, targets.get(target).profile)
+    assert np.array_equal(got, want)
+
+
+def test_rtz_where_triton_does_not_lower_it_is_refused():
+    x = torch.tensor([1.0, 2.5], dtype=torch.float32)
+    with ft.faithful("sm90"), pytest.raises(ft.UnsupportedConversionError, match="rtz"):
+        tk.cast(x, torch.float8_e4m3fn, rtz=True)
+    with ft.faithful("gfx942"), pytest.raises(ft.UnsupportedConversionError, match="rtz"):
+        tk.cast(x.to(torch.bfloat16), torch.float8_e5m2, rtz=True)
+
+
+def test_fnuz_types_are_refused_for_nvidia_targets():
+    with ft.faithful("sm90"), pytest.raises(ft.UnsupportedConversionError, match="e4m3fnuz"):
+        tk.cast(torch.ones(4), torch.float8_e4m3fnuz)
+
+
+def test_float16_to_e5m2fnuz_rtz_is_the_amd_upper_byte():
+    # What compiled Triton emits for gfx942/gfx950 (the OCP truncation applied
+    # to a type with bias 16): 1.0 becomes 0x3C, which e5m2fnuz reads as 0.5.
+    x = torch.tensor([1.0], dtype=torch.float16)
+    if not T("gfx942").downcast("float16", "e5m2fnuz", "rtz").supported:  # Triton 3.6 does not compile it
+        with ft.faithful("gfx942"), pytest.raises(ft.UnsupportedConversionError):
+            tk.cast(x, torch.float8_e5m2fnuz, rtz=True)
+        return
+    with ft.faithful("gfx942"):
+        code = tk.cast(x, torch.float8_e5m2fnuz, rtz=True)
+    assert int(code[0]) == 0x3C and reference.decode(np.array([0x3C], np.uint8), "e5m2fnuz")[0] == 0.5
+
+
+# -- tl.dot and tl.dot_scaled --------------------------------------------------------
+
+
+def _fp8_operand(rng, shape, fmt, lo=-3, hi=3):
+    # values whose float32 products and sums of 16 are exact
+    f = formats.get(fmt)
+    v = rng.choice([-1.0, 1.0], size=shape) * (1 + rng.integers(0, 1 << f.mantissa_bits, size=shape)
+                                                  / (1 << f.mantissa_bits)) * np.exp2(rng.integers(lo, hi, size=shape))
+    return reference.encode(v, fmt, "ieee")
+
+
+@pytest.mark.parametrize("target,fmt", [("sm90", "e4m3fn"), ("sm90", "e5m2"), ("gfx942", "e4m3fnuz"),
+                                        ("gfx942", "e5m2fnuz"), ("gfx950", "e4m3fn")])
+def test_dot_with_fp8_operands_is_exact_where_float32_is(target, fmt):
+    rng = np.random.default_rng(0)
+    M = N = K = 16
+    a, b = _fp8_operand(rng, (M, K), fmt), _fp8_operand(rng, (K, N), fmt)
+    exact = reference.decode(a, fmt) @ reference.decode(b, fmt)
+    at, bt = (torch.from_numpy(c).view(TORCH[fmt]) for c in (a, b))
+    c = torch.empty((M, N), dtype=torch.float32)
+    with ft.faithful(target):
+        ft.interpreted(tk.dot_kernel)[(1,)](at, bt, c, M=M, N=N, K=K)
+    assert np.array_equal(c.numpy().astype(np.float64), exact)
+
+
+def test_dot_propagates_inf_and_nan_operands_where_the_unpatched_interpreter_does_not():
+    M = N = K = 16
+    c = torch.empty((M, N), dtype=torch.float32)
+    a = np.full((M, K), 0x3C, np.uint8)  # 1.0 in e5m2
+    a[0, 0], a[1, 0] = 0x7C, 0x7F  # +Inf, NaN
+    b = np.full((K, N), 0x3C, np.uint8)
+    at, bt = (torch.from_numpy(x).view(torch.float8_e5m2) for x in (a, b))
+    with ft.faithful("sm90"):
+        ft.interpreted(tk.dot_kernel)[(1,)](at, bt, c, M=M, N=N, K=K)
+    assert math.isinf(c[0, 0]) and math.isnan(c[1, 0]) and c[2, 0] == 16.0
+    a = np.full((M, K), 0x38, np.uint8)  # 1.0 in e4m3fn
+    a[0, 0] = 0x7F  # NaN
+    at, bt = (torch.from_numpy(x).view(torch.float8_e4m3fn) for x in (a, a.T.copy()))
+    with ft.faithful("sm90"):
+        ft.interpreted(tk.dot_kernel)[(1,)](at, bt, c, M=M, N=N, K=K)
+    assert math.isnan(c[0, 0]) and c[1, 1] == 16.0
+    ft.interpreted(tk.dot_kernel)[(1,)](at, bt, c, M=M, N=N, K=K)
+    assert math.isfinite(c[0, 0])  # triton-lang/triton#8322: NaN decoded finite
+
+
+@pytest.mark.skipif(not HAS_DOT_SCALED, reason="this Triton's interpreter has no dot_scaled")
+def test_dot_scaled_with_e4m3_operands_is_exact():
+    rng = np.random.default_rng(1)
+    M = N = 16
+    K = 64
+    a, b = _fp8_operand(rng, (M, K), "e4m3fn"), _fp8_operand(rng, (K, N), "e4m3fn")
+    a[0, 0] = 0x7F  # NaN operand
+    sa = rng.integers(125, 130, size=(M, K // 32)).astype(np.uint8)
+    sb = rng.integers(125, 130, size=(N, K // 32)).astype(np.uint8)
+    av = reference.decode(a, "e4m3fn") * np.repeat(np.exp2(sa.astype(np.float64) - 127), 32, axis=1)
+    bv = reference.decode(b, "e4m3fn") * np.repeat(np.exp2(sb.astype(np.float64) - 127), 32, axis=1).T
+    with np.errstate(invalid="ignore"):
+        exact = av @ bv
+    c = torch.empty((M, N), dtype=torch.float32)
+    args = [torch.from_numpy(a).view(torch.float8_e4m3fn), torch.from_numpy(sa),
+            torch.from_numpy(b).view(torch.float8_e4m3fn), torch.from_numpy(sb), c]
+    with ft.faithful("sm90"):
+        ft.interpreted(tk.dot_scaled_kernel)[(1,)](*args, M=M, N=N, K=K)
+    got = c.numpy().astype(np.float64)
+    assert np.isnan(got[0]).all() and np.array_equal(got[1:], exact[1:])
+
+
+# -- user kernels through fp8check's own checks ---------------------------------------
+
+
+def _cast_kernel(fn, profile):
+    from fp8check.kernels.user import resolve, user_kernel  # noqa: F401
+
+    return user_kernel(f"{tk.__file__}:{fn}", profile=profile, input_dtypes=("float32", "float16", "bfloat16"))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_a_correct_e4m3fnuz_cast_kernel_conforms_under_gfx942(dtype):
+    from fp8check.engine import run_check
+
+    with ft.faithful("gfx942"):
+        result, _ = run_check(_cast_kernel("cast_e4m3fnuz", targets.TRITON_GFX942), "e4m3fnuz",
+                              input_dtype=dtype, max_examples=50)
+    assert result.passed, result.categories
+
+
+def test_a_sign_magnitude_cast_kernel_is_caught_as_signed_zero():
+    from fp8check.engine import run_check
+
+    with ft.faithful("gfx942"):
+        result, _ = run_check(_cast_kernel("cast_e4m3fnuz_sign_bug", targets.TRITON_GFX942), "e4m3fnuz",
+                              max_examples=50)
+    assert not result.passed
+    assert result.categories.get("signed_zero", 0) > 0, result.categories
+
+
+QUANT_FAST = dict(max_examples=15, seed=0, dtypes=("float32",))
+
+
+def test_a_correct_e4m3fnuz_quantizer_conforms_under_gfx942():
+    from fp8check.recipes.check import check_quantizer
+
+    with ft.faithful("gfx942"):
+        result = check_quantizer(tk.tensorwise_e4m3fnuz, "tensorwise", fmt="e4m3fnuz", **QUANT_FAST)
+    assert result.passed, (result.categories, result.divergences[:2])
+
+
+def test_the_same_quantizer_diverges_under_gfx950_where_fnuz_inf_becomes_nan():
+    # gfx950 emulates fnuz in software: ±Inf -> NaN, where the recipe (and
+    # gfx942's clamping hardware) give ±max.
+    from fp8check.recipes.check import check_quantizer
+
+    with ft.faithful("gfx950"):
+        result = check_quantizer(tk.tensorwise_e4m3fnuz, "tensorwise", fmt="e4m3fnuz", **QUANT_FAST)
+    assert not result.passed and result.categories["nonfinite"] + result.categories["codes"] > 0
+
+
+@pytest.mark.parametrize("kernel,category", [("tensorwise_e4m3fnuz_448", "scale"),
+                                             ("tensorwise_e4m3fnuz_multiplies", "codes"),
+                                             ("tensorwise_e4m3fnuz_sign_trick", "codes")])
+def test_planted_quantizer_bugs_are_caught_with_their_category(kernel, category):
+    from fp8check.recipes.check import check_quantizer
+
+    with ft.faithful("gfx942"):
+        result = check_quantizer(getattr(tk, kernel), "tensorwise", fmt="e4m3fnuz", **QUANT_FAST)
+    assert not result.passed
+    assert result.categories[category] > 0, result.categories
+
+
+# -- the patch's life cycle -------------------------------------------------------------
+
+
+def _hooks():
+    import triton.runtime.interpreter as interp
+
+    return (interp.InterpreterBuilder.__dict__["create_fp_to_fp"], interp.InterpreterBuilder.__dict__["create_dot"],
+            getattr(interp, "_mxfp_value_handle_to_float32", None), getattr(interp, "_patch_lang_core", None))
+
+
+def test_the_patch_is_gone_after_the_block_even_on_error():
+    before = _hooks()
+    with ft.faithful("gfx942"):
+        assert ft.is_patched() and ft.active_target().name == "gfx942"
+        assert _hooks() != before
+        with ft.faithful("sm90"):
+            assert ft.active_target().name == "sm90"
+        assert ft.active_target().name == "gfx942"
+    assert _hooks() == before and not ft.is_patched() and ft.active_target() is None
+    with pytest.raises(ZeroDivisionError):
+        with ft.faithful("gfx950"):
+            1 / 0
+    assert _hooks() == before and not ft.is_patched()
+
+
+def test_interpreter_mode_is_restored_after_an_interpreted_launch(monkeypatch):
+    from triton.runtime.jit import JITFunction
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    call, run = JITFunction.__call__, JITFunction.run
+    tk.cast(torch.ones(4), torch.float8_e4m3fn)
+    assert JITFunction.__call__ is call and JITFunction.run is run
+    assert not ft.interpreter_active()
+
+
+def test_an_unsupported_triton_version_is_refused_in_one_line(monkeypatch):
+    monkeypatch.setattr(triton, "__version__", "3.7.1")
+    with pytest.raises(ft.TritonVersionError) as info:
+        with ft.faithful("gfx942"):
+            pass
+    msg = str(info.value)
+    assert "\n" not in msg and "3.7.1" in msg and all(v in msg for v in ft.SUPPORTED_TRITON_VERSIONS)
+    assert not ft.is_patched()
+
+
+def test_an_unknown_target_is_refused_naming_the_known_ones():
+    with pytest.raises(ft.UnknownTargetError, match="gfx942"):
+        with ft.faithful("gfx90a"):
+            pass
+
+
+def test_an_unpatched_interpreter_run_is_seen(monkeypatch):
+    x = torch.tensor([1.0, 300.0])
+    with ft.watch() as w:
+        tk.cast(x, torch.float8_e4m3fn)
+    assert w.unpatched_conversions == 1 and w.warning == ft.UNPATCHED_WARNING
+    assert "triton-lang/triton#8322" in w.warning and "--triton-target" in w.warning
+    with ft.watch() as w, ft.faithful("sm90"):
+        tk.cast(x, torch.float8_e4m3fn)
+    assert w.unpatched_conversions == 0 and w.faithful_conversions == 1 and w.warning is None
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert ft.interpreter_active() and ft.uses_unpatched_interpreter(tk.cast_kernel)
+    with ft.faithful("sm90"):
+        assert not ft.uses_unpatched_interpreter(tk.cast_kernel)
+    monkeypatch.delenv("TRITON_INTERPRET")
+    assert ft.uses_unpatched_interpreter(ft.interpreted(tk.cast_kernel))
+    assert not ft.uses_unpatched_interpreter(tk.cast_kernel)
+
+
+def test_the_fixture_helper_makes_a_pytest_fixture(pytester):
+    pytester.makeconftest(
+        "from fp8check.triton import faithful_fixture\n"
+        "mi300 = faithful_fixture('gfx942')\n")
+    pytester.makepyfile(
+        "import fp8check.triton as ft\n"
+        "def test_it(mi300):\n"
+        "    assert mi300.name == 'gfx942' and ft.is_patched()\n"
+        "def test_after():\n"
+        "    assert not ft.is_patched()\n")
+    pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=2)

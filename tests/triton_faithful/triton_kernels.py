@@ -1,0 +1,169 @@
+"""Triton kernels a user would write, for the faithful-interpreter tests.
+
+Plain ``@triton.jit`` kernels (compiled-mode objects: the tests run them
+through ``fp8check.triton.interpreted``) and the Python wrappers a user
+would call: casts, decodes, a dot, and an e4m3fnuz per-tensor quantizer
+(recipe ``tensorwise``) with planted bugs. Imported only where triton is.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+import fp8check.triton as ft
+
+FNUZ_MAX = 240.0
+
+
+@triton.jit
+def cast_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(y_ptr + offs, x.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def cast_rtz_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(y_ptr + offs, x.to(y_ptr.dtype.element_ty, fp_downcast_rounding="rtz"), mask=mask)
+
+
+@triton.jit
+def decode_kernel(c_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    c = tl.load(c_ptr + offs, mask=mask)
+    tl.store(y_ptr + offs, c.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def dot_kernel(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    m = tl.arange(0, M)
+    n = tl.arange(0, N)
+    k = tl.arange(0, K)
+    a = tl.load(a_ptr + m[:, None] * K + k[None, :])
+    b = tl.load(b_ptr + k[:, None] * N + n[None, :])
+    tl.store(c_ptr + m[:, None] * N + n[None, :], tl.dot(a, b))
+
+
+@triton.jit
+def dot_scaled_kernel(a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    m = tl.arange(0, M)
+    n = tl.arange(0, N)
+    k = tl.arange(0, K)
+    g = tl.arange(0, K // 32)
+    a = tl.load(a_ptr + m[:, None] * K + k[None, :])
+    b = tl.load(b_ptr + k[:, None] * N + n[None, :])
+    sa = tl.load(sa_ptr + m[:, None] * (K // 32) + g[None, :])
+    sb = tl.load(sb_ptr + n[:, None] * (K // 32) + g[None, :])
+    tl.store(c_ptr + m[:, None] * N + n[None, :], tl.dot_scaled(a, sa, "e4m3", b, sb, "e4m3"))
+
+
+def _block(n: int) -> int:
+    return max(16, min(1 << 16, 1 << max(0, (n - 1).bit_length())))
+
+
+def launch(kernel, x: torch.Tensor, y: torch.Tensor) -> None:
+    n = x.numel()
+    if n:
+        block = _block(n)
+        ft.interpreted(kernel)[(triton.cdiv(n, block),)](x.reshape(-1), y.reshape(-1), n, BLOCK=block)
+
+
+def cast(x: torch.Tensor, dtype: torch.dtype, rtz: bool = False) -> torch.Tensor:
+    """``x.to(dtype)`` in a Triton kernel; the codes as uint8."""
+    y = torch.empty(x.shape, dtype=dtype)
+    launch(cast_rtz_kernel if rtz else cast_kernel, x.contiguous(), y)
+    return y.view(torch.uint8)
+
+
+def decode(codes: torch.Tensor, fmt_dtype: torch.dtype, dest: torch.dtype) -> torch.Tensor:
+    y = torch.empty(codes.shape, dtype=dest)
+    launch(decode_kernel, codes.contiguous().view(fmt_dtype), y)
+    return y
+
+
+def cast_e4m3fnuz(x: torch.Tensor) -> torch.Tensor:
+    """A user's cast kernel (``fp8check check MOD:cast_e4m3fnuz``): correct."""
+    return cast(x, torch.float8_e4m3fnuz)
+
+
+@triton.jit
+def cast_sign_magnitude_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    # Planted bug: the e4m3fn habit of casting |x| and OR-ing the sign back;
+    # in e4m3fnuz the sign bit alone (0x80) is NaN, so -0.0 becomes NaN.
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
+    mag = tl.abs(x).to(tl.float8e4b8).to(tl.uint8, bitcast=True)
+    sign = ((x.to(tl.uint32, bitcast=True) >> 24) & 0x80).to(tl.uint8)
+    tl.store(y_ptr + offs, mag | sign, mask=mask)
+
+
+def cast_e4m3fnuz_sign_bug(x: torch.Tensor) -> torch.Tensor:
+    y = torch.empty(x.shape, dtype=torch.uint8)
+    launch(cast_sign_magnitude_kernel, x.contiguous(), y)
+    return y
+
+
+# -- an e4m3fnuz per-tensor quantizer (recipe ``tensorwise``) ----------------------
+
+
+@triton.jit
+def tensorwise_kernel(x_ptr, y_ptr, d_ptr, n, FMAX: tl.constexpr, MULTIPLY: tl.constexpr,
+                      SIGN_TRICK: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    ax = tl.abs(x)
+    amax = tl.max(tl.where(ax < float("inf"), ax, 0.0), axis=0)
+    d = tl.maximum(amax, 1e-12) / FMAX
+    if MULTIPLY:  # planted bug: multiplies by the stored scale_inv instead of dividing
+        y = x * d
+    else:
+        y = x / d
+    if SIGN_TRICK:  # planted bug: -0 (and tiny negatives) become 0x80, NaN in fnuz
+        code = tl.abs(y).to(tl.float8e4b8).to(tl.uint8, bitcast=True) | ((y.to(tl.uint32, bitcast=True) >> 24) & 0x80).to(tl.uint8)
+        tl.store(y_ptr + offs, code.to(tl.float8e4b8, bitcast=True), mask=mask)
+    else:
+        tl.store(y_ptr + offs, y.to(tl.float8e4b8), mask=mask)
+    tl.store(d_ptr, d)
+
+
+def _tensorwise(x: torch.Tensor, fmax: float = FNUZ_MAX, multiply: bool = False,
+                sign_trick: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    flat = x.contiguous().reshape(-1)
+    y = torch.empty(x.shape, dtype=torch.float8_e4m3fnuz)
+    d = torch.empty((), dtype=torch.float32)
+    n = flat.numel()
+    if n == 0:
+        d.fill_(torch.tensor(1e-12, dtype=torch.float32) / fmax)
+        return y, d
+    ft.interpreted(tensorwise_kernel)[(1,)](flat, y.reshape(-1), d.reshape(1), n, FMAX=fmax, MULTIPLY=multiply,
+                                            SIGN_TRICK=sign_trick, BLOCK=_block(n))
+    return y, d
+
+
+def tensorwise_e4m3fnuz(x):
+    """Correct for recipe ``tensorwise`` (e4m3fnuz): the cast saturates on gfx942."""
+    return _tensorwise(x)
+
+
+def tensorwise_e4m3fnuz_448(x):
+    """Planted bug: e4m3fn's max (448) as the fnuz max."""
+    return _tensorwise(x, fmax=448.0)
+
+
+def tensorwise_e4m3fnuz_multiplies(x):
+    """Planted bug: multiplies by the scale_inv it stores."""
+    return _tensorwise(x, multiply=True)
+
+
+def tensorwise_e4m3fnuz_sign_trick(x):
+    """Planted bug: the sign OR-ed back on, so -0 becomes 0x80 (NaN)."""
+    return _tensorwise(x, sign_trick=True)
