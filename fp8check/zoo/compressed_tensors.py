@@ -18,6 +18,8 @@ from typing import Any
 from fp8check.zoo import KnownIssue, ZooEntry
 from fp8check.zoo._adapters import import_package, lazy
 
+NO = "no upstream issue found (searched the issues corpus, 2026-12-01)"
+
 _V = "==0.19.0"
 
 
@@ -96,7 +98,12 @@ ENTRIES = tuple(
         kind="quantize", claims=recipe + ("" if dtype == "float32" else "-bf16"),
         citation=_CITE, adapter=f"fp8check.zoo.compressed_tensors:quantize_{strategy}",
         modes=("eager",), dtypes=(dtype,),
-        known=(),
+        known=(
+            KnownIssue(summary="-0.0 is quantized to +0 (0x00): quantize adds the zero point (0.0) to x / scale",
+                       upstream=NO, categories=frozenset({"codes", "nonfinite"})),
+        ) + ((KnownIssue(summary="bfloat16 inputs: x / scale is computed in bfloat16 and rounded before the fp8 cast "
+                                 "(double rounding): about 3% of codes of randn weights are one step off",
+                         upstream=NO, categories=frozenset({"codes"})),) if dtype == "bfloat16" else ()),
     )
     for strategy, recipe in (("tensor", "ct-tensor"), ("channel", "ct-rowwise"), ("block", "ct-block-128x128"),
                              ("group", "ct-group-128"))

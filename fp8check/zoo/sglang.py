@@ -17,6 +17,8 @@ from typing import Any
 
 from fp8check.zoo import KnownIssue, ZooEntry
 from fp8check.zoo._adapters import import_package, lazy
+NO = "no upstream issue found (searched the issues corpus, 2026-12-01)"
+
 from fp8check.zoo._triton import float32_store_kernel, mode_context, require_mode
 
 FP8_KERNEL = "sglang.kernels.ops.quantization.fp8_kernel"
@@ -56,6 +58,15 @@ ENTRIES = (
                  "y_s = max(amax, eps) / bit8_max, y_q = clamp(y * (1 / y_s)); eps=1e-10 default",
         adapter="fp8check.zoo.sglang:per_token_group_quant_fp8",
         modes=("interpret-f32", "interpret", "compiled"),
-        known=(),
+        known=(
+            KnownIssue(summary="+Inf in a group becomes -448 (0xFE): y * (1/Inf) gives NaN for the Inf, and tl.clamp "
+                               "(propagate_nan NONE) returns bit8_min for NaN; the recipe gives NaN",
+                       upstream=NO, categories=frozenset({"nonfinite"}),
+                       modes=frozenset({"interpret-f32", "interpret", "compiled"})),
+            KnownIssue(summary="the Triton interpreter's own fp8 stores (ties away, lost carry) and its bfloat16 upcast "
+                   "(bf16 subnormals come out wrong: 9.18e-41 -> 0, 1.0e-38 -> 8.27e-39)",
+           upstream="triton-lang/triton#8322 (fp8 casts); bf16 subnormal upcast: " + NO,
+           categories=frozenset({"codes", "scale", "nonfinite"}), modes=frozenset({"interpret"}), interpreter_only=True),
+        ),
     ),
 )

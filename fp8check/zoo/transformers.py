@@ -26,6 +26,8 @@ from fp8check.zoo import KnownIssue, ZooEntry, ZooUnavailable
 from fp8check.zoo._adapters import import_package, lazy
 from fp8check.zoo._triton import float32_store_kernel, mode_context, require_mode
 
+NO = "no upstream issue found (searched the issues corpus, 2026-12-01)"
+
 INTEGRATION = "transformers.integrations.finegrained_fp8"
 
 
@@ -138,7 +140,15 @@ ENTRIES = (
                  "weight_scale_inv, weight_scale_inv = amax/448); 'keep zeros stable' (scale 1 for an all-zero block)",
         adapter="fp8check.zoo.transformers:fp8_quantize_weight",
         modes=("eager",),
-        known=(),
+        known=(
+            KnownIssue(summary="weight_scale_inv is stored as 1/(448/amax) (two roundings), not amax/448: 1 ulp off on "
+                               "some blocks; the codes use 448/amax", upstream=NO, categories=frozenset({"scale"})),
+            KnownIssue(summary="a block with 0 < amax < 448/FLT_MAX (~1.3e-36) gets scale 448/amax = Inf: "
+                               "weight_scale_inv 0 and every zero of the block a NaN code (only amax == 0 is guarded)",
+                       upstream=NO, categories=frozenset({"scale"})),
+            KnownIssue(summary="a block holding NaN gets weight_scale_inv 1.0 (torch.where(max_abs > 0) is false for "
+                               "NaN), the recipe NaN", upstream=NO, categories=frozenset({"nonfinite"})),
+        ),
         note="shapes that are not a multiple of 128 are returned unquantized (checked on multiples only)",
     ),
     ZooEntry(
@@ -150,7 +160,15 @@ ENTRIES = (
                  "fp8_max / max_abs, clamp(x * scale), weight_scale_inv = scale.reciprocal() (DeepSeek-V3 convention)",
         adapter="fp8check.zoo.transformers:create_quantized_param",
         modes=("eager",),
-        known=(),
+        known=(
+            KnownIssue(summary="an all-zero block gets scale 448/0 = Inf: weight_scale_inv 0 and NaN codes (fixed in "
+                               "5.x: 'keep zeros stable'); bfloat16 weights are scaled in bfloat16 (scale and x*scale "
+                               "rounded to bf16: double rounding); 1/(448/amax) is 1 ulp off amax/448",
+                       upstream=NO + "; fixed in transformers 5.x Fp8Quantize", categories=frozenset({"scale", "codes"})),
+            KnownIssue(summary="raises loading a weight with one 128-block row or column: scale.squeeze() drops the "
+                               "unit dimension of weight_scale_inv ('size mismatch for weight_scale_inv')",
+                       upstream=NO, categories=frozenset()),
+        ),
     ),
     ZooEntry(
         id="transformers.act_quant",
@@ -161,6 +179,15 @@ ENTRIES = (
                  "deepseek-ai/DeepSeek-V3/blob/main/inference/kernel.py' act_quant_kernel: s = max|x| / 448, y = x / s",
         adapter="fp8check.zoo.transformers:act_quant",
         modes=("interpret-f32", "interpret", "compiled"),
-        known=(),
+        known=(
+            KnownIssue(summary="a block holding NaN gets the scale of its finite values (tl.max ignores NaN), where "
+                               "the recipe (DeepSeek's torch semantics) gives a NaN scale; the NaN element stays NaN",
+                       upstream=NO, categories=frozenset({"nonfinite"}),
+                       modes=frozenset({"interpret-f32", "interpret", "compiled"})),
+            KnownIssue(summary="the Triton interpreter's own fp8 stores (ties away, lost carry) and its bfloat16 upcast "
+                   "(bf16 subnormals come out wrong: 9.18e-41 -> 0, 1.0e-38 -> 8.27e-39)",
+           upstream="triton-lang/triton#8322 (fp8 casts); bf16 subnormal upcast: " + NO,
+           categories=frozenset({"codes", "scale", "nonfinite"}), modes=frozenset({"interpret"}), interpreter_only=True),
+        ),
     ),
 )

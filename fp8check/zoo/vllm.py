@@ -20,6 +20,8 @@ from typing import Any
 
 from fp8check.zoo import KnownIssue, ZooEntry
 from fp8check.zoo._adapters import import_package, lazy
+NO = "no upstream issue found (searched the issues corpus, 2026-12-01)"
+
 from fp8check.zoo._triton import float32_store_kernel, mode_context, require_mode
 
 FP8_UTILS = "vllm.model_executor.layers.quantization.utils.fp8_utils"
@@ -124,7 +126,23 @@ ENTRIES = (
                  "y_q = clamp(y / y_s)",
         adapter="fp8check.zoo.vllm:per_token_group_quant_fp8",
         modes=("interpret-f32", "interpret", "compiled"),
-        known=(),
+        known=(
+            KnownIssue(summary="scale = max(amax, eps) * fl32(1/448), not max(amax, eps)/448: 1 ulp off on some "
+                               "blocks (deliberate: the source comment says it matches torch's tensor/scalar division "
+                               "on CUDA, pytorch/pytorch#191495)",
+                       upstream="by design (source comment in _per_token_group_quant_fp8); " + NO,
+                       categories=frozenset({"scale"}), modes=frozenset({"interpret-f32", "interpret", "compiled"}),
+                       reproducer="fp8check check fp8check.zoo.vllm:per_token_group_quant_fp8 --kind quantize "
+                                  "--recipe per-token-group-1x128 --format e4m3fn"),
+            KnownIssue(summary="+Inf in a group becomes -448 (0xFE): Inf/Inf = NaN, and tl.clamp (propagate_nan NONE) "
+                               "returns fp8_min for NaN; the recipe gives NaN",
+                       upstream=NO, categories=frozenset({"nonfinite"}),
+                       modes=frozenset({"interpret-f32", "interpret", "compiled"})),
+            KnownIssue(summary="the Triton interpreter's own fp8 stores (ties away, lost carry) and its bfloat16 upcast "
+                   "(bf16 subnormals come out wrong: 9.18e-41 -> 0, 1.0e-38 -> 8.27e-39)",
+           upstream="triton-lang/triton#8322 (fp8 casts); bf16 subnormal upcast: " + NO,
+           categories=frozenset({"codes", "scale", "nonfinite"}), modes=frozenset({"interpret"}), interpreter_only=True),
+        ),
         note="on CUDA vLLM itself calls its compiled op; 'compiled' launches the Triton fallback kernel",
     ),
     ZooEntry(
@@ -137,6 +155,8 @@ ENTRIES = (
                  "value'",
         adapter="fp8check.zoo.vllm:normalize_e4m3fn_to_e4m3fnuz",
         modes=("eager",), dtypes=("float32",),
-        known=(),
+        known=(KnownIssue(summary="e4m3fn NaN bytes 0x7F/0xFF become fnuz +-240 (finite), not the fnuz NaN 0x80: "
+                                  "only -128 (0x80) is rewritten", upstream=NO, categories=frozenset({"nan"}),
+                          reproducer="fp8check survey --zoo --entry vllm.normalize_e4m3fn_to_e4m3fnuz"),),
     ),
 )
