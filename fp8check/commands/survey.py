@@ -29,6 +29,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--seed", type=int, default=0, metavar="N")
     p.add_argument("--no-fingerprint", action="store_true", help="skip the fingerprints (faster)")
     p.add_argument("--json", metavar="PATH", help="write every check as an fp8check results file")
+    p.add_argument("--zoo", action="store_true",
+                   help="survey the FP8 quantizers of installed third-party packages instead (fp8check.zoo)")
+    p.add_argument("--entry", action="append", metavar="ID", default=None,
+                   help="with --zoo: only this zoo entry (repeatable)")
     p.set_defaults(run=run)
 
 
@@ -107,7 +111,50 @@ def verdict(row: dict[str, Any]) -> tuple[str, str]:
     return "DIVERGES", "bold red"
 
 
+def run_zoo(args: argparse.Namespace) -> int:
+    """``fp8check survey --zoo``: every installed zoo entry, in each mode it runs in here; exit 0."""
+    import json
+
+    import torch
+    from rich.table import Table
+    from rich.text import Text
+
+    from fp8check import zoo
+    from fp8check.cli import EXIT_OK
+    from fp8check.commands._shared import console
+    from fp8check.results import environment
+
+    out = console()
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    chosen = [zoo.get(e) for e in args.entry] if args.entry else None
+    if chosen is None:
+        missing = [e for e in zoo.entries() if e not in zoo.installed()]
+        for e in missing:
+            out.print(Text(f"  {e.id}: {e.package} not installed here", style="dim"))
+    results = zoo.survey(chosen, device=device, max_examples=args.max_examples, seed=args.seed,
+                         progress=lambda r: out.print(Text(f"  {r.entry.id} [{r.mode}] {r.seconds:.0f}s", style="dim")))
+    table = Table(title=f"FP8 quantizers of installed packages against what they claim ({device})")
+    for col in ("entry", "version", "mode", "claims", "values", "verdict", "divergences", "upstream / reason"):
+        table.add_column(col, overflow="fold")
+    style = {"conforms": "green", "known": "yellow", "diverges": "bold red", "fixed?": "bold yellow"}
+    for r in results:
+        cats = ", ".join(f"{k} {n:,}" for k, n in r.categories.items()) or "-"
+        why = "; ".join(k.upstream for k in r.known) if r.known else r.detail
+        table.add_row(r.entry.id, r.version or "-", r.mode, r.entry.claims, f"{r.checked:,}",
+                      Text(r.verdict, style=style.get(r.status, "dim")), cats, why or "-")
+    out.print(table)
+    out.print(Text("This is a survey: exit code 0.", style="dim"))
+    if args.json:
+        doc = {"environment": environment(), "results": [r.to_dict() for r in results]}
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=1, default=str)
+        out.print(f"wrote {len(results)} zoo results to {args.json}")
+    return EXIT_OK
+
+
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "zoo", False):
+        return run_zoo(args)
     from rich.table import Table
     from rich.text import Text
 

@@ -32,6 +32,11 @@ Named recipes (``recipes.names()``), all e4m3fn unless a format is given:
                                     down to a power of two).
 ``rowwise-bf16-scale``              rowwise with the scale stored in bfloat16 (compressed-tensors
                                     stores the model's dtype).
+``transformers-fp8-weight``        recipes that third-party packages claim, checked by
+``per-token-group-1x128``           :mod:`fp8check.zoo` (docs/zoo.md cites where each is
+``gemlite-per-token``               stated): transformers' block weights, vLLM/SGLang
+``ct-tensor`` ``ct-rowwise``        per-token-group, gemlite per-token, compressed-tensors
+``ct-block-128x128`` ``ct-group-128`` (``-bf16``: bfloat16 inputs, scales in bfloat16).
 ==================================  ===========================================================
 """
 
@@ -154,6 +159,31 @@ for _pow2 in (False, True):
         _torchao("torchao-group-colwise", GROUP_COLWISE, _pow2,
                  "torchao triton_fp8_per_group_colwise_scales (groups split the rows)"),
     ]
+
+# Recipes that third-party packages claim (fp8check.zoo checks them; docs/zoo.md cites the source of each).
+_ALL += [
+    Recipe(name="transformers-fp8-weight", format="e4m3fn", granularity=block(128, 128), convention="scale_inv",
+           nonfinite="ieee", ragged=False, zero_scale=1.0,
+           description="transformers FineGrainedFP8 weight quantization (Fp8Quantize): 128x128 blocks of a weight whose "
+                       "shape is a multiple of the block, weight_scale_inv = amax/448, an all-zero block stored as 1.0"),
+    Recipe(name="per-token-group-1x128", format="e4m3fn", granularity=block(1, 128), convention="scale_inv",
+           eps=1e-10, nonfinite="ieee", ragged=False,
+           description="vLLM / SGLang per_token_group_quant_fp8 (group 128, eps 1e-10): max(amax, 1e-10)/448"),
+    Recipe(name="gemlite-per-token", format="e4m3fn", granularity=ROWWISE, convention="scale_inv",
+           nonfinite="ieee", scale_min=1e-6,
+           description="gemlite scale_activations_per_token: max(amax/448, 1e-6) per row (the scale is clamped, not amax)"),
+]
+for _suffix, _dtype, _eps in (("", "float32", 2.0 ** -23), ("-bf16", "bfloat16", 2.0 ** -7)):
+    for _name, _gran, _ragged, _what in (
+            ("ct-tensor", TENSORWISE, True, "strategy tensor"),
+            ("ct-rowwise", ROWWISE, True, "strategy channel (weights) or token (activations)"),
+            ("ct-block-128x128", block(128, 128), True, "strategy block, block_structure [128, 128]"),
+            ("ct-group-128", block(1, 128), False, "strategy group, group_size 128")):
+        _ALL.append(Recipe(
+            name=_name + _suffix, format="e4m3fn", granularity=_gran, convention="scale_inv", nonfinite="ieee",
+            ragged=_ragged, scale_dtype=_dtype, zero_scale=_eps,
+            description=f"compressed-tensors FP8 ({_what}): scale = amax/448 in the {_dtype} of the input, "
+                        f"a zero scale replaced by that dtype's eps ({_eps:g})"))
 
 RECIPES: dict[str, Recipe] = {r.name: r for r in _ALL}
 

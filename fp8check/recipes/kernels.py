@@ -157,6 +157,8 @@ def _scales(amax: Any, recipe: Recipe) -> tuple[Any, Any]:
         ok = torch.isfinite(q) & (q > 0)
         k = _exponent(torch.where(ok, q, torch.ones_like(q)), recipe.pow2)
         q = torch.where(ok, _pow2_from_exponent(k), q)
+    if recipe.scale_min is not None:
+        q = torch.where(q < recipe.scale_min, torch.full_like(q, recipe.scale_min), q)
     if recipe.scale_dtype == "e8m0":
         ok = torch.isfinite(q) & (q > 0)
         k = torch.where(ok, _exponent(torch.where(ok, q, torch.ones_like(q)), "floor"), torch.full_like(q, -127, dtype=torch.int32))
@@ -165,10 +167,10 @@ def _scales(amax: Any, recipe: Recipe) -> tuple[Any, Any]:
         value = torch.where(bad, nan, _pow2_from_exponent(k))
         codes = torch.where(bad, torch.full_like(k, 255), k + 127).to(torch.uint8)
         return value, codes.view(torch.float8_e8m0fnu)
-    if recipe.scale_dtype in ("bfloat16", "float16"):
-        stored = q.to(getattr(torch, recipe.scale_dtype))
-        return stored.float(), stored
-    return q, q
+    stored = q.to(getattr(torch, recipe.scale_dtype)) if recipe.scale_dtype in ("bfloat16", "float16") else q
+    if recipe.zero_scale is not None:
+        stored = torch.where(stored == 0, torch.full_like(stored, recipe.zero_scale), stored)
+    return stored.float(), stored
 
 
 def torch_quantizer(recipe: Recipe) -> Callable[..., tuple[Any, Any]]:

@@ -38,7 +38,10 @@ The scale rules, exactly
     a = max(amax, eps)                      # eps skipped when None; NaN stays NaN
     q = target / a   or   a / target        # in scale_precision, then RNE to float32
     q = 2**floor(log2 q) or 2**ceil(log2 q) # when pow2 is "floor"/"ceil", exactly
+    q = max(q, scale_min)                   # when scale_min is set (gemlite clamps the scale, not amax)
     S = round(q, scale_dtype)               # what is stored, and what is applied
+    S = zero_scale if S == 0                # when zero_scale is set (compressed-tensors: the scale
+                                            # dtype's eps; transformers' Fp8Quantize: 1.0)
 
 ``scale_precision="float64"`` divides in float64 and rounds the quotient to
 float32 (what torchao does); ``"float32"`` clamps with ``float32(eps)`` and
@@ -214,6 +217,8 @@ class Recipe:
     nonfinite: NonFinite = "finite"
     ragged: bool = True
     dequant_dtype: Literal["float32", "bfloat16", "float16"] = "bfloat16"
+    scale_min: float | None = None
+    zero_scale: float | None = None
     description: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -242,6 +247,14 @@ class Recipe:
             raise InvalidValueError(f"recipe {self.name!r}: target must be a positive finite number, got {self.target!r}")
         if self.eps is not None and not (math.isfinite(self.eps) and self.eps > 0):
             raise InvalidValueError(f"recipe {self.name!r}: eps must be a positive finite number or None, got {self.eps!r}")
+        for name in ("scale_min", "zero_scale"):
+            v = getattr(self, name)
+            if v is None:
+                continue
+            if not (math.isfinite(v) and v > 0):
+                raise InvalidValueError(f"recipe {self.name!r}: {name} must be a positive finite number or None, got {v!r}")
+            if self.rule != "amax" or self.convention != "scale_inv" or self.scale_dtype == "e8m0":
+                raise InvalidValueError(f"recipe {self.name!r}: {name} is for amax-rule scale_inv recipes with float scales")
 
     @property
     def amax_target(self) -> float:
@@ -276,6 +289,8 @@ class Recipe:
             "nonfinite": self.nonfinite,
             "ragged": self.ragged,
             "dequant_dtype": self.dequant_dtype,
+            "scale_min": self.scale_min,
+            "zero_scale": self.zero_scale,
         }
 
     def summary(self) -> str:
@@ -286,6 +301,10 @@ class Recipe:
             formula = f"{t}/{a}" if self.convention == "scale" else f"{a}/{t}"
             if self.pow2:
                 formula = f"2^{self.pow2}(log2({formula}))"
+            if self.scale_min is not None:
+                formula = f"max({formula}, {self.scale_min:g})"
+            if self.zero_scale is not None:
+                formula += f", a zero scale stored as {self.zero_scale:g}"
         else:
             formula = f"2^({self.rule.split('-')[1]}(log2 amax) - {self.format.emax})"
         return (f"{self.granularity}, {self.convention} = {formula} ({self.scale_precision}, stored "

@@ -211,13 +211,26 @@ def scales_from_amax(amax: np.ndarray, recipe: Recipe) -> np.ndarray:
             normal = np.isfinite(q) & (q > 0)
             k = _pow2_exponent(np.where(normal, q, 1), recipe.pow2)
             q = np.where(normal, _exact_pow2(k), q).astype(np.float32)
+        if recipe.scale_min is not None:
+            q = np.where(q < np.float32(recipe.scale_min), np.float32(recipe.scale_min), q).astype(np.float32)
         if recipe.scale_dtype == "e8m0":
             return _to_e8m0(q)
         if recipe.scale_dtype == "bfloat16":
-            return q.astype(ml_dtypes.bfloat16).astype(np.float32)
-        if recipe.scale_dtype == "float16":
-            return q.astype(np.float16).astype(np.float32)
+            q = q.astype(ml_dtypes.bfloat16).astype(np.float32)
+        elif recipe.scale_dtype == "float16":
+            q = q.astype(np.float16).astype(np.float32)
+        if recipe.zero_scale is not None:
+            stored = _round_scale(np.float32(recipe.zero_scale), recipe.scale_dtype)
+            q = np.where(q == 0, stored, q).astype(np.float32)
         return q
+
+
+def _round_scale(v: np.float32, scale_dtype: str) -> np.float32:
+    if scale_dtype == "bfloat16":
+        return np.float32(np.float32(v).astype(ml_dtypes.bfloat16))
+    if scale_dtype == "float16":
+        return np.float32(np.float16(v))
+    return np.float32(v)
 
 
 def expand_scales(scales: np.ndarray, shape: tuple[int, int], recipe: Recipe, offsets: Any = None) -> np.ndarray:

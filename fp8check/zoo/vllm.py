@@ -1,0 +1,162 @@
+"""vLLM: ``per_token_group_quant_fp8`` (Triton) and ``normalize_e4m3fn_to_e4m3fnuz``.
+
+vLLM's wheel pins torch (0.33.0: ``torch==2.14.0``, CUDA) and a CUDA stack
+(flashinfer, cutlass-dsl, ...), so ``pip install vllm`` next to a CPU torch
+is not possible. Its Python modules import without its compiled extensions:
+unpack the wheel (``pip download --no-deps vllm==0.33.0``; 336 MB) onto
+``sys.path`` with eight small pure-Python dependencies (pyzmq, msgspec,
+cachetools, blake3, cbor2, pybase64, cloudpickle, py-cpuinfo, openai) and
+``vllm.model_executor.layers.quantization.utils.fp8_utils`` imports, with
+the warning ``Failed to import from vllm._C``. On the CPU the function
+takes its Triton fallback (``current_platform.is_cuda_alike()`` is false);
+on CUDA it calls the compiled ``torch.ops._C.per_token_group_fp8_quant``,
+so the adapter's ``compiled`` mode launches the Triton kernel itself with
+the arguments the fallback passes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fp8check.zoo import KnownIssue, ZooEntry
+from fp8check.zoo._adapters import import_package, lazy
+NO = "no upstream issue found (searched the issues corpus, 2026-12-01)"
+
+from fp8check.zoo._triton import float32_store_kernel, mode_context, require_mode
+
+FP8_UTILS = "vllm.model_executor.layers.quantization.utils.fp8_utils"
+W8A8_UTILS = "vllm.model_executor.layers.quantization.utils.w8a8_utils"
+_HINT = "vLLM cannot be pip-installed beside a CPU torch; see fp8check.zoo.vllm's docstring"
+
+
+def _fp8_utils(mode: str) -> Any:
+    """vLLM's fp8_utils. For the interpreter: vLLM uses Triton only where a
+    Triton driver is active (vllm/triton_utils/importing.py), and on a CPU
+    none is, so its kernels would be placeholders; it allows zero active
+    drivers when ``CUDA_VISIBLE_DEVICES`` is set and empty (its
+    "distributed environment" path), which is set while vLLM is imported."""
+    import os
+    import sys
+
+    if mode.startswith("interpret") and "vllm.triton_utils" not in sys.modules:
+        saved = os.environ.get("CUDA_VISIBLE_DEVICES")
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+        try:
+            m = import_package(FP8_UTILS, "vllm", _HINT)
+        finally:
+            if saved is None:
+                os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+            else:
+                os.environ["CUDA_VISIBLE_DEVICES"] = saved
+    else:
+        m = import_package(FP8_UTILS, "vllm", _HINT)
+    if mode.startswith("interpret") and not hasattr(m.triton, "next_power_of_2"):
+        from fp8check.zoo import ZooUnavailable
+
+        raise ZooUnavailable("vllm was imported without Triton (its placeholder module is in use): import it "
+                             "through fp8check.zoo.vllm in a fresh process")
+    return m
+
+
+def make_per_token_group_quant_fp8(mode: str = "interpret-f32") -> Any:
+    """``per_token_group_quant_fp8(x, 128, dtype=float8_e4m3fn, use_ue8m0=False)``."""
+    require_mode(mode)
+    import torch
+
+    m = _fp8_utils(mode)
+
+    def call(x: Any) -> tuple[Any, Any]:
+        with mode_context(mode):
+            if mode == "compiled":  # the Triton kernel the CPU fallback launches, on the GPU
+                return _launch_compiled(m, x)
+            return m.per_token_group_quant_fp8(x.contiguous(), 128, dtype=torch.float8_e4m3fn, use_ue8m0=False)
+
+    kernel = float32_store_kernel(call, (m,)) if mode == "interpret-f32" else call
+    kernel.__name__ = f"vllm.per_token_group_quant_fp8[{mode}]"
+    return kernel
+
+
+def _launch_compiled(m: Any, x: Any) -> tuple[Any, Any]:
+    import torch
+    import triton
+
+    x = x.contiguous()
+    fp8_min, fp8_max = m.get_fp8_min_max()
+    q = torch.empty(x.shape, device=x.device, dtype=torch.float8_e4m3fn)
+    s = torch.empty(x.shape[:-1] + (x.shape[-1] // 128,), device=x.device, dtype=torch.float32)
+    block = triton.next_power_of_2(128)
+    m._per_token_group_quant_fp8[(x.numel() // 128,)](
+        x, q, s, 128, x.shape[1], x.stride(0), 1e-10, fp8_min=fp8_min, fp8_max=fp8_max, use_ue8m0=False,
+        BLOCK=block, num_warps=min(max(block // 256, 1), 8), num_stages=1)
+    return q, s
+
+
+def make_normalize_e4m3fn_to_e4m3fnuz(mode: str = "eager") -> Any:
+    """``normalize_e4m3fn_to_e4m3fnuz(weight, weight_scale)`` (what vLLM applies on MI300)."""
+    m = import_package(W8A8_UTILS, "vllm", _HINT)
+
+    def kernel(codes: Any, scale: Any) -> tuple[Any, Any]:
+        w, s, _ = m.normalize_e4m3fn_to_e4m3fnuz(codes.clone(), scale.clone())
+        return w, s
+
+    kernel.__name__ = "vllm.normalize_e4m3fn_to_e4m3fnuz"
+    return kernel
+
+
+per_token_group_quant_fp8 = lazy(make_per_token_group_quant_fp8, "interpret-f32",
+                                 "fp8check.zoo.vllm:per_token_group_quant_fp8")
+per_token_group_quant_fp8_interpret = lazy(make_per_token_group_quant_fp8, "interpret",
+                                           "fp8check.zoo.vllm:per_token_group_quant_fp8_interpret")
+per_token_group_quant_fp8_compiled = lazy(make_per_token_group_quant_fp8, "compiled",
+                                          "fp8check.zoo.vllm:per_token_group_quant_fp8_compiled")
+normalize_e4m3fn_to_e4m3fnuz = lazy(make_normalize_e4m3fn_to_e4m3fnuz, "eager",
+                                    "fp8check.zoo.vllm:normalize_e4m3fn_to_e4m3fnuz")
+
+_V = "==0.33.0"
+_SRC = f"vllm 0.33.0, {FP8_UTILS.replace('.', '/')}.py"
+
+ENTRIES = (
+    ZooEntry(
+        id="vllm.per_token_group_quant_fp8",
+        package="vllm", module=FP8_UTILS, versions=_V,
+        function="per_token_group_quant_fp8(x, group_size=128, eps=1e-10) -> _per_token_group_quant_fp8 (Triton)",
+        kind="quantize", claims="per-token-group-1x128",
+        citation=f"{_SRC}: per_token_group_quant_fp8 docstring ('per-token-group quantization ... the scaling "
+                 "factor'), eps=1e-10 default, kernel _per_token_group_quant_fp8: y_s = max(amax, eps) * (1/fp8_max), "
+                 "y_q = clamp(y / y_s)",
+        adapter="fp8check.zoo.vllm:per_token_group_quant_fp8",
+        modes=("interpret-f32", "interpret", "compiled"),
+        known=(
+            KnownIssue(summary="scale = max(amax, eps) * fl32(1/448), not max(amax, eps)/448: 1 ulp off on some "
+                               "blocks (deliberate: the source comment says it matches torch's tensor/scalar division "
+                               "on CUDA, pytorch/pytorch#191495)",
+                       upstream="by design (source comment in _per_token_group_quant_fp8); " + NO,
+                       categories=frozenset({"scale"}), modes=frozenset({"interpret-f32", "interpret", "compiled"}),
+                       reproducer="fp8check check fp8check.zoo.vllm:per_token_group_quant_fp8 --kind quantize "
+                                  "--recipe per-token-group-1x128 --format e4m3fn"),
+            KnownIssue(summary="+Inf in a group becomes -448 (0xFE): Inf/Inf = NaN, and tl.clamp (propagate_nan NONE) "
+                               "returns fp8_min for NaN; the recipe gives NaN",
+                       upstream=NO, categories=frozenset({"nonfinite"}),
+                       modes=frozenset({"interpret-f32", "interpret", "compiled"})),
+            KnownIssue(summary="the Triton interpreter's own fp8 stores (ties away, lost carry) and its bfloat16 upcast "
+                   "(bf16 subnormals come out wrong: 9.18e-41 -> 0, 1.0e-38 -> 8.27e-39)",
+           upstream="triton-lang/triton#8322 (fp8 casts); bf16 subnormal upcast: " + NO,
+           categories=frozenset({"codes", "scale", "nonfinite"}), modes=frozenset({"interpret"}), interpreter_only=True),
+        ),
+        note="on CUDA vLLM itself calls its compiled op; 'compiled' launches the Triton fallback kernel",
+    ),
+    ZooEntry(
+        id="vllm.normalize_e4m3fn_to_e4m3fnuz",
+        package="vllm", module=W8A8_UTILS, versions=_V,
+        function="normalize_e4m3fn_to_e4m3fnuz(weight, weight_scale)",
+        kind="convert", claims="convert_fn_to_fnuz",
+        citation=f"vllm 0.33.0, {W8A8_UTILS.replace('.', '/')}.py: 'For the same bits representation, e4m3fnuz value "
+                 "is half of the e4m3fn value, so we should double the scaling factor to get the same dequantized "
+                 "value'",
+        adapter="fp8check.zoo.vllm:normalize_e4m3fn_to_e4m3fnuz",
+        modes=("eager",), dtypes=("float32",),
+        known=(KnownIssue(summary="e4m3fn NaN bytes 0x7F/0xFF become fnuz +-240 (finite), not the fnuz NaN 0x80: "
+                                  "only -128 (0x80) is rewritten", upstream=NO, categories=frozenset({"nan"}),
+                          reproducer="fp8check survey --zoo --entry vllm.normalize_e4m3fn_to_e4m3fnuz"),),
+    ),
+)
