@@ -41,8 +41,8 @@ def main() -> None:
                         help="FP8 tensors (each with a rowwise scale) of the generated checkpoint audited (0: skip)")
     args = parser.parse_args()
 
-    from fp8check import engine, report
-    from fp8check.kernels import get_kernel
+    from fp8check.casts import engine, report
+    from fp8check.casts.adapters import get_kernel
     from fp8check.results import dump_results, environment
 
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="fp8check-report-"))

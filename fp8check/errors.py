@@ -37,3 +37,19 @@ class InvalidValueError(FP8CheckError, ValueError):
 
 class UnsupportedFormatError(FP8CheckError, ValueError):
     """A profile or kernel asked to handle a format it does not define."""
+
+
+class KernelError(FP8CheckError):
+    """A kernel under test that cannot be loaded, called or understood."""
+
+
+class KernelLoadError(KernelError, ImportError):
+    """``module:function`` names nothing importable and callable."""
+
+
+class KernelCallError(KernelError, RuntimeError):
+    """The kernel raised when called."""
+
+
+class KernelOutputError(KernelError, TypeError):
+    """The kernel returned something that is not codes of the right shape."""

@@ -26,12 +26,13 @@ from pathlib import Path
 import numpy as np
 
 from fp8check import formats, profiles
+from fp8check.codes import bit_fields, code_class
 from fp8check.formats import Format
 from fp8check.reference import decode_table, encode, spec
 from fp8check.reference.edges import EDGE_SOURCES, edge_cases
 
 __all__ = ["generate", "verify", "render", "default_directory", "ENCODE_FORMATS", "MANIFEST",
-           "read_runs", "bit_fields"]
+           "read_runs", "code_label"]
 
 MANIFEST = "MANIFEST.sha256"
 # The 8-bit formats: fp4/fp6 appear in decode/ and edges/ only.
@@ -45,25 +46,14 @@ def default_directory() -> Path:
     return here if here.is_dir() else Path("golden")
 
 
-def bit_fields(code: int, fmt: Format) -> str:
-    """``sign|exponent|mantissa`` in binary, e.g. ``0|1111|110`` (an empty
-    field where the format has none: e8m0fnu is ``|01111111|``)."""
-    bits = f"{code:0{fmt.bits}b}"
-    s = int(fmt.signed)
-    return f"{bits[:s]}|{bits[s:s + fmt.exponent_bits]}|{bits[s + fmt.exponent_bits:]}"
+# The decode files name the classes of fp8check.codes, Inf as "inf".
+_CLASS_LABELS = {"infinity": "inf"}
 
 
-def _code_class(code: int, fmt: Format) -> str:
-    if fmt.is_nan(code):
-        return "nan"
-    if fmt.is_inf(code):
-        return "inf"
-    mag = code & fmt.magnitude_mask
-    if mag == 0 and fmt.has_zero:
-        return "zero"
-    if fmt.has_subnormals and mag >> fmt.mantissa_bits == 0:
-        return "subnormal"
-    return "normal"
+def code_label(code: int, fmt: Format) -> str:
+    """The class of ``code`` as the decode files and ``fp8check table`` write it."""
+    c = code_class(code, fmt)
+    return _CLASS_LABELS.get(c, c)
 
 
 def _decode_csv(fmt: Format) -> str:
@@ -74,7 +64,7 @@ def _decode_csv(fmt: Format) -> str:
     writer.writerow(["code", "bits", "class", "value_hex", "value"])
     for code in range(fmt.code_count):
         value = spec.decode_code(code, fmt)
-        writer.writerow([f"{code:#04x}", bit_fields(code, fmt), _code_class(code, fmt),
+        writer.writerow([f"{code:#04x}", bit_fields(code, fmt, "|"), code_label(code, fmt),
                          "nan" if value != value else value.hex(), repr(value)])
     return out.getvalue()
 

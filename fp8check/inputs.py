@@ -33,6 +33,7 @@ __all__ = [
     "hex_bits",
     "sweep_bits",
     "is_nan_bits",
+    "simplicity",
 ]
 
 # The input dtypes the suite feeds a cast; float64 only where asked for
@@ -188,3 +189,29 @@ def sweep_bits(name: str) -> np.ndarray:
         out = np.unique(np.concatenate([wide, wide[finite] + np.uint64(1), wide[finite] - np.uint64(1)]))
     out.setflags(write=False)
     return out
+
+
+def _popcount(x: np.ndarray) -> np.ndarray:
+    if hasattr(np, "bitwise_count"):
+        return np.bitwise_count(x)
+    return np.array([bin(int(v)).count("1") for v in x.reshape(-1)], dtype=np.int64).reshape(x.shape)
+
+
+def simplicity(bits: np.ndarray, input_dtype: str) -> np.ndarray:
+    """A sort key per input: ±0 first, then the shortest significand (fewest bits up
+    to the lowest set one), then fewest set bits, then nearest 1.0, then positive."""
+    src = source_format(input_dtype)
+    b = np.asarray(bits).astype(np.uint64)
+    mant = b & np.uint64(src.mantissa_mask)
+    exp = ((b & np.uint64(src.magnitude_mask)) >> np.uint64(src.mantissa_bits)).astype(np.int64) - src.bias
+    negative = ((b >> np.uint64(src.bits - 1)) & np.uint64(1)).astype(np.int64)
+    pop = _popcount(mant).astype(np.int64)
+    lowest = mant & (~mant + np.uint64(1))  # the lowest set bit
+    trailing = np.where(mant == 0, src.mantissa_bits, _popcount(lowest - np.uint64(1)).astype(np.int64))
+    length = src.mantissa_bits - trailing
+    zero = (b & np.uint64(src.magnitude_mask)) == 0
+    exp = np.where(zero, 0, exp)  # ±0 is the simplest input of all
+    low = (b & np.uint64((1 << 26) - 1)).astype(np.int64) if src.bits <= 32 else np.zeros(b.shape, dtype=np.int64)
+    # Lexicographic key packed into one int64.
+    return ((np.minimum(length, 63) << 57) | (np.minimum(pop, 63) << 51) | (np.minimum(np.abs(exp), 4095) << 39)
+            | (negative << 38) | (low >> 0 & ((1 << 38) - 1)))

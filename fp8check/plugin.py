@@ -87,7 +87,7 @@ def _option(config: pytest.Config, name: str) -> str | None:
 def pytest_configure(config: pytest.Config) -> None:
     for line in MARKERS.values():
         config.addinivalue_line("markers", line)
-    config.stash[_STATE] = {"collector": None, "targets": None, "profiles": {}}
+    config.stash[_STATE] = {"collector": None, "targets": None}
     config.stash[_STATE]["user"] = _load_user_kernel(config)
 
 
@@ -116,9 +116,10 @@ def _load_user_kernel(config: pytest.Config) -> dict[str, Any] | None:
     spec = _option(config, "kernel")
     if not spec:
         return None
-    from fp8check import formats, inputs, kernels, profiles
+    from fp8check import formats, inputs, profiles
+    from fp8check.casts import adapters
     from fp8check.errors import FP8CheckError
-    from fp8check.kernels.user import check_callable
+    from fp8check.casts.adapters.user import check_callable
 
     fmt_name = _option(config, "format")
     if not fmt_name:
@@ -132,7 +133,7 @@ def _load_user_kernel(config: pytest.Config) -> dict[str, Any] | None:
         for d in dtypes:
             inputs.source_format(d)
         device = _option(config, "device") or "cpu"
-        kernel = kernels.load_user_kernel(spec, device=device, profile=profile, input_dtypes=dtypes)
+        kernel = adapters.load_user_kernel(spec, device=device, profile=profile, input_dtypes=dtypes)
         check_callable(kernel, fmt, dtypes[0])
     except FP8CheckError as exc:
         raise pytest.UsageError(f"fp8check: {exc}") from None
@@ -144,7 +145,7 @@ def _targets(config: pytest.Config) -> dict[str, list[Any]]:
     state = config.stash[_STATE]
     if state["targets"] is not None:
         return state["targets"]
-    from fp8check import kernels
+    from fp8check.casts import adapters
     from fp8check.errors import FP8CheckError
     from fp8check.suite import FNUZ, DecodeTarget, Target, exact_variant, targets_for
 
@@ -159,18 +160,14 @@ def _targets(config: pytest.Config) -> dict[str, list[Any]]:
             if "float64" in dtypes else []
     else:
         try:
-            all_kernels = kernels.builtin_kernels()
+            all_kernels = adapters.builtin_kernels()
             cast_targets = targets_for(all_kernels, collector=collector)
             f64 = [Target(kernel=k, fmt=f, input_dtype="float64", profile=k.profile_for(f), collector=collector)
                    for k in all_kernels if "float64" in k.input_dtypes for f in k.formats if k.supports(f)]
         except FP8CheckError as exc:
             raise pytest.UsageError(f"fp8check: {exc}") from None
-    for t in cast_targets + f64:
-        state["profiles"][t.profile.name] = t.profile
     exact = [Target(kernel=t.kernel, fmt=t.fmt, input_dtype="float64", profile=exact_variant(t.profile),
                     collector=collector) for t in f64]
-    for t in exact:
-        state["profiles"][t.profile.name] = t.profile
     decode = [DecodeTarget(kernel=k, fmt=f, collector=collector)
               for k in all_kernels if k.decode_fn is not None for f in k.formats if k.supports(f)]
     known = [t for t in cast_targets if any(k.affects is not None for k in t.known())]
@@ -299,7 +296,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     workeroutput = getattr(config, "workeroutput", None)
     if workeroutput is not None:  # a pytest-xdist worker: send findings to the controller
         workeroutput["fp8check"] = state["collector"].to_state()
-        workeroutput["fp8check_profiles"] = _profiles_state(state["profiles"])
         return
     path = _option(config, "json")
     html_path = _option(config, "report")
@@ -309,7 +305,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
     listed = _option(config, "max-listed")
     cap = int(listed) if listed not in (None, "") else 1000
-    checks = state["collector"].results(state["profiles"], cap=cap if cap > 0 else None)
+    checks = state["collector"].results(cap=cap if cap > 0 else None)
     env = environment()
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     diverged = sum(not c.passed for c in checks)
@@ -336,16 +332,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
                                 f"to {html_path} ({size / 1024:,.0f} KB)")
 
 
-def _profiles_state(profiles_by_name: dict[str, Any]) -> list[dict[str, Any]]:
-    return [p.to_dict() for p in profiles_by_name.values()]
-
-
-def _profile_from_state(data: dict[str, Any]) -> Any:
-    from fp8check.profiles import Profile
-
-    return Profile.from_dict(data)
-
-
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:
     """pytest-xdist: merge a finished worker's findings (controller side)."""
@@ -354,6 +340,3 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
     if state is None or "fp8check" not in output:
         return
     _collector(node.config).merge_state(output["fp8check"])
-    for data in output.get("fp8check_profiles", []):
-        profile = _profile_from_state(data)
-        state["profiles"].setdefault(profile.name, profile)

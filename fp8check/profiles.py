@@ -50,7 +50,7 @@ from fp8check.errors import InvalidValueError, UnknownProfileError, UnsupportedF
 from fp8check.formats import Format, get as get_format
 
 __all__ = ["Profile", "get", "names", "PROFILES", "FIELDS", "IEEE", "SATFINITE", "RTZ",
-           "ML_DTYPES_0_6", "ML_DTYPES_0_7", "TORCH_2_11", "TORCH_2_12", "TRITON_SM90", "TRITON_INTERPRETER",
+           "PHRASES", "ML_DTYPES_0_6", "ML_DTYPES_0_7", "TORCH_2_11", "TORCH_2_12", "TRITON_SM90", "TRITON_INTERPRETER",
            "OCP_MX"]
 
 Rounding = Literal["rne", "rtz", "rna", "stochastic"]
@@ -75,6 +75,36 @@ FIELDS: dict[str, tuple[Any, ...]] = {
     "intermediate": (None, "float32", "float16", "bfloat16"),
     "unsigned_negative": ("nan", "magnitude", "min"),
     "unsigned_zero": ("nan", "min"),
+}
+
+# The same vocabulary in words (fingerprints and explanations).
+PHRASES: dict[tuple[str, Any], str] = {
+    ("rounding", "rne"): "rounds to nearest, ties to even",
+    ("rounding", "rtz"): "rounds toward zero",
+    ("rounding", "rna"): "rounds ties away from zero",
+    ("overflow", "nonsat"): "finite overflow → Inf/NaN",
+    ("overflow", "satfinite"): "finite overflow saturates to ±max",
+    ("infinity", "nonsat"): "±Inf → Inf (NaN without Inf)",
+    ("infinity", "satfinite"): "±Inf → ±max",
+    ("infinity", "nan"): "±Inf → NaN",
+    ("nan", "quiet"): "NaN → the quiet NaN code",
+    ("nan", "all_ones"): "NaN → the all-ones NaN code",
+    ("nan", "quiet_positive"): "NaN → the positive quiet NaN code",
+    ("nan", "all_ones_positive"): "NaN → the positive all-ones NaN code",
+    ("subnormals", "keep"): "keeps subnormals",
+    ("subnormals", "flush"): "flushes subnormal results to zero",
+    ("intermediate", None): "rounds once",
+    ("intermediate", "float32"): "rounds through float32 first",
+    ("intermediate", "float16"): "rounds through float16 first (double rounding)",
+    ("intermediate", "bfloat16"): "rounds through bfloat16 first (double rounding)",
+    ("unsigned_negative", "nan"): "negative inputs → NaN",
+    ("unsigned_negative", "magnitude"): "negative inputs → |x|",
+    ("unsigned_zero", "nan"): "zero → NaN",
+    ("unsigned_negative", "min"): "negative inputs → the smallest code",
+    ("unsigned_zero", "min"): "zero → the smallest code",
+    ("nan_without_code", "zero"): "NaN → signed zero",
+    ("nan_without_code", "flipped_zero"): "NaN → zero of the opposite sign",
+    ("nan_without_code", "max"): "NaN → ±max",
 }
 
 

@@ -17,7 +17,6 @@ while ``fp8check check --json`` writes one CheckResult object (with its
 from __future__ import annotations
 
 import dataclasses
-import json
 import platform
 import sys
 from dataclasses import asdict, dataclass, field, fields
@@ -260,26 +259,11 @@ def environment() -> dict[str, Any]:
 
 def dump_results(path: str | Path, checks: Iterable[CheckResult], env: dict[str, Any] | None = None) -> None:
     """Write a results file holding ``checks``."""
+    from fp8check.outputs import write_json
+
     doc = {
         "fp8check_results": RESULTS_VERSION,
         "environment": env if env is not None else environment(),
         "checks": [c.to_dict() for c in checks],
     }
-    Path(path).write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n", encoding="utf-8")
-
-
-def load_results(path: str | Path) -> tuple[dict[str, Any], list[CheckResult]]:
-    """Read a results file or a single-check JSON: (environment, checks)."""
-    from fp8check.errors import InvalidValueError
-
-    try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InvalidValueError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidValueError(f"{path}: not JSON: {exc}") from None
-    if isinstance(doc, dict) and "checks" in doc:
-        return doc.get("environment", {}), [CheckResult.from_dict(c) for c in doc["checks"]]
-    if isinstance(doc, dict) and "kernel" in doc:
-        return doc.get("environment", {}), [CheckResult.from_dict(doc)]
-    raise InvalidValueError(f"{path}: not an fp8check results file (no 'checks' or 'kernel' key)")
+    write_json(path, doc)

@@ -114,8 +114,8 @@ _SIXTEEN_AND_32 = frozenset({"float32", "float16", "bfloat16"})
 # round them up to 0x01. They are float32/bfloat16 subnormals.
 E8M0_SUBNORMAL_REASON = (
     "e8m0fnu rounds float32 subnormal inputs (from float32, bfloat16 or float64) in (2^-127, 1.5*2^-127) up to 0x01 "
-    "(RNE gives 0x00); no upstream issue found in pytorch/pytorch or jax-ml/ml_dtypes "
-    "(ml_dtypes#298 discusses e8m0 rounding generally)"
+    "(RNE gives 0x00); torch: no upstream issue found in pytorch/pytorch; ml_dtypes: fixed in 0.7.0 by "
+    "jax-ml/ml_dtypes#434"
 )
 E8M0_SUBNORMAL = KnownDivergence(
     formats=frozenset({"e8m0fnu"}),
@@ -319,7 +319,14 @@ def _series(version: str) -> str:
 # -- the registry -------------------------------------------------------------------
 
 _CPU = Platform()
-_CPU_WITHOUT_ONEDNN_FP8 = Platform(without_cpu_flags=frozenset({"amx_tile", "avx512_fp16"}))
+# torch's CPU _scaled_mm takes oneDNN with tensorwise scales where
+# cpuinfo_has_x86_amx_int8() (same operand dtypes) or _amx_fp16() (mixed)
+# holds (at::native::_scaled_mm_out_cpu, aten/src/ATen/native/Blas.cpp;
+# read from the 2.13.0 and 2.14.1 binaries). That path behaves differently
+# and is not pinned here.
+_CPU_WITHOUT_ONEDNN_FP8 = Platform(without_cpu_flags=frozenset({"amx_int8", "amx_fp16"}))
+# Measured on CPUs with AVX2 only; AVX512-FP16 and AMX change torch's CPU kernels.
+_CPU_AVX2_ONLY = Platform(without_cpu_flags=frozenset({"amx_tile", "avx512_fp16"}))
 _SM90 = Platform(device="cuda", gpu="sm90")
 
 OBSERVATIONS: tuple[Observation, ...] = (
@@ -343,9 +350,18 @@ OBSERVATIONS: tuple[Observation, ...] = (
         pinned_by="tests/test_real_stacks.py and the properties on torch-cpu (CI, pinned lane)",
     ),
     Observation(
-        stack="torch", package="torch", series=("2.13",), platform=_CPU_WITHOUT_ONEDNN_FP8, operation="scaled_mm",
-        measured="torch 2.13.0+cpu on an x86-64 CPU without amx_tile/avx512_fp16, 2026-12-01",
-        pinned_by="tests/test_recipes_matmul.py (CI, pinned lane)",
+        stack="torch", package="torch", series=("2.14",), platform=_CPU_AVX2_ONLY, profile=profiles.TORCH_2_12,
+        known=(E8M0_SUBNORMAL, FLOAT64_TORCH),
+        measured="torch 2.14.1+cu130 on an AVX2 CPU: every 16-bit input, all 2^32 float32 inputs, 3.5M float64 "
+        "near midpoints, byte-identical to 2.13.0 on all of them, 2026-12-01",
+        pinned_by="tests/test_real_stacks.py and the properties on torch-cpu (CI, newest lane)",
+    ),
+    Observation(
+        stack="torch", package="torch", series=("2.13", "2.14"), platform=_CPU_WITHOUT_ONEDNN_FP8,
+        operation="scaled_mm",
+        measured="torch 2.13.0+cpu and 2.14.1+cu130 on an x86-64 CPU without AMX (the emulated path): 448 operand "
+        "x output x scale combinations bit-identical to the float32 product of the scaled inputs, 2026-12-01",
+        pinned_by="tests/test_recipes_matmul.py (CI, pinned and newest lanes)",
         facts=(
             ("operands", tuple(sorted(_FP8))),
             ("accumulation", "float32, scales applied to the inputs"),
@@ -359,16 +375,19 @@ OBSERVATIONS: tuple[Observation, ...] = (
     Observation(
         stack="ml_dtypes", package="ml_dtypes", series=("0.6",), platform=_CPU, profile=profiles.ML_DTYPES_0_6,
         known=(E8M0_SUBNORMAL, FLOAT64_ML_DTYPES),
-        measured="ml_dtypes 0.6.0: every 16-bit input and all 2^32 float32 inputs, float64 near midpoints, 2026-11",
+        measured="ml_dtypes 0.6.0: every 16-bit input and all 2^32 float32 inputs, float64 near midpoints, "
+        "2026-11 and again 2026-12-01",
         pinned_by="tests/test_real_stacks.py and the properties on ml_dtypes (CI, pinned lane)",
     ),
     Observation(
         stack="ml_dtypes", package="ml_dtypes", series=("0.7",), platform=_CPU, profile=profiles.ML_DTYPES_0_7,
-        measured="ml_dtypes 0.7.0: every 16-bit input, float32 and float64 samples, 2026-12-01",
-        pinned_by="tests/test_real_stacks.py and the properties on ml_dtypes (CI, newest lane)",
+        measured="ml_dtypes 0.7.0: every 16-bit input, all 2^32 float32 inputs, 3.65M float64 near midpoints, "
+        "every code decoded, 2026-12-01 (differs from 0.6.0 only by the two fixes below)",
+        pinned_by="tests/test_real_stacks.py and the properties on ml_dtypes (CI, README and newest lanes)",
         fixed=(
             "float64 is rounded once, not through float32: fixed upstream in ml_dtypes 0.7.0 (jax-ml/ml_dtypes#401)",
-            "float32 subnormals round to nearest into e8m0fnu: fixed upstream in ml_dtypes 0.7.0",
+            "float32 subnormals round to nearest into e8m0fnu: fixed upstream in ml_dtypes 0.7.0 "
+            "(jax-ml/ml_dtypes#434)",
         ),
     ),
     Observation(

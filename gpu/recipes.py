@@ -80,9 +80,9 @@ def _short(result: Any) -> str:
 def torch_quantizers(device: str, max_examples: int) -> dict[str, Any]:
     import torch
 
-    from fp8check import recipes
-    from fp8check.recipes.check import check_quantizer
-    from fp8check.recipes.kernels import torch_quantizer
+    from fp8check import quantizers
+    from fp8check.quantizers.conformance import check_quantizer
+    from fp8check.quantizers.adapters import torch_quantizer
 
     out = {}
     names = ["tensorwise", "rowwise", "colwise", "block-1x128", "block-128x128", "group-rowwise", "group-colwise",
@@ -97,7 +97,7 @@ def torch_quantizers(device: str, max_examples: int) -> dict[str, Any]:
         for name in names:
             if name.startswith("mx") and fmt.endswith("fnuz"):
                 continue
-            r = recipes.get(name, fmt)
+            r = quantizers.get(name, fmt)
             res = check_quantizer(torch_quantizer(r), r, device=device, max_examples=max_examples)
             values += res.checked
             if not res.passed:
@@ -121,20 +121,20 @@ def torchao_kernels(device: str, max_examples: int) -> dict[str, Any]:
         import torchao
     except Exception as exc:
         raise Skip(f"torchao not importable ({type(exc).__name__}: {exc})") from None
-    from fp8check.recipes import kernels
-    from fp8check.recipes.check import check_quantizer
-    from fp8check.recipes.torchao_triton_probe import probe
+    from fp8check.quantizers import adapters
+    from fp8check.quantizers.conformance import check_quantizer
+    from torchao_triton_probe import probe
 
     out: dict[str, Any] = {"version": getattr(torchao, "__version__", "?")}
     REPORT["5. torchao"] = out  # saved as it grows
     print(f"torchao {out['version']}")
-    plan = [("torchao-tensorwise", lambda: kernels.torchao_tensorwise()),
-            ("torchao-tensorwise-pow2", lambda: kernels.torchao_tensorwise(pow2=True)),
-            ("torchao-rowwise", lambda: kernels.torchao_axiswise(dim=-1)),
-            ("torchao-colwise", lambda: kernels.torchao_axiswise(dim=0)),
-            ("mx-e8m0-floor", lambda: kernels.torchao_to_mx(mode="floor")),
-            ("mx-e8m0-ceil", lambda: kernels.torchao_to_mx(mode="ceil")),
-            ("mx-e8m0-rceil", lambda: kernels.torchao_to_mx(mode="rceil"))]
+    plan = [("torchao-tensorwise", lambda: adapters.torchao_tensorwise()),
+            ("torchao-tensorwise-pow2", lambda: adapters.torchao_tensorwise(pow2=True)),
+            ("torchao-rowwise", lambda: adapters.torchao_axiswise(dim=-1)),
+            ("torchao-colwise", lambda: adapters.torchao_axiswise(dim=0)),
+            ("mx-e8m0-floor", lambda: adapters.torchao_to_mx(mode="floor")),
+            ("mx-e8m0-ceil", lambda: adapters.torchao_to_mx(mode="ceil")),
+            ("mx-e8m0-rceil", lambda: adapters.torchao_to_mx(mode="rceil"))]
     for name, make in plan:
         try:
             res = check_quantizer(make(), name, device=device, max_examples=max_examples)
@@ -145,7 +145,7 @@ def torchao_kernels(device: str, max_examples: int) -> dict[str, Any]:
             out[name] = {"error": str(exc)}
     if device == "cpu":
         print("per-group Triton kernels: skipped: on the CPU they run interpreted "
-              "(TRITON_INTERPRET=1 python -m fp8check.recipes.torchao_triton_probe)")
+              "(TRITON_INTERPRET=1 python gpu/torchao_triton_probe.py)")
         return out
 
     def show(key: str, entry: dict[str, Any]) -> None:
@@ -168,7 +168,7 @@ def torchao_kernels(device: str, max_examples: int) -> dict[str, Any]:
 
 
 def _mm_supported(device: str, fa: str, fb: str, out_dtype: str, scaling: str) -> str | None:
-    from fp8check.recipes import matmul
+    from fp8check import matmul
 
     try:
         matmul.check_scaled_mm(fmt_a=fa, fmt_b=fb, out_dtype=out_dtype, scaling=scaling, M=16, N=16, K=32,
@@ -182,7 +182,7 @@ def _mm_supported(device: str, fa: str, fb: str, out_dtype: str, scaling: str) -
 def scaled_mm(device: str) -> dict[str, Any]:
     import torch
 
-    from fp8check.recipes import matmul
+    from fp8check import matmul
 
     out: dict[str, Any] = {}
     for fa in ("e4m3fn", "e5m2", "e4m3fnuz", "e5m2fnuz"):
@@ -247,7 +247,7 @@ def scaled_mm(device: str) -> dict[str, Any]:
 
 @section("3. use_fast_accum against the bound")
 def fast_accum(device: str) -> list[dict[str, Any]]:
-    from fp8check.recipes import matmul
+    from fp8check import matmul
 
     rows = []
     for scaling, out_dtype in (("tensorwise", "float32"), ("rowwise", "bfloat16")):
@@ -271,7 +271,7 @@ def fast_accum(device: str) -> list[dict[str, Any]]:
 
 @section("4. torch._scaled_grouped_mm with empty groups")
 def grouped(device: str) -> dict[str, Any]:
-    from fp8check.recipes import matmul
+    from fp8check import matmul
 
     if device == "cpu":
         raise Skip("torch has no CPU _scaled_grouped_mm")

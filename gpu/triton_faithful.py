@@ -196,12 +196,12 @@ def quantizers(max_examples: int) -> None:
     import triton
 
     import fp8check.triton as ft
-    from fp8check import recipes
-    from fp8check.recipes.hazards import edge_cases
+    from fp8check import quantizers
+    from fp8check.quantizers.edge_cases import edge_cases
 
     _, _, tensorwise_kernel = _kernels()
     for fmt, fmax in (("e4m3fn", 448.0), ("e5m2", 57344.0)):
-        recipe = recipes.get("tensorwise", fmt)
+        recipe = quantizers.get("tensorwise", fmt)
         t0 = time.time()
         total, differ, note = 0, 0, ""
         for case in edge_cases(recipe)[:40]:
@@ -237,8 +237,8 @@ os.environ["TRITON_INTERPRET"] = "1"
 sys.path.insert(0, sys.argv[1])
 import torch
 import fp8check.triton as ft
-from fp8check.recipes import kernels
-from fp8check.recipes.torchao_triton_probe import _cases
+from fp8check.quantizers import adapters
+from torchao_triton_probe import _cases
 cases = json.loads(sys.argv[2])
 out = {}
 for which in ("rowwise", "colwise"):
@@ -256,12 +256,12 @@ print(json.dumps(out))
 def torchao_per_group(max_examples: int) -> None:
     import torch
 
-    from fp8check.recipes import kernels
-    from fp8check.recipes.torchao_triton_probe import _cases
+    from fp8check.quantizers import adapters
+    from torchao_triton_probe import _cases
 
     t0 = time.time()
     try:
-        kernels.load_torchao_jagged_kernels(interpret=False)
+        adapters.load_torchao_jagged_kernels(interpret=False)
     except Exception as exc:
         print(f"quantizer   torchao per-group: skipped: {type(exc).__name__}: {str(exc).splitlines()[0]}")
         REPORT.setdefault("quantizer", {})["torchao per-group"] = {"skipped": str(exc).splitlines()[0]}

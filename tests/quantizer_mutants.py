@@ -5,8 +5,8 @@ them as ``quantizer_mutants:NAME``."""
 
 import torch
 
-from fp8check import recipes
-from fp8check.recipes.kernels import torch_quantizer
+from fp8check import quantizers
+from fp8check.quantizers.adapters import torch_quantizer
 
 
 def _amax_finite(x):
@@ -63,7 +63,7 @@ def nonfinite_in_amax(x):
     return _cast(x.float() / d, torch.float8_e4m3fn), d
 
 
-mx_ceil_where_floor_is_required = torch_quantizer(recipes.get("mx-e8m0-ceil"))
+mx_ceil_where_floor_is_required = torch_quantizer(quantizers.get("mx-e8m0-ceil"))
 
 
 def group_rowwise_skips_empty_groups(x, offsets):

@@ -78,13 +78,13 @@ def test_fingerprint_names_what_a_mutant_really_does(tmp_path, capsys):
 
 
 def test_fingerprint_of_torch_e4m3fn_names_the_registry_s_profile():
-    from fp8check import kernels
-    from fp8check.fingerprint import fingerprint
+    from fp8check.casts import adapters
+    from fp8check.casts.fingerprint import fingerprint
 
     from core_oracles import pinned
 
     obs = pinned("torch")
-    fp = fingerprint(kernels.get_kernel("torch-cpu"), "e4m3fn", "bfloat16")
+    fp = fingerprint(adapters.get_kernel("torch-cpu"), "e4m3fn", "bfloat16")
     assert obs.profile.name in fp.exact
 
 
@@ -107,10 +107,11 @@ def _with_e8m0_round_up(base):
 
 
 def test_survey_says_a_known_upstream_divergence_is_one():
-    from fp8check import formats, kernels
-    from fp8check.commands.survey import survey, verdict
+    from fp8check import formats
+    from fp8check.casts import adapters
+    from fp8check.casts.survey import survey, verdict
 
-    planted = _with_e8m0_round_up(kernels.get_kernel("ml_dtypes"))
+    planted = _with_e8m0_round_up(adapters.get_kernel("ml_dtypes"))
     rows = {r["format"].name: r for r in survey([planted], [formats.E8M0FNU, formats.E4M3FNUZ], max_examples=5,
                                                  seed=0, with_fingerprint=False)}
     assert verdict(rows["e4m3fnuz"]) == ("conforms", "green")
@@ -123,10 +124,11 @@ def test_survey_says_a_known_upstream_divergence_is_one():
 def test_survey_of_an_unpinned_stack_reports_its_fingerprint_not_a_verdict():
     import dataclasses
 
-    from fp8check import formats, kernels
-    from fp8check.commands.survey import survey, verdict
+    from fp8check import formats
+    from fp8check.casts import adapters
+    from fp8check.casts.survey import survey, verdict
 
-    base = kernels.get_kernel("ml_dtypes")
+    base = adapters.get_kernel("ml_dtypes")
     unpinned = dataclasses.replace(base, observation=None, unpinned="ml_dtypes 9.9.0 casts are not pinned")
     rows = survey([unpinned], [formats.E4M3FNUZ], max_examples=5, seed=0, with_fingerprint=True)
     text, _ = verdict(rows[0])
@@ -175,10 +177,11 @@ def test_survey_reports_a_stack_that_raises_for_one_format_and_goes_on():
     # that format and still survey the others.
     import dataclasses
 
-    from fp8check import formats, kernels
-    from fp8check.commands.survey import survey
+    from fp8check import formats
+    from fp8check.casts import adapters
+    from fp8check.casts.survey import survey
 
-    base = kernels.get_kernel("ml_dtypes")
+    base = adapters.get_kernel("ml_dtypes")
 
     def cast(x, fmt):
         if fmt.name == "e4m3fnuz":

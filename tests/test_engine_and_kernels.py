@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 
 import fp8check
-from fp8check import engine, formats, inputs, kernels, profiles, stacks
-from fp8check.kernels import KernelCallError, KernelLoadError, KernelOutputError
+from fp8check import formats, inputs, profiles, stacks
+from fp8check.casts import adapters, engine
+from fp8check.casts.adapters import KernelCallError, KernelLoadError, KernelOutputError
 
 from core_oracles import pinned
 
@@ -56,7 +57,7 @@ def test_divergences_are_unique_counted_exactly_and_simplest_first():
 
 
 def test_run_check_of_a_conforming_stack(tmp_path):
-    k = kernels.get_kernel("ml_dtypes")
+    k = adapters.get_kernel("ml_dtypes")
     result, rec = engine.run_check(k, "e5m2", input_dtype="bfloat16", max_examples=10)
     assert result.passed and result.categories == {} and len(rec) == 0
     assert result.checked >= 65536 and result.profile == k.claims.name
@@ -77,12 +78,12 @@ def test_decode_check_compares_nan_by_class_and_keeps_negative_zero():
 
 def cast(name, values, fmt, dtype="float32"):
     x = np.array(values, dtype=inputs.numpy_dtype(dtype))
-    return [int(c) for c in kernels.get_kernel(name).cast(x, formats.get(fmt))]
+    return [int(c) for c in adapters.get_kernel(name).cast(x, formats.get(fmt))]
 
 
 def test_builtin_adapters_claim_what_the_registry_says():
     for name, stack in (("torch-cpu", "torch"), ("ml_dtypes", "ml_dtypes")):
-        k = kernels.get_kernel(name)
+        k = adapters.get_kernel(name)
         obs = stacks.lookup(stack)
         if obs is None:
             assert k.unpinned and k.observation is None and "not pinned" in k.unpinned
@@ -133,7 +134,7 @@ def test_triton_interpreter_fp8_casts_are_broken_as_upstream_reports():
     assert cast(name, [500.0], "e4m3fn") == [0x78]      # overflow keeps mantissa bits: 256
     codes = cast(name, [-0.0, -1e-6], "e4m3fnuz")
     assert 0x80 not in codes                            # fnuz never yields 0x80
-    k = kernels.get_kernel(name)
+    k = adapters.get_kernel(name)
     assert k.decode(np.array([0x80], dtype=np.uint8), formats.E4M3FNUZ)[0] == 0.0  # NaN decoded as -0.0
     assert np.signbit(k.decode(np.array([0x80], dtype=np.uint8), formats.E4M3FNUZ)[0])
 
@@ -142,9 +143,9 @@ def test_triton_cuda_reports_fnuz_unsupported_without_compiling():
     pytest.importorskip("triton")
     if not torch.cuda.is_available():
         with pytest.raises(KernelLoadError, match="CUDA"):
-            kernels.get_kernel("triton-cuda")
+            adapters.get_kernel("triton-cuda")
         return
-    k = kernels.get_kernel("triton-cuda")
+    k = adapters.get_kernel("triton-cuda")
     if torch.version.hip is None:
         assert not k.supports("e4m3fnuz") and "NVIDIA" in k.unsupported_reason("e4m3fnuz")
 
@@ -152,11 +153,11 @@ def test_triton_cuda_reports_fnuz_unsupported_without_compiling():
 # -- user kernels ------------------------------------------------------------
 
 def test_user_kernel_from_module_and_from_file(tmp_path):
-    k = kernels.load_user_kernel("fp8_mutants:correct_e4m3fnuz")
+    k = adapters.load_user_kernel("fp8_mutants:correct_e4m3fnuz")
     assert cast_with(k, [1.0, -0.0]) == [0x40, 0x00]
     path = tmp_path / "my_cast.py"
     path.write_text("import torch\ndef cast(x):\n    return x.to(torch.float8_e4m3fnuz).view(torch.uint8).numpy()\n")
-    k2 = kernels.load_user_kernel(f"{path}:cast")
+    k2 = adapters.load_user_kernel(f"{path}:cast")
     assert cast_with(k2, [1.0, 500.0]) == [0x40, 0x80]
 
 
@@ -172,7 +173,7 @@ def cast_with(k, values):
 ])
 def test_user_kernel_load_errors_are_typed_one_line(spec, error, match):
     with pytest.raises(error, match=match) as info:
-        kernels.load_user_kernel(spec)
+        adapters.load_user_kernel(spec)
     assert "\n" not in str(info.value)
 
 
@@ -183,7 +184,7 @@ def test_user_kernel_load_errors_are_typed_one_line(spec, error, match):
     ("returns_wrong_fp8_type", KernelOutputError),
 ])
 def test_user_kernel_call_errors_are_typed_one_line(name, error):
-    k = kernels.load_user_kernel(f"fp8_mutants:{name}")
+    k = adapters.load_user_kernel(f"fp8_mutants:{name}")
     with pytest.raises(error) as info:
         k.cast(np.array([1.0, 2.0], dtype=np.float32), formats.E4M3FNUZ)
     assert "\n" not in str(info.value)

@@ -18,7 +18,7 @@ except ImportError:
 # session, so that in-process runs share one copy of each (an unloaded and
 # re-imported fp8check.profiles would make two Profile classes).
 import hypothesis  # noqa: E402,F401
-import fp8check.kernels.user  # noqa: E402,F401
+import fp8check.casts.adapters.user  # noqa: E402,F401
 import fp8check.results  # noqa: E402,F401
 import fp8check.strategies  # noqa: E402,F401
 import fp8check.suite  # noqa: E402,F401
@@ -143,7 +143,7 @@ def test_json_under_xdist_merges_every_worker_and_loses_nothing(suite):
 
 def test_ci_profile_is_the_default_and_derandomized(suite, monkeypatch):
     (suite.path / "counting.py").write_text(COUNTING_KERNEL)
-    args = ["properties/test_casts.py", "-k", "hypothesis", "--fp8check-kernel", "counting:cast",
+    args = ["properties/test_builtin_adapters.py", "-k", "hypothesis", "--fp8check-kernel", "counting:cast",
             "--fp8check-format", "e4m3fnuz", "--fp8check-input-dtype", "float16", "-p", "no:cacheprovider"]
 
     def calls(run):

@@ -14,7 +14,7 @@ import itertools
 import numpy as np
 import pytest
 
-from fp8check.recipes import matmul
+from fp8check import matmul
 
 from core_oracles import installed_observation, pinned
 

@@ -7,15 +7,16 @@ process (the interpreter must be switched on before triton is imported).
 """
 
 import json
+from pathlib import Path
 import os
 import subprocess
 import sys
 
 import pytest
 
-from fp8check import recipes
-from fp8check.recipes import kernels
-from fp8check.recipes.check import check_quantizer
+from fp8check import quantizers
+from fp8check.quantizers import adapters
+from fp8check.quantizers.conformance import check_quantizer
 
 pytest.importorskip("torchao")
 torch = pytest.importorskip("torch")
@@ -26,7 +27,7 @@ NO_ISSUE = "no upstream issue found (searched pytorch/ao issues and PRs)"
 
 @pytest.mark.parametrize("fmt", ["e4m3fn", "e4m3fnuz", "e5m2", "e5m2fnuz"])
 def test_torchao_tensorwise_conforms_and_one_inf_zeroes_the_tensor(fmt):
-    result = check_quantizer(kernels.torchao_tensorwise(fmt), "torchao-tensorwise", fmt=fmt, **FAST)
+    result = check_quantizer(adapters.torchao_tensorwise(fmt), "torchao-tensorwise", fmt=fmt, **FAST)
     assert result.passed, result.divergences[:2]
     worst = result.extra["blast_radius"]["worst_case"]
     assert (worst["lost"], worst["finite"]) == (65535, 65535)  # the H200 observation, on the CPU
@@ -34,21 +35,21 @@ def test_torchao_tensorwise_conforms_and_one_inf_zeroes_the_tensor(fmt):
 
 @pytest.mark.parametrize("dim, name", [(-1, "torchao-rowwise"), (0, "torchao-colwise")])
 def test_torchao_axiswise_conforms(dim, name):
-    result = check_quantizer(kernels.torchao_axiswise(dim=dim), name, **FAST)
+    result = check_quantizer(adapters.torchao_axiswise(dim=dim), name, **FAST)
     assert result.passed, result.divergences[:2]
     assert result.extra["blast_radius"]["finite_values_lost"] > 0  # a row/column with Inf is lost
 
 
 def test_torchao_against_the_robust_recipe_is_a_nonfinite_divergence():
-    result = check_quantizer(kernels.torchao_tensorwise(), recipes.get("torchao-tensorwise").replace(nonfinite="finite"),
+    result = check_quantizer(adapters.torchao_tensorwise(), quantizers.get("torchao-tensorwise").replace(nonfinite="finite"),
                              **FAST)
     assert result.categories["nonfinite"] > 0 and result.categories["scale"] == result.categories["codes"] == 0
 
 
 @pytest.mark.xfail(strict=True, reason="torchao 0.18 round_scales_to_power_of_2 takes floor(log2(scale)) in float32: "
                    "a scale just below 2**k (k >= 3 or k <= -2) rounds up to 2**k; " + NO_ISSUE)
-@pytest.mark.parametrize("factory", [lambda: kernels.torchao_tensorwise(pow2=True),
-                                     lambda: kernels.torchao_axiswise(dim=-1, pow2=True)], ids=["tensorwise", "rowwise"])
+@pytest.mark.parametrize("factory", [lambda: adapters.torchao_tensorwise(pow2=True),
+                                     lambda: adapters.torchao_axiswise(dim=-1, pow2=True)], ids=["tensorwise", "rowwise"])
 def test_torchao_power_of_two_scales_round_down(factory):
     kernel = factory()
     name = "torchao-tensorwise-pow2" if "tensorwise" in kernel.__name__ else "torchao-rowwise-pow2"
@@ -57,15 +58,15 @@ def test_torchao_power_of_two_scales_round_down(factory):
 
 
 def test_torchao_power_of_two_divergence_is_the_float32_log2():
-    result = check_quantizer(kernels.torchao_tensorwise(pow2=True), "torchao-tensorwise-pow2", **FAST)
+    result = check_quantizer(adapters.torchao_tensorwise(pow2=True), "torchao-tensorwise-pow2", **FAST)
     d = next(d for d in result.divergences if d.category == "scale")
     assert float(d.actual_value) == 2 * float(d.expected_value)  # rounded up, not down
 
 
 @pytest.mark.parametrize("mode", ["floor", "ceil", "rceil"])
 def test_torchao_to_mx_matches_ordinary_blocks(mode):
-    r = recipes.get(f"mx-e8m0-{mode}")
-    result = check_quantizer(kernels.torchao_to_mx(mode=mode), r, **FAST)
+    r = quantizers.get(f"mx-e8m0-{mode}")
+    result = check_quantizer(adapters.torchao_to_mx(mode=mode), r, **FAST)
     # Everything that diverges is a block with amax below 2**-118, or holding Inf/NaN, or (rceil) a
     # scale one ulp past a power of two.
     for d in result.divergences:
@@ -80,22 +81,26 @@ def test_torchao_to_mx_matches_ordinary_blocks(mode):
                    "to half their value; RCEIL multiplies such blocks by 1.0 instead of 2**127")
 @pytest.mark.parametrize("mode", ["floor", "ceil", "rceil"])
 def test_torchao_to_mx_tiny_blocks(mode):
-    result = check_quantizer(kernels.torchao_to_mx(mode=mode), f"mx-e8m0-{mode}", **FAST)
+    result = check_quantizer(adapters.torchao_to_mx(mode=mode), f"mx-e8m0-{mode}", **FAST)
     assert result.categories["codes"] == 0
 
 
 @pytest.mark.xfail(strict=True, reason="torchao 0.18 to_mx gives a block holding Inf the scale 2**120 (exponent field "
                    "of Inf minus emax) and clamps Inf to 448, where the OCP MX reference makes the scale NaN; " + NO_ISSUE)
 def test_torchao_to_mx_inf_block_has_a_nan_scale():
-    result = check_quantizer(kernels.torchao_to_mx(mode="floor"), "mx-e8m0-floor", **FAST)
+    result = check_quantizer(adapters.torchao_to_mx(mode="floor"), "mx-e8m0-floor", **FAST)
     assert result.categories["nonfinite"] == 0
 
 
 @pytest.mark.xfail(strict=True, reason="torchao 0.18 RCEIL takes ceil(log2(amax/max)) in float32: amax one ulp above "
                    "max * 2**k (k >= 4 or k <= -5) gets scale 2**k instead of 2**(k+1); " + NO_ISSUE)
 def test_torchao_to_mx_rceil_rounds_up():
-    result = check_quantizer(kernels.torchao_to_mx(mode="rceil"), "mx-e8m0-rceil", **FAST)
+    result = check_quantizer(adapters.torchao_to_mx(mode="rceil"), "mx-e8m0-rceil", **FAST)
     assert result.categories["scale"] == 0
+
+
+# An investigation script outside the package (run from the GPU runner too).
+PROBE = Path(__file__).resolve().parents[1] / "gpu" / "torchao_triton_probe.py"
 
 
 # -- the Triton per-group kernels, interpreted ---------------------------------------------
@@ -104,7 +109,7 @@ def test_torchao_to_mx_rceil_rounds_up():
 @pytest.fixture(scope="module")
 def probe():
     env = dict(os.environ, TRITON_INTERPRET="1")
-    proc = subprocess.run([sys.executable, "-m", "fp8check.recipes.torchao_triton_probe", "--max-examples", "10"],
+    proc = subprocess.run([sys.executable, str(PROBE), "--max-examples", "10"],
                           capture_output=True, text=True, env=env, timeout=900)
     if proc.returncode != 0:
         pytest.fail(f"probe failed: {proc.stderr[-2000:]}")
@@ -112,7 +117,7 @@ def probe():
 
 
 def test_probe_refuses_an_unknown_input_set_in_one_line():
-    proc = subprocess.run([sys.executable, "-m", "fp8check.recipes.torchao_triton_probe", "--kinds", "aligned,bogus"],
+    proc = subprocess.run([sys.executable, str(PROBE), "--kinds", "aligned,bogus"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.strip().splitlines() == [

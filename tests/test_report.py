@@ -76,12 +76,12 @@ def test_results_carry_what_happened_to_every_16_bit_input(triton_f16):
     assert counts.pop("match") == (1 << 16) - sum(doc["categories"].values())
     assert counts == doc["categories"]
     # the kernel's real codes and the reference's, for every input
-    from fp8check.kernels import get_kernel
+    from fp8check.casts.adapters import get_kernel
 
     x = inputs.from_bits(np.arange(1 << 16), "float16")
     actual = np.asarray(get_kernel("triton-interpreter").cast(x, formats.E4M3FN)).astype(np.uint8)
     assert np.array_equal(m.actual, actual)
-    from fp8check.kernels import get_kernel as _k
+    from fp8check.casts.adapters import get_kernel as _k
 
     profile = _k("triton-interpreter").profile_for(formats.E4M3FN)
     assert np.array_equal(m.expected, reference.encode(x, formats.E4M3FN, profile))

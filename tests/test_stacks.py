@@ -8,8 +8,8 @@ from fp8check import profiles, stacks
 from fp8check.stacks import Environment, Platform
 
 NO_AMX = Environment(cpu_flags=frozenset({"avx2", "fma"}), gpu=None, machine="x86_64")
-AMX = Environment(cpu_flags=frozenset({"avx2", "avx512f", "avx512_fp16", "amx_tile", "amx_bf16"}), gpu=None,
-                  machine="x86_64")
+AMX = Environment(cpu_flags=frozenset({"avx2", "avx512f", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8"}),
+                  gpu=None, machine="x86_64")
 H200 = Environment(cpu_flags=frozenset({"avx2"}), gpu="sm90", machine="x86_64")
 
 
@@ -51,9 +51,12 @@ def test_the_cpu_decides_which_scaled_mm_observation_applies():
     assert plain is not None and plain.fact("fast_accum") == "ignored"
     assert stacks.lookup("torch", operation="scaled_mm", version="2.13.0", env=AMX) is None
     reason = stacks.unpinned_reason("torch", operation="scaled_mm", version="2.13.0", env=AMX)
-    assert "amx_tile" in reason and "_scaled_mm" in reason and "not pinned" in reason
-    # casts do not depend on it
+    assert "amx_int8" in reason and "_scaled_mm" in reason and "not pinned" in reason
+    assert stacks.lookup("torch", operation="scaled_mm", version="2.14.1", env=NO_AMX) is plain
+    # 2.13 casts were pinned with and without AMX; 2.14 casts only on an AVX2 CPU
     assert stacks.lookup("torch", version="2.13.0", env=AMX) is not None
+    assert stacks.lookup("torch", version="2.14.1", env=NO_AMX) is not None
+    assert stacks.lookup("torch", version="2.14.1", env=AMX) is None
 
 
 def test_cuda_observations_need_their_gpu():

@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     import fp8check
     from fp8check import formats, profiles
     from fp8check.cli import EXIT_OK
-    from fp8check.commands.explain import _console
+    from fp8check.terminal import console as make_console
     from fp8check.errors import InvalidValueError
 
     fmt = formats.get(args.format)
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
                   "bfloat16": base.astype(ml_dtypes.bfloat16)}
     nan = np.array([fmt.is_nan(c) for c in range(fmt.code_count)])
 
-    console = _console()
+    console = make_console(wide=True)
     console.print(f"fp8check bench: {n:,} values, {fmt.name}, fp8check profile {profile.name}, best of "
                   f"{args.repeat}; ml_dtypes {ml_dtypes.__version__}"
                   + (f", torch {torch.__version__} ({torch.get_num_threads()} threads)" if torch else ""))

@@ -20,7 +20,9 @@ def register(subparsers: Any) -> None:
         "inputs through KERNEL and compare each output with the reference under the claimed profile.",
     )
     p.add_argument("kernel", metavar="MODULE:FUNC", help=KERNEL_HELP)
-    p.add_argument("--format", required=True, metavar="FMT", help="the target format: e4m3fn, e4m3fnuz, e5m2, e5m2fnuz, ...")
+    p.add_argument("--format", metavar="FMT",
+                   help="the target format: e4m3fn, e4m3fnuz, e5m2, e5m2fnuz, ... (required for a cast; a quantizer's "
+                   "recipe names its own unless this overrides it)")
     p.add_argument("--profile", metavar="NAME", default=None,
                    help="the profile the kernel claims (default: ieee; for a built-in adapter, what it claims)")
     p.add_argument("--kind", choices=("cast", "quantize"), default="cast",
@@ -41,33 +43,40 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from fp8check.cli import EXIT_DIVERGED, EXIT_OK
-    from fp8check.errors import FP8CheckError, InvalidValueError
+    from fp8check.errors import InvalidValueError
+    from fp8check.outputs import check_writable
 
-    if args.kind == "quantize":
-        if not args.recipe:
-            raise InvalidValueError("--kind quantize needs --recipe NAME")
-        try:
-            from fp8check.recipes.check import run_quantize_check_cli
-        except ModuleNotFoundError as exc:
-            if exc.name in ("fp8check.recipes", "fp8check.recipes.check"):
-                raise FP8CheckError(
-                    "--kind quantize needs fp8check.recipes.check, which this installation does not have"
-                ) from None
-            raise
-        return run_quantize_check_cli(args)
-    if args.recipe:
-        raise InvalidValueError("--recipe is only for --kind quantize")
+    for path, option in ((args.json, "--json"), (args.html, "--html")):
+        check_writable(path, option)
     if args.max_examples < 0:
         raise InvalidValueError(f"--max-examples {args.max_examples}: must be >= 0")
+    if args.kind == "quantize":
+        result = _quantize(args)
+    elif args.recipe:
+        raise InvalidValueError("--recipe is only for --kind quantize")
+    else:
+        result = _cast(args)
+    from fp8check.terminal.divergences import print_result
 
-    from fp8check import engine, formats, profiles
-    from fp8check.commands._shared import load_kernel, require_formats
-    from fp8check.kernels.user import check_callable
+    print_result(result)
+    _write_outputs(args, result)
+    return EXIT_OK if result.passed else EXIT_DIVERGED
 
+
+def _cast(args: argparse.Namespace) -> Any:
+    from fp8check import formats, profiles
+    from fp8check.casts import engine
+    from fp8check.casts.adapters import get_kernel
+    from fp8check.casts.adapters.user import check_callable
+    from fp8check.commands._shared import require_formats
+    from fp8check.errors import InvalidValueError
+
+    if not args.format:
+        raise InvalidValueError("a cast check needs --format FMT (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz, ...)")
     fmt = formats.get(args.format)
-    kernel = load_kernel(args.kernel, args.device, args.profile)
+    kernel = get_kernel(args.kernel, device=args.device, profile=args.profile or "ieee")
     require_formats(kernel, fmt)
-    # A built-in adapter's own profile (e.g. triton-interpreter) is known by its name too.
+    # A built-in adapter's own profile is known by its name too.
     claimed = kernel.profile_for(fmt)
     profile = claimed if args.profile in (None, claimed.name) else profiles.get(args.profile)
     profile.resolve(fmt)
@@ -78,13 +87,28 @@ def run(args: argparse.Namespace) -> int:
                                  max_examples=args.max_examples, seed=args.seed,
                                  cap=args.max_listed if args.max_listed > 0 else None)
     result.command = result.command.replace(f"check {kernel.name}", f"check {args.kernel}", 1)
-    print_result(result, fmt)
-    _write_outputs(args, result)
-    return EXIT_OK if result.passed else EXIT_DIVERGED
+    return result
+
+
+def _quantize(args: argparse.Namespace) -> Any:
+    from fp8check.errors import InvalidValueError
+    from fp8check.loader import load_callable
+    from fp8check.profiles import get as get_profile
+    from fp8check.quantizers import get as get_recipe
+    from fp8check.quantizers.conformance import check_quantizer
+
+    if not args.recipe:
+        raise InvalidValueError("--kind quantize needs --recipe NAME (see docs/recipes.md for the names)")
+    recipe = get_recipe(args.recipe, args.format or None)
+    if args.profile:
+        get_profile(args.profile)
+    kernel = load_callable(args.kernel)
+    return check_quantizer(kernel, recipe, profile=args.profile or None, device=args.device,
+                           max_examples=args.max_examples, seed=args.seed, kernel_name=args.kernel)
 
 
 def _write_outputs(args: argparse.Namespace, result: Any) -> None:
-    from fp8check.commands._shared import write_json
+    from fp8check.outputs import write_json
     from fp8check.results import environment
 
     env = environment()
@@ -92,48 +116,9 @@ def _write_outputs(args: argparse.Namespace, result: Any) -> None:
         data = result.to_dict()
         data["environment"] = env
         write_json(args.json, data)
-    if getattr(args, "html", None):
+    if args.html:
         from fp8check.report import Source, divergence_report, write_html
 
-        write_html(args.html, divergence_report([Source(name=f"fp8check check {args.kernel}", environment=env,
+        what = " --kind quantize" if result.kind == "quantize" else ""
+        write_html(args.html, divergence_report([Source(name=f"fp8check check {args.kernel}{what}", environment=env,
                                                         checks=[result])]))
-
-
-def print_result(result: Any, fmt: Any, console: Any = None) -> None:
-    """The terminal view of one CheckResult: per category, the count and the simplest reproducer."""
-    from rich.text import Text
-
-    from fp8check import engine
-    from fp8check.commands._shared import console as make_console
-
-    out = console or make_console()
-    summary = result.extra.get("profile_summary", "")
-    out.print(Text.assemble(
-        ("fp8check check ", "bold"), (result.kernel, "bold cyan"), f" → {result.format} ({result.input_dtype} in, ",
-        f"{result.device}), profile {result.profile}: {summary}"))
-    out.print(f"checked {result.checked:,} distinct inputs: the exhaustive {result.input_dtype} sweep, every "
-              f"hazard input, Hypothesis examples (seed {result.seed})")
-    if result.passed:
-        out.print(Text("CONFORMS: every output equals the reference bit for bit", style="bold green"))
-        return
-    total = sum(result.categories.values())
-    out.print(Text(f"DIVERGES: {total:,} inputs give a different code", style="bold red"))
-    if result.expected_failure:
-        out.print(Text(f"known upstream: {result.expected_failure}", style="yellow"))
-    first = {}
-    for d in result.divergences:
-        first.setdefault(d.category, d)
-    width = max(len(c) for c in result.categories)
-    for cat, n in result.categories.items():
-        d = first.get(cat)
-        line = Text.assemble((f"{cat:<{width}}", "bold"), f"  {n:>12,} inputs")
-        if d is None:
-            out.print(line)
-            continue
-        e, a = int(d.expected_hex, 16), int(d.actual_hex, 16)
-        line.append(f"   smallest: {d.input_dtype} {d.input_hex} = {d.input_value}")
-        out.print(line)
-        pad = " " * (width + 2)
-        out.print(f"{pad}expected {d.expected_hex} [{engine.code_fields(e, fmt)}] = {d.expected_value}")
-        out.print(Text(f"{pad}actual   {d.actual_hex} [{engine.code_fields(a, fmt)}] = {d.actual_value}", style="red"))
-    out.print(f"reproduce: {result.command}")

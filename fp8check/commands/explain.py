@@ -175,8 +175,9 @@ def run(args: argparse.Namespace) -> int:
     from fp8check import formats, profiles
     from fp8check.cli import EXIT_OK
     from fp8check.formats import SOURCE_FORMATS
-    from fp8check.golden import bit_fields
+    from fp8check.codes import bit_fields
     from fp8check.reference import spec
+    from fp8check.terminal import console
 
     fmt = formats.get(args.format)
     chosen = [profiles.get(name) for name in args.profile] if args.profile else list(profiles.PROFILES.values())
@@ -190,10 +191,10 @@ def run(args: argparse.Namespace) -> int:
         if negative and magnitude == 0:
             shown = "-0"
 
-    console = _console()
-    console.print(f"input   {args.value.strip()} → {source} 0x{bits:0{src.bits // 4}x} = {shown} ({note})")
-    console.print(f"format  {fmt.name}: {fmt.description}")
-    console.print(f"        {int(fmt.signed)} sign, {fmt.exponent_bits} exponent, {fmt.mantissa_bits} mantissa "
+    out = console(wide=True)
+    out.print(f"input   {args.value.strip()} → {source} 0x{bits:0{src.bits // 4}x} = {shown} ({note})")
+    out.print(f"format  {fmt.name}: {fmt.description}")
+    out.print(f"        {int(fmt.signed)} sign, {fmt.exponent_bits} exponent, {fmt.mantissa_bits} mantissa "
                   f"bits, bias {fmt.bias}; max {_show(fmt.max)}, smallest normal {_show(fmt.smallest_normal)}, "
                   f"smallest subnormal {_show(fmt.smallest_subnormal)}")
     table = Table(show_edge=False, header_style="bold")
@@ -204,16 +205,7 @@ def run(args: argparse.Namespace) -> int:
             table.add_row(profile.name, "-", "-", "-", "-", f"does not define {fmt.name}", profile.description)
             continue
         code = spec.encode_bits(bits, source, fmt, profile)
-        table.add_row(profile.name, f"{code:#04x}", bit_fields(code, fmt), _show(spec.decode_code(code, fmt)),
+        table.add_row(profile.name, f"{code:#04x}", bit_fields(code, fmt, "|"), _show(spec.decode_code(code, fmt)),
                       neighbours(code, fmt), outcome(source, bits, code, fmt, profile), profile.summary(fmt))
-    console.print(table)
+    out.print(table)
     return EXIT_OK
-
-
-def _console():
-    import sys
-
-    from rich.console import Console
-
-    # A pipe or a captured stream gets tables as wide as their content.
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 1000)

@@ -28,15 +28,19 @@ def run(args: argparse.Namespace) -> int:
     from rich.text import Text
 
     from fp8check import formats
+    from fp8check.casts.adapters import get_kernel
+    from fp8check.casts.adapters.user import check_callable
+    from fp8check.casts.fingerprint import fingerprint
     from fp8check.cli import EXIT_OK
-    from fp8check.commands._shared import console, load_kernel, require_formats, write_json
+    from fp8check.commands._shared import require_formats
     from fp8check.errors import InvalidValueError
-    from fp8check.fingerprint import fingerprint
-    from fp8check.kernels.user import check_callable
+    from fp8check.outputs import check_writable, write_json
     from fp8check.results import environment
+    from fp8check.terminal import console
 
+    check_writable(args.json, "--json")
     fmt = formats.get(args.format)
-    kernel = load_kernel(args.kernel, args.device, None)
+    kernel = get_kernel(args.kernel, device=args.device)
     require_formats(kernel, fmt)
     if args.input_dtype not in kernel.input_dtypes:
         raise InvalidValueError(f"{kernel.name} does not take {args.input_dtype} inputs")

@@ -10,13 +10,9 @@ Exit 0 when every input matches, 1 when any diverges, 2 for usage errors.
 from __future__ import annotations
 
 import argparse
-import time
 from typing import Any
 
 from fp8check.commands._shared import KERNEL_HELP
-
-_KEEP = 1 << 24  # mismatching inputs kept for classification (counts stay exact)
-
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
@@ -57,81 +53,21 @@ def _range(args: argparse.Namespace) -> tuple[int, int]:
     return start, stop
 
 
-def sweep(kernel: Any, fmt: Any, profile: Any, start: int, stop: int, *, device: str, chunk: int,
-          progress: Any = None) -> dict[str, Any]:
-    """Compare ``kernel`` with the reference on float32 patterns [start, stop).
-
-    Returns counts, the kept mismatches (bits, expected, actual as NumPy
-    arrays, at most 2^24) and timings.
-    """
-    import numpy as np
-    import torch
-
-    from fp8check import reference
-
-    total = 0
-    kept_bits, kept_exp, kept_act = [], [], []
-    kept = 0
-    t_kernel = t_ref = 0.0
-    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    began = time.perf_counter()
-    lo = start
-    while lo < stop:
-        hi = min(stop, lo + chunk)
-        if lo < 1 << 31 < hi:
-            hi = 1 << 31  # keep a chunk on one side of the sign bit: int32 arange
-        a, b = (lo, hi) if lo < 1 << 31 else (lo - (1 << 32), hi - (1 << 32))
-        bits = torch.arange(a, b, dtype=torch.int32, device=device)
-        x = bits.view(torch.float32)
-        sync()
-        t0 = time.perf_counter()
-        actual = kernel.cast_tensor(x, fmt)
-        sync()
-        t1 = time.perf_counter()
-        if device == "cpu":  # the NumPy tables are faster than torch ops on a CPU
-            expected = torch.from_numpy(reference.encode(x.numpy(), fmt, profile))
-        else:
-            expected = reference.encode_tensor(x, fmt, profile)
-        sync()
-        t2 = time.perf_counter()
-        t_kernel += t1 - t0
-        t_ref += t2 - t1
-        diff = actual != expected
-        n = int(diff.sum())
-        if n:
-            total += n
-            if kept < _KEEP:
-                idx = torch.nonzero(diff).reshape(-1)[: _KEEP - kept]
-                kept_bits.append(bits[idx].cpu().numpy().view(np.uint32))
-                kept_exp.append(expected[idx].cpu().numpy())
-                kept_act.append(actual[idx].cpu().numpy())
-                kept += int(idx.numel())
-        if progress is not None:
-            progress(hi - start, stop - start, total)
-        lo = hi
-    elapsed = time.perf_counter() - began
-    cat = (lambda xs, dt: np.concatenate(xs) if xs else np.zeros(0, dtype=dt))
-    return {
-        "checked": stop - start,
-        "diverged": total,
-        "bits": cat(kept_bits, np.uint32),
-        "expected": cat(kept_exp, np.uint8),
-        "actual": cat(kept_act, np.uint8),
-        "seconds": elapsed,
-        "kernel_seconds": t_kernel,
-        "reference_seconds": t_ref,
-    }
-
-
 def run(args: argparse.Namespace) -> int:
     from rich.text import Text
 
-    from fp8check import engine, formats, profiles
+    from fp8check import formats, profiles
+    from fp8check.casts.adapters import get_kernel
+    from fp8check.casts.sweep import sweep_check
     from fp8check.cli import EXIT_DIVERGED, EXIT_OK
-    from fp8check.commands._shared import console, load_kernel, parse_int, require_formats, write_json
+    from fp8check.commands._shared import parse_int, require_formats
     from fp8check.errors import InvalidValueError
-    from fp8check.results import CheckResult, environment
+    from fp8check.outputs import check_writable, write_json
+    from fp8check.results import environment
+    from fp8check.terminal import console
+    from fp8check.terminal.divergences import print_result
 
+    check_writable(args.json, "--json")
     try:
         import torch
     except ImportError:
@@ -144,13 +80,13 @@ def run(args: argparse.Namespace) -> int:
     if device == "cuda" and not torch.cuda.is_available():
         raise InvalidValueError("--device cuda: no CUDA device is available")
     fmt = formats.get(args.format)
-    kernel = load_kernel(args.kernel, device, args.profile)
+    kernel = get_kernel(args.kernel, device=device, profile=args.profile or "ieee")
     require_formats(kernel, fmt)
     if kernel.tensor_fn is None:
         raise InvalidValueError(f"{kernel.name} cannot take torch tensors; sweep needs a tensor kernel")
     if kernel.device != device:
         raise InvalidValueError(f"{kernel.name} runs on {kernel.device}, not {device}")
-    # A built-in adapter's own profile (e.g. triton-interpreter) is known by its name too.
+    # A built-in adapter's own profile is known by its name too.
     claimed = kernel.profile_for(fmt)
     profile = claimed if args.profile in (None, claimed.name) else profiles.get(args.profile)
     profile.resolve(fmt)
@@ -159,59 +95,21 @@ def run(args: argparse.Namespace) -> int:
     out.print(Text.assemble(("fp8check sweep ", "bold"), (args.kernel, "bold cyan"),
                             f" → {fmt.name} under {profile.name} ({profile.summary(fmt)}) on {device}: "
                             f"float32 patterns [{start:#010x}, {stop:#010x}), {stop - start:,} inputs"))
-    found = sweep(kernel, fmt, profile, start, stop, device=device, chunk=chunk)
-    rec = engine.Divergences(fmt=fmt, profile=profile, input_dtype="float32")
-    if found["bits"].size:
-        rec.add(found["bits"], found["expected"], found["actual"])
-    sampled = found["diverged"] > found["bits"].size
-    result = CheckResult(
-        kernel=args.kernel, format=fmt.name, profile=profile.name, passed=found["diverged"] == 0,
-        checked=found["checked"], categories=rec.counts(),
-        divergences=rec.to_list(args.max_listed if args.max_listed > 0 else None),
-        kind="cast", input_dtype="float32", device=device,
-        command=f"fp8check sweep {args.kernel} --format {fmt.name} --profile {profile.name} --device {device}"
-                + (f" --start {start:#x} --stop {stop:#x}" if (start, stop) != (0, 1 << 32) else ""),
-    )
-    result.extra.update(
-        diverged=found["diverged"], categories_from_first=int(found["bits"].size) if sampled else None,
-        seconds=round(found["seconds"], 3), kernel_seconds=round(found["kernel_seconds"], 3),
-        reference_seconds=round(found["reference_seconds"], 3),
-        ns_per_input=round(1e9 * found["seconds"] / found["checked"], 3), profile_summary=profile.summary(fmt),
-        range=[start, stop],
-    )
-    known = engine._known_reasons(kernel, fmt, "float32", rec)
-    if known and not sampled:
-        result.expected_failure = "; ".join(known)
-    rate = found["checked"] / max(found["seconds"], 1e-9)
-    out.print(f"{found['seconds']:.2f} s ({rate / 1e6:,.0f} M inputs/s; kernel {found['kernel_seconds']:.2f} s, "
-              f"reference {found['reference_seconds']:.2f} s)")
+    result = sweep_check(kernel, fmt, profile, start, stop, device=device, chunk=chunk,
+                         cap=args.max_listed if args.max_listed > 0 else None, name=args.kernel)
+    extra = result.extra
+    rate = result.checked / max(extra["seconds"], 1e-9)
+    out.print(f"{extra['seconds']:.2f} s ({rate / 1e6:,.0f} M inputs/s; kernel {extra['kernel_seconds']:.2f} s, "
+              f"reference {extra['reference_seconds']:.2f} s)")
     if result.passed:
-        out.print(Text(f"CONFORMS on all {found['checked']:,} inputs", style="bold green"))
+        out.print(Text(f"CONFORMS on all {result.checked:,} inputs", style="bold green"))
     else:
-        note = f" (categories of the first {found['bits'].size:,})" if sampled else ""
-        out.print(Text(f"DIVERGES on {found['diverged']:,} of {found['checked']:,} inputs{note}", style="bold red"))
-        result.extra.setdefault("profile_summary", profile.summary(fmt))
-        print_divergences(out, result, fmt)
+        sampled = extra["categories_from_first"]
+        note = f" (categories of the first {sampled:,})" if sampled else ""
+        out.print(Text(f"DIVERGES on {extra['diverged']:,} of {result.checked:,} inputs{note}", style="bold red"))
+        print_result(result, out, header=False)
     if args.json:
         data = result.to_dict()
         data["environment"] = environment()
         write_json(args.json, data)
     return EXIT_OK if result.passed else EXIT_DIVERGED
-
-
-def print_divergences(out: Any, result: Any, fmt: Any) -> None:
-    from rich.text import Text
-
-    from fp8check import engine
-
-    first: dict[str, Any] = {}
-    for d in result.divergences:
-        first.setdefault(d.category, d)
-    for cat, n in result.categories.items():
-        d = first.get(cat)
-        out.print(Text.assemble((f"{cat:<11}", "bold"), f" {n:>14,}"))
-        if d is not None:
-            e, a = int(d.expected_hex, 16), int(d.actual_hex, 16)
-            out.print(f"            smallest: {d.input_hex} = {d.input_value}: expected {d.expected_hex} "
-                      f"[{engine.code_fields(e, fmt)}] = {d.expected_value}, actual {d.actual_hex} "
-                      f"[{engine.code_fields(a, fmt)}] = {d.actual_value}")

@@ -19,12 +19,14 @@ def run(args: argparse.Namespace) -> int:
 
     from fp8check import formats
     from fp8check.cli import EXIT_OK
-    from fp8check.commands.explain import _console, _show
-    from fp8check.golden import _code_class, bit_fields
+    from fp8check.codes import bit_fields
+    from fp8check.commands.explain import _show
+    from fp8check.golden import code_label
     from fp8check.reference import spec
+    from fp8check.terminal import console as make_console
 
     fmt = formats.get(args.format)
-    console = _console()
+    console = make_console(wide=True)
     console.print(f"{fmt.name}: {fmt.description}")
     console.print(f"{int(fmt.signed)} sign, {fmt.exponent_bits} exponent, {fmt.mantissa_bits} mantissa bits, "
                   f"bias {fmt.bias}; NaN codes: {', '.join(f'{c:#04x}' for c in fmt.nan_codes) or 'none'}; "
@@ -34,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
         table.add_column(column, no_wrap=True, justify="right" if column == "value" else "left")
     for code in range(fmt.code_count):
         value = spec.decode_code(code, fmt)
-        table.add_row(f"{code:#04x}", bit_fields(code, fmt), _code_class(code, fmt), _show(value),
+        table.add_row(f"{code:#04x}", bit_fields(code, fmt, "|"), code_label(code, fmt), _show(value),
                       "nan" if value != value else value.hex())
     console.print(table)
     return EXIT_OK

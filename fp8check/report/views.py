@@ -16,6 +16,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from fp8check import formats, inputs, reference
+from fp8check.codes import field_widths
 from fp8check.errors import FP8CheckError
 from fp8check.formats import Format
 from fp8check.report import graphics
@@ -79,7 +80,7 @@ def bit_fields(value: int, fmt: Format, other: int | None = None) -> list[dict[s
     """``value``'s bits grouped as sign | exponent | mantissa; bits that differ from ``other`` marked."""
     groups = []
     pos = fmt.bits
-    for cls, width in (("s", 1 if fmt.signed else 0), ("e", fmt.exponent_bits), ("m", fmt.mantissa_bits)):
+    for cls, width in zip(("s", "e", "m"), field_widths(fmt)):
         if not width:
             continue
         bits = []
@@ -481,11 +482,10 @@ def _input_changes(a: CheckResult, b: CheckResult, cap: int) -> dict[str, Any]:
         svg = graphics.map_svg(diff, _DIFF_ORDER, title=f"what changed across every {ma.input_dtype} input",
                                row_ticks=_declutter(rows, 7))
         examples = []
-        from fp8check.engine import simplicity
 
         for kind, idx in (("appeared", appeared), ("disappeared", disappeared), ("changed", changed)):
             if idx.size:
-                idx = idx[np.argsort(simplicity(idx.astype(np.uint64), ma.input_dtype), kind="stable")]
+                idx = idx[np.argsort(inputs.simplicity(idx.astype(np.uint64), ma.input_dtype), kind="stable")]
             for i in idx[:cap]:
                 i = int(i)
                 examples.append({

@@ -11,16 +11,17 @@ from typing import Any
 __all__ = ["console", "format_bytes"]
 
 
-def console(stderr: bool = False, *, file: Any = None) -> Any:
+def console(stderr: bool = False, *, file: Any = None, wide: bool = False) -> Any:
     """The rich console every command prints through.
 
     A terminal gets its own width; a pipe or a log gets 160 columns and
-    soft wrapping, so that names stay whole and greppable.
+    soft wrapping, so that names stay whole and greppable (``wide``: as wide
+    as the content, for tables a script reads back).
     """
     from rich.console import Console
 
     stream = file if file is not None else (sys.stderr if stderr else sys.stdout)
-    width = None if getattr(stream, "isatty", lambda: False)() else 160
+    width = None if getattr(stream, "isatty", lambda: False)() else (1000 if wide else 160)
     return Console(file=stream, highlight=False, soft_wrap=True, width=width)
 
 

@@ -273,11 +273,11 @@ def _factory(entry: ZooEntry) -> Callable[..., Any]:
 
 def _quantize_checks(entry: ZooEntry, kernel: Any, mode: str, device: str, max_examples: int,
                      seed: int | None) -> list[Any]:
-    from fp8check import recipes
-    from fp8check.recipes.check import check_quantizer
-    from fp8check.recipes.hazards import edge_cases
+    from fp8check import quantizers
+    from fp8check.quantizers.conformance import check_quantizer
+    from fp8check.quantizers.edge_cases import edge_cases
 
-    recipe = recipes.get(entry.claims, entry.fmt)
+    recipe = quantizers.get(entry.claims, entry.fmt)
     out = []
     for dtype in entry.dtypes:
         cases = [c for c in edge_cases(recipe) if c.dtype == dtype]
@@ -310,7 +310,7 @@ def run_entry(entry: ZooEntry | str, *, mode: str | None = None, device: str = "
         if entry.kind == "quantize":
             result.checks = _quantize_checks(entry, kernel, mode, device, max_examples, seed)
         elif entry.kind == "cast":
-            from fp8check import engine
+            from fp8check.casts import engine
 
             result.checks = [engine.run_check(kernel, entry.fmt, None, input_dtype=d, seed=seed,
                                               max_examples=max_examples if d == "float32" else 0)[0]

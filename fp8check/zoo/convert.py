@@ -1,4 +1,4 @@
-"""Checking an fn -> fnuz weight conversion against :func:`fp8check.recipes.convert_fn_to_fnuz`.
+"""Checking an fn -> fnuz weight conversion against :func:`fp8check.quantizers.convert_fn_to_fnuz`.
 
 Serving stacks load OCP e4m3fn checkpoints on MI300 (e4m3fnuz) by
 reinterpreting the bytes and doubling the scales. The conversion under
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from fp8check.formats import E4M3FN, E4M3FNUZ
-from fp8check.recipes.reference import convert_fn_to_fnuz
+from fp8check.quantizers.scaling import convert_fn_to_fnuz
 from fp8check.results import CheckResult, Divergence
 
 __all__ = ["check_fnuz_conversion", "SCALES"]

@@ -25,7 +25,7 @@ def _cast_kernel(op: str, fmt: str) -> Any:
     import torch
 
     from fp8check import formats, profiles
-    from fp8check.kernels import CastKernel
+    from fp8check.casts.adapters import CastKernel
 
     m = import_package(HW, "amd-quark")
     fn = getattr(m, op)

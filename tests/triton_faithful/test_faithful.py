@@ -261,14 +261,14 @@ def test_dot_scaled_with_e4m3_operands_is_exact():
 
 
 def _cast_kernel(fn, profile):
-    from fp8check.kernels.user import resolve, user_kernel  # noqa: F401
+    from fp8check.casts.adapters.user import user_kernel
 
     return user_kernel(f"{tk.__file__}:{fn}", profile=profile, input_dtypes=("float32", "float16", "bfloat16"))
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_a_correct_e4m3fnuz_cast_kernel_conforms_under_gfx942(dtype):
-    from fp8check.engine import run_check
+    from fp8check.casts.engine import run_check
 
     with ft.faithful("gfx942"):
         result, _ = run_check(_cast_kernel("cast_e4m3fnuz", targets.TRITON_GFX942), "e4m3fnuz",
@@ -277,7 +277,7 @@ def test_a_correct_e4m3fnuz_cast_kernel_conforms_under_gfx942(dtype):
 
 
 def test_a_sign_magnitude_cast_kernel_is_caught_as_signed_zero():
-    from fp8check.engine import run_check
+    from fp8check.casts.engine import run_check
 
     with ft.faithful("gfx942"):
         result, _ = run_check(_cast_kernel("cast_e4m3fnuz_sign_bug", targets.TRITON_GFX942), "e4m3fnuz",
@@ -290,7 +290,7 @@ QUANT_FAST = dict(max_examples=15, seed=0, dtypes=("float32",))
 
 
 def test_a_correct_e4m3fnuz_quantizer_conforms_under_gfx942():
-    from fp8check.recipes.check import check_quantizer
+    from fp8check.quantizers.conformance import check_quantizer
 
     with ft.faithful("gfx942"):
         result = check_quantizer(tk.tensorwise_e4m3fnuz, "tensorwise", fmt="e4m3fnuz", **QUANT_FAST)
@@ -300,7 +300,7 @@ def test_a_correct_e4m3fnuz_quantizer_conforms_under_gfx942():
 def test_the_same_quantizer_diverges_under_gfx950_where_fnuz_inf_becomes_nan():
     # gfx950 emulates fnuz in software: ±Inf -> NaN, where the recipe (and
     # gfx942's clamping hardware) give ±max.
-    from fp8check.recipes.check import check_quantizer
+    from fp8check.quantizers.conformance import check_quantizer
 
     with ft.faithful("gfx950"):
         result = check_quantizer(tk.tensorwise_e4m3fnuz, "tensorwise", fmt="e4m3fnuz", **QUANT_FAST)
@@ -311,7 +311,7 @@ def test_the_same_quantizer_diverges_under_gfx950_where_fnuz_inf_becomes_nan():
                                              ("tensorwise_e4m3fnuz_multiplies", "codes"),
                                              ("tensorwise_e4m3fnuz_sign_trick", "codes")])
 def test_planted_quantizer_bugs_are_caught_with_their_category(kernel, category):
-    from fp8check.recipes.check import check_quantizer
+    from fp8check.quantizers.conformance import check_quantizer
 
     with ft.faithful("gfx942"):
         result = check_quantizer(getattr(tk, kernel), "tensorwise", fmt="e4m3fnuz", **QUANT_FAST)

@@ -15,8 +15,8 @@ import sys
 import numpy as np
 import pytest
 
-from fp8check import recipes, zoo
-from fp8check.recipes.check import check_quantizer, reference_kernel
+from fp8check import quantizers, zoo
+from fp8check.quantizers.conformance import check_quantizer, reference_kernel
 
 torch = pytest.importorskip("torch")
 
@@ -27,7 +27,7 @@ TRITON = {"interpret", "interpret-f32", "compiled"}
 def test_every_entry_names_a_known_recipe_and_cites_its_claim():
     for e in ENTRIES:
         if e.kind == "quantize":
-            recipes.get(e.claims)
+            quantizers.get(e.claims)
         assert e.citation and e.versions and e.modes
         for k in e.known:
             assert k.upstream, e.id
@@ -84,22 +84,22 @@ def test_compressed_tensors_bf16_double_rounding_reduced():
 
     x = torch.tensor([[1.8515625, 2.171875, 0.50390625, 9.0234375]], dtype=torch.bfloat16)
     q, s = make_quantize_channel()(x)
-    ref = recipes.quantize(x, recipes.get("ct-rowwise-bf16"))
+    ref = quantizers.quantize(x, quantizers.get("ct-rowwise-bf16"))
     assert np.array_equal(s.float().numpy().reshape(-1), ref.scales.reshape(-1))
     assert (q.view(torch.uint8).numpy() != ref.codes).any()  # the bf16 division rounds first
 
 
 def test_zero_scale_and_scale_min_are_honoured_by_the_reference():
-    r = recipes.get("ct-rowwise")
+    r = quantizers.get("ct-rowwise")
     x = np.array([[0.0, 0.0], [1.0, -2.0]], dtype=np.float32)
-    q = recipes.quantize(x, r)
+    q = quantizers.quantize(x, r)
     assert q.scales.reshape(-1)[0] == np.float32(2.0 ** -23)
-    g = recipes.get("gemlite-per-token")
-    assert recipes.quantize(np.array([[1e-9]], dtype=np.float32), g).scales.reshape(-1)[0] == np.float32(1e-6)
+    g = quantizers.get("gemlite-per-token")
+    assert quantizers.quantize(np.array([[1e-9]], dtype=np.float32), g).scales.reshape(-1)[0] == np.float32(1e-6)
 
 
 def test_a_planted_scale_bug_in_a_zoo_recipe_is_caught():
-    r = recipes.get("per-token-group-1x128")
+    r = quantizers.get("per-token-group-1x128")
     good = reference_kernel(r)
 
     def one_ulp_off(x):  # what vLLM's amax * (1/448) does to some blocks, planted everywhere

@@ -3,14 +3,14 @@
 import numpy as np
 import pytest
 
-from fp8check import engine
+from fp8check.casts import engine
 
 
 @pytest.mark.gpu
 @pytest.mark.exhaustive
 @pytest.mark.slow
 def test_every_float32_input_on_the_device(fp8_device_target):
-    from fp8check.commands.sweep import sweep
+    from fp8check.casts.sweep import sweep
 
     t = fp8_device_target
     found = sweep(t.kernel, t.fmt, t.profile, 0, 1 << 32, device=t.kernel.device, chunk=1 << 26)

@@ -1,6 +1,6 @@
 """The reference quantizer: the exact codes and scales a correct kernel produces.
 
-``quantize(x, recipe, offsets=None)`` follows :class:`~fp8check.recipes.Recipe`
+``quantize(x, recipe, offsets=None)`` follows :class:`~fp8check.quantizers.Recipe`
 to the bit: the block amax is exact (|x| of float32 or bfloat16 values), the
 scale is computed in the recipe's stated precision with NumPy's IEEE float32
 and float64 arithmetic (round to nearest even, subnormals kept), powers of
@@ -30,7 +30,7 @@ import numpy as np
 from fp8check.errors import InvalidValueError, UnsupportedDtypeError, UnsupportedFormatError
 from fp8check.formats import E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ, E8M0FNU, Format, get as get_format
 from fp8check.reference import conversion_table, decode, encode
-from fp8check.recipes.recipe import Recipe
+from fp8check.quantizers.recipe import Recipe
 
 __all__ = [
     "Quantized",

@@ -22,62 +22,38 @@ from typing import Any
 
 import numpy as np
 
-from fp8check import engine, hazards, inputs, profiles, reference
+from fp8check import hazards, inputs, profiles, reference
+from fp8check.casts import engine
 from fp8check.formats import Format, get as get_format
 from fp8check.profiles import Profile
 
 __all__ = ["Fingerprint", "fingerprint", "variants", "describe_differences"]
 
-_PHRASES = {
-    ("rounding", "rne"): "rounds to nearest, ties to even",
-    ("rounding", "rtz"): "rounds toward zero",
-    ("rounding", "rna"): "rounds ties away from zero",
-    ("overflow", "nonsat"): "finite overflow → Inf/NaN",
-    ("overflow", "satfinite"): "finite overflow saturates to ±max",
-    ("infinity", "nonsat"): "±Inf → Inf (NaN without Inf)",
-    ("infinity", "satfinite"): "±Inf → ±max",
-    ("infinity", "nan"): "±Inf → NaN",
-    ("nan", "quiet"): "NaN → the quiet NaN code",
-    ("nan", "all_ones"): "NaN → the all-ones NaN code",
-    ("nan", "quiet_positive"): "NaN → the positive quiet NaN code",
-    ("nan", "all_ones_positive"): "NaN → the positive all-ones NaN code",
-    ("subnormals", "keep"): "keeps subnormals",
-    ("subnormals", "flush"): "flushes subnormal results to zero",
-    ("intermediate", None): "rounds once",
-    ("intermediate", "float32"): "rounds through float32 first",
-    ("intermediate", "float16"): "rounds through float16 first (double rounding)",
-    ("intermediate", "bfloat16"): "rounds through bfloat16 first (double rounding)",
-    ("unsigned_negative", "nan"): "negative inputs → NaN",
-    ("unsigned_negative", "magnitude"): "negative inputs → |x|",
-    ("unsigned_zero", "nan"): "zero → NaN",
-    ("unsigned_zero", "min"): "zero → the smallest code",
-    ("nan_without_code", "zero"): "NaN → signed zero",
-    ("nan_without_code", "flipped_zero"): "NaN → zero of the opposite sign",
-    ("nan_without_code", "max"): "NaN → ±max",
-}
-_FIELD_ORDER = ("rounding", "overflow", "infinity", "nan", "nan_without_code", "subnormals", "intermediate",
-                "unsigned_negative", "unsigned_zero")
+_FIELD_ORDER = tuple(k for k in profiles.FIELDS if k != "stochastic_bits")
 _WIDTH = {"float64": 64, "float32": 32, "float16": 16, "bfloat16": 16}
 
 
 def _dims(fmt: Format, input_dtype: str) -> dict[str, tuple[Any, ...]]:
+    """The rules of the profile vocabulary (:data:`fp8check.profiles.FIELDS`) that can change a cast of
+    ``input_dtype`` into ``fmt``, each with the values the search tries."""
+    F = profiles.FIELDS
     dims: dict[str, tuple[Any, ...]] = {
-        "rounding": ("rne", "rtz", "rna"),
-        "overflow": ("nonsat", "satfinite"),
-        "infinity": ("nonsat", "satfinite", "nan") if fmt.has_nan or fmt.has_inf else ("nonsat",),
+        "rounding": tuple(r for r in F["rounding"] if r != "stochastic"),  # needs caller-supplied random bits
+        "overflow": F["overflow"],
+        "infinity": F["infinity"] if fmt.has_nan or fmt.has_inf else ("nonsat",),
     }
     if fmt.has_nan and fmt.nan_encoding != "negative_zero":
-        dims["nan"] = ("quiet", "all_ones", "quiet_positive", "all_ones_positive")
+        dims["nan"] = F["nan"]
     if not fmt.has_nan:
-        dims["nan_without_code"] = ("zero", "flipped_zero", "max")
+        dims["nan_without_code"] = F["nan_without_code"]
     if fmt.has_subnormals:
-        dims["subnormals"] = ("keep", "flush")
-    narrower = [t for t in ("float32", "float16", "bfloat16")
-                if _WIDTH[t] < _WIDTH[input_dtype] or (input_dtype == "float16" and t == "bfloat16")]
-    dims["intermediate"] = (None, *narrower)
+        dims["subnormals"] = F["subnormals"]
+    # Only an intermediate narrower than the input rounds anything.
+    dims["intermediate"] = tuple(t for t in F["intermediate"] if t is None or _WIDTH[t] < _WIDTH[input_dtype]
+                                 or (input_dtype == "float16" and t == "bfloat16"))
     if not fmt.signed:
-        dims["unsigned_negative"] = ("nan", "magnitude")
-        dims["unsigned_zero"] = ("nan", "min")
+        dims["unsigned_negative"] = tuple(v for v in F["unsigned_negative"] if v != "min")
+        dims["unsigned_zero"] = F["unsigned_zero"]
     return dims
 
 
@@ -107,7 +83,7 @@ def describe_differences(variant: Profile, base: Profile, fmt: Format, input_dty
             continue
         if key == "intermediate" and {a[key], b[key]} <= {None, "float32"} and input_dtype != "float64":
             continue  # rounding through float32 is exact for 32-bit and narrower inputs
-        out.append(_PHRASES.get((key, a[key]), f"{key}={a[key]}"))
+        out.append(profiles.PHRASES.get((key, a[key]), f"{key}={a[key]}"))
     return out
 
 
@@ -152,7 +128,7 @@ def _codes(bits: np.ndarray, input_dtype: str, fmt: Format, p: Profile) -> np.nd
 
 def fingerprint(kernel: Any, fmt: object, input_dtype: str = "float32", *, sample: int = 16384,
                 seed: int = 0) -> Fingerprint:
-    """Fingerprint ``kernel`` (a :class:`~fp8check.kernels.CastKernel`) on ``fmt``."""
+    """Fingerprint ``kernel`` (a :class:`~fp8check.casts.adapters.CastKernel`) on ``fmt``."""
     f = get_format(fmt)
     bits = np.union1d(inputs.sweep_bits(input_dtype), hazards.all_hazard_bits(f, input_dtype))
     actual = kernel.cast(inputs.from_bits(bits, input_dtype), f)

@@ -23,7 +23,7 @@ import numpy as np
 
 from fp8check import formats, stacks
 from fp8check.formats import Format
-from fp8check.kernels import CastKernel, KernelLoadError
+from fp8check.casts.adapters import CastKernel, KernelLoadError
 
 try:  # the kernels are defined only where Triton is installed
     import triton

@@ -2,7 +2,7 @@
 
 The kernel runs on the targeted edge cases of :mod:`.hazards` and on
 ``max_examples`` Hypothesis inputs of :mod:`.strategies`; each output is
-compared with :func:`fp8check.recipes.quantize`. Every block of every input
+compared with :func:`fp8check.quantizers.quantize`. Every block of every input
 is classified:
 
 ``nonfinite``  the block holds an Inf or NaN and the kernel's scale or
@@ -19,47 +19,32 @@ scales are both NaN (the whole block is NaN then). Whatever the verdict, the
 hazards of :mod:`.hazards` are counted on the kernel's outputs and reported
 in ``extra["hazards"]`` and ``extra["blast_radius"]``.
 
-``run_quantize_check_cli(args)`` is the body of
-``fp8check check MODULE:FUNC --kind quantize --recipe NAME``: exit 0 when
-the kernel conforms, 1 when it diverges, 2 for bad usage or a kernel that
-cannot be imported or called (one line, no traceback). ``python -m
-fp8check.recipes.check`` runs it standalone.
+``fp8check check MODULE:FUNC --kind quantize --recipe NAME`` is the command
+line of :func:`check_quantizer`.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from fp8check.errors import FP8CheckError, InvalidValueError
-from fp8check.kernels import KernelError
-from fp8check.kernels.user import resolve
+from fp8check.errors import FP8CheckError, InvalidValueError, KernelError
 from fp8check.formats import E8M0FNU, Format, get as get_format
 from fp8check.profiles import get as get_profile
 from fp8check.reference import decode
-from fp8check.recipes import get as get_recipe
-from fp8check.recipes.hazards import HazardTally, edge_cases, nan_code_table
-from fp8check.recipes.recipe import Recipe
-from fp8check.recipes.reference import block_amax, element_blocks, quantize
-from fp8check.recipes.strategies import QuantCase, quantizer_inputs
-from fp8check.results import CheckResult, Divergence, QUANTIZE_CATEGORIES, environment
+from fp8check.quantizers import get as get_recipe
+from fp8check.quantizers.edge_cases import HazardTally, edge_cases, nan_code_table
+from fp8check.quantizers.recipe import Recipe
+from fp8check.quantizers.scaling import block_amax, element_blocks, quantize
+from fp8check.quantizers.cases import QuantCase, quantizer_inputs
+from fp8check.results import QUANTIZE_CATEGORIES, CheckResult, Divergence
 
-__all__ = ["KernelError", "load_kernel", "run_kernel", "check_quantizer", "run_quantize_check_cli", "main",
-           "reference_kernel"]
+__all__ = ["run_kernel", "check_quantizer", "reference_kernel"]
 
 MAX_DIVERGENCES = 50
-EXIT_OK, EXIT_DIVERGED, EXIT_USAGE = 0, 1, 2
-
-
-def load_kernel(spec: str) -> tuple[Callable[..., Any], str]:
-    """Import ``module:function`` (or ``path/to/file.py:function``) and return it with its name."""
-    return resolve(spec), spec
 
 
 def reference_kernel(recipe: Recipe) -> Callable[..., tuple[Any, Any]]:
@@ -290,7 +275,7 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
     ``fmt``/``profile`` override the recipe's target format and element
     profile. ``max_examples`` Hypothesis inputs follow the targeted edge
     cases (``edge=False`` skips those; ``cases`` replaces them with your
-    own :class:`~fp8check.recipes.strategies.QuantCase` list); ``seed``
+    own :class:`~fp8check.quantizers.cases.QuantCase` list); ``seed``
     makes the Hypothesis draw reproducible (without it the draw is
     derandomized: the same every run).
     """
@@ -377,101 +362,3 @@ def _run_hypothesis(recipe: Recipe, one: Callable[[QuantCase], None], max_exampl
     run()
     if failure:
         raise failure[0]
-
-
-# -- terminal and CLI -------------------------------------------------------------
-
-
-def format_result(result: CheckResult) -> str:
-    """The terminal report of a quantize check."""
-    extra = result.extra
-    lines = [
-        f"fp8check: {result.kernel}  recipe {extra['recipe']['name']} on {result.device}",
-        f"  {extra['recipe_summary']}",
-        f"checked {result.checked:,} values in {extra['cases']} inputs ({result.input_dtype}): "
-        + ("CONFORMS" if result.passed else "DIVERGES"),
-    ]
-    first: dict[str, Divergence] = {}
-    for d in result.divergences:  # the most minimal, preferring one that says which target the kernel used
-        if d.category not in first or ("maps amax" in d.detail and "maps amax" not in first[d.category].detail):
-            first[d.category] = d
-    for cat in QUANTIZE_CATEGORIES:
-        n = result.categories.get(cat, 0)
-        line = f"  {cat:<10}{n:>9,}"
-        if n and cat in first:
-            d = first[cat]
-            line += (f"  e.g. input {d.input_hex} ({d.input_value}): expected {d.expected_hex} ({d.expected_value}), "
-                     f"got {d.actual_hex} ({d.actual_value})\n{'':21}{d.detail}")
-        lines.append(line)
-    hazards = [h for h in extra["hazards"] if h["count"]]
-    if hazards:
-        lines.append("hazards (reported whether or not the kernel conforms):")
-        for h in hazards:
-            lines.append(f"  {h['name']:<28}{h['count']:>9,}  {h['example']}")
-    br = extra["blast_radius"]
-    if br["blocks_with_nonfinite"]:
-        w = br["worst_case"]
-        lines.append(f"blast radius: {br['finite_values_lost']:,} of {br['finite_values_in_them']:,} finite values in "
-                     f"{br['blocks_with_nonfinite']} blocks holding Inf/NaN were lost"
-                     + (f"; worst: {w['lost']:,} of {w['finite']:,} in {w['case']}" if w["lost"] else ""))
-    lines.append(f"reproduce: {result.command}")
-    return "\n".join(lines)
-
-
-def run_quantize_check_cli(args: argparse.Namespace) -> int:
-    """``fp8check check MODULE:FUNC --kind quantize --recipe NAME --format FMT ...``.
-
-    ``args`` attributes: kernel ("module:func"), format, profile, recipe,
-    device, max_examples, seed, json, html. Returns the exit code.
-    """
-    try:
-        if not getattr(args, "recipe", None):
-            raise InvalidValueError("--kind quantize needs --recipe NAME (see docs/recipes.md for the names)")
-        recipe = get_recipe(args.recipe, getattr(args, "format", None) or None)
-        profile = getattr(args, "profile", None) or None
-        if profile is not None:
-            get_profile(profile)
-        kernel, name = load_kernel(args.kernel)
-        max_examples = getattr(args, "max_examples", None)
-        result = check_quantizer(kernel, recipe, profile=profile, device=getattr(args, "device", None) or "cpu",
-                                 max_examples=100 if max_examples is None else int(max_examples),
-                                 seed=getattr(args, "seed", None), kernel_name=name)
-        print(format_result(result))
-        path = getattr(args, "json", None)
-        if path:
-            doc = result.to_dict()
-            doc["environment"] = environment()
-            try:
-                Path(path).write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
-            except OSError as exc:
-                raise InvalidValueError(f"--json {path}: cannot write: {exc.strerror or exc}") from None
-        html = getattr(args, "html", None)
-        if html:
-            from fp8check.report import Source, divergence_report, write_html
-
-            write_html(html, divergence_report([Source(name=f"fp8check check {args.kernel} --kind quantize",
-                                                       environment=environment(), checks=[result])]))
-        return EXIT_OK if result.passed else EXIT_DIVERGED
-    except FP8CheckError as exc:
-        print(f"fp8check: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m fp8check.recipes.check MODULE:FUNC --recipe NAME [...]``."""
-    from fp8check.cli import ArgumentParser
-
-    p = ArgumentParser(prog="python -m fp8check.recipes.check", description="Check a quantize kernel against a recipe.")
-    p.add_argument("kernel", help="MODULE:FUNCTION")
-    p.add_argument("--recipe", required=True)
-    p.add_argument("--format", default=None)
-    p.add_argument("--profile", default=None)
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--max-examples", type=int, default=100)
-    p.add_argument("--seed", type=int, default=None)
-    p.add_argument("--json", default=None)
-    return run_quantize_check_cli(p.parse_args(argv))
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

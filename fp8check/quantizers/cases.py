@@ -23,8 +23,8 @@ import numpy as np
 from hypothesis import strategies as st
 
 from fp8check.errors import InvalidValueError
-from fp8check.recipes.recipe import Recipe
-from fp8check.recipes.reference import element_blocks
+from fp8check.quantizers.recipe import Recipe
+from fp8check.quantizers.scaling import element_blocks
 
 __all__ = ["QuantCase", "quantizer_inputs", "assemble", "to_dtype", "boundary_amaxes"]
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from fp8check import formats, stacks
 from fp8check.formats import Format
-from fp8check.kernels import CastKernel, KernelLoadError
+from fp8check.casts.adapters import CastKernel, KernelLoadError
 
 
 def _torch_input(x: np.ndarray, device: str) -> Any:

@@ -36,6 +36,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from fp8check import hazards, inputs, reference
+from fp8check.codes import bit_fields, code_class
 from fp8check.formats import Format, get as get_format
 from fp8check.profiles import Profile, get as get_profile
 from fp8check.results import CAST_CATEGORIES, MAP16_DTYPES, MAP16_ORDER, CheckResult, Divergence, InputMap16
@@ -46,7 +47,6 @@ __all__ = [
     "Divergences",
     "run_check",
     "decode_check",
-    "code_fields",
     "describe_code",
     "hypothesis_bits",
     "DEFAULT_CAP",
@@ -56,15 +56,6 @@ DEFAULT_CAP = 100  # reproducers listed per check (counts stay exact)
 
 _CATEGORY_INDEX = {c: i for i, c in enumerate(CAST_CATEGORIES)}
 _MAP16_INDEX = {c: i for i, c in enumerate(MAP16_ORDER)}
-
-
-def code_fields(code: int, fmt: Format) -> str:
-    """``code`` as its bit fields, sign | exponent | mantissa: ``'0 1111 110'``."""
-    m, e = fmt.mantissa_bits, fmt.exponent_bits
-    mant = format(code & fmt.mantissa_mask, f"0{m}b") if m else ""
-    exp = format((code >> m) & ((1 << e) - 1), f"0{e}b")
-    parts = ([str(code >> (fmt.bits - 1))] if fmt.signed else []) + [exp] + ([mant] if m else [])
-    return " ".join(parts)
 
 
 def code_value(code: int, fmt: Format) -> str:
@@ -143,32 +134,6 @@ def classify(bits: np.ndarray, expected: np.ndarray, actual: np.ndarray, input_d
     return out
 
 
-def _popcount(x: np.ndarray) -> np.ndarray:
-    if hasattr(np, "bitwise_count"):
-        return np.bitwise_count(x)
-    return np.array([bin(int(v)).count("1") for v in x.reshape(-1)], dtype=np.int64).reshape(x.shape)
-
-
-def simplicity(bits: np.ndarray, input_dtype: str) -> np.ndarray:
-    """A sort key per input: ±0 first, then the shortest significand (fewest bits up
-    to the lowest set one), then fewest set bits, then nearest 1.0, then positive."""
-    src = inputs.source_format(input_dtype)
-    b = np.asarray(bits).astype(np.uint64)
-    mant = b & np.uint64(src.mantissa_mask)
-    exp = ((b & np.uint64(src.magnitude_mask)) >> np.uint64(src.mantissa_bits)).astype(np.int64) - src.bias
-    negative = ((b >> np.uint64(src.bits - 1)) & np.uint64(1)).astype(np.int64)
-    pop = _popcount(mant).astype(np.int64)
-    lowest = mant & (~mant + np.uint64(1))  # the lowest set bit
-    trailing = np.where(mant == 0, src.mantissa_bits, _popcount(lowest - np.uint64(1)).astype(np.int64))
-    length = src.mantissa_bits - trailing
-    zero = (b & np.uint64(src.magnitude_mask)) == 0
-    exp = np.where(zero, 0, exp)  # ±0 is the simplest input of all
-    low = (b & np.uint64((1 << 26) - 1)).astype(np.int64) if src.bits <= 32 else np.zeros(b.shape, dtype=np.int64)
-    # Lexicographic key packed into one int64.
-    return ((np.minimum(length, 63) << 57) | (np.minimum(pop, 63) << 51) | (np.minimum(np.abs(exp), 4095) << 39)
-            | (negative << 38) | (low >> 0 & ((1 << 38) - 1)))
-
-
 @dataclass
 class Divergences:
     """The divergences of one kernel, format and input dtype: unique by input, counted exactly."""
@@ -180,7 +145,6 @@ class Divergences:
     expected: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
     actual: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
     categories: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
-    checked: set[int] | None = None  # unique inputs (kept as a count when large)
     checked_count: int = 0
     # 16-bit input dtypes: every compared input, its codes and category (for reports).
     input_map: InputMap16 | None = None
@@ -196,15 +160,47 @@ class Divergences:
         if self.input_dtype in MAP16_DTYPES and bits.size:
             self._map(bits, expected, actual, diff, cats)
         if cats is not None:
-            self.bits = np.concatenate([self.bits, bits[diff]])
-            self.expected = np.concatenate([self.expected, np.asarray(expected)[diff].astype(np.uint8)])
-            self.actual = np.concatenate([self.actual, np.asarray(actual)[diff].astype(np.uint8)])
-            self.categories = np.concatenate([self.categories, cats])
-            _, first = np.unique(self.bits, return_index=True)
-            first.sort()
-            self.bits, self.expected, self.actual, self.categories = (
-                self.bits[first], self.expected[first], self.actual[first], self.categories[first])
+            self.extend(bits[diff], np.asarray(expected)[diff], np.asarray(actual)[diff], cats)
         return diff
+
+    def extend(self, bits: np.ndarray, expected: np.ndarray, actual: np.ndarray, categories: np.ndarray) -> None:
+        """Add classified divergences, keeping the first record of each input."""
+        self.bits = np.concatenate([self.bits, np.asarray(bits).astype(np.uint64)])
+        self.expected = np.concatenate([self.expected, np.asarray(expected).astype(np.uint8)])
+        self.actual = np.concatenate([self.actual, np.asarray(actual).astype(np.uint8)])
+        self.categories = np.concatenate([self.categories, np.asarray(categories, dtype=object)])
+        _, first = np.unique(self.bits, return_index=True)
+        first.sort()
+        self.bits, self.expected, self.actual, self.categories = (
+            self.bits[first], self.expected[first], self.actual[first], self.categories[first])
+
+    def merge(self, other: Divergences) -> None:
+        """Add everything ``other`` recorded (another test or another pytest-xdist worker)."""
+        self.checked_count += other.checked_count
+        if len(other):
+            self.extend(other.bits, other.expected, other.actual, other.categories)
+        if other.input_map is not None:
+            if self.input_map is None:
+                self.input_map = InputMap16.empty(self.input_dtype)
+            self.input_map.merge(other.input_map)
+
+    def to_state(self) -> dict[str, Any]:
+        """Plain data (bytes, ints) for pytest-xdist's workeroutput; :meth:`from_state` reverses it."""
+        return {"checked": self.checked_count, "bits": self.bits.astype(np.uint64).tobytes(),
+                "expected": self.expected.tobytes(), "actual": self.actual.tobytes(),
+                "categories": np.array([_CATEGORY_INDEX[str(c)] for c in self.categories], np.uint8).tobytes(),
+                "map16": self.input_map.to_dict() if self.input_map is not None else None}
+
+    @classmethod
+    def from_state(cls, fmt: Format, profile: Profile, input_dtype: str, state: dict[str, Any]) -> Divergences:
+        rec = cls(fmt=fmt, profile=profile, input_dtype=input_dtype, checked_count=state["checked"])
+        cats = np.frombuffer(state["categories"], dtype=np.uint8)
+        rec.extend(np.frombuffer(state["bits"], dtype=np.uint64), np.frombuffer(state["expected"], dtype=np.uint8),
+                   np.frombuffer(state["actual"], dtype=np.uint8),
+                   np.array([CAST_CATEGORIES[i] for i in cats], dtype=object))
+        if state.get("map16") is not None:
+            rec.input_map = InputMap16.from_dict(state["map16"])
+        return rec
 
     def _map(self, bits: np.ndarray, expected: np.ndarray, actual: np.ndarray, diff: np.ndarray,
              cats: np.ndarray | None) -> None:
@@ -234,7 +230,7 @@ class Divergences:
         """Indices, the simplest reproducer of each category first, then the next of each, ..."""
         if not len(self):
             return np.zeros(0, dtype=np.int64)
-        key = simplicity(self.bits, self.input_dtype)
+        key = inputs.simplicity(self.bits, self.input_dtype)
         cat = np.array([_CATEGORY_INDEX.get(str(c), len(CAST_CATEGORIES)) for c in self.categories])
         by = np.lexsort((key, cat))  # by category, then simplest first
         sorted_cat = cat[by]
@@ -243,6 +239,19 @@ class Divergences:
         for s, e in zip(starts[:-1], starts[1:]):
             rank[s:e] = np.arange(e - s)
         return by[np.lexsort((sorted_cat, rank))]  # round robin over categories
+
+    def result(self, *, kernel: str, checked: int, command: str, device: str = "cpu", seed: int | None = None,
+               cap: int | None = DEFAULT_CAP) -> CheckResult:
+        """These divergences as a :class:`~fp8check.results.CheckResult` (counts exact, ``cap`` listed)."""
+        result = CheckResult(kernel=kernel, format=self.fmt.name, profile=self.profile.name, passed=len(self) == 0,
+                             checked=int(checked), categories=self.counts(), divergences=self.to_list(cap),
+                             kind="cast", input_dtype=self.input_dtype, device=device, seed=seed, command=command)
+        result.extra["profile_summary"] = self.profile.summary(self.fmt)
+        result.extra["profile_description"] = self.profile.description
+        result.extra["listed"] = len(result.divergences)
+        if self.input_map is not None:
+            result.extra["map16"] = self.input_map.to_dict()
+        return result
 
     def to_list(self, cap: int | None = DEFAULT_CAP) -> list[Divergence]:
         idx = self.order()
@@ -263,8 +272,8 @@ class Divergences:
             expected_value=code_value(e, self.fmt),
             actual_value=code_value(a, self.fmt),
             detail=(
-                f"{self.fmt.name} under {p.name}: expected {code_fields(e, self.fmt)}, "
-                f"got {code_fields(a, self.fmt)}"
+                f"{self.fmt.name} under {p.name}: expected {bit_fields(e, self.fmt)}, "
+                f"got {bit_fields(a, self.fmt)}"
             ),
         )
 
@@ -332,7 +341,7 @@ def run_check(kernel: Any, fmt: object, profile: object | None = None, *, input_
               max_examples: int = 200, seed: int | None = 0, cap: int | None = DEFAULT_CAP,
               sweep: bool = True, hypothesis: bool = True,
               extra_bits: Iterable[np.ndarray] = ()) -> tuple[CheckResult, Divergences]:
-    """Check ``kernel`` (a :class:`~fp8check.kernels.CastKernel`) on ``fmt``.
+    """Check ``kernel`` (a :class:`~fp8check.casts.adapters.CastKernel`) on ``fmt``.
 
     ``profile`` None: what the kernel claims. Returns the result and the
     full divergence record (for fingerprints and reports).
@@ -352,29 +361,29 @@ def run_check(kernel: Any, fmt: object, profile: object | None = None, *, input_
     bits = np.unique(np.concatenate(batches)) if batches else np.zeros(0, dtype=inputs.bits_dtype(input_dtype))
     compare(kernel, f, p, input_dtype, bits, into=rec)
     rec.checked_count = int(bits.size)
-    result = CheckResult(
-        kernel=kernel.name,
-        format=f.name,
-        profile=p.name,
-        passed=len(rec) == 0,
-        checked=int(bits.size),
-        categories=rec.counts(),
-        divergences=rec.to_list(cap),
-        kind="cast",
-        input_dtype=input_dtype,
-        device=getattr(kernel, "device", "cpu"),
-        seed=seed,
-        command=_command(kernel.name, f, p, input_dtype, getattr(kernel, "device", "cpu"), max_examples, seed),
-    )
+    device = getattr(kernel, "device", "cpu")
+    result = rec.result(kernel=kernel.name, checked=int(bits.size), device=device, seed=seed, cap=cap,
+                        command=_command(kernel.name, f, p, input_dtype, device, max_examples, seed))
     known = _known_reasons(kernel, f, input_dtype, rec)
     if known:
         result.expected_failure = "; ".join(known)
-    result.extra["profile_summary"] = p.summary(f)
-    result.extra["profile_description"] = p.description
-    result.extra["listed"] = len(result.divergences)
-    if rec.input_map is not None:
-        result.extra["map16"] = rec.input_map.to_dict()
+    result.extra["checked_means"] = _checked_means(input_dtype, sweep, hypothesis and max_examples > 0, seed)
     return result, rec
+
+
+def _checked_means(input_dtype: str, sweep: bool, hypothesis: bool, seed: int | None) -> str:
+    """What ``CheckResult.checked`` counted, in words."""
+    parts = []
+    if sweep:
+        parts.append({"float16": "every float16 input", "bfloat16": "every bfloat16 input",
+                      "float32": "a float32 sweep (every upper 16-bit half with 4 lower halves, and every float16 "
+                                 "value)",
+                      "float64": "a float64 sweep (the float32 sweep widened, and each pattern's neighbours)"}
+                     [input_dtype])
+        parts.append("every hazard input")
+    if hypothesis:
+        parts.append(f"Hypothesis examples (seed {seed})" if seed is not None else "Hypothesis examples")
+    return "distinct inputs: " + ", ".join(parts) if parts else "distinct inputs"
 
 
 def _known_reasons(kernel: Any, fmt: Format, input_dtype: str, rec: Divergences) -> list[str]:
@@ -392,6 +401,11 @@ def _known_reasons(kernel: Any, fmt: Format, input_dtype: str, rec: Divergences)
     return reasons if explained.all() else []
 
 
+# A wrong decode, by the class of the code decoded.
+_DECODE_CATEGORY = {"nan": "nan", "infinity": "infinity", "zero": "signed_zero", "subnormal": "subnormal",
+                    "normal": "other"}
+
+
 def decode_check(kernel: Any, fmt: object) -> tuple[int, list[Divergence]]:
     """Decode every code with ``kernel`` and compare with the exact values (NaN by class, -0 distinct).
 
@@ -407,20 +421,11 @@ def decode_check(kernel: Any, fmt: object) -> tuple[int, list[Divergence]]:
     out = []
     for c in np.flatnonzero(~same):
         code = int(c)
-        if f.is_nan(code):
-            cat = "nan"
-        elif f.is_inf(code):
-            cat = "infinity"
-        elif (code & f.magnitude_mask) == 0:
-            cat = "signed_zero"
-        elif f.has_subnormals and (code & f.magnitude_mask) < (1 << f.mantissa_bits):
-            cat = "subnormal"
-        else:
-            cat = "other"
+        cat = _DECODE_CATEGORY[code_class(code, f)]
         out.append(Divergence(
             category=cat, input_hex=f"0x{code:02x}", expected_hex=f"0x{int(e_bits[c]):08x}",
             actual_hex=f"0x{int(a_bits[c]):08x}", input_dtype=f.name,
-            input_value=code_fields(code, f), expected_value=repr(float(expected[c])),
+            input_value=bit_fields(code, f), expected_value=repr(float(expected[c])),
             actual_value=repr(float(actual[c])), detail=f"decode of {f.name} code 0x{code:02x}",
         ))
     return int(codes.size), out

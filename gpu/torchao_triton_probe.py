@@ -1,6 +1,6 @@
 """Probe torchao's per-group ("jagged") Triton scale kernels; print JSON.
 
-Runs :func:`fp8check.recipes.check.check_quantizer` on
+Runs :func:`fp8check.quantizers.conformance.check_quantizer` on
 ``triton_fp8_per_group_rowwise_scales`` and ``..._colwise_scales`` with
 inputs chosen to separate what can go wrong:
 
@@ -18,7 +18,7 @@ and the bytes the kernel wrote past the end of the buffers it allocated.
 Under the Triton interpreter (CPU) this must run in a process where
 ``TRITON_INTERPRET=1`` was set before triton was imported::
 
-    TRITON_INTERPRET=1 python -m fp8check.recipes.torchao_triton_probe [--max-examples N]
+    TRITON_INTERPRET=1 python gpu/torchao_triton_probe.py [--max-examples N]
 
 With CUDA it compiles the kernels (``--device cuda``).
 """
@@ -32,8 +32,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from fp8check import recipes
-from fp8check.recipes.strategies import QuantCase, to_dtype
+from fp8check import quantizers
+from fp8check.quantizers.cases import QuantCase, to_dtype
 
 __all__ = ["probe", "main"]
 
@@ -84,8 +84,8 @@ def probe(*, device: str = "cpu", max_examples: int = 20, fmt: str = "e4m3fn",
     minutes for a GPU. Compiled kernels run the interpreter's one config
     unless ``autotune``. ``on_entry(key, entry)`` is called as each entry is
     done, so a caller under a time limit keeps what finished."""
-    from fp8check.recipes import kernels
-    from fp8check.recipes.check import check_quantizer
+    from fp8check.quantizers import adapters
+    from fp8check.quantizers.conformance import check_quantizer
 
     interpret = device == "cpu"
     report: dict[str, Any] = {"device": device, "interpreted": interpret, "format": fmt}
@@ -95,9 +95,9 @@ def probe(*, device: str = "cpu", max_examples: int = 20, fmt: str = "e4m3fn",
     for which, pow2, kind in plan:
         if kind not in kinds:
             continue
-        factory = kernels.torchao_triton_group_rowwise if which == "rowwise" else kernels.torchao_triton_group_colwise
+        factory = adapters.torchao_triton_group_rowwise if which == "rowwise" else adapters.torchao_triton_group_colwise
         kernel = factory(fmt, pow2=pow2, interpret=interpret, autotune=autotune)
-        recipe = recipes.get(f"torchao-group-{which}" + ("-pow2" if pow2 else ""), fmt)
+        recipe = quantizers.get(f"torchao-group-{which}" + ("-pow2" if pow2 else ""), fmt)
         rng = np.random.default_rng(0)
         if kind == "full":
             res = check_quantizer(kernel, recipe, max_examples=max_examples, device=device)
@@ -122,7 +122,7 @@ def probe(*, device: str = "cpu", max_examples: int = 20, fmt: str = "e4m3fn",
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m fp8check.recipes.torchao_triton_probe")
+    p = argparse.ArgumentParser(prog="python gpu/torchao_triton_probe.py")
     p.add_argument("--device", default="cpu")
     p.add_argument("--max-examples", type=int, default=20)
     p.add_argument("--format", default="e4m3fn")

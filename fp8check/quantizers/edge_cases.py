@@ -2,7 +2,7 @@
 
 Each hazard is a named property every quantizer is held to (see
 ``docs/recipes.md``). Conformance to the recipe is decided bit for bit by
-:func:`fp8check.recipes.check.check_quantizer` (categories ``scale``,
+:func:`fp8check.quantizers.conformance.check_quantizer` (categories ``scale``,
 ``codes``, ``nonfinite``); on top of that the check counts, on the kernel's
 own outputs, what a deployer needs to know even when the kernel does
 exactly what its recipe says:
@@ -36,14 +36,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fp8check.reference import decode
-from fp8check.recipes.recipe import TENSORWISE as _TENSOR, Recipe
-from fp8check.recipes.reference import (
+from fp8check.quantizers.recipe import TENSORWISE as _TENSOR, Recipe
+from fp8check.quantizers.scaling import (
     dequantize,
     element_blocks,
     overflow_threshold,
     quantize,
 )
-from fp8check.recipes.strategies import QuantCase, assemble, boundary_amaxes, to_dtype
+from fp8check.quantizers.cases import QuantCase, assemble, boundary_amaxes, to_dtype
 
 __all__ = ["HAZARDS", "HazardTally", "edge_cases", "nan_code_table"]
 

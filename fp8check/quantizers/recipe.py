@@ -6,7 +6,7 @@ bfloat16 tensor into FP8 codes and scales: which elements share a scale
 maximum (``amax``), what the stored number means (``convention``), how the
 scaled elements are rounded into the target format (``format`` and
 ``profile``), and what happens to a block that holds Inf or NaN
-(``nonfinite``). :func:`fp8check.recipes.quantize` is the reference that
+(``nonfinite``). :func:`fp8check.quantizers.quantize` is the reference that
 computes, bit for bit, the codes and scales a correct kernel must produce.
 
 Scale conventions -- which direction each name means

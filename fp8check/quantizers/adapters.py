@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 from fp8check.errors import FP8CheckError, UnsupportedFormatError
 from fp8check.formats import get as get_format
-from fp8check.recipes.recipe import Recipe
+from fp8check.quantizers.recipe import Recipe
 
 __all__ = [
     "torch_dtype",

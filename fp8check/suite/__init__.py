@@ -18,12 +18,13 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from fp8check import engine, inputs
+from fp8check import inputs
+from fp8check.casts import engine
 from fp8check.formats import Format
-from fp8check.kernels import CastKernel
+from fp8check.casts.adapters import CastKernel
 from fp8check.stacks import KnownDivergence
 from fp8check.profiles import Profile
-from fp8check.results import CAST_CATEGORIES, CheckResult, InputMap16
+from fp8check.results import CheckResult
 
 __all__ = ["Target", "DecodeTarget", "Collector", "targets_for", "hypothesis_settings", "HYPOTHESIS_PROFILES",
            "FNUZ", "OCP", "MX"]
@@ -71,16 +72,17 @@ def hypothesis_settings(name: str | None = None, *, shrink: bool = True) -> Any:
 
 
 class Collector:
-    """Every divergence the properties found, unique per input, per check key.
+    """Every divergence the properties found, per check key, unique per input.
 
-    The key is (kernel, format, profile, input dtype, device). Plain data
-    (``to_state``/``merge_state``) so that pytest-xdist workers can send
-    theirs to the controller.
+    The key is (kernel, format, profile, input dtype, device); each holds
+    one :class:`~fp8check.casts.engine.Divergences` and the tests that fed
+    it. Plain data (``to_state``/``merge_state``) so that pytest-xdist
+    workers can send theirs to the controller.
     """
 
     def __init__(self) -> None:
         self.checks: dict[tuple[str, str, str, str, str], dict[str, Any]] = {}
-        # Decodes: (kernel, format, device) -> {"checked": n, "divergences": {code: dict}}
+        # Decodes: (kernel, format, device) -> {"checked": n, "divergences": {code: dict}, "reasons": set}
         self.decodes: dict[tuple[str, str, str], dict[str, Any]] = {}
 
     def add_decode(self, key: tuple[str, str, str], checked: int, divergences: list[Any]) -> None:
@@ -89,45 +91,16 @@ class Collector:
         for d in divergences:
             e["divergences"][d.input_hex] = d.to_dict()
 
-    def _entry(self, key: tuple[str, str, str, str, str]) -> dict[str, Any]:
+    def _entry(self, key: tuple[str, str, str, str, str], rec: engine.Divergences | None = None) -> dict[str, Any]:
         if key not in self.checks:
-            self.checks[key] = {
-                "compared": 0,
-                "tests": 0,
-                "failed_tests": 0,
-                "bits": np.zeros(0, dtype=np.uint64),
-                "expected": np.zeros(0, dtype=np.uint8),
-                "actual": np.zeros(0, dtype=np.uint8),
-                "categories": np.zeros(0, dtype=np.uint8),
-                "reasons": set(),
-                "map16": None,  # InputMap16 of a 16-bit input dtype
-            }
-        return self.checks[key]
+            self.checks[key] = {"rec": None, "tests": 0, "failed_tests": 0, "reasons": set()}
+        e = self.checks[key]
+        if e["rec"] is None and rec is not None:
+            e["rec"] = engine.Divergences(fmt=rec.fmt, profile=rec.profile, input_dtype=rec.input_dtype)
+        return e
 
-    @staticmethod
-    def _merge_map(e: dict[str, Any], input_map: InputMap16 | None) -> None:
-        if input_map is None:
-            return
-        if e["map16"] is None:
-            e["map16"] = InputMap16.empty(input_map.input_dtype)
-        e["map16"].merge(input_map)
-
-    def add(self, key: tuple[str, str, str, str, str], rec: engine.Divergences, compared: int) -> None:
-        e = self._entry(key)
-        e["compared"] += compared
-        self._merge_map(e, rec.input_map)
-        if len(rec):
-            cats = np.array([CAST_CATEGORIES.index(str(c)) for c in rec.categories], dtype=np.uint8)
-            self._append(e, rec.bits.astype(np.uint64), rec.expected, rec.actual, cats)
-
-    @staticmethod
-    def _append(e: dict[str, Any], bits: np.ndarray, expected: np.ndarray, actual: np.ndarray, cats: np.ndarray) -> None:
-        b = np.concatenate([e["bits"], bits])
-        ex = np.concatenate([e["expected"], expected.astype(np.uint8)])
-        ac = np.concatenate([e["actual"], actual.astype(np.uint8)])
-        ca = np.concatenate([e["categories"], cats.astype(np.uint8)])
-        _, first = np.unique(b, return_index=True)
-        e["bits"], e["expected"], e["actual"], e["categories"] = b[first], ex[first], ac[first], ca[first]
+    def add(self, key: tuple[str, str, str, str, str], rec: engine.Divergences) -> None:
+        self._entry(key, rec)["rec"].merge(rec)
 
     def note_decode_test(self, key: tuple[str, str, str], reason: str = "") -> None:
         """A decode property ran; ``reason``: the known upstream bug it is expected to fail by."""
@@ -147,22 +120,14 @@ class Collector:
         decodes = [{"decode_key": list(k), "checked": e["checked"], "divergences": list(e["divergences"].values()),
                     "reasons": sorted(e["reasons"])} for k, e in self.decodes.items()]
         return decodes + [
-            {
-                "key": list(key),
-                "compared": e["compared"],
-                "tests": e["tests"],
-                "failed_tests": e["failed_tests"],
-                "bits": e["bits"].astype(np.uint64).tobytes(),
-                "expected": e["expected"].tobytes(),
-                "actual": e["actual"].tobytes(),
-                "categories": e["categories"].tobytes(),
-                "reasons": sorted(e["reasons"]),
-                "map16": e["map16"].to_dict() if e["map16"] is not None else None,
-            }
+            {"key": list(key), "tests": e["tests"], "failed_tests": e["failed_tests"], "reasons": sorted(e["reasons"]),
+             "profile": e["rec"].profile.to_dict() if e["rec"] is not None else None,
+             "divergences": e["rec"].to_state() if e["rec"] is not None else None}
             for key, e in self.checks.items()
         ]
 
     def merge_state(self, state: Iterable[dict[str, Any]]) -> None:
+        from fp8check import formats
         from fp8check.results import Divergence
 
         for item in state:
@@ -174,48 +139,28 @@ class Collector:
                 continue
             key = tuple(item["key"])
             e = self._entry(key)  # type: ignore[arg-type]
-            e["compared"] += item["compared"]
             e["tests"] += item["tests"]
             e["failed_tests"] += item["failed_tests"]
             e["reasons"].update(item["reasons"])
-            if item.get("map16") is not None:
-                self._merge_map(e, InputMap16.from_dict(item["map16"]))
-            self._append(
-                e,
-                np.frombuffer(item["bits"], dtype=np.uint64),
-                np.frombuffer(item["expected"], dtype=np.uint8),
-                np.frombuffer(item["actual"], dtype=np.uint8),
-                np.frombuffer(item["categories"], dtype=np.uint8),
-            )
+            if item["divergences"] is not None:
+                rec = engine.Divergences.from_state(formats.get(key[1]), Profile.from_dict(item["profile"]), key[3],
+                                                    item["divergences"])
+                self.add(key, rec)  # type: ignore[arg-type]
 
-    def results(self, profiles_by_name: dict[str, Profile], cap: int | None = 1000) -> list[CheckResult]:
-        from fp8check import formats, profiles
-
+    def results(self, cap: int | None = 1000) -> list[CheckResult]:
         out = []
         for key in sorted(self.checks):
             kernel, fmt_name, profile_name, input_dtype, device = key
             e = self.checks[key]
-            fmt = formats.get(fmt_name)
-            profile = profiles_by_name.get(profile_name) or profiles.get(profile_name)
-            rec = engine.Divergences(fmt=fmt, profile=profile, input_dtype=input_dtype)
-            rec.bits = e["bits"].astype(inputs.bits_dtype(input_dtype)).astype(np.uint64)
-            rec.expected, rec.actual = e["expected"], e["actual"]
-            rec.categories = np.array([CAST_CATEGORIES[i] for i in e["categories"]], dtype=object)
-            result = CheckResult(
-                kernel=kernel, format=fmt_name, profile=profile_name, passed=len(rec) == 0,
-                checked=int(e["compared"]), categories=rec.counts(), divergences=rec.to_list(cap),
-                kind="cast", input_dtype=input_dtype, device=device, seed=None,
-                command=f"pytest properties --fp8check-kernel {kernel} --fp8check-format {fmt_name} "
-                        f"--fp8check-profile {profile_name}" if ":" in kernel else "pytest properties",
-                expected_failure="; ".join(sorted(e["reasons"])),
-            )
-            result.extra.update(
-                tests=e["tests"], failed_tests=e["failed_tests"], listed=len(result.divergences),
-                checked_means="inputs compared, summed over the properties run",
-                profile_summary=profile.summary(fmt), profile_description=profile.description,
-            )
-            if e["map16"] is not None:
-                result.extra["map16"] = e["map16"].to_dict()
+            rec = e["rec"]
+            if rec is None:  # a test that ran no comparison
+                continue
+            command = (f"pytest --fp8check-kernel {kernel} --fp8check-format {fmt_name} "
+                       f"--fp8check-profile {profile_name}" if ":" in kernel else "pytest properties")
+            result = rec.result(kernel=kernel, checked=rec.checked_count, device=device, cap=cap, command=command)
+            result.expected_failure = "; ".join(sorted(e["reasons"]))
+            result.extra.update(tests=e["tests"], failed_tests=e["failed_tests"],
+                                checked_means="inputs compared, summed over the properties run")
             out.append(result)
         from fp8check.results import Divergence
 
@@ -271,7 +216,7 @@ class Target:
         bits = np.asarray(bits).astype(inputs.bits_dtype(self.input_dtype))
         rec = engine.compare(self.kernel, self.fmt, self.profile, self.input_dtype, bits)
         if self.collector is not None:
-            self.collector.add(self.key, rec, int(bits.size))
+            self.collector.add(self.key, rec)
         for k in self.known():
             if k.affects is not None and len(rec):
                 rec.drop(k.affects(rec.bits, self.input_dtype, self.fmt))
@@ -284,19 +229,14 @@ class Target:
             raise AssertionError(self.message(rec, what))
 
     def message(self, rec: engine.Divergences, what: str, shown: int = 6) -> str:
-        counts = ", ".join(f"{c} {n}" for c, n in rec.counts().items())
-        lines = [
-            f"{self.kernel.name} casting {self.input_dtype} to {self.fmt.name} diverges from profile "
-            f"{self.profile.name!r} ({self.profile.summary(self.fmt)}) on {len(rec)} {what}: {counts}"
-        ]
-        for d in rec.to_list(shown):
-            lines.append(
-                f"  {d.category:<11} input {d.input_hex} ({d.input_value}): expected {d.expected_hex} "
-                f"({d.expected_value}) [{engine.code_fields(int(d.expected_hex, 16), self.fmt)}], "
-                f"got {d.actual_hex} ({d.actual_value}) [{engine.code_fields(int(d.actual_hex, 16), self.fmt)}]"
-            )
-        lines.append(f"  reproduce: fp8check explain / {self.command()}")
-        return "\n".join(lines)
+        """What ``fp8check check`` prints for these divergences, under one line saying which inputs they are."""
+        from fp8check.terminal.divergences import result_text
+
+        head = (f"{self.kernel.name} casting {self.input_dtype} to {self.fmt.name} diverges from profile "
+                f"{self.profile.name!r} ({self.profile.summary(self.fmt)}) on {len(rec)} {what}")
+        result = rec.result(kernel=self.kernel.name, checked=len(rec), device=self.kernel.device, cap=shown,
+                            command=self.command())
+        return head + "\n" + result_text(result, header=False)
 
     def command(self) -> str:
         return (f"fp8check check {self.kernel.name} --format {self.fmt.name} --profile {self.profile.name} "

@@ -2,11 +2,11 @@
 
 ::
 
-    from fp8check import recipes
-    r = recipes.get("block-128x128")                  # DeepSeek-V3 weight blocks, e4m3fn
-    codes, scales = recipes.quantize(w, r)           # what a correct kernel returns
-    w2 = recipes.dequantize(codes, scales, r)        # float64, exact for scale_inv
-    r_fnuz = recipes.get("tensorwise", "e4m3fnuz")   # same recipe, max 240
+    from fp8check import quantizers
+    r = quantizers.get("block-128x128")                  # DeepSeek-V3 weight blocks, e4m3fn
+    codes, scales = quantizers.quantize(w, r)           # what a correct kernel returns
+    w2 = quantizers.dequantize(codes, scales, r)        # float64, exact for scale_inv
+    r_fnuz = quantizers.get("tensorwise", "e4m3fnuz")   # same recipe, max 240
 
 Named recipes (``recipes.names()``), all e4m3fn unless a format is given:
 
@@ -43,7 +43,7 @@ Named recipes (``recipes.names()``), all e4m3fn unless a format is given:
 from __future__ import annotations
 
 from fp8check.errors import FP8CheckError
-from fp8check.recipes.recipe import (
+from fp8check.quantizers.recipe import (
     COLWISE,
     GROUP_COLWISE,
     GROUP_ROWWISE,
@@ -53,7 +53,7 @@ from fp8check.recipes.recipe import (
     Recipe,
     block,
 )
-from fp8check.recipes.reference import (
+from fp8check.quantizers.scaling import (
     FnuzConversion,
     Quantized,
     block_amax,

@@ -10,7 +10,7 @@ implement, for which formats and input dtypes. The built-in adapters:
 ``torch-cuda``       the same on a CUDA device (when one is present).
 ``ml_dtypes``        ``ndarray.astype(ml_dtypes.float8_*)``.
 ``triton-interpreter`` the casts this project ships as Triton kernels
-                     (:mod:`fp8check.kernels.triton_casts`), run by Triton's
+                     (:mod:`fp8check.casts.adapters.triton_casts`), run by Triton's
                      interpreter on the CPU.
 ``triton-cuda``      the same kernels compiled for a CUDA GPU; fnuz types do
                      not compile for NVIDIA and are reported unsupported.
@@ -36,7 +36,8 @@ from typing import Any, Callable
 import numpy as np
 
 from fp8check import inputs
-from fp8check.errors import FP8CheckError, UnsupportedFormatError
+from fp8check.errors import (FP8CheckError, KernelCallError, KernelError, KernelLoadError, KernelOutputError,
+                             UnsupportedFormatError)
 from fp8check.formats import Format, get as get_format
 from fp8check.profiles import Profile
 from fp8check.stacks import KnownDivergence, Observation
@@ -52,22 +53,6 @@ __all__ = [
     "get_kernel",
     "load_user_kernel",
 ]
-
-
-class KernelError(FP8CheckError):
-    """A kernel under test that cannot be loaded, called or understood."""
-
-
-class KernelLoadError(KernelError, ImportError):
-    """``module:function`` names nothing importable and callable."""
-
-
-class KernelCallError(KernelError, RuntimeError):
-    """The kernel raised when called."""
-
-
-class KernelOutputError(KernelError, TypeError):
-    """The kernel returned something that is not codes of the right shape."""
 
 
 def _codes_from_output(out: Any, shape: tuple[int, ...], fmt: Format, who: str) -> np.ndarray:
@@ -267,15 +252,15 @@ def get_kernel(name: str, *, device: str | None = None, profile: object = "ieee"
     if name in _CACHE:
         return _CACHE[name]
     if name.startswith("torch-"):
-        from fp8check.kernels.torch_casts import torch_kernel
+        from fp8check.casts.adapters.torch_casts import torch_kernel
 
         kernel = torch_kernel(name.removeprefix("torch-"))
     elif name == "ml_dtypes":
-        from fp8check.kernels.ml_dtypes_casts import ml_dtypes_kernel
+        from fp8check.casts.adapters.ml_dtypes_casts import ml_dtypes_kernel
 
         kernel = ml_dtypes_kernel()
     else:
-        from fp8check.kernels.triton_casts import triton_kernel
+        from fp8check.casts.adapters.triton_casts import triton_kernel
 
         kernel = triton_kernel(name.removeprefix("triton-"))
     _CACHE[name] = kernel
@@ -284,7 +269,7 @@ def get_kernel(name: str, *, device: str | None = None, profile: object = "ieee"
 
 def load_user_kernel(spec: str, *, device: str = "cpu", profile: object = "ieee",
                      input_dtypes: tuple[str, ...] | None = None) -> CastKernel:
-    """Wrap the callable named ``module:function`` (see :mod:`fp8check.kernels.user`)."""
-    from fp8check.kernels.user import user_kernel
+    """Wrap the callable named ``module:function`` (see :mod:`fp8check.casts.adapters.user`)."""
+    from fp8check.casts.adapters.user import user_kernel
 
     return user_kernel(spec, device=device, profile=profile, input_dtypes=input_dtypes)

@@ -1,0 +1,131 @@
+"""The one divergence printer: a check result as terminal lines.
+
+``fp8check check`` and ``fp8check sweep`` print these lines, and the pytest
+suite's assertion messages are the same lines as plain text, so a failure
+reads the same wherever it is found: per category the exact count and the
+simplest reproducer (input, expected and actual code with their bit fields
+and values), then a command that reproduces it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fp8check.codes import bit_fields
+from fp8check.formats import get as get_format
+from fp8check.results import QUANTIZE_CATEGORIES, CheckResult, Divergence
+
+__all__ = ["result_lines", "result_text", "print_result"]
+
+Line = tuple[str, str]  # text, rich style ("" for none)
+
+
+def _first_by_category(result: CheckResult) -> dict[str, Divergence]:
+    first: dict[str, Divergence] = {}
+    for d in result.divergences:  # listed simplest first
+        first.setdefault(d.category, d)
+    return first
+
+
+def _cast_body(result: CheckResult) -> list[Line]:
+    fmt = get_format(result.format)
+    lines: list[Line] = []
+    first = _first_by_category(result)
+    width = max((len(c) for c in result.categories), default=8)
+    pad = " " * (width + 2)
+    for cat, n in result.categories.items():
+        d = first.get(cat)
+        head = f"{cat:<{width}}  {n:>12,} inputs"
+        if d is None:
+            lines.append((head, "bold"))
+            continue
+        lines.append((f"{head}   smallest: {d.input_dtype} {d.input_hex} = {d.input_value}", "bold"))
+        if d.detail and d.detail.startswith("only "):  # the condition the divergence needs
+            lines.append((f"{pad}{d.detail}", "yellow"))
+        e, a = int(d.expected_hex, 16), int(d.actual_hex, 16)
+        lines.append((f"{pad}expected {d.expected_hex} [{bit_fields(e, fmt)}] = {d.expected_value}", ""))
+        lines.append((f"{pad}actual   {d.actual_hex} [{bit_fields(a, fmt)}] = {d.actual_value}", "red"))
+    return lines
+
+
+def _quantize_body(result: CheckResult) -> list[Line]:
+    extra = result.extra
+    lines: list[Line] = []
+    first: dict[str, Divergence] = {}
+    for d in result.divergences:  # the most minimal, preferring one that says which target the kernel used
+        if d.category not in first or ("maps amax" in d.detail and "maps amax" not in first[d.category].detail):
+            first[d.category] = d
+    for cat in QUANTIZE_CATEGORIES:
+        n = result.categories.get(cat, 0)
+        line = f"  {cat:<10}{n:>9,}"
+        if n and cat in first:
+            d = first[cat]
+            line += (f"  e.g. input {d.input_hex} ({d.input_value}): expected {d.expected_hex} ({d.expected_value}), "
+                     f"got {d.actual_hex} ({d.actual_value})\n{'':21}{d.detail}")
+        lines.append((line, "red" if n else ""))
+    hazards = [h for h in extra.get("hazards", ()) if h["count"]]
+    if hazards:
+        lines.append(("hazards (reported whether or not the kernel conforms):", ""))
+        for h in hazards:
+            lines.append((f"  {h['name']:<28}{h['count']:>9,}  {h['example']}", ""))
+    br = extra.get("blast_radius")
+    if br and br["blocks_with_nonfinite"]:
+        w = br["worst_case"]
+        lines.append((f"blast radius: {br['finite_values_lost']:,} of {br['finite_values_in_them']:,} finite values "
+                      f"in {br['blocks_with_nonfinite']} blocks holding Inf/NaN were lost"
+                      + (f"; worst: {w['lost']:,} of {w['finite']:,} in {w['case']}" if w["lost"] else ""), ""))
+    return lines
+
+
+def _decode_body(result: CheckResult) -> list[Line]:
+    return [(f"  {d.category:<11} code {d.input_hex} [{d.input_value}] -> {d.actual_value} "
+             f"(expected {d.expected_value})", "red") for d in result.divergences[:8]]
+
+
+def result_lines(result: CheckResult, *, header: bool = True) -> list[Line]:
+    """The lines that show ``result``: a header (``header=False`` leaves it to the caller), the verdict, per
+    category the count and the simplest reproducer, the known upstream issue, and how to reproduce it."""
+    lines: list[Line] = []
+    if result.kind == "quantize":
+        extra = result.extra
+        if header:
+            lines.append((f"fp8check: {result.kernel}  recipe {extra['recipe']['name']} on {result.device}", "bold"))
+            lines.append((f"  {extra['recipe_summary']}", ""))
+        verdict = "CONFORMS" if result.passed else "DIVERGES"
+        lines.append((f"checked {result.checked:,} values in {extra['cases']} inputs ({result.input_dtype}): {verdict}",
+                      "bold green" if result.passed else "bold red"))
+        lines.extend(_quantize_body(result))
+    else:
+        if header:
+            summary = result.extra.get("profile_summary", "")
+            lines.append((f"fp8check check {result.kernel} → {result.format} ({result.input_dtype} in, {result.device}), "
+                          f"profile {result.profile}: {summary}", "bold"))
+            what = result.extra.get("checked_means", "distinct inputs")
+            lines.append((f"checked {result.checked:,} {what}", ""))
+        if result.passed:
+            lines.append(("CONFORMS: every output equals the reference bit for bit", "bold green"))
+        else:
+            total = sum(result.categories.values())
+            lines.append((f"DIVERGES: {total:,} inputs give a different code", "bold red"))
+            if result.expected_failure:
+                lines.append((f"known upstream: {result.expected_failure}", "yellow"))
+            lines.extend(_decode_body(result) if result.kind == "decode" else _cast_body(result))
+    if not result.passed or result.kind == "quantize":
+        lines.append((f"reproduce: {result.command}", ""))
+    return lines
+
+
+def result_text(result: CheckResult, *, header: bool = True) -> str:
+    """:func:`result_lines` as plain text (pytest assertion messages)."""
+    return "\n".join(text for text, _ in result_lines(result, header=header))
+
+
+def print_result(result: CheckResult, console: Any = None, *, header: bool = True) -> None:
+    """Print :func:`result_lines` through ``console`` (default: :func:`fp8check.terminal.console`)."""
+    from rich.text import Text
+
+    from fp8check.terminal import console as make_console
+
+    out = console or make_console()
+    for text, style in result_lines(result, header=header):
+        out.print(Text(text, style=style))
