@@ -41,8 +41,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fp8check.audit.engine import AuditOptions, audit
-    from fp8check.audit.render import RichProgress, plain, print_report, write_json
+    from fp8check.checkpoints.audit import AuditOptions, audit
+    from fp8check.outputs import json_ready, write_json
+    from fp8check.terminal.checkpoints import RichProgress, plain, print_report
 
     targets = tuple(t for raw in args.target for t in raw.split(",") if t.strip())
     if args.jobs is not None and args.jobs < 1:
@@ -57,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         if f.get("status") == "error":
             print(f"fp8check: error: {plain(f['path'])}: {plain(f.get('error', ''))}", file=sys.stderr)
     if args.json:
-        write_json(report, args.json)
+        write_json(args.json, json_ready(report))
     if args.html:
         from fp8check.report import audit_report, source_from_audit, write_html
 

@@ -32,21 +32,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.table import Table
 
-    from fp8check.audit.convert import ConvertOptions, convert
-    from fp8check.audit.render import RichProgress, clean, plain, write_json
+    from fp8check.terminal import console as terminal_console
+
+    from fp8check.checkpoints.convert import ConvertOptions, convert
+    from fp8check.outputs import json_ready, write_json
+    from fp8check.terminal.checkpoints import RichProgress, clean, plain
 
     options = ConvertOptions(to=args.to, activation_scales=args.activation_scales, force=args.force, jobs=args.jobs)
     report = convert(args.src, args.dst, options, RichProgress(enabled=False if args.quiet else None))
     for p in report["problems"]:
         print(f"fp8check: error: {plain(p['path'])}: {plain(p['error'])}", file=sys.stderr)
     if args.json:
-        write_json(report, args.json)
+        write_json(args.json, json_ready(report))
     s = report["summary"]
     if not args.quiet and not report["problems"]:
-        console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+        console = terminal_console()
         changed = [t for t in report["tensors"] if t["action"] != "copied" or not t["exact"]]
         if changed:
             table = Table(title="converted tensors", title_justify="left", header_style="bold")

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from audit_builders import (COMPRESSED_TENSORS_CONFIG, DEEPSEEK_CONFIG, codes, codes_of, finite_nonzero_codes, fp8,
+from checkpoint_builders import (COMPRESSED_TENSORS_CONFIG, DEEPSEEK_CONFIG, codes, codes_of, finite_nonzero_codes, fp8,
                             plant, quantize, quantize_mx, save_pt, save_st, tensor_of, warned, write_json)
 
 

@@ -8,8 +8,6 @@ markup is escaped (``rich.markup.escape``) before printing.
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import sys
 import unicodedata
@@ -17,7 +15,9 @@ from typing import Any, TextIO
 
 from rich.markup import escape
 
-from fp8check.audit.engine import ProgressSink
+from fp8check.checkpoints.audit import ProgressSink
+from fp8check.terminal import console as terminal_console
+from fp8check.terminal import format_bytes
 
 _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
 _VERDICT_STYLE = {"runs_as_is": "bold green", "runs_after_conversion": "bold yellow", "cannot_run": "bold red"}
@@ -60,27 +60,15 @@ def _pct(x: float | None) -> str:
     return f"{x:.2%}" if x >= 1e-4 else f"{x:.1e}"
 
 
-def _size(n: float) -> str:
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
-        n /= 1000
-    return f"{n:.1f} TB"
-
-
 def print_report(report: dict[str, Any], *, file: TextIO | None = None, show_all: bool = False,
                  max_rows: int = 50, verbose: bool = False) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    stream = file or sys.stdout
-    # a pipe or a file gets wide lines: names stay whole and greppable
-    width = None if getattr(stream, "isatty", lambda: False)() else 200
-    console = Console(file=stream, highlight=False, soft_wrap=False, width=width)
+    console = terminal_console(file=file)
     summary = report["summary"]
     console.print(
         f"[bold]fp8check audit[/]: {summary['files']} files, {summary['tensors']} tensors, "
-        f"{summary['fp8_tensors']} FP8 ({_size(summary['fp8_bytes'])}), {summary['scale_tensors']} scales, "
+        f"{summary['fp8_tensors']} FP8 ({format_bytes(summary['fp8_bytes'])}), {summary['scale_tensors']} scales, "
         f"{summary['seconds']:.2f} s"
     )
     for f in report["files"]:
@@ -161,14 +149,13 @@ class RichProgress(ProgressSink):
     def start(self, total_bytes: int, total_files: int) -> None:
         if not self.enabled:
             return
-        from rich.console import Console
         from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
                                    TransferSpeedColumn)
 
         self._files = total_files
         self._progress = Progress(
             TextColumn("[bold]audit[/] {task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-            TimeRemainingColumn(), console=Console(file=sys.stderr), transient=True)
+            TimeRemainingColumn(), console=terminal_console(stderr=True), transient=True)
         self._progress.start()
         self._task = self._progress.add_task(f"files 0/{total_files}", total=max(total_bytes, 1))
 
@@ -185,27 +172,3 @@ class RichProgress(ProgressSink):
         if self._progress is not None:
             self._progress.stop()
             self._progress = None
-
-
-def json_ready(obj: Any) -> Any:
-    """The report with non-finite floats as strings ("nan", "inf", "-inf"): strict JSON."""
-    if isinstance(obj, float):
-        if math.isfinite(obj):
-            return obj
-        return "nan" if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
-    if isinstance(obj, dict):
-        return {str(k): json_ready(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [json_ready(v) for v in obj]
-    return obj
-
-
-def write_json(report: dict[str, Any], path: str) -> None:
-    text = json.dumps(json_ready(report), indent=1, allow_nan=False)
-    if path == "-":
-        sys.stdout.write(text + "\n")
-        return
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text + "\n")
-    os.replace(tmp, path)

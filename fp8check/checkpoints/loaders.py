@@ -10,7 +10,7 @@ Nothing in a checkpoint is ever executed:
 - torch files (zip and legacy formats, whatever the extension): the pickle
   is first disassembled with :mod:`pickletools` and refused if it names a
   global outside torch's default weights-only set
-  (:mod:`fp8check.audit.pickle_scan`); only then ``torch.load(...,
+  (:mod:`fp8check.checkpoints.pickles`); only then ``torch.load(...,
   weights_only=True)`` runs, with ``mmap=True`` for the zip format (the
   legacy format cannot be mapped and is read whole). TorchScript archives
   hold code and are refused.
@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from fp8check.audit import dtypes, pickle_scan
-from fp8check.audit.errors import CheckpointError, MissingDependencyError, UnsafeCheckpointError
+from fp8check.checkpoints import dtypes, pickles
+from fp8check.errors import CheckpointError, MissingDependencyError, UnsafeCheckpointError
 
 CHECKPOINT_SUFFIXES = (".safetensors", ".pt", ".pth", ".bin", ".ckpt")
 SAFETENSORS_MAX_HEADER = 100_000_000  # safetensors refuses larger headers too
@@ -383,7 +383,7 @@ class TorchFile(CheckpointFile):
             self.notes.append("legacy torch format: cannot be memory-mapped, read whole")
 
     def _prescan(self) -> None:
-        allowed = pickle_scan.torch_default_safe_globals()
+        allowed = pickles.torch_default_safe_globals()
         try:
             if self.kind == "torch-zip":
                 with zipfile.ZipFile(self.path) as zf:
@@ -398,13 +398,13 @@ class TorchFile(CheckpointFile):
                     if info.file_size > MAX_PICKLE_BYTES:
                         raise CheckpointError(self.path, f"data.pkl of {info.file_size} bytes is absurdly large")
                     data = zf.read(info)
-                    found = pickle_scan.scan_bytes(data)
+                    found = pickles.scan_bytes(data)
                     prefix = pkls[0][: -len("data.pkl")]
                     records = {i.filename: i.file_size for i in zf.infolist()}
             else:
                 with open(self.path, "rb") as f:
                     # magic number, protocol version, sys info, the object, storage keys
-                    found = pickle_scan.scan(f, count=5)
+                    found = pickles.scan(f, count=5)
         except CheckpointError:
             raise
         except zipfile.BadZipFile as exc:
@@ -412,7 +412,7 @@ class TorchFile(CheckpointFile):
         except (ValueError, EOFError, OSError, zipfile.LargeZipFile, NotImplementedError, RuntimeError) as exc:
             raise CheckpointError(self.path, f"corrupted or truncated pickle: {_first_line(exc)}") from None
         if allowed is not None:
-            bad = pickle_scan.unsafe_globals(found, allowed)
+            bad = pickles.unsafe_globals(found, allowed)
             if bad:
                 raise _refuse(self.path, bad)
         if found.error:
@@ -425,7 +425,7 @@ class TorchFile(CheckpointFile):
         mmap load does not check, and a short record lets a tensor read past
         it (into other records, or past the end of the file)."""
         try:
-            storages = pickle_scan.declared_storages(data)
+            storages = pickles.declared_storages(data)
         except Exception as exc:  # any malformation of the pickle
             raise CheckpointError(self.path, f"corrupted pickle: {_first_line(exc)}") from None
         for kind, key, numel in storages:
@@ -434,7 +434,7 @@ class TorchFile(CheckpointFile):
             if size is None:
                 raise CheckpointError(self.path, f"the pickle declares storage {key[:60]!r} but the archive has no "
                                                  f"record {name[:100]!r}")
-            itemsize = pickle_scan.storage_itemsize(kind)
+            itemsize = pickles.storage_itemsize(kind)
             if itemsize is None:
                 continue  # torch's own check on load decides
             if numel < 0 or numel * itemsize > size:

@@ -1,7 +1,7 @@
 """``fp8check convert``: exact e4m3fn <-> e4m3fnuz (and e5m2 <-> e5m2fnuz), verified.
 
 What serving stacks do by hand when an OCP checkpoint meets an MI300, done
-right (see :mod:`fp8check.audit.targets` for the conversion tables):
+right (see :mod:`fp8check.checkpoints.targets` for the conversion tables):
 
 - codes mapped through a 256-entry table: the bytes reinterpreted, 0x80 -> 0x00
   (fnuz has no -0), the fn NaNs 0x7F/0xFF -> 0x80 (the fnuz NaN; a naive
@@ -33,15 +33,15 @@ from typing import Any, Iterator
 import numpy as np
 
 from fp8check import formats
-from fp8check.audit import conventions as cv
-from fp8check.audit import dtypes
-from fp8check.audit import granularity as gr
-from fp8check.audit import stats as st
-from fp8check.audit import targets as tg
-from fp8check.audit import writer
-from fp8check.audit.engine import AuditOptions, Auditor, Checkpoint, ProgressSink, Record
-from fp8check.audit.errors import CheckpointError, MissingDependencyError
-from fp8check.audit.sources import SafetensorsFile
+from fp8check.checkpoints import conventions as cv
+from fp8check.checkpoints import dtypes
+from fp8check.checkpoints import granularity as gr
+from fp8check.checkpoints import stats as st
+from fp8check.checkpoints import targets as tg
+from fp8check.checkpoints import safetensors_writer as writer
+from fp8check.checkpoints.audit import AuditOptions, Auditor, Checkpoint, ProgressSink, Record
+from fp8check.errors import CheckpointError, MissingDependencyError
+from fp8check.checkpoints.loaders import SafetensorsFile
 from fp8check.errors import InvalidValueError
 from fp8check.formats import Format
 

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from fp8check import formats
-from fp8check.audit.stats import code_values
+from fp8check.checkpoints.stats import code_values
 from fp8check.errors import InvalidValueError
 from fp8check.formats import Format
 from fp8check import reference

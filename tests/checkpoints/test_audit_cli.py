@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from audit_builders import codes, fp8, plant, quantize, save_st
-from fp8check.audit import AuditOptions, audit
-from fp8check.audit.render import RichProgress
+from checkpoint_builders import codes, fp8, plant, quantize, save_st
+from fp8check.checkpoints import AuditOptions, audit
+from fp8check.terminal.checkpoints import RichProgress
 from fp8check.cli import main
 
 

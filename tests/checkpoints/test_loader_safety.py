@@ -10,8 +10,8 @@ import zipfile
 import pytest
 import torch
 
-from audit_builders import codes, fp8, save_pt, save_st, write_json
-from fp8check.audit import pickle_scan
+from checkpoint_builders import codes, fp8, save_pt, save_st, write_json
+from fp8check.checkpoints import pickles
 from fp8check.cli import main
 
 
@@ -83,7 +83,7 @@ def test_malicious_pickle_is_refused_naming_the_global(tmp_path, capsys, kind):
 @pytest.mark.parametrize("kind", ["zip", "legacy"])
 def test_torch_weights_only_is_the_second_lock(tmp_path, capsys, monkeypatch, kind):
     # with the static scan switched off, torch's weights-only unpickler still refuses
-    monkeypatch.setattr(pickle_scan, "torch_default_safe_globals", lambda: None)
+    monkeypatch.setattr(pickles, "torch_default_safe_globals", lambda: None)
     marker = tmp_path / "pwned"
     path = _malicious_files(tmp_path, marker)[kind]
     rc, _, err = cli(capsys, path)
@@ -284,11 +284,11 @@ def test_the_storage_scanner_imports_and_calls_nothing(tmp_path):
     # the record-size check runs the pickle with every global replaced by a stub
     marker = tmp_path / "pwned"
     data = pickle.dumps({"x": Payload(f"touch {marker}"), "y": [1, 2]}, protocol=2)
-    assert pickle_scan.declared_storages(data) == []
+    assert pickles.declared_storages(data) == []
     assert not marker.exists()
     pt = save_pt(tmp_path / "ok.pt", {"a": torch.zeros(3, dtype=torch.float8_e4m3fn), "b": torch.ones(2, 5)})
     with zipfile.ZipFile(pt) as zf:
         pkl = zf.read([n for n in zf.namelist() if n.endswith("data.pkl")][0])
-    found = sorted(pickle_scan.declared_storages(pkl), key=lambda s: s[1])
+    found = sorted(pickles.declared_storages(pkl), key=lambda s: s[1])
     assert [(k, n) for _, k, n in found] == [("0", 3), ("1", 10)]
-    assert [pickle_scan.storage_itemsize(kind) for kind, _, _ in found] == [1, 4]
+    assert [pickles.storage_itemsize(kind) for kind, _, _ in found] == [1, 4]

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fp8check import formats
-from fp8check.audit import dtypes
+from fp8check.checkpoints import dtypes
 from fp8check.formats import Format
 
 ROLE_FP8 = "fp8"

@@ -26,13 +26,13 @@ from typing import Any, Callable
 import numpy as np
 
 from fp8check import formats
-from fp8check.audit import conventions as cv
-from fp8check.audit import findings as fd
-from fp8check.audit import granularity as gr
-from fp8check.audit import stats as st
-from fp8check.audit import targets as tg
-from fp8check.audit.errors import CheckpointError
-from fp8check.audit.sources import (CheckpointFile, Discovery, TensorEntry, discover, open_checkpoint, read_config,
+from fp8check.checkpoints import conventions as cv
+from fp8check.checkpoints import findings as fd
+from fp8check.checkpoints import granularity as gr
+from fp8check.checkpoints import stats as st
+from fp8check.checkpoints import targets as tg
+from fp8check.errors import CheckpointError
+from fp8check.checkpoints.loaders import (CheckpointFile, Discovery, TensorEntry, discover, open_checkpoint, read_config,
                                     require_torch)
 from fp8check.errors import InvalidValueError
 

@@ -2,7 +2,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from fp8check.audit import AuditOptions, audit  # noqa: E402
+from fp8check.checkpoints import AuditOptions, audit  # noqa: E402
 
 
 @pytest.fixture
