@@ -119,7 +119,11 @@ def _dump(f: IO[str], data: Any) -> None:
         if isinstance(value, JsonStream):
             f.write("[")
             for j, item in enumerate(value.items):
-                f.write(("\n  " if j == 0 else ",\n  ") + json.dumps(item, separators=(",", ":"), allow_nan=False))
+                try:
+                    text = json.dumps(item, separators=(",", ":"), allow_nan=False)
+                except ValueError:  # a NaN or Inf float: as the strings "nan", "inf", "-inf"
+                    text = json.dumps(json_ready(item), separators=(",", ":"), allow_nan=False)
+                f.write(("\n  " if j == 0 else ",\n  ") + text)
             f.write("\n ]")
         else:
             f.write(json.dumps(value, indent=1, allow_nan=False).replace("\n", "\n "))

@@ -55,7 +55,7 @@ def data_dims(shape: tuple[int, ...]) -> tuple[tuple[int, ...], int, int]:
 
 
 def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
+    return -(-a // max(b, 1))
 
 
 def _sizes(n: int, count: int, preferred: tuple[int, ...]) -> int | None:
@@ -81,7 +81,7 @@ def match(data_shape: tuple[int, ...], scale_shape: tuple[int, ...], *, e8m0: bo
     nb = math.prod(batch) if batch else 1
     n_scale = math.prod(scale_shape) if scale_shape else 1
     if n_scale == 1:
-        return Granularity(TENSORWISE, o, i, 1)
+        return Granularity(TENSORWISE, max(o, 1), max(i, 1), 1)
     s = list(scale_shape)
     layout = ""
     batches = 1
@@ -97,7 +97,7 @@ def match(data_shape: tuple[int, ...], scale_shape: tuple[int, ...], *, e8m0: bo
     while len(s) > 2 and s[0] == 1:
         s = s[1:]
     if s in ([], [1], [1, 1]):
-        return Granularity(TENSORWISE, o, i, batches, layout)
+        return Granularity(TENSORWISE, max(o, 1), max(i, 1), batches, layout)
     if s in ([o], [o, 1]) and o > 1:
         return Granularity(ROWWISE, 1, i, batches, layout)
     if s == [1, i] or (s == [i] and i != o):

@@ -125,7 +125,7 @@ class CodeStats:
             "min", "max", "min_abs_nonzero", "max_abs", "dequant_absmax_bound", "dequant_overflow")}
         d["zero_share"] = self.zero_share
         d["subnormal_share"] = self.subnormal_share
-        d["histogram"] = [int(x) for x in self.histogram]
+        d["histogram"] = np.asarray(self.histogram, dtype=np.int64).tolist()
         return d
 
 

@@ -43,6 +43,10 @@ def run(args: argparse.Namespace) -> int:
     from fp8check.cli import EXIT_DIVERGED, EXIT_OK
     from fp8check.errors import FP8CheckError, InvalidValueError
 
+    from fp8check.outputs import check_writable
+
+    check_writable(args.json, "--json")  # before any work
+    check_writable(getattr(args, "html", None), "--html")
     if args.kind == "quantize":
         if not args.recipe:
             raise InvalidValueError("--kind quantize needs --recipe NAME")

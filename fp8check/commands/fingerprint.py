@@ -35,6 +35,9 @@ def run(args: argparse.Namespace) -> int:
     from fp8check.kernels.user import check_callable
     from fp8check.results import environment
 
+    from fp8check.outputs import check_writable
+
+    check_writable(args.json, "--json")  # before any work
     fmt = formats.get(args.format)
     kernel = load_kernel(args.kernel, args.device, None)
     require_formats(kernel, fmt)

@@ -132,6 +132,9 @@ def run(args: argparse.Namespace) -> int:
     from fp8check.errors import InvalidValueError
     from fp8check.results import CheckResult, environment
 
+    from fp8check.outputs import check_writable
+
+    check_writable(args.json, "--json")  # before any work
     try:
         import torch
     except ImportError:

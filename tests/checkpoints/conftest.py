@@ -11,6 +11,10 @@ def run_audit():
 
     def run(*paths, **options):
         options.setdefault("jobs", 1)
-        return audit([str(p) for p in paths], AuditOptions(**options))
+        result = audit([str(p) for p in paths], AuditOptions(**options))
+        try:
+            return result.to_dict()
+        finally:
+            result.close()
 
     return run
