@@ -145,6 +145,8 @@ def expected_shapes(data_shape: tuple[int, ...]) -> str:
 def normalise(scale: np.ndarray, g: Granularity, data_shape: tuple[int, ...]) -> np.ndarray:
     """The scale as 3-D ``[batches, ceil(out/block_rows), ceil(in/block_cols)]``."""
     _, o, i = data_dims(data_shape)
+    if g.name == TENSORWISE and np.size(scale) == g.batches:
+        return np.ascontiguousarray(scale).reshape(g.batches, 1, 1)
     return np.ascontiguousarray(scale).reshape(g.batches, _cdiv(o, g.block_rows), _cdiv(i, g.block_cols))
 
 
@@ -154,8 +156,9 @@ def expand_rows(scale3: np.ndarray, g: Granularity, data_shape: tuple[int, ...],
     when one scale covers each whole row."""
     _, o, i = data_dims(data_shape)
     rows = np.arange(r0, r1)
+    o = max(o, 1)
     b = rows // o if g.batches > 1 else np.zeros_like(rows)
-    per_row = scale3[b, (rows % o) // g.block_rows, :]  # [n, ceil(in / block_cols)]
+    per_row = scale3[b, np.minimum((rows % o) // g.block_rows, scale3.shape[1] - 1), :]  # [n, ceil(in / block_cols)]
     if per_row.shape[1] == 1:
         return per_row
     return np.repeat(per_row, g.block_cols, axis=1)[:, :i]

@@ -61,6 +61,9 @@ def run(args: argparse.Namespace) -> int:
         for f in result.files:
             if f.status == "error":
                 print(f"fp8check: error: {plain(f.path)}: {plain(f.error or '')}", file=sys.stderr)
+        for ck in result.checkpoints:
+            for problem in ck.config_problems:
+                print(f"fp8check: error: {plain(problem)}", file=sys.stderr)
         if args.json:
             write_json(args.json, result.json_data(), "--json")
         if args.html:
