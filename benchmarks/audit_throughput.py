@@ -36,7 +36,7 @@ ROWS, COLS = 7168, 2048  # one expert matrix of DeepSeek-V3 (14.7 MB in FP8)
 
 
 def generate(directory: str, size_gb: float, shards: int) -> list[str]:
-    from fp8check.audit import writer
+    from fp8check.checkpoints import safetensors_writer as writer
 
     rng = np.random.default_rng(0)
     pool = rng.integers(0, 256, size=64 << 20, dtype=np.uint8)
@@ -100,7 +100,7 @@ def raw_read(files: list[str]) -> tuple[float, float]:
 CHILD = r"""
 import json, resource, sys, time
 import torch  # a fixed start-up cost (about a second), not part of the per-byte figures
-from fp8check.audit import AuditOptions, audit
+from fp8check.checkpoints import AuditOptions, audit
 def cpu():
     return sum(getattr(resource.getrusage(w), f) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
                for f in ("ru_utime", "ru_stime"))
@@ -120,7 +120,7 @@ print(json.dumps({
 
 IDLE = r"""
 import json, resource
-import torch, fp8check.audit.engine
+import torch, fp8check.checkpoints.audit
 print(json.dumps({"rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 

@@ -95,7 +95,7 @@ def _audit(out: Path, n: int, empty_s: float | None) -> None:
     from safetensors.torch import save_file
 
     from fp8check import report
-    from fp8check.audit import AuditOptions, audit
+    from fp8check.checkpoints import AuditOptions, audit
 
     g = torch.Generator().manual_seed(0)
     tensors = {}
@@ -108,10 +108,10 @@ def _audit(out: Path, n: int, empty_s: float | None) -> None:
     ckpt.mkdir(exist_ok=True)
     save_file(tensors, str(ckpt / "model.safetensors"))
     doc = audit([str(ckpt)], AuditOptions())
-    from fp8check.audit.render import write_json
+    from fp8check.outputs import json_ready, write_json
 
     path = out / "audit.json"
-    write_json(doc, str(path))
+    write_json(path, json_ready(doc))
     start = time.perf_counter()
     json.loads(path.read_text())
     load_s = time.perf_counter() - start

@@ -57,12 +57,14 @@ def build_parser() -> ArgumentParser:
 # "-inf" and "-nan" are values (fp8check explain -inf ...), never options;
 # argparse would take them for unknown options, so they get a leading space.
 _SIGNED_SPECIALS = {"-inf", "-infinity", "-nan"}
+# and so are negative numbers in any notation (-1e-3, -0x1p-9, -.5): argparse only knows -1 and -1.5
+_NEGATIVE_NUMBER = __import__("re").compile(r"^-(\d|\.\d|0x)[\w.+-]*$")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
-    argv = [f" {a}" if a.lower() in _SIGNED_SPECIALS else a for a in argv]
+    argv = [f" {a}" if a.lower() in _SIGNED_SPECIALS or _NEGATIVE_NUMBER.match(a) else a for a in argv]
     args = parser.parse_args(argv)
     if getattr(args, "run", None) is None:
         parser.print_help(sys.stderr)

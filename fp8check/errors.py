@@ -53,3 +53,32 @@ class KernelCallError(KernelError, RuntimeError):
 
 class KernelOutputError(KernelError, TypeError):
     """The kernel returned something that is not codes of the right shape."""
+
+
+class CheckpointError(FP8CheckError):
+    """A checkpoint file or directory that cannot be read safely.
+
+    A multi-file audit catches it per file, reports the file as unreadable
+    and goes on with the rest.
+    """
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = path
+        self.reason = message
+
+
+class UnsafeCheckpointError(CheckpointError):
+    """A pickle that asks for a global fp8check does not read.
+
+    ``globals`` names every such global found (``module.name``); nothing of
+    the file was executed.
+    """
+
+    def __init__(self, path: str, message: str, globals_: tuple[str, ...] = ()) -> None:
+        super().__init__(path, message)
+        self.globals = globals_
+
+
+class MissingDependencyError(FP8CheckError):
+    """A library the command needs (torch, a recent safetensors) is missing."""

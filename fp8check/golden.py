@@ -28,7 +28,7 @@ import numpy as np
 from fp8check import formats, profiles
 from fp8check.codes import bit_fields, code_class
 from fp8check.formats import Format
-from fp8check.reference import decode_table, encode, spec
+from fp8check.reference import encode, spec
 from fp8check.reference.edges import EDGE_SOURCES, edge_cases
 
 __all__ = ["generate", "verify", "render", "default_directory", "ENCODE_FORMATS", "MANIFEST",

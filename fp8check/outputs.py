@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import stat
+import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import IO, Any, Iterable, Iterator
 
 from fp8check.errors import InvalidValueError
 
-__all__ = ["check_writable", "atomic_path", "write_json", "write_text"]
+__all__ = ["check_writable", "atomic_path", "write_json", "write_text", "JsonStream", "json_ready"]
 
 
 def check_writable(path: str | os.PathLike[str] | None, option: str) -> None:
@@ -29,7 +31,7 @@ def check_writable(path: str | os.PathLike[str] | None, option: str) -> None:
     must be a regular file (never a directory, FIFO or device). Nothing is
     created.
     """
-    if path is None:
+    if path is None or str(path) == "-":  # "-" is stdout
         return
     p = Path(path)
     parent = p.parent if str(p.parent) else Path(".")
@@ -82,10 +84,69 @@ def write_text(path: str | os.PathLike[str], text: str, option: str) -> int:
     return len(data)
 
 
+class JsonStream:
+    """A JSON array written element by element by :func:`write_json`.
+
+    ``items`` is iterated once, while the file is written; each item is
+    dumped on its own line, compactly, and dropped. A report of any number
+    of tensors is written without holding its text, or its rows, in memory.
+    """
+
+    def __init__(self, items: Iterable[Any]) -> None:
+        self.items = items
+
+
+def json_ready(obj: Any) -> Any:
+    """``obj`` with non-finite floats as the strings "nan", "inf", "-inf" and tuples as lists: strict JSON."""
+    if isinstance(obj, float):
+        if math.isfinite(obj):
+            return obj
+        return "nan" if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+    if isinstance(obj, dict):
+        return {str(k): json_ready(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_ready(v) for v in obj]
+    return obj
+
+
+def _dump(f: IO[str], data: Any) -> None:
+    if not (isinstance(data, dict) and any(isinstance(v, JsonStream) for v in data.values())):
+        f.write(json.dumps(data, indent=1, allow_nan=False) + "\n")
+        return
+    f.write("{")
+    for i, (key, value) in enumerate(data.items()):
+        f.write(("\n " if i == 0 else ",\n ") + json.dumps(str(key)) + ": ")
+        if isinstance(value, JsonStream):
+            f.write("[")
+            for j, item in enumerate(value.items):
+                try:
+                    text = json.dumps(item, separators=(",", ":"), allow_nan=False)
+                except ValueError:  # a NaN or Inf float: as the strings "nan", "inf", "-inf"
+                    text = json.dumps(json_ready(item), separators=(",", ":"), allow_nan=False)
+                f.write(("\n  " if j == 0 else ",\n  ") + text)
+            f.write("\n ]")
+        else:
+            f.write(json.dumps(value, indent=1, allow_nan=False).replace("\n", "\n "))
+    f.write("\n}\n")
+
+
 def write_json(path: str | os.PathLike[str], data: Any, option: str = "--json") -> int:
-    """Write ``data`` as indented JSON (strict: no NaN/Inf literals) to ``path`` atomically."""
+    """Write ``data`` as indented JSON (strict: no NaN/Inf literals) to ``path`` atomically; ``-`` is stdout.
+
+    A top-level value that is a :class:`JsonStream` is written element by
+    element (one compact line each). Returns the number of bytes written.
+    """
     try:
-        text = json.dumps(data, indent=1, allow_nan=False) + "\n"
+        if str(path) == "-":
+            _dump(sys.stdout, data)
+            sys.stdout.flush()
+            return 0
+        with atomic_path(path, option) as tmp:
+            with open(tmp, "w", encoding="utf-8") as f:
+                _dump(f, data)
+            size = tmp.stat().st_size
+        return size
+    except InvalidValueError:
+        raise
     except ValueError as exc:  # a NaN or Inf float reached the results: a bug, said in one line
         raise InvalidValueError(f"{option} {path}: cannot write: {exc}") from None
-    return write_text(path, text, option)

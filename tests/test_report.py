@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from fp8check import cli, formats, inputs, reference
+from fp8check.terminal import format_bytes
 from fp8check.errors import InvalidValueError
 from fp8check.report import Source, comparison_report, divergence_report, graphics, load_source
 from fp8check.results import MAP16_ORDER, CheckResult, Divergence, InputMap16
@@ -227,7 +228,7 @@ def test_a_report_of_every_divergence_stays_small(triton_f16, tmp_path, capsys):
     size = out.stat().st_size
     assert sum(doc["categories"].values()) > 10_000 and len(doc["divergences"]) > 10_000
     assert size < 400_000, size
-    assert f"({size / 1024:,.0f} KB)" in capsys.readouterr().out
+    assert f"({format_bytes(size)})" in capsys.readouterr().out
 
 
 def test_float32_checks_plot_their_listed_reproducers(tmp_path):

@@ -41,28 +41,55 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fp8check.audit.engine import AuditOptions, audit
-    from fp8check.audit.render import RichProgress, plain, print_report, write_json
+    from fp8check.checkpoints.audit import AuditOptions, audit
+    from fp8check.errors import InvalidValueError
+    from fp8check.outputs import check_writable, write_json
+    from fp8check.terminal.checkpoints import RichProgress, plain, print_report
 
+    check_writable(args.json, "--json")  # before any work: a typo must not cost a long audit
+    check_writable(args.html, "--html")
     targets = tuple(t for raw in args.target for t in raw.split(",") if t.strip())
     if args.jobs is not None and args.jobs < 1:
-        from fp8check.errors import InvalidValueError
-
         raise InvalidValueError(f"--jobs must be at least 1, got {args.jobs}")
+    if args.max_rows < 0:
+        raise InvalidValueError(f"--max-rows must be at least 0, got {args.max_rows}")
     options = AuditOptions(targets=targets, dequant_dtype=args.dequant_dtype, bytes_format=args.bytes_format,
                            jobs=args.jobs, parallel=args.parallel, fail_on=args.fail_on)
     progress = RichProgress(enabled=False if args.quiet else None)
-    report = audit(args.paths, options, progress)
-    for f in report["files"]:
-        if f.get("status") == "error":
-            print(f"fp8check: error: {plain(f['path'])}: {plain(f.get('error', ''))}", file=sys.stderr)
-    if args.json:
-        write_json(report, args.json)
-    if args.html:
-        from fp8check.report import audit_report, source_from_audit, write_html
+    result = audit(args.paths, options, progress)
+    try:
+        for f in result.files:
+            if f.status == "error":
+                print(f"fp8check: error: {plain(f.path)}: {plain(f.error or '')}", file=sys.stderr)
+        for ck in result.checkpoints:
+            for problem in ck.config_problems:
+                print(f"fp8check: error: {plain(problem)}", file=sys.stderr)
+        if args.json:
+            write_json(args.json, result.json_data(), "--json")
+        if args.html:
+            from fp8check.report import audit_report, source_from_audit, write_html
 
-        name = " ".join(str(p) for p in args.paths)
-        write_html(args.html, audit_report([source_from_audit(name, report)]))
-    if not args.quiet and args.json != "-":
-        print_report(report, show_all=args.all, max_rows=args.max_rows, verbose=args.verbose)
-    return int(report["summary"]["exit_code"])
+            name = " ".join(str(p) for p in args.paths)
+            write_html(args.html, audit_report([source_from_audit(name, _bounded_document(result))]))
+        if not args.quiet and args.json != "-":
+            print_report(result, show_all=args.all, max_rows=args.max_rows, verbose=args.verbose)
+        return int(result.exit_code)
+    finally:
+        result.close()
+
+
+def _bounded_document(result: object, rows: int = 2000) -> dict:
+    """The audit's JSON document for the HTML report with at most ``rows`` tensors (the worst first,
+    as the report lists them): a checkpoint of any number of tensors renders in bounded memory."""
+    import heapq
+
+    from fp8check.outputs import json_ready
+
+    rank = {"error": 0, "warning": 1, "info": 2}
+    doc = json_ready(result._head())  # type: ignore[attr-defined]
+    keyed = ((rank.get(t.severity or "", 3), t.role != "fp8", t.name, i, t)
+             for i, t in enumerate(result.tensors))  # type: ignore[attr-defined]
+    kept = heapq.nsmallest(rows, keyed, key=lambda k: k[:4])
+    doc["tensors"] = [json_ready(k[4].to_dict()) for k in kept]
+    doc["tensors_omitted"] = len(result.tensors) - len(kept)  # type: ignore[attr-defined]
+    return doc

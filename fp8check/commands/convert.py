@@ -32,21 +32,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.table import Table
 
-    from fp8check.audit.convert import ConvertOptions, convert
-    from fp8check.audit.render import RichProgress, clean, plain, write_json
+    from fp8check.terminal import console as terminal_console
 
+    from fp8check.checkpoints.convert import ConvertOptions, convert
+    from fp8check.checkpoints.convert import check_destination
+    from fp8check.outputs import check_writable, json_ready, write_json
+    from fp8check.terminal.checkpoints import RichProgress, clean, plain
+
+    check_writable(args.json, "--json")  # before any work
+    check_destination(args.dst, force=args.force)
     options = ConvertOptions(to=args.to, activation_scales=args.activation_scales, force=args.force, jobs=args.jobs)
     report = convert(args.src, args.dst, options, RichProgress(enabled=False if args.quiet else None))
     for p in report["problems"]:
         print(f"fp8check: error: {plain(p['path'])}: {plain(p['error'])}", file=sys.stderr)
     if args.json:
-        write_json(report, args.json)
+        write_json(args.json, json_ready(report))
     s = report["summary"]
     if not args.quiet and not report["problems"]:
-        console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+        console = terminal_console()
         changed = [t for t in report["tensors"] if t["action"] != "copied" or not t["exact"]]
         if changed:
             table = Table(title="converted tensors", title_justify="left", header_style="bold")
@@ -59,10 +64,12 @@ def run(args: argparse.Namespace) -> int:
             console.print(table)
             if len(changed) > 60:
                 console.print(f"  … {len(changed) - 60} more (see --json)")
-        console.print(f"{s['converted']} converted, {s['scaled']} scales rescaled, {s['copied']} copied; "
+        console.print(f"{s['converted']} converted, {s['scaled']} {'scale' if s['scaled'] == 1 else 'scales'} rescaled, "
+                      f"{s['copied']} copied; "
                       f"{clean(args.dst)} verified: "
                       + ("[bold green]every dequantized value equals the source[/]" if not s["not_exact"]
-                         else f"[bold red]{s['not_exact']} tensors not exact[/]"))
+                         else f"[bold red]{s['not_exact']} {'tensor' if s['not_exact'] == 1 else 'tensors'} "
+                              "not exact[/]"))
     for t in report["tensors"]:
         if not t["exact"]:
             print(f"fp8check: not exact: {plain(t['name'])}: {plain(t['reason'])}", file=sys.stderr)

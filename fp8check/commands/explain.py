@@ -3,7 +3,7 @@
 The calculator an FP8 kernel author keeps open: the input's exact value and
 bit pattern, then per named profile the code it becomes, the code's bit
 fields (sign | exponent | mantissa), its value, the neighbouring values of
-the format, and what happened (exact, rounded up at a tie, overflow to NaN,
+the format, and what happened (exact, rounded away from zero at a tie, overflow to NaN,
 saturated, ...).
 
 VALUE is a decimal (``465``, ``-1e-3``), ``inf``, ``nan`` (either with a
@@ -163,7 +163,9 @@ def outcome(source: str, bits: int, code: int, fmt, profile) -> str:
         return prefix + ("flushed to zero" if p.subnormals == "flush" else "underflow → 0")
     if p.subnormals == "flush" and magnitude_out < arriving and below and below < Fraction(fmt.smallest_normal):
         return prefix + "flushed to zero"
-    direction = "rounded up" if magnitude_out > arriving else "rounded down"
+    # magnitudes: -0.001 -> -0.00195 went away from zero, which "up" would misname for a negative value
+    direction = ("rounded to a larger magnitude (away from zero)" if magnitude_out > arriving
+                 else "rounded to a smaller magnitude (toward zero)")
     if tie and p.rounding in ("rne", "rna"):
         direction += {"rne": " (tie: to even)", "rna": " (tie: away)"}[p.rounding]
     return prefix + direction

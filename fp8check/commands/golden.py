@@ -25,6 +25,15 @@ def run(args: argparse.Namespace) -> int:
 
     root = args.dir if args.dir is not None else golden.default_directory()
     if args.action == "generate":
+        from fp8check.outputs import check_writable
+
+        # before any work: the nearest existing directory of --dir must take new files
+        existing = root
+        while not existing.exists() and existing.parent != existing:
+            existing = existing.parent
+        if not existing.is_dir():
+            raise InvalidValueError(f"--dir {root}: cannot write: {existing} is not a directory")
+        check_writable(existing / golden.MANIFEST, "--dir")
         try:
             written = golden.generate(root)
         except OSError as exc:

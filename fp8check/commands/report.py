@@ -37,10 +37,14 @@ def run(args: argparse.Namespace) -> int:
     from fp8check.cli import EXIT_OK
     from fp8check.errors import InvalidValueError
     from fp8check.report import report_from_files, write_html
+    from fp8check.terminal import format_bytes
 
+    from fp8check.outputs import check_writable
+
+    check_writable(args.output, "-o")  # before any work
     if args.max_rows is not None and args.max_rows < 0:
         raise InvalidValueError(f"--max-rows {args.max_rows}: must be >= 0")
     html = report_from_files(args.inputs, compare=args.compare, title=args.title, max_rows=args.max_rows)
     size = write_html(args.output, html, what="-o")
-    print(f"fp8check: wrote {args.output} ({size / 1024:,.0f} KB)")
+    print(f"fp8check: wrote {args.output} ({format_bytes(size)})")
     return EXIT_OK

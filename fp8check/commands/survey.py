@@ -92,6 +92,9 @@ def run(args: argparse.Namespace) -> int:
     from fp8check.errors import InvalidValueError
     from fp8check.results import CAST_CATEGORIES, dump_results, environment
 
+    from fp8check.outputs import check_writable
+
+    check_writable(args.json, "--json")  # before any work
     out = console()
     names = args.kernel or list(adapters.builtin_names())
     chosen, missing = [], []

@@ -22,9 +22,10 @@ __all__ = ["audit_context", "code_order"]
 
 SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2, None: 3, "": 3}
 VERDICT = {  # portability verdict -> (status class, words)
-    "as_is": ("pass", "runs as is"),
-    "after_conversion": ("known", "runs after conversion"),
+    "runs_as_is": ("pass", "runs as is"),
+    "runs_after_conversion": ("known", "runs after conversion"),
     "cannot_run": ("fail", "cannot run"),
+    "unknown": ("fail", "unknown: not everything was read"),
 }
 DEFAULT_MAX_DETAILS = 100
 
@@ -148,15 +149,24 @@ def _detail(row: dict[str, Any]) -> dict[str, Any]:
                 scale_stats=scale_stats, conversions=t.get("conversions") or {})
 
 
-def _verdict(summary: dict[str, Any]) -> dict[str, str]:
+def _n(count: int, word: str) -> str:
+    return f"{count:,} {word if count == 1 else word + 's'}"
+
+
+def _verdict(summary: dict[str, Any], portability: Sequence[dict[str, Any]] = ()) -> dict[str, str]:
     errors, warnings, infos = (int(summary.get(k, 0) or 0) for k in ("errors", "warnings", "infos"))
     unreadable = int(summary.get("unreadable_files", 0) or 0)
-    parts = [f"{errors} errors", f"{warnings} warnings", f"{infos} infos"]
-    where = (f" in {summary.get('fp8_tensors', 0)} FP8 tensors ({summary.get('tensors', 0)} tensors, "
-             f"{summary.get('files', 0)} files)")
+    parts = [_n(errors, "error"), _n(warnings, "warning"), _n(infos, "info")]
+    where = (f" in {summary.get('fp8_tensors', 0)} FP8 tensors ({_n(int(summary.get('tensors', 0) or 0), 'tensor')}, "
+             f"{_n(int(summary.get('files', 0) or 0), 'file')})")
     text = ", ".join(parts) + where
+    unknown = [str(u) for u in summary.get("unknown") or []] if isinstance(summary.get("unknown"), list) else []
+    if not unknown and any(p.get("verdict") == "unknown" for p in portability):
+        unknown = ["not everything was read"]
     if unreadable:
-        text += f"; {unreadable} files could not be read safely"
+        text += f"; {_n(unreadable, 'file')} could not be read safely"
+    if unknown:  # no verdict: said first, whatever else was found
+        return {"status": "fail", "headline": "VERDICT UNKNOWN", "text": "; ".join(unknown) + ". " + text}
     if unreadable or errors:
         head = "UNREADABLE FILES" if unreadable and not errors else "ERRORS"
         return {"status": "fail", "headline": head, "text": text}
@@ -190,12 +200,13 @@ def audit_context(sources: Sequence[Source], *, title: str | None = None, max_ro
                   max_details: int = DEFAULT_MAX_DETAILS) -> dict[str, Any]:
     audits = []
     rows: list[dict[str, Any]] = []
+    omitted = 0
     for s in sources:
         doc = s.data
         summary = doc.get("summary") or {}
         audits.append({
             "name": s.name, "short": s.short, "paths": [str(p) for p in doc.get("paths") or []],
-            "summary": summary, "verdict": _verdict(summary), "portability": _portability(doc),
+            "summary": summary, "verdict": _verdict(summary, _portability(doc)), "portability": _portability(doc),
             "findings": _findings_table(doc), "files": [f for f in doc.get("files") or [] if isinstance(f, dict)],
             "checkpoints": [c for c in doc.get("checkpoints") or [] if isinstance(c, dict)],
             "options": doc.get("options") or {}, "thresholds": doc.get("thresholds") or {},
@@ -204,6 +215,8 @@ def audit_context(sources: Sequence[Source], *, title: str | None = None, max_ro
         for t in doc.get("tensors") or []:
             if isinstance(t, dict):
                 rows.append(_tensor_row(t, s, len(rows)))
+        if isinstance(doc.get("tensors_omitted"), int) and doc["tensors_omitted"] > 0:
+            omitted += doc["tensors_omitted"]
     rows.sort(key=lambda r: (r["rank"], r["role"] != "fp8", r["name"]))
     fp8 = [r for r in rows if r["role"] == "fp8" and isinstance(r["stats"].get("histogram"), list)]
     detailed = fp8[:max_details] if max_details >= 0 else fp8
@@ -223,7 +236,7 @@ def audit_context(sources: Sequence[Source], *, title: str | None = None, max_ro
         "audits": audits,
         "multi_source": len(audits) > 1,
         "rows": shown,
-        "total_rows": len(rows),
+        "total_rows": len(rows) + omitted,
         "details": [_detail(r) for r in detailed],
         "fp8_count": len(fp8),
         "roles": sorted({r["role"] for r in rows if r["role"]}),

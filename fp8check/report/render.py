@@ -14,7 +14,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from fp8check.errors import InvalidValueError
 
 __all__ = ["environment", "render", "write_html"]
 
@@ -91,17 +90,15 @@ def _signed(value: Any) -> str:
 
 
 def _bytes(value: Any) -> str:
+    from fp8check.terminal import format_bytes
+
     if _missing(value):
         return ""
     try:
         v = float(value)
     except (TypeError, ValueError):
         return ""
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(v) < 1024 or unit == "TB":
-            return f"{v:,.0f} {unit}" if unit == "B" else f"{v:,.1f} {unit}"
-        v /= 1024
-    return str(value)
+    return format_bytes(v)
 
 
 def _pct(value: Any, digits: int = 2) -> str:
@@ -128,10 +125,7 @@ def render(template: str, context: dict[str, Any]) -> str:
 
 
 def write_html(path: str | Path, html: str, what: str = "--html") -> int:
-    """Write the page; return its size in bytes. An unwritable path is an InvalidValueError."""
-    data = html.encode("utf-8")
-    try:
-        Path(path).write_bytes(data)
-    except OSError as exc:
-        raise InvalidValueError(f"{what} {path}: cannot write: {exc.strerror or exc}") from None
-    return len(data)
+    """Write the page atomically; return its size in bytes. An unwritable path is an InvalidValueError."""
+    from fp8check.outputs import write_text
+
+    return write_text(path, html, what)

@@ -564,7 +564,10 @@ def comparison_context(a: Source, b: Source, *, title: str | None = None, cap: i
         })
     rows.sort(key=lambda r: (CHANGE_RANK[r["change"]], r["kernel"], r["format"], r["input_dtype"]))
     tally = {k: sum(r["change"] == k for r in rows) for k in CHANGE_TEXT}
-    if tally["newly_fails"]:
+    if rows and tally["only_a"] + tally["only_b"] == len(rows):
+        # no check is in both runs: nothing was compared, so nothing can be said about regressions
+        verdict = {"status": "fail", "headline": "NOTHING IN COMMON"}
+    elif tally["newly_fails"]:
         verdict = {"status": "fail", "headline": "REGRESSED"}
     elif tally["changed"]:
         verdict = {"status": "known", "headline": "CHANGED"}

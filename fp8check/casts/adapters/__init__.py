@@ -30,7 +30,7 @@ observed profile and says so in ``unpinned``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np

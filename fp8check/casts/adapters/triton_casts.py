@@ -15,7 +15,6 @@ conversion, so the fnuz formats are reported unsupported there.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from typing import Any
 

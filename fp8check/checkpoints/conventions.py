@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fp8check import formats
-from fp8check.audit import dtypes
+from fp8check.checkpoints import dtypes
 from fp8check.formats import Format
 
 ROLE_FP8 = "fp8"
@@ -200,6 +200,8 @@ class Pairing:
     scaled: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)  # scale -> data
     ambiguous: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # data -> other candidates
     byte_format_source: dict[tuple[str, str], str] = field(default_factory=dict)
+    # FP8 data without a scale -> scale-like names of the same module that pair with nothing
+    unpaired: dict[tuple[str, str], list[str]] = field(default_factory=dict)
 
 
 def pair(entries_by_file: dict[str, dict[str, Any]], *, config: QuantConfig, bytes_format: Format | None,
@@ -234,8 +236,9 @@ def pair(entries_by_file: dict[str, dict[str, Any]], *, config: QuantConfig, byt
                 continue
             if scale_role_by_name(name) is not None and dtypes.fp8_format_of(e.dtype) is None:
                 continue  # a scale is not data (an FP8-typed "scale" may still be NVFP4's block scale)
-            found = [loc for c in scale_candidates(name) if (loc := locate(c, f)) is not None]
-            found = [loc for loc in found if loc != (f, name)]
+            hinted = [e.scale_hint] if getattr(e, "scale_hint", None) else []
+            found = [loc for c in hinted + scale_candidates(name) if (loc := locate(c, f)) is not None]
+            found = [loc for loc in dict.fromkeys(found) if loc != (f, name)]
             if found:
                 p.scale_of[(f, name)] = found[0]
                 if len(found) > 1:
@@ -257,6 +260,8 @@ def pair(entries_by_file: dict[str, dict[str, Any]], *, config: QuantConfig, byt
             elif fmt is not None:
                 p.roles[key] = ROLE_FP8
                 p.formats[key] = fmt
+            elif e.dtype in dtypes.BYTE_DTYPES and getattr(e, "packed", ""):
+                p.roles[key] = ROLE_PACKED
             elif e.dtype in dtypes.BYTE_DTYPES and key in p.scale_of:
                 if bytes_format is not None:
                     p.roles[key] = ROLE_FP8
@@ -274,4 +279,19 @@ def pair(entries_by_file: dict[str, dict[str, Any]], *, config: QuantConfig, byt
                 p.roles[key] = ROLE_SCALE
             else:
                 p.roles[key] = ROLE_OTHER
+    # Pass 3: FP8 data left without a scale, next to a scale-like tensor of
+    # the same module that pairs with nothing (``N.scale`` beside ``N.weight``).
+    for f, entries in entries_by_file.items():
+        by_module: dict[str, list[str]] = {}
+        for name in entries:
+            if p.roles.get((f, name)) == ROLE_SCALE and (f, name) not in p.scaled:
+                by_module.setdefault(name.rpartition(".")[0], []).append(name)
+        if not by_module:
+            continue
+        for name in entries:
+            key = (f, name)
+            if p.roles.get(key) == ROLE_FP8 and key not in p.scale_of:
+                near = by_module.get(name.rpartition(".")[0])
+                if near:
+                    p.unpaired[key] = list(near)
     return p

@@ -55,7 +55,7 @@ def data_dims(shape: tuple[int, ...]) -> tuple[tuple[int, ...], int, int]:
 
 
 def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
+    return -(-a // max(b, 1))
 
 
 def _sizes(n: int, count: int, preferred: tuple[int, ...]) -> int | None:
@@ -81,7 +81,7 @@ def match(data_shape: tuple[int, ...], scale_shape: tuple[int, ...], *, e8m0: bo
     nb = math.prod(batch) if batch else 1
     n_scale = math.prod(scale_shape) if scale_shape else 1
     if n_scale == 1:
-        return Granularity(TENSORWISE, o, i, 1)
+        return Granularity(TENSORWISE, max(o, 1), max(i, 1), 1)
     s = list(scale_shape)
     layout = ""
     batches = 1
@@ -97,7 +97,7 @@ def match(data_shape: tuple[int, ...], scale_shape: tuple[int, ...], *, e8m0: bo
     while len(s) > 2 and s[0] == 1:
         s = s[1:]
     if s in ([], [1], [1, 1]):
-        return Granularity(TENSORWISE, o, i, batches, layout)
+        return Granularity(TENSORWISE, max(o, 1), max(i, 1), batches, layout)
     if s in ([o], [o, 1]) and o > 1:
         return Granularity(ROWWISE, 1, i, batches, layout)
     if s == [1, i] or (s == [i] and i != o):
@@ -145,6 +145,8 @@ def expected_shapes(data_shape: tuple[int, ...]) -> str:
 def normalise(scale: np.ndarray, g: Granularity, data_shape: tuple[int, ...]) -> np.ndarray:
     """The scale as 3-D ``[batches, ceil(out/block_rows), ceil(in/block_cols)]``."""
     _, o, i = data_dims(data_shape)
+    if g.name == TENSORWISE and np.size(scale) == g.batches:
+        return np.ascontiguousarray(scale).reshape(g.batches, 1, 1)
     return np.ascontiguousarray(scale).reshape(g.batches, _cdiv(o, g.block_rows), _cdiv(i, g.block_cols))
 
 
@@ -154,8 +156,9 @@ def expand_rows(scale3: np.ndarray, g: Granularity, data_shape: tuple[int, ...],
     when one scale covers each whole row."""
     _, o, i = data_dims(data_shape)
     rows = np.arange(r0, r1)
+    o = max(o, 1)
     b = rows // o if g.batches > 1 else np.zeros_like(rows)
-    per_row = scale3[b, (rows % o) // g.block_rows, :]  # [n, ceil(in / block_cols)]
+    per_row = scale3[b, np.minimum((rows % o) // g.block_rows, scale3.shape[1] - 1), :]  # [n, ceil(in / block_cols)]
     if per_row.shape[1] == 1:
         return per_row
     return np.repeat(per_row, g.block_cols, axis=1)[:, :i]

@@ -82,6 +82,10 @@ CODES: dict[str, FindingCode] = {c.code: c for c in (
     FindingCode("SCALE_MISSING", ERROR, "FP8 tensor without a scale",
                 "no scale found under any known name; error when the checkpoint declares a quantization config "
                 "or other FP8 tensors have scales, warning otherwise; count = 1"),
+    FindingCode("SCALE_UNPAIRED", WARNING, "a scale that pairs with nothing",
+                "an FP8 tensor has no scale under any known name, but a scale-like tensor sits next to it (same "
+                "module prefix, e.g. N.scale beside N.weight) that no known convention pairs with it; reported "
+                "instead of SCALE_MISSING, naming the scale; count = such scales"),
     FindingCode("SCALE_DTYPE", ERROR, "scale stored in an unusable dtype",
                 "the scale's dtype is none of float32/bfloat16/float16/float64/e8m0/uint8(e8m0)/e4m3fn; count = 1"),
     FindingCode("SCALE_AMBIGUOUS", WARNING, "more than one scale candidate",

@@ -10,8 +10,8 @@ import zipfile
 import pytest
 import torch
 
-from audit_builders import codes, fp8, save_pt, save_st, write_json
-from fp8check.audit import pickle_scan
+from checkpoint_builders import codes, fp8, save_pt, save_st, write_json
+from fp8check.checkpoints import pickles
 from fp8check.cli import main
 
 
@@ -81,9 +81,9 @@ def test_malicious_pickle_is_refused_naming_the_global(tmp_path, capsys, kind):
 
 
 @pytest.mark.parametrize("kind", ["zip", "legacy"])
-def test_torch_weights_only_is_the_second_lock(tmp_path, capsys, monkeypatch, kind):
-    # with the static scan switched off, torch's weights-only unpickler still refuses
-    monkeypatch.setattr(pickle_scan, "torch_default_safe_globals", lambda: None)
+def test_the_restricted_unpickler_is_the_second_lock(tmp_path, capsys, monkeypatch, kind):
+    # with the static scan switched off, the restricted unpickler still refuses, naming the global
+    monkeypatch.setattr(pickles, "recognised_globals", lambda found: ())
     marker = tmp_path / "pwned"
     path = _malicious_files(tmp_path, marker)[kind]
     rc, _, err = cli(capsys, path)
@@ -91,15 +91,18 @@ def test_torch_weights_only_is_the_second_lock(tmp_path, capsys, monkeypatch, ki
     assert "posix.system" in err and len(err.strip().splitlines()) == 1
 
 
-def test_torchao_tensor_subclass_is_refused_even_when_torchao_allow_lists_it(tmp_path, capsys):
+def test_torchao_classes_outside_what_is_read_are_refused(tmp_path, capsys):
+    # importing torchao allow-lists its classes for torch.load; fp8check reads only the FP8/MX ones it knows
     torchao = pytest.importorskip("torchao.quantization")
     t = torchao.Float8Tensor.from_hp(torch.randn(16, 32))
     path = save_pt(tmp_path / "ao.pt", {"l.weight": t})
-    # importing torchao registered its classes as safe for this process:
     assert torch.serialization.get_unsafe_globals_in_checkpoint(path) == []
-    rc, _, err = cli(capsys, path)
+    pkl_name = "ao/data.pkl"
+    edited = _rezip(path, tmp_path / "ao_int4.pt", lambda name, d: d.replace(
+        b"torchao.quantization\nFloat8Tensor", b"torchao.quantization\nInt4Tensor__") if name == pkl_name else d)
+    rc, _, err = cli(capsys, edited)
     assert rc == 2
-    assert "torchao.quantization.Float8Tensor" in err and "tensor subclass" in err
+    assert "torchao.quantization.Int4Tensor__" in err and "does not read" in err and "nothing was executed" in err
 
 
 def test_torchscript_archive_is_refused(tmp_path, capsys):
@@ -280,15 +283,15 @@ def test_names_are_printed_as_text_and_kept_raw_in_json(tmp_path, capsys, monkey
     assert report["files"][0]["metadata"]["note"] == "[link=file:///etc]x[/link]\x1b[31m"
 
 
-def test_the_storage_scanner_imports_and_calls_nothing(tmp_path):
-    # the record-size check runs the pickle with every global replaced by a stub
+def test_the_restricted_unpickler_imports_and_calls_nothing(tmp_path):
     marker = tmp_path / "pwned"
     data = pickle.dumps({"x": Payload(f"touch {marker}"), "y": [1, 2]}, protocol=2)
-    assert pickle_scan.declared_storages(data) == []
+    with pytest.raises(pickles.UnsafeGlobal, match="posix.system"):
+        pickles.unpickle(data)
     assert not marker.exists()
     pt = save_pt(tmp_path / "ok.pt", {"a": torch.zeros(3, dtype=torch.float8_e4m3fn), "b": torch.ones(2, 5)})
     with zipfile.ZipFile(pt) as zf:
         pkl = zf.read([n for n in zf.namelist() if n.endswith("data.pkl")][0])
-    found = sorted(pickle_scan.declared_storages(pkl), key=lambda s: s[1])
-    assert [(k, n) for _, k, n in found] == [("0", 3), ("1", 10)]
-    assert [pickle_scan.storage_itemsize(kind) for kind, _, _ in found] == [1, 4]
+    obj, storages = pickles.unpickle(pkl)
+    assert {k: (v.dtype, v.numel) for k, v in storages.items()} == {"0": ("uint8", 3), "1": ("float32", 10)}
+    assert (obj["a"].dtype, obj["a"].shape, obj["b"].dtype, obj["b"].shape) == ("float8_e4m3fn", (3,), "float32", (2, 5))

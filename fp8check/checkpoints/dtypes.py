@@ -4,7 +4,7 @@ A tensor's dtype is named like torch names it without the ``torch.`` prefix
 (``float8_e4m3fn``, ``bfloat16``, ``uint8``); safetensors codes (``F8_E4M3``)
 map onto those names. Only the dtype a file states decides whether a tensor
 holds FP8: a one-byte integer tensor is never taken for FP8 from its element
-size alone (see :mod:`fp8check.audit.naming`).
+size alone (see :mod:`fp8check.checkpoints.conventions`).
 """
 
 from __future__ import annotations

@@ -8,8 +8,6 @@ markup is escaped (``rich.markup.escape``) before printing.
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import sys
 import unicodedata
@@ -17,12 +15,17 @@ from typing import Any, TextIO
 
 from rich.markup import escape
 
-from fp8check.audit.engine import ProgressSink
+from fp8check.checkpoints.audit import ProgressSink
+from fp8check.checkpoints.audit_result import AuditResult, TensorResult
+from fp8check.checkpoints.findings import CODES as FINDING_CODES
+from fp8check.terminal import console as terminal_console
+from fp8check.terminal import format_bytes
 
 _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
-_VERDICT_STYLE = {"runs_as_is": "bold green", "runs_after_conversion": "bold yellow", "cannot_run": "bold red"}
+_VERDICT_STYLE = {"runs_as_is": "bold green", "runs_after_conversion": "bold yellow", "cannot_run": "bold red",
+                  "unknown": "bold magenta"}
 _VERDICT_TEXT = {"runs_as_is": "runs as is", "runs_after_conversion": "runs after conversion",
-                 "cannot_run": "cannot run"}
+                 "cannot_run": "cannot run", "unknown": "unknown (not everything was read)"}
 
 
 def clean(text: object, limit: int = 200) -> str:
@@ -60,92 +63,96 @@ def _pct(x: float | None) -> str:
     return f"{x:.2%}" if x >= 1e-4 else f"{x:.1e}"
 
 
-def _size(n: float) -> str:
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
-        n /= 1000
-    return f"{n:.1f} TB"
+def _n(count: int, word: str, plural: str | None = None) -> str:
+    """``1 error``, ``2 errors``."""
+    return f"{count:,} {word if count == 1 else (plural or word + 's')}"
 
 
-def print_report(report: dict[str, Any], *, file: TextIO | None = None, show_all: bool = False,
+def print_report(result: AuditResult, *, file: TextIO | None = None, show_all: bool = False,
                  max_rows: int = 50, verbose: bool = False) -> None:
-    from rich.console import Console
+    """The terminal view of an audit. Reads the tensors once, keeping only the rows it prints."""
     from rich.table import Table
 
-    stream = file or sys.stdout
-    # a pipe or a file gets wide lines: names stay whole and greppable
-    width = None if getattr(stream, "isatty", lambda: False)() else 200
-    console = Console(file=stream, highlight=False, soft_wrap=False, width=width)
-    summary = report["summary"]
+    console = terminal_console(file=file)
+    summary = result.summary
     console.print(
-        f"[bold]fp8check audit[/]: {summary['files']} files, {summary['tensors']} tensors, "
-        f"{summary['fp8_tensors']} FP8 ({_size(summary['fp8_bytes'])}), {summary['scale_tensors']} scales, "
-        f"{summary['seconds']:.2f} s"
+        f"[bold]fp8check audit[/]: {_n(summary.files, 'file')}, {_n(summary.tensors, 'tensor')}, "
+        f"{summary.fp8_tensors:,} FP8 ({format_bytes(summary.fp8_bytes)}), {_n(summary.scale_tensors, 'scale')}, "
+        f"{summary.seconds:.2f} s"
     )
-    for f in report["files"]:
-        if f.get("status") == "error":
-            console.print(f"  [bold red]unreadable[/] {clean(f['path'])}: {clean(f.get('error', ''), 300)}")
-        elif f.get("status") == "skipped" and verbose:
-            console.print(f"  [dim]skipped {clean(f['path'])}: {clean(f.get('reason', ''))}[/]")
+    if summary.unknown:  # no verdict: said first, before anything that could read as one
+        console.print("[bold magenta]verdict unknown[/]: " + clean("; ".join(summary.unknown), 600))
+    for f in result.files:
+        if f.status == "error":
+            console.print(f"  [bold red]unreadable[/] {clean(f.path)}: {clean(f.error or '', 300)}")
+        elif f.status == "skipped" and verbose:
+            console.print(f"  [dim]skipped {clean(f.path)}: {clean(f.reason or '')}[/]")
 
     shown_severities = ("error", "warning", "info") if (show_all or verbose) else ("error", "warning")
-    rows = [t for t in report["tensors"] if t["role"] == "fp8" or t["findings"]]
-    if not show_all:
-        rows = [t for t in rows if any(f["severity"] in shown_severities for f in t["findings"])]
+    rows: list[TensorResult] = []
+    n_rows = 0
+    for t in result.tensors:
+        if not (t.role == "fp8" or t.findings):
+            continue
+        if not show_all and not any(f.severity in shown_severities for f in t.findings):
+            continue
+        n_rows += 1
+        if len(rows) < max_rows:
+            rows.append(t)
     if rows:
         table = Table(title="tensors" if show_all else "tensors with findings", title_justify="left",
                       show_lines=False, header_style="bold")
         for col, kw in (("tensor", {"overflow": "fold", "max_width": 60}), ("file", {"max_width": 28}),
-                        ("format", {}), ("shape", {}), ("scale", {}), ("codes", {"justify": "right"}),
-                        ("zero", {"justify": "right"}), ("±max", {"justify": "right"}), ("findings", {})):
+                        ("format", {}), ("shape", {}), ("scale", {}), ("codes used", {"justify": "right"}),
+                        ("zero share", {"justify": "right"}), ("at ±max", {"justify": "right"}), ("findings", {})):
             table.add_column(col, **kw)
-        for t in rows[:max_rows]:
-            s = t.get("stats") or {}
-            scale = t.get("scale") or {}
-            gran = (scale.get("granularity") or {}).get("name") if scale else None
+        for t in rows:
+            s = t.stats
+            gran = t.scale.granularity.name if t.scale is not None and t.scale.granularity is not None else None
             found = ", ".join(
-                f"[{_SEVERITY_STYLE[f['severity']]}]{f['code']}[/] {f['count']}"
-                for f in t["findings"] if f["severity"] in shown_severities or show_all)
+                f"[{_SEVERITY_STYLE[f.severity]}]{f.code}[/] {f.count}"
+                for f in t.findings if f.severity in shown_severities or show_all)
             table.add_row(
-                clean(t["name"], 120), clean(os.path.basename(t["file"]), 40), clean(t.get("format") or t.get("dtype") or "-"),
-                clean(t.get("shape")), clean(gran or ("missing" if t["role"] == "fp8" else "-")),
-                f"{s.get('codes_used', '-')}", _pct(s.get("zero_share")),
-                f"{s.get('saturated', '-')}" if s else "-", found or "[green]ok[/]",
+                clean(t.name, 120), clean(os.path.basename(t.file), 40), clean(t.format or t.dtype or "-"),
+                clean(list(t.shape) if t.shape is not None else None),
+                clean(gran or ("missing" if t.role == "fp8" and t.scale is None else "-")),
+                f"{s.codes_used}" if s else "-", _pct(s.zero_share) if s else "-",
+                f"{s.saturated}" if s else "-", found or ("[magenta]not read[/]" if t.note else "[green]ok[/]"),
             )
         console.print(table)
-        if len(rows) > max_rows:
-            console.print(f"  … {len(rows) - max_rows} more (see --json; --max-rows N)")
+        if n_rows > max_rows:
+            console.print(f"  … {n_rows - max_rows} more (see --json; --max-rows N)")
 
-    by_code = summary["findings_by_code"]
+    by_code = summary.findings_by_code
     if by_code:
         table = Table(title="findings", title_justify="left", header_style="bold")
         for col in ("code", "severity", "tensors", "count", "what"):
             table.add_column(col, justify="right" if col in ("tensors", "count") else "left")
         order = sorted(by_code.items(), key=lambda kv: ({"error": 0, "warning": 1, "info": 2}[kv[1]["severity"]], kv[0]))
         for code, agg in order:
-            title = report["finding_codes"].get(code, {}).get("title", "")
+            title = FINDING_CODES[code].title if code in FINDING_CODES else ""
             table.add_row(code, f"[{_SEVERITY_STYLE[agg['severity']]}]{agg['severity']}[/]", str(agg["tensors"]),
                           str(agg["count"]), escape(title))
         console.print(table)
-    elif summary["fp8_tensors"]:
+    elif summary.fp8_tensors:
         console.print("[green]no findings[/]")
 
-    for p in report["portability"]:
-        style = _VERDICT_STYLE[p["verdict"]]
-        console.print(f"[bold]{escape(p['target'])}[/] ({escape(', '.join(p['formats']))}): "
-                      f"[{style}]{_VERDICT_TEXT[p['verdict']]}[/]")
-        reasons = p["reasons"] if verbose else p["reasons"][:6]
+    for p in result.portability:
+        style = _VERDICT_STYLE[p.verdict]
+        console.print(f"[bold]{escape(p.target)}[/] ({escape(', '.join(p.formats))}): "
+                      f"[{style}]{_VERDICT_TEXT[p.verdict]}[/]")
+        reasons = p.reasons if verbose else p.reasons[:6]
         for r in reasons:
             console.print(f"    {clean(r, 300)}")
-        if len(p["reasons"]) > len(reasons):
-            console.print(f"    … {len(p['reasons']) - len(reasons)} more")
+        if len(p.reasons) > len(reasons):
+            console.print(f"    … {len(p.reasons) - len(reasons)} more")
 
-    code = summary["exit_code"]
+    code = summary.exit_code
     style = "bold red" if code else "bold green"
     console.print(
-        f"[{style}]{summary['errors']} errors, {summary['warnings']} warnings, {summary['infos']} infos; "
-        f"{summary['unreadable_files']} unreadable files; exit {code}[/]")
+        f"[{style}]{_n(summary.errors, 'error')}, {_n(summary.warnings, 'warning')}, {_n(summary.infos, 'info')}; "
+        f"{_n(summary.unreadable_files, 'unreadable file')}"
+        + ("; verdict unknown" if summary.unknown else "") + f"; exit {code}[/]")
 
 
 class RichProgress(ProgressSink):
@@ -161,14 +168,13 @@ class RichProgress(ProgressSink):
     def start(self, total_bytes: int, total_files: int) -> None:
         if not self.enabled:
             return
-        from rich.console import Console
         from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
                                    TransferSpeedColumn)
 
         self._files = total_files
         self._progress = Progress(
             TextColumn("[bold]audit[/] {task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-            TimeRemainingColumn(), console=Console(file=sys.stderr), transient=True)
+            TimeRemainingColumn(), console=terminal_console(stderr=True), transient=True)
         self._progress.start()
         self._task = self._progress.add_task(f"files 0/{total_files}", total=max(total_bytes, 1))
 
@@ -185,27 +191,3 @@ class RichProgress(ProgressSink):
         if self._progress is not None:
             self._progress.stop()
             self._progress = None
-
-
-def json_ready(obj: Any) -> Any:
-    """The report with non-finite floats as strings ("nan", "inf", "-inf"): strict JSON."""
-    if isinstance(obj, float):
-        if math.isfinite(obj):
-            return obj
-        return "nan" if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
-    if isinstance(obj, dict):
-        return {str(k): json_ready(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [json_ready(v) for v in obj]
-    return obj
-
-
-def write_json(report: dict[str, Any], path: str) -> None:
-    text = json.dumps(json_ready(report), indent=1, allow_nan=False)
-    if path == "-":
-        sys.stdout.write(text + "\n")
-        return
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text + "\n")
-    os.replace(tmp, path)

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from fp8check import formats
-from fp8check.audit.stats import code_values
+from fp8check.checkpoints.stats import code_values
 from fp8check.errors import InvalidValueError
 from fp8check.formats import Format
 from fp8check import reference
@@ -30,7 +30,8 @@ from fp8check import reference
 RUNS_AS_IS = "runs_as_is"
 AFTER_CONVERSION = "runs_after_conversion"
 CANNOT_RUN = "cannot_run"
-VERDICT_RANK = {RUNS_AS_IS: 0, AFTER_CONVERSION: 1, CANNOT_RUN: 2}
+UNKNOWN = "unknown"  # something was not read: no verdict can be given
+VERDICT_RANK = {RUNS_AS_IS: 0, AFTER_CONVERSION: 1, CANNOT_RUN: 2, UNKNOWN: 3}
 
 COUNTERPART: dict[Format, Format] = {
     formats.E4M3FN: formats.E4M3FNUZ, formats.E4M3FNUZ: formats.E4M3FN,
@@ -180,66 +181,112 @@ class TensorPortability:
     plans: dict[str, ConversionPlan] = field(default_factory=dict)  # dst format name -> plan
 
 
-def verdict(target: Target, tensors: list[TensorPortability]) -> dict[str, Any]:
+@dataclass
+class Verdict:
+    """Whether a checkpoint runs on one target, and why."""
+
+    target: str
+    description: str
+    formats: list[str]
+    verdict: str  # runs_as_is | runs_after_conversion | cannot_run | unknown
+    reasons: list[str]
+    conversions: list[dict[str, Any]]
+    tensors: dict[str, int]  # as_is, after_conversion, cannot_run
+    blocked: list[dict[str, str]]  # name, file, why
+    complete: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"target": self.target, "description": self.description, "formats": list(self.formats),
+                "verdict": self.verdict, "reasons": list(self.reasons), "conversions": list(self.conversions),
+                "tensors": dict(self.tensors), "blocked": list(self.blocked), "complete": self.complete}
+
+
+def verdict(target: Target, tensors: list[TensorPortability]) -> Verdict:
     """Can the checkpoint run on ``target`` as is, after conversion, or not at all, and why."""
-    as_is: list[TensorPortability] = []
-    convertible: dict[tuple[str, str, float], list[TensorPortability]] = {}
-    blocked: list[tuple[TensorPortability, str]] = []
+    tally = VerdictTally(target)
     for t in tensors:
+        tally.add(t)
+    return tally.result()
+
+
+class VerdictTally:
+    """The verdict for one target, built one tensor at a time (memory bounded by the number of
+    distinct conversions and the blocked tensors listed, not by the number of tensors)."""
+
+    MAX_BLOCKED = 1000
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        self.as_is = 0
+        self.as_is_formats: set[str] = set()
+        # (src, dst, factor) -> [tensors, nan codes, tensors with nan, -0 codes, tensors with -0]
+        self.convertible: dict[tuple[str, str, float], list[int]] = {}
+        self.blocked: list[dict[str, str]] = []
+        self.n_blocked = 0
+        self.n = 0
+
+    def add(self, t: TensorPortability) -> None:
+        target = self.target
+        self.n += 1
         if t.format in target.formats:
-            as_is.append(t)
-            continue
+            self.as_is += 1
+            self.as_is_formats.add(t.format.name)
+            return
         dst = COUNTERPART.get(t.format)
         if dst is not None and dst in target.formats:
             plan = t.plans.get(dst.name)
             if plan is not None and plan.exact:
-                convertible.setdefault((t.format.name, dst.name, plan.factor), []).append(t)
-            else:
-                why = plan.reason if plan else "no conversion plan"
-                blocked.append((t, f"{t.format.name} -> {dst.name} is not exact: {why}"))
+                c = self.convertible.setdefault((t.format.name, dst.name, plan.factor), [0, 0, 0, 0, 0])
+                c[0] += 1
+                c[1] += t.nan
+                c[2] += 1 if t.nan else 0
+                c[3] += t.neg_zeros
+                c[4] += 1 if t.neg_zeros else 0
+                return
+            why = plan.reason if plan else "no conversion plan"
+            why = f"{t.format.name} -> {dst.name} is not exact: {why}"
         else:
-            blocked.append((t, f"{t.format.name} data; {target.name} runs {', '.join(f.name for f in target.formats)} "
-                               f"and re-quantizing {t.format.name} is not exact"))
-    reasons: list[str] = []
-    conversions: list[dict[str, Any]] = []
-    if not tensors:
-        reasons.append("no FP8 tensors")
-    if as_is:
-        fmts = sorted({t.format.name for t in as_is})
-        reasons.append(f"{len(as_is)} FP8 tensors ({', '.join(fmts)}) are native on {target.name}")
-    for (src, dst, factor), items in sorted(convertible.items()):
-        nan = sum(t.nan for t in items)
-        how = (f"bytes reinterpreted, 0x80 -> 0x00, NaN -> 0x80, scales x {factor:g}" if factor != 1.0
-               else "codes re-encoded to the same values, scales unchanged")
-        text = f"{len(items)} {src} tensors run after conversion to {dst} ({how}): fp8check convert SRC DST --to {dst}"
-        reasons.append(text)
-        if nan and src in ("e4m3fn", "e5m2"):
-            reasons.append(f"{nan} {src} NaN codes in {sum(1 for t in items if t.nan)} tensors: the conversion "
-                           f"keeps them NaN; a naive byte reinterpretation makes them finite ±{formats.get(dst).max:g}")
-        neg = sum(t.neg_zeros for t in items)
-        if neg and src in ("e4m3fn", "e5m2"):
-            reasons.append(f"{neg} bytes 0x80 (-0) in {sum(1 for t in items if t.neg_zeros)} tensors: the conversion "
-                           "maps them to 0x00; a bare reinterpretation of the bytes as fnuz makes each one NaN")
-        conversions.append({"from": src, "to": dst, "factor": factor, "tensors": len(items),
-                            "command": f"fp8check convert SRC DST --to {dst}"})
-    for t, why in blocked[:20]:
-        reasons.append(f"{t.name}: {why}")
-    if len(blocked) > 20:
-        reasons.append(f"... and {len(blocked) - 20} more tensors that cannot run")
-    if blocked:
-        v = CANNOT_RUN
-    elif convertible:
-        v = AFTER_CONVERSION
-    else:
-        v = RUNS_AS_IS
-    return {
-        "target": target.name,
-        "description": target.description,
-        "formats": [f.name for f in target.formats],
-        "verdict": v,
-        "reasons": reasons,
-        "conversions": conversions,
-        "tensors": {"as_is": len(as_is), "after_conversion": sum(len(v) for v in convertible.values()),
-                    "cannot_run": len(blocked)},
-        "blocked": [{"name": t.name, "file": t.file, "why": why} for t, why in blocked],
-    }
+            why = (f"{t.format.name} data; {target.name} runs {', '.join(f.name for f in target.formats)} "
+                   f"and re-quantizing {t.format.name} is not exact")
+        self.n_blocked += 1
+        if len(self.blocked) < self.MAX_BLOCKED:
+            self.blocked.append({"name": t.name, "file": t.file, "why": why})
+
+    def result(self) -> Verdict:
+        target = self.target
+        reasons: list[str] = []
+        conversions: list[dict[str, Any]] = []
+        if not self.n:
+            reasons.append("no FP8 tensors")
+        if self.as_is:
+            reasons.append(f"{self.as_is} FP8 tensors ({', '.join(sorted(self.as_is_formats))}) are native on "
+                           f"{target.name}")
+        for (src, dst, factor), (n, nan, nan_t, neg, neg_t) in sorted(self.convertible.items()):
+            how = (f"bytes reinterpreted, 0x80 -> 0x00, NaN -> 0x80, scales x {factor:g}" if factor != 1.0
+                   else "codes re-encoded to the same values, scales unchanged")
+            reasons.append(f"{n} {src} tensors run after conversion to {dst} ({how}): "
+                           f"fp8check convert SRC DST --to {dst}")
+            if nan and src in ("e4m3fn", "e5m2"):
+                reasons.append(f"{nan} {src} NaN codes in {nan_t} tensors: the conversion keeps them NaN; a naive "
+                               f"byte reinterpretation makes them finite ±{formats.get(dst).max:g}")
+            if neg and src in ("e4m3fn", "e5m2"):
+                reasons.append(f"{neg} bytes 0x80 (-0) in {neg_t} tensors: the conversion maps them to 0x00; a bare "
+                               "reinterpretation of the bytes as fnuz makes each one NaN")
+            conversions.append({"from": src, "to": dst, "factor": factor, "tensors": n,
+                                "command": f"fp8check convert SRC DST --to {dst}"})
+        for b in self.blocked[:20]:
+            reasons.append(f"{b['name']}: {b['why']}")
+        if self.n_blocked > 20:
+            reasons.append(f"... and {self.n_blocked - 20} more tensors that cannot run")
+        if self.n_blocked:
+            v = CANNOT_RUN
+        elif self.convertible:
+            v = AFTER_CONVERSION
+        else:
+            v = RUNS_AS_IS
+        return Verdict(
+            target=target.name, description=target.description, formats=[f.name for f in target.formats],
+            verdict=v, reasons=reasons, conversions=conversions,
+            tensors={"as_is": self.as_is, "after_conversion": sum(c[0] for c in self.convertible.values()),
+                     "cannot_run": self.n_blocked},
+            blocked=list(self.blocked))

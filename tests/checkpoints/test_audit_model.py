@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from audit_builders import DEEPSEEK_CONFIG, codes_of, quantize, save_st, tensor_of, write_json
+from checkpoint_builders import DEEPSEEK_CONFIG, codes_of, quantize, save_st, tensor_of, write_json
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from audit_builders import codes, fp8, plant, quantize, save_st
-from fp8check.audit import AuditOptions, audit
-from fp8check.audit.render import RichProgress
+from checkpoint_builders import codes, fp8, plant, quantize, save_st
+from fp8check.checkpoints import AuditOptions, audit
+from fp8check.terminal.checkpoints import RichProgress
 from fp8check.cli import main
 
 
@@ -73,7 +73,7 @@ def test_terminal_output_names_findings_and_verdicts(files, capsys):
 
 def test_progress_bar_runs(files, capsys):
     r = audit([files["clean"]], AuditOptions(jobs=1), RichProgress(enabled=True))
-    assert r["summary"]["fp8_tensors"] == 1
+    assert r.summary.fp8_tensors == 1
 
 
 def test_parallel_modes_and_chunking_agree(tmp_path):
@@ -83,7 +83,7 @@ def test_parallel_modes_and_chunking_agree(tmp_path):
         paths.append(save_st(tmp_path / f"s{i}.safetensors", {"w.weight": fp8(c), "w.weight_scale": torch.ones(512, 1)}))
 
     def hists(**kw):
-        r = audit(paths, AuditOptions(**kw))
+        r = audit(paths, AuditOptions(**kw)).to_dict()
         return [(t["file"], t["stats"]["histogram"]) for t in r["tensors"] if t["stats"]]
 
     base = hists(jobs=1)

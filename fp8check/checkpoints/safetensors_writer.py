@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
-from fp8check.audit import dtypes
+from fp8check.checkpoints import dtypes
 
 
 @dataclass

@@ -23,8 +23,8 @@ import numpy as np
 from fp8check import formats
 from fp8check.formats import Format
 from fp8check.reference import decode_table
-from fp8check.audit import dtypes
-from fp8check.audit import granularity as gr
+from fp8check.checkpoints import dtypes
+from fp8check.checkpoints import granularity as gr
 
 CHUNK_BYTES = 16 << 20  # one bincount task; also the unit of page release
 
@@ -125,7 +125,7 @@ class CodeStats:
             "min", "max", "min_abs_nonzero", "max_abs", "dequant_absmax_bound", "dequant_overflow")}
         d["zero_share"] = self.zero_share
         d["subnormal_share"] = self.subnormal_share
-        d["histogram"] = [int(x) for x in self.histogram]
+        d["histogram"] = np.asarray(self.histogram, dtype=np.int64).tolist()
         return d
 
 

@@ -10,7 +10,7 @@ Nothing in a checkpoint is ever executed:
 - torch files (zip and legacy formats, whatever the extension): the pickle
   is first disassembled with :mod:`pickletools` and refused if it names a
   global outside torch's default weights-only set
-  (:mod:`fp8check.audit.pickle_scan`); only then ``torch.load(...,
+  (:mod:`fp8check.checkpoints.pickles`); only then ``torch.load(...,
   weights_only=True)`` runs, with ``mmap=True`` for the zip format (the
   legacy format cannot be mapped and is read whole). TorchScript archives
   hold code and are refused.
@@ -26,8 +26,11 @@ near one chunk per worker instead of growing to the size of the checkpoint.
 
 from __future__ import annotations
 
+import io
 import json
+import math
 import os
+import pickle
 import stat
 import sys
 import zipfile
@@ -35,8 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from fp8check.audit import dtypes, pickle_scan
-from fp8check.audit.errors import CheckpointError, MissingDependencyError, UnsafeCheckpointError
+from fp8check.checkpoints import dtypes, pickles
+from fp8check.errors import CheckpointError, MissingDependencyError, UnsafeCheckpointError
 
 CHECKPOINT_SUFFIXES = (".safetensors", ".pt", ".pth", ".bin", ".ckpt")
 SAFETENSORS_MAX_HEADER = 100_000_000  # safetensors refuses larger headers too
@@ -45,6 +48,24 @@ MAX_JSON_BYTES = 64 << 20  # index.json / config.json
 MAX_NESTING = 64
 MAX_METADATA_ITEMS = 256
 MAX_METADATA_CHARS = 4096
+MAX_DIMS = 64  # torch's own limit
+MAX_ELEMENTS = 1 << 56  # 72 PB of bytes: a shape beyond it (zero-sized dims aside) is not a real tensor
+
+
+def _bits_text(nbits: int) -> str:
+    return str(nbits // 8) if nbits % 8 == 0 else f"{nbits // 8}.{nbits % 8 * 125:03d}".rstrip("0")
+
+
+def _parse_json(path: str, raw: bytes, what: str) -> Any:
+    """JSON from untrusted bytes; every way it can fail is one line (nesting, giant integers, encoding)."""
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CheckpointError(path, f"{what}: {_first_line(exc)}") from None
+    except RecursionError:
+        raise CheckpointError(path, f"{what}: nested too deeply") from None
+    except ValueError as exc:  # an integer of more digits than Python converts
+        raise CheckpointError(path, f"{what}: {_first_line(exc)}") from None
 
 
 # -- tensors and files -------------------------------------------------------
@@ -60,7 +81,10 @@ class TensorEntry:
     shape: tuple[int, ...]
     nbytes: int
     note: str = ""  # why the data cannot be read (meta/sparse tensors), if so
-    offset: int | None = None  # absolute byte offset of the data in the file, where known (safetensors)
+    offset: int | None = None  # absolute byte offset of the data in the file, where known
+    scale_hint: str | None = None  # the scale the file itself pairs with this tensor (torchao tensor subclasses)
+    block: tuple[int, int] | None = None  # the scaling block the file declares for this tensor, if any
+    packed: str = ""  # what a packed one-byte tensor holds, where the file says so ("nvfp4")
 
     @property
     def numel(self) -> int:
@@ -71,7 +95,7 @@ class TensorEntry:
 
 
 def _first_line(exc: BaseException, limit: int = 300) -> str:
-    text = str(exc).strip().splitlines()
+    text = [line.strip() for line in str(exc).splitlines() if line.strip()]
     line = text[0] if text else type(exc).__name__
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
@@ -211,10 +235,7 @@ def read_safetensors_header(path: str) -> tuple[dict[str, Any], int, int]:
             raw = f.read(n)
     except OSError as exc:
         raise CheckpointError(path, f"cannot read: {exc.strerror or exc}") from None
-    try:
-        header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(path, f"safetensors header is not valid JSON: {_first_line(exc)}") from None
+    header = _parse_json(path, raw, "safetensors header is not valid JSON")
     if not isinstance(header, dict):
         raise CheckpointError(path, "safetensors header is not a JSON object")
     return header, 8 + n, size
@@ -241,11 +262,16 @@ def _validate_safetensors(path: str, header: dict[str, Any], data_start: int, si
         if not isinstance(info, dict):
             raise CheckpointError(path, f"tensor {shown}: header entry is not an object")
         code, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
-        if code not in dtypes.SAFETENSORS_DTYPES:
+        if not isinstance(code, str) or code not in dtypes.SAFETENSORS_DTYPES:
             raise CheckpointError(path, f"tensor {shown}: unknown dtype {json.dumps(code)[:40]}")
         if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
                                                    for d in shape):
             raise CheckpointError(path, f"tensor {shown}: shape {json.dumps(shape)[:80]} is not a list of sizes")
+        if len(shape) > MAX_DIMS:
+            raise CheckpointError(path, f"tensor {shown}: {len(shape)} dimensions (at most {MAX_DIMS})")
+        if math.prod(max(d, 1) for d in shape) > MAX_ELEMENTS:
+            raise CheckpointError(path, f"tensor {shown}: shape {json.dumps(shape)[:80]} is too large to be "
+                                        "addressed (more than 2^56 elements)")
         if (not isinstance(offsets, list) or len(offsets) != 2
                 or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)):
             raise CheckpointError(path, f"tensor {shown}: data_offsets {json.dumps(offsets)[:80]} is not [start, end]")
@@ -261,8 +287,8 @@ def _validate_safetensors(path: str, header: dict[str, Any], data_start: int, si
         if nbits % 8 or nbits // 8 != end - start:
             raise CheckpointError(
                 path,
-                f"tensor {shown}: shape {shape} of {code} needs {nbits / 8:g} bytes but its data_offsets span "
-                f"{end - start}",
+                f"tensor {shown}: shape {json.dumps(shape)[:80]} of {code} needs "
+                f"{_bits_text(nbits)} bytes but its data_offsets span {end - start}",
             )
         spans.append((start, end, shown))
         entries[name] = TensorEntry(name=name, file=path, dtype=dtype_name, shape=tuple(shape), nbytes=end - start,
@@ -345,126 +371,207 @@ def _refuse(path: str, bad: tuple[str, ...]) -> UnsafeCheckpointError:
     first = bad[0]
     more = f" (and {len(bad) - 1} more: {', '.join(bad[1:4])})" if len(bad) > 1 else ""
     if first.startswith("torchao."):
-        why = ("a torchao tensor subclass; fp8check does not allow-list tensor subclasses: save the plain "
-               "tensors (qdata, scale) or safetensors to audit them")
+        why = ("a torchao class fp8check does not read (it reads Float8Tensor, MXTensor, NVFP4Tensor and the "
+               "float8 AffineQuantizedTensor layouts)")
     else:
-        why = "outside torch's weights-only safe set"
+        why = "outside what fp8check reads from a torch pickle (tensors, containers, torch dtypes and storages)"
     return UnsafeCheckpointError(
         path, f"refused: the pickle asks for global {first}{more}, {why}; nothing was executed", bad)
 
 
+_LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
+_LOCAL_HEADER = 30  # bytes of a zip local file header before its name and extra field
+
+
+@dataclass(frozen=True)
+class _Record:
+    """Where a storage's bytes sit in the file: [start, start + size)."""
+
+    start: int
+    size: int
+
+
 class TorchFile(CheckpointFile):
-    """A ``torch.save`` file, zip or legacy format."""
+    """A ``torch.save`` file, zip or legacy format, read without ``torch.load``.
+
+    The pickle is read by :class:`fp8check.checkpoints.pickles.RestrictedUnpickler`
+    into plain descriptions of tensors and storages. Each storage's byte range
+    is found and checked here: in a zip, its record's entry in the central
+    directory, its local header (signature, name, sizes, stored uncompressed)
+    and that it ends before the next record; in the legacy format, the size
+    written before each storage against what is left of the file. A tensor
+    must lie inside its storage, and a storage inside its record. Only then
+    are its bytes read (``pread``), one tensor at a time.
+    """
 
     def __init__(self, path: str, kind: str) -> None:
         super().__init__(path)
         self.kind = kind
-        torch = require_torch()
-        self._prescan()
+        self._tensors: dict[str, pickles.TensorRef] = {}
+        self._views: dict[str, tuple[str, Any]] = {}  # logical scales of swizzled torchao layouts
+        self._records: dict[str, _Record] = {}
         try:
-            obj = torch.load(path, map_location="cpu", weights_only=True, mmap=(kind == "torch-zip"))
-        except Exception as exc:
-            raise self._load_error(exc) from None
-        self._tensors: dict[str, Any] = {}
-        self._flatten(obj, "", set(), 0)
-        for name, t in self._tensors.items():
-            note = ""
-            if t.layout != torch.strided:
-                note = f"{str(t.layout).removeprefix('torch.')} tensor: data not read"
-            elif t.is_quantized:
-                note = "quantized (qint) tensor: data not read"
-            elif t.device.type == "meta":
-                note = "meta tensor: holds no data"
-            self.entries[name] = TensorEntry(
-                name=name, file=path, dtype=dtypes.torch_dtype_name(t.dtype), shape=tuple(t.shape),
-                nbytes=t.numel() * t.element_size(), note=note,
-            )
-        if kind == "torch-legacy":
-            self.notes.append("legacy torch format: cannot be memory-mapped, read whole")
-
-    def _prescan(self) -> None:
-        allowed = pickle_scan.torch_default_safe_globals()
-        try:
-            if self.kind == "torch-zip":
-                with zipfile.ZipFile(self.path) as zf:
-                    names = zf.namelist()
-                    if any(n.endswith("/constants.pkl") or "/code/" in n for n in names):
-                        raise CheckpointError(
-                            self.path, "refused: a TorchScript archive (holds code); fp8check reads torch.save files only")
-                    pkls = [n for n in names if n.endswith("/data.pkl") or n == "data.pkl"]
-                    if len(pkls) != 1:
-                        raise CheckpointError(self.path, "not a torch.save zip archive: no single data.pkl record")
-                    info = zf.getinfo(pkls[0])
-                    if info.file_size > MAX_PICKLE_BYTES:
-                        raise CheckpointError(self.path, f"data.pkl of {info.file_size} bytes is absurdly large")
-                    data = zf.read(info)
-                    found = pickle_scan.scan_bytes(data)
-                    prefix = pkls[0][: -len("data.pkl")]
-                    records = {i.filename: i.file_size for i in zf.infolist()}
+            if kind == "torch-zip":
+                obj, storages = self._read_zip()
             else:
-                with open(self.path, "rb") as f:
-                    # magic number, protocol version, sys info, the object, storage keys
-                    found = pickle_scan.scan(f, count=5)
+                obj, storages = self._read_legacy()
         except CheckpointError:
             raise
         except zipfile.BadZipFile as exc:
-            raise CheckpointError(self.path, f"not a valid zip archive (truncated or corrupted): {_first_line(exc)}") from None
-        except (ValueError, EOFError, OSError, zipfile.LargeZipFile, NotImplementedError, RuntimeError) as exc:
-            raise CheckpointError(self.path, f"corrupted or truncated pickle: {_first_line(exc)}") from None
-        if allowed is not None:
-            bad = pickle_scan.unsafe_globals(found, allowed)
-            if bad:
-                raise _refuse(self.path, bad)
+            raise CheckpointError(path, f"not a valid zip archive (truncated or corrupted): {_first_line(exc)}") from None
+        except pickles.UnsafeGlobal as exc:
+            raise _refuse(path, (exc.name,)) from None
+        except pickles.MalformedPickle as exc:
+            raise CheckpointError(path, f"corrupted pickle: {_first_line(exc)}") from None
+        except (pickle.UnpicklingError, ValueError, EOFError, OSError, zipfile.LargeZipFile, NotImplementedError,
+                RuntimeError, TypeError, KeyError, IndexError, AttributeError, OverflowError, MemoryError,
+                RecursionError, UnicodeDecodeError) as exc:
+            raise CheckpointError(path, f"corrupted or truncated pickle: {_first_line(exc)}") from None
+        for key, ref in storages.items():
+            rec = self._records.get(key)
+            if rec is None:
+                raise CheckpointError(path, f"the pickle declares storage {key[:60]!r} but the file holds no record "
+                                            "of it")
+            if ref.nbytes > rec.size:
+                raise CheckpointError(
+                    path, f"storage record data/{key[:60]} holds {rec.size} bytes but the pickle declares "
+                          f"{ref.numel} x {pickles.DTYPE_ITEMSIZE[ref.dtype]} bytes: a tensor would read past its record")
+        self._flatten(obj, "", set(), 0)
+        if kind == "torch-legacy":
+            self.notes.append("legacy torch format: storages read from the offsets the file gives, each checked "
+                              "against the file's size")
+
+    # -- the two formats --
+
+    def _read_zip(self) -> tuple[object, dict[str, pickles.StorageRef]]:
+        path = self.path
+        with open(path, "rb") as f, zipfile.ZipFile(f) as zf:
+            infos = zf.infolist()
+            names = [i.filename for i in infos]
+            if any(n.endswith("/constants.pkl") or "/code/" in n for n in names):
+                raise CheckpointError(
+                    path, "refused: a TorchScript archive (holds code); fp8check reads torch.save files only")
+            pkls = [i for i in infos if i.filename.endswith("/data.pkl") or i.filename == "data.pkl"]
+            if len(pkls) != 1:
+                raise CheckpointError(path, "not a torch.save zip archive: no single data.pkl record")
+            prefix = pkls[0].filename[: -len("data.pkl")]
+            cd_start = zf.start_dir
+            spans: list[tuple[int, int, str]] = []
+            records: dict[str, _Record] = {}
+            for info in infos:
+                rec = self._local_record(f, info, cd_start)
+                spans.append((info.header_offset, rec.start + rec.size, info.filename))
+                records[info.filename] = rec
+            spans.sort()
+            for (s0, e0, n0), (s1, _, n1) in zip(spans, spans[1:]):
+                if s1 < e0:
+                    raise CheckpointError(path, f"zip records {n0[:60]!r} and {n1[:60]!r} overlap")
+            pkl = records[pkls[0].filename]
+            if pkl.size > MAX_PICKLE_BYTES:
+                raise CheckpointError(path, f"data.pkl of {pkl.size} bytes is absurdly large")
+            f.seek(pkl.start)
+            data = f.read(pkl.size)
+            if len(data) != pkl.size:
+                raise CheckpointError(path, "data.pkl: the file ended before the record did")
+        self._records = {n[len(prefix) + len("data/"):]: r for n, r in records.items()
+                         if n.startswith(prefix + "data/")}
+        self._scan(pickles.scan_bytes(data))
+        return pickles.unpickle(data)
+
+    def _local_record(self, f: Any, info: zipfile.ZipInfo, cd_start: int) -> _Record:
+        """The data range of one zip record, from its local header, checked against the central directory."""
+        name = info.filename
+        if info.compress_type != zipfile.ZIP_STORED or info.file_size != info.compress_size:
+            raise CheckpointError(self.path, f"zip record {name[:60]!r} is compressed; torch.save stores records "
+                                             "uncompressed")
+        if info.flag_bits & 0x1:
+            raise CheckpointError(self.path, f"zip record {name[:60]!r} is encrypted")
+        f.seek(info.header_offset)
+        head = f.read(_LOCAL_HEADER)
+        if len(head) != _LOCAL_HEADER or head[:4] != b"PK\x03\x04":
+            raise CheckpointError(self.path, f"zip record {name[:60]!r}: its local header is missing or corrupt "
+                                             "(bad signature)")
+        n = int.from_bytes(head[26:28], "little")
+        m = int.from_bytes(head[28:30], "little")
+        local_name = f.read(n)
+        if local_name != name.encode("utf-8") and local_name != name.encode("cp437", errors="replace"):
+            raise CheckpointError(self.path, f"zip record {name[:60]!r}: its local header names another file "
+                                             f"({local_name[:60]!r})")
+        start = info.header_offset + _LOCAL_HEADER + n + m
+        end = start + info.file_size
+        if end > cd_start:
+            raise CheckpointError(self.path, f"zip record {name[:60]!r} of {info.file_size} bytes runs past the "
+                                             "start of the central directory")
+        return _Record(start, info.file_size)
+
+    def _read_legacy(self) -> tuple[object, dict[str, pickles.StorageRef]]:
+        path = self.path
+        with open(path, "rb") as f:
+            # magic number, protocol version, sys info, the object, storage keys
+            found = pickles.scan(f, count=5)
+            self._scan(found)
+            end_of_pickles = f.tell()
+            f.seek(0)
+            head = f.read(end_of_pickles)
+        stream = io.BytesIO(head)
+        values = []
+        storages: dict[str, pickles.StorageRef] = {}
+        for i in range(5):
+            values.append(pickles.RestrictedUnpickler(stream, storages=storages).load())
+        magic, _protocol, _sys_info, obj, keys = values
+        if magic != _LEGACY_MAGIC:
+            raise CheckpointError(path, "not a torch legacy file (wrong magic number)")
+        if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+            raise CheckpointError(path, "corrupted pickle: the list of storage keys is malformed")
+        pos = end_of_pickles
+        with open(path, "rb") as f:
+            for key in keys:
+                ref = storages.get(key)
+                if ref is None:
+                    raise CheckpointError(path, f"storage {key[:60]!r} is listed but no tensor declares it")
+                f.seek(pos)
+                raw = f.read(8)
+                if len(raw) != 8:
+                    raise CheckpointError(path, f"storage {key[:60]!r}: the file ended before its size")
+                count = int.from_bytes(raw, "little", signed=True)
+                nbytes = count * pickles.DTYPE_ITEMSIZE[ref.dtype] if count >= 0 else -1
+                if count < 0 or pos + 8 + nbytes > self.size:
+                    raise CheckpointError(path, f"storage {key[:60]!r} claims {count} elements, more than the "
+                                                f"{max(self.size - pos - 8, 0)} bytes left in the file")
+                self._records[key] = _Record(pos + 8, nbytes)
+                pos += 8 + nbytes
+        return obj, storages
+
+    def _scan(self, found: pickles.PickleScan) -> None:
+        bad = pickles.recognised_globals(found)
+        if bad:
+            raise _refuse(self.path, bad)
         if found.error:
             raise CheckpointError(self.path, f"corrupted or truncated pickle: {found.error[:200]}")
-        if self.kind == "torch-zip":
-            self._check_records(data, prefix, records)
 
-    def _check_records(self, data: bytes, prefix: str, records: dict[str, int]) -> None:
-        """Every storage the pickle declares must fit its zip record: torch's
-        mmap load does not check, and a short record lets a tensor read past
-        it (into other records, or past the end of the file)."""
-        try:
-            storages = pickle_scan.declared_storages(data)
-        except Exception as exc:  # any malformation of the pickle
-            raise CheckpointError(self.path, f"corrupted pickle: {_first_line(exc)}") from None
-        for kind, key, numel in storages:
-            name = f"{prefix}data/{key}"
-            size = records.get(name)
-            if size is None:
-                raise CheckpointError(self.path, f"the pickle declares storage {key[:60]!r} but the archive has no "
-                                                 f"record {name[:100]!r}")
-            itemsize = pickle_scan.storage_itemsize(kind)
-            if itemsize is None:
-                continue  # torch's own check on load decides
-            if numel < 0 or numel * itemsize > size:
-                raise CheckpointError(
-                    self.path, f"storage record data/{key[:60]} holds {size} bytes but the pickle declares "
-                               f"{numel} x {itemsize} bytes: a tensor would read past its record")
+    # -- tensors --
 
-    def _load_error(self, exc: BaseException) -> CheckpointError:
-        import pickle
-        import re
-
-        text = str(exc)
-        if isinstance(exc, pickle.UnpicklingError):
-            m = re.search(r"GLOBAL ([\w.]+)", text)
-            if m:
-                return _refuse(self.path, (m.group(1),))
-            m = re.search(r"WeightsUnpickler error: ([^\n]*)", text)
-            detail = m.group(1) if m else _first_line(exc)
-            return UnsafeCheckpointError(self.path, f"refused by torch's weights-only unpickler: {detail[:300]}")
-        if self.kind == "torch-legacy" and "UntypedStorage" in text:
-            return CheckpointError(
-                self.path, "cannot load: torch cannot read tensors of new dtypes (float8, ...) from its legacy "
-                           "non-zip format (pytorch/pytorch#169763); re-save it with torch.save's default zip format")
-        return CheckpointError(self.path, f"cannot load: {_first_line(exc)}")
+    def _add(self, name: str, ref: pickles.TensorRef, **extra: Any) -> None:
+        note = ref.note
+        offset = None
+        if not note and ref.storage is not None:
+            rec = self._records[ref.storage.key]
+            if ref.extent() * ref.itemsize > min(ref.storage.nbytes, rec.size):
+                raise CheckpointError(self.path, f"tensor {json.dumps(name)[:200]}: shape {list(ref.shape)} at offset "
+                                                 f"{ref.offset} reaches past its storage of {ref.storage.numel} "
+                                                 "elements")
+            if ref.contiguous():
+                offset = rec.start + ref.offset * ref.itemsize
+        self._tensors[name] = ref
+        self.entries[name] = TensorEntry(name=name, file=self.path, dtype=ref.dtype, shape=ref.shape,
+                                         nbytes=ref.numel * ref.itemsize, note=note, offset=offset, **extra)
 
     def _flatten(self, obj: Any, prefix: str, seen: set[int], depth: int) -> None:
-        import torch
-
-        if isinstance(obj, torch.Tensor):
-            self._tensors[prefix or "<root>"] = obj
+        if isinstance(obj, pickles.TensorRef):
+            self._add(prefix or "<root>", obj)
+            return
+        if isinstance(obj, pickles.SubclassRef):
+            self._subclass(prefix or "<root>", obj)
             return
         if depth > MAX_NESTING:
             raise CheckpointError(self.path, f"containers nested deeper than {MAX_NESTING} levels at {prefix[:200]!r}")
@@ -479,11 +586,119 @@ class TorchFile(CheckpointFile):
             for i, value in enumerate(obj):
                 self._flatten(value, f"{prefix}.{i}" if prefix else str(i), seen, depth + 1)
 
+    def _subclass(self, name: str, sub: pickles.SubclassRef) -> None:
+        """A torchao tensor subclass as plain tensors: its data, its scale(s), its block size."""
+        kind = pickles.TORCHAO_SUBCLASSES.get(sub.cls, "")
+        st = sub.state
+
+        def tensor(key: str) -> pickles.TensorRef:
+            value = st.get(key)
+            if not isinstance(value, pickles.TensorRef):
+                raise CheckpointError(self.path, f"{sub.cls} {json.dumps(name)[:200]}: no tensor {key!r} in its state")
+            return value
+
+        def block(value: Any) -> tuple[int, int] | None:
+            if isinstance(value, (list, tuple)) and len(value) >= 2 and all(
+                    isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value[-2:]):
+                return int(value[-2]), int(value[-1])
+            return None
+
+        if kind == "AffineQuantizedTensor":
+            impl = st.get("tensor_impl")
+            if not isinstance(impl, pickles.SubclassRef) or \
+                    pickles.TORCHAO_SUBCLASSES.get(impl.cls) != "Float8AQTTensorImpl":
+                raise CheckpointError(self.path, f"{sub.cls} {json.dumps(name)[:200]}: its layout is not a float8 "
+                                                 "layout fp8check reads")
+            data, scale = impl.state.get("float8_data"), impl.state.get("scale")
+            if not isinstance(data, pickles.TensorRef) or not isinstance(scale, pickles.TensorRef):
+                raise CheckpointError(self.path, f"{sub.cls} {json.dumps(name)[:200]}: float8 layout without "
+                                                 "float8_data and scale tensors")
+            if impl.state.get("transposed"):
+                raise CheckpointError(self.path, f"{sub.cls} {json.dumps(name)[:200]}: a transposed float8 layout, "
+                                                 "which fp8check does not read")
+            self._add(f"{name}.float8_data", data, scale_hint=f"{name}.scale", block=block(st.get("block_size")))
+            self._add(f"{name}.scale", scale)
+            self.notes.append(f"{name}: torchao AffineQuantizedTensor (float8 layout) read as {name}.float8_data "
+                              f"x {name}.scale")
+            return
+        if kind == "Float8Tensor":
+            self._add(f"{name}.qdata", tensor("qdata"), scale_hint=f"{name}.scale", block=block(st.get("block_size")))
+            self._add(f"{name}.scale", tensor("scale"))
+            self.notes.append(f"{name}: torchao Float8Tensor read as {name}.qdata x {name}.scale")
+            return
+        if kind in ("MXTensor", "NVFP4Tensor"):
+            data = tensor("qdata")
+            scale = tensor("scale")
+            bs = st.get("block_size", st.get("_block_size"))
+            if not isinstance(bs, int) or isinstance(bs, bool) or bs <= 0:
+                raise CheckpointError(self.path, f"{sub.cls} {json.dumps(name)[:200]}: block_size is not a size")
+            packed = "nvfp4" if kind == "NVFP4Tensor" else ("mxfp4" if data.dtype in ("uint8", "float4_e2m1fn_x2")
+                                                            else "")
+            rows = data.shape[-2] if len(data.shape) >= 2 else 1
+            cols = data.shape[-1] * (2 if packed else 1) if data.shape else 1
+            logical = (rows, -(-cols // bs))
+            self._add(f"{name}.qdata", data, scale_hint=f"{name}.scale", block=(1, bs), packed=packed)
+            if st.get("is_swizzled_scales"):
+                self._add(f"{name}.scale", scale)
+                padded = -(-logical[0] // 128) * 128 * (-(-logical[1] // 4) * 4)
+                if scale.numel != padded:
+                    raise CheckpointError(self.path, f"{sub.cls} {json.dumps(name)[:200]}: swizzled scale of "
+                                                     f"{scale.numel} elements for {logical[0]} x {logical[1]} blocks")
+                e = self.entries[f"{name}.scale"]
+                self.entries[f"{name}.scale"] = TensorEntry(name=e.name, file=e.file, dtype=e.dtype, shape=logical,
+                                                            nbytes=logical[0] * logical[1] * scale.itemsize)
+                self._views[f"{name}.scale"] = ("unswizzle", logical)
+                self.notes.append(f"{name}: torchao {kind} scale read from its swizzled (blocked) layout as "
+                                  f"{list(logical)}")
+            else:
+                self._add(f"{name}.scale", scale)
+            if kind == "NVFP4Tensor" and isinstance(st.get("per_tensor_scale"), pickles.TensorRef):
+                self._add(f"{name}.per_tensor_scale", st["per_tensor_scale"])
+            self.notes.append(f"{name}: torchao {kind} read as {name}.qdata x {name}.scale (block {bs})")
+            return
+        raise CheckpointError(self.path, f"{sub.cls} {json.dumps(name)[:200]}: a tensor subclass fp8check does not read")
+
     def tensor(self, name: str) -> Any:
-        return self._tensors[name]
+        torch = require_torch()
+        ref = self._tensors.get(name)
+        if ref is None:
+            raise CheckpointError(self.path, f"tensor {json.dumps(name)[:200]}: not in this file")
+        if ref.note or ref.storage is None:
+            raise CheckpointError(self.path, f"tensor {json.dumps(name)[:200]}: {ref.note or 'holds no data'}")
+        dtype = getattr(torch, ref.dtype, None)
+        if not isinstance(dtype, torch.dtype):
+            raise CheckpointError(self.path, f"tensor {json.dumps(name)[:200]}: this torch has no dtype {ref.dtype}")
+        rec = self._records[ref.storage.key]
+        lo = ref.offset * ref.itemsize
+        hi = ref.extent() * ref.itemsize
+        data = bytearray(max(hi - lo, 0))
+        if data:
+            with open(self.path, "rb", buffering=0) as f:
+                f.seek(rec.start + lo)
+                if f.readinto(data) != len(data):
+                    raise CheckpointError(self.path, f"tensor {json.dumps(name)[:200]}: the file ended before its "
+                                                     "data did")
+        if ref.numel == 0:
+            t = torch.empty(ref.shape, dtype=dtype)
+        else:
+            flat = torch.frombuffer(data, dtype=torch.uint8).view(dtype)
+            t = flat.as_strided(ref.shape, ref.stride) if not ref.contiguous() else flat[: ref.numel].reshape(ref.shape)
+        view = self._views.get(name)
+        if view is not None:
+            t = _unswizzle(t, view[1])
+        return t
 
     def close(self) -> None:
-        self._tensors = {}
+        pass
+
+
+def _unswizzle(t: Any, logical: tuple[int, int]) -> Any:
+    """torchao's blocked scale layout (128 x 4 tiles as 32 x 16, cuBLAS's block-scaling layout) back to
+    ``[rows, blocks]``; the padding is dropped."""
+    rows, cols = logical
+    nrb, ncb = -(-rows // 128), -(-cols // 4)
+    x = t.reshape(-1).reshape(nrb * ncb, 32, 4, 4).permute(0, 2, 1, 3).reshape(nrb, ncb, 128, 4)
+    return x.permute(0, 2, 1, 3).reshape(nrb * 128, ncb * 4)[:rows, :cols].contiguous()
 
 
 # -- sniffing and opening ------------------------------------------------------
@@ -555,18 +770,16 @@ class Discovery:
 
 
 def _read_json(path: str) -> Any:
+    _check_regular(path)  # a FIFO would block the open forever
     try:
         size = os.path.getsize(path)
         if size > MAX_JSON_BYTES:
             raise CheckpointError(path, f"JSON file of {size} bytes is absurdly large")
         with open(path, "rb") as f:
-            return json.loads(f.read().decode("utf-8"))
-    except CheckpointError:
-        raise
+            raw = f.read(MAX_JSON_BYTES + 1)
     except OSError as exc:
         raise CheckpointError(path, f"cannot read: {exc.strerror or exc}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(path, f"not valid JSON: {_first_line(exc)}") from None
+    return _parse_json(path, raw, "not valid JSON")
 
 
 def _group_from_index(index_path: str, out: Discovery) -> CheckpointGroup | None:
@@ -677,7 +890,7 @@ def read_config(directory: str | None) -> tuple[dict[str, Any], list[str]]:
         return docs, problems
     for name in ("config.json", "hf_quant_config.json"):
         p = os.path.join(directory, name)
-        if os.path.isfile(p):
+        if os.path.lexists(p):
             try:
                 doc = _read_json(p)
             except CheckpointError as exc:

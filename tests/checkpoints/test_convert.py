@@ -9,9 +9,9 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from audit_builders import (DEEPSEEK_CONFIG, codes, finite_nonzero_codes, fp8, plant, quantize, save_pt, save_st,
+from checkpoint_builders import (DEEPSEEK_CONFIG, codes, finite_nonzero_codes, fp8, plant, quantize, save_pt, save_st,
                             write_json)
-from fp8check.audit import dtypes, targets
+from fp8check.checkpoints import dtypes, targets
 from fp8check.cli import main
 
 

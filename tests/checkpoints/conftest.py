@@ -2,7 +2,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from fp8check.audit import AuditOptions, audit  # noqa: E402
+from fp8check.checkpoints import AuditOptions, audit  # noqa: E402
 
 
 @pytest.fixture
@@ -11,6 +11,10 @@ def run_audit():
 
     def run(*paths, **options):
         options.setdefault("jobs", 1)
-        return audit([str(p) for p in paths], AuditOptions(**options))
+        result = audit([str(p) for p in paths], AuditOptions(**options))
+        try:
+            return result.to_dict()
+        finally:
+            result.close()
 
     return run

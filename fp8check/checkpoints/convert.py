@@ -1,7 +1,7 @@
 """``fp8check convert``: exact e4m3fn <-> e4m3fnuz (and e5m2 <-> e5m2fnuz), verified.
 
 What serving stacks do by hand when an OCP checkpoint meets an MI300, done
-right (see :mod:`fp8check.audit.targets` for the conversion tables):
+right (see :mod:`fp8check.checkpoints.targets` for the conversion tables):
 
 - codes mapped through a 256-entry table: the bytes reinterpreted, 0x80 -> 0x00
   (fnuz has no -0), the fn NaNs 0x7F/0xFF -> 0x80 (the fnuz NaN; a naive
@@ -33,15 +33,15 @@ from typing import Any, Iterator
 import numpy as np
 
 from fp8check import formats
-from fp8check.audit import conventions as cv
-from fp8check.audit import dtypes
-from fp8check.audit import granularity as gr
-from fp8check.audit import stats as st
-from fp8check.audit import targets as tg
-from fp8check.audit import writer
-from fp8check.audit.engine import AuditOptions, Auditor, Checkpoint, ProgressSink, Record
-from fp8check.audit.errors import CheckpointError, MissingDependencyError
-from fp8check.audit.sources import SafetensorsFile
+from fp8check.checkpoints import conventions as cv
+from fp8check.checkpoints import dtypes
+from fp8check.checkpoints import granularity as gr
+from fp8check.checkpoints import stats as st
+from fp8check.checkpoints import targets as tg
+from fp8check.checkpoints import safetensors_writer as writer
+from fp8check.checkpoints.audit import AuditOptions, Auditor, Checkpoint, ProgressSink, Record
+from fp8check.errors import CheckpointError, MissingDependencyError
+from fp8check.checkpoints.loaders import SafetensorsFile
 from fp8check.errors import InvalidValueError
 from fp8check.formats import Format
 
@@ -130,24 +130,37 @@ class Converter:
                 f"{safetensors.__version__}. Readers of the converted file need it too.")
 
     def run(self, src: str, dst: str) -> dict[str, Any]:
-        if os.path.exists(dst) and not self.o.force:
-            raise InvalidValueError(f"{dst} exists; pass --force to overwrite it")
+        check_destination(dst, force=self.o.force)
         if os.path.exists(dst) and os.path.exists(src) and os.path.samefile(src, dst):
             raise InvalidValueError("DST is SRC")
         aud = Auditor(AuditOptions(jobs=self.o.jobs), self.progress)
+        staging = ""
         try:
             aud.prepare([src])
-            problems = [f for f in aud.files.values() if f.get("status") == "error"]
-            if problems:
-                return self._failed(src, dst, problems)
-            if len(aud.checkpoints) != 1:
+            if len(aud.checkpoints) > 1:
                 raise InvalidValueError(f"{src}: convert takes one checkpoint (a file, a directory or an index)")
+            for _ in aud.finished():  # counts every FP8 tensor: the conversion plans
+                pass
+            problems = [f for f in aud.files.values() if f.status == "error"]
+            if problems or not aud.checkpoints:
+                return self._failed(src, dst, problems)
             ck = aud.checkpoints[0]
+            unread = [r for r in ck.records if r.unread]
+            if unread:
+                raise CheckpointError(unread[0].key[0], f"tensor {json.dumps(unread[0].key[1])[:200]} could not be "
+                                                        f"read: {unread[0].unread}")
             actions = self._plan(ck, dst)
-            self._write(ck, actions, dst)
-            self._verify(ck, actions)
+            # Everything is written beside DST under a temporary name, verified
+            # there, and renamed onto DST only then: a failure leaves nothing.
+            staging = _staging(dst)
+            self._write(ck, actions, dst, staging)
+            self._verify(ck, actions, dst, staging)
+            _commit(staging, dst)
+            staging = ""
         finally:
             aud.close()
+            if staging:
+                _discard(staging)
         return self._report(src, dst, ck, actions)
 
     # -- planning --
@@ -184,7 +197,7 @@ class Converter:
                     f"tensor {json.dumps(rec.key[1])[:200]} is {rec.fmt.name}; --to {self.o.to} converts "
                     f"{', '.join(tg.COUNTERPART[t].name for t in self.targets)} only (--to fnuz or --to ocp converts "
                     "every format to its counterpart)")
-            if rec.hist is None:
+            if not rec.counted:
                 raise CheckpointError(rec.key[0], f"tensor {json.dumps(rec.key[1])[:200]} could not be read")
             plan = rec.plans[dst_fmt.name]
             act = actions[rec.key]
@@ -210,15 +223,13 @@ class Converter:
 
     # -- writing --
 
-    def _write(self, ck: Checkpoint, actions: list[Action], dst: str) -> None:
+    def _write(self, ck: Checkpoint, actions: list[Action], dst: str, staging: str) -> None:
         by_file: dict[str, list[Action]] = {}
         for a in actions:
             by_file.setdefault(a.out_file, []).append(a)
         total = sum(a.rec.entry.nbytes for a in actions)
         self.progress.start(total, len(by_file))
         try:
-            if not dst.endswith(".safetensors"):
-                os.makedirs(dst, exist_ok=True)
             for out_file, acts in by_file.items():
                 outs = [self._output(ck, a) for a in acts]
                 meta = {"format": "pt",
@@ -227,12 +238,12 @@ class Converter:
                 if len(src_files) == 1:
                     src_meta = ck.readers[next(iter(src_files))].metadata
                     meta = {**src_meta, **meta}
-                writer.write(out_file, outs, meta)
+                writer.write(_staged(out_file, dst, staging), outs, meta)
                 self.progress.file_done(out_file)
             if not dst.endswith(".safetensors") and (ck.index or len(by_file) > 1):
                 weight_map = {a.rec.key[1]: os.path.basename(a.out_file) for a in actions}
                 index = {"metadata": {"total_size": total}, "weight_map": weight_map}
-                with open(os.path.join(dst, "model.safetensors.index.json"), "w", encoding="utf-8") as f:
+                with open(os.path.join(staging, "model.safetensors.index.json"), "w", encoding="utf-8") as f:
                     json.dump(index, f, indent=1)
         finally:
             self.progress.close()
@@ -266,12 +277,12 @@ class Converter:
 
     # -- verification --
 
-    def _verify(self, ck: Checkpoint, actions: list[Action]) -> None:
+    def _verify(self, ck: Checkpoint, actions: list[Action], dst: str, staging: str) -> None:
         outs: dict[str, SafetensorsFile] = {}
         try:
             for out_file in dict.fromkeys(a.out_file for a in actions):
-                outs[out_file] = SafetensorsFile(out_file)  # validates the header we wrote
-            by_name = {a.rec.key[1]: a for a in actions}
+                outs[out_file] = SafetensorsFile(_staged(out_file, dst, staging))  # validates the header we wrote
+            by_name = {a.rec.key: a for a in actions}
             for a in actions:
                 out = outs[a.out_file]
                 entry = out.entries.get(a.rec.key[1])
@@ -289,17 +300,17 @@ class Converter:
                 r.close()
 
     def _scale_pair(self, ck: Checkpoint, a: Action, outs: dict[str, SafetensorsFile],
-                    by_name: dict[str, Action]) -> tuple[np.ndarray, np.ndarray, gr.Granularity] | None:
+                    by_name: dict[tuple[str, str], Action]) -> tuple[np.ndarray, np.ndarray, gr.Granularity] | None:
         sc = a.rec.scale
         if sc is None or sc.granularity is None or sc.kind is None:
             return None
         src = st.scale_values(ck.readers[sc.key[0]].tensor(sc.key[1]), sc.kind)
-        sact = by_name[sc.key[1]]
+        sact = by_name[sc.key]
         dst = st.scale_values(outs[sact.out_file].tensor(sc.key[1]), sc.kind)
         return src, dst, sc.granularity
 
     def _verify_data(self, ck: Checkpoint, a: Action, out: SafetensorsFile, outs: dict[str, SafetensorsFile],
-                     by_name: dict[str, Action]) -> None:
+                     by_name: dict[tuple[str, str], Action]) -> None:
         rec = a.rec
         shape = rec.entry.shape
         src_codes = st.as_bytes(ck.readers[rec.key[0]].tensor(rec.key[1])).numpy()
@@ -401,13 +412,87 @@ class Converter:
             "tensors": tensors,
         }
 
-    def _failed(self, src: str, dst: str, problems: list[dict[str, Any]]) -> dict[str, Any]:
+    def _failed(self, src: str, dst: str, problems: list[Any]) -> dict[str, Any]:
         from fp8check.results import environment
 
         return {"fp8check_convert": CONVERT_SCHEMA_VERSION, "command": "convert", "src": src, "dst": dst,
                 "to": self.o.to, "environment": environment(),
                 "summary": {"tensors": 0, "converted": 0, "scaled": 0, "copied": 0, "not_exact": 0, "exit_code": 2},
-                "problems": [{"path": p["path"], "error": p.get("error", "")} for p in problems], "tensors": []}
+                "problems": [{"path": p.path, "error": p.error or ""} for p in problems], "tensors": []}
+
+
+def check_destination(dst: str, *, force: bool) -> None:
+    """DST can be written: its directory exists and is writable; an existing DST needs ``force``
+    and must be of the same kind (a file for ``*.safetensors``, else a directory)."""
+    from fp8check.outputs import check_writable
+
+    single = dst.endswith(".safetensors")
+    if os.path.lexists(dst):
+        if not force:
+            raise InvalidValueError(f"{dst} exists; pass --force to overwrite it")
+        if single and not os.path.isfile(dst):
+            raise InvalidValueError(f"DST {dst}: cannot write: not a regular file")
+        if not single and not os.path.isdir(dst):
+            raise InvalidValueError(f"{dst}: not a directory (name it *.safetensors for one output file)")
+    if single:
+        check_writable(dst, "DST")
+        return
+    parent = os.path.dirname(os.path.abspath(dst.rstrip(os.sep))) or "."
+    if not os.path.isdir(parent):
+        raise InvalidValueError(f"DST {dst}: cannot write: no directory {parent}")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InvalidValueError(f"DST {dst}: cannot write: directory {parent} is not writable")
+
+
+def _staging(dst: str) -> str:
+    """A temporary file or directory beside DST, on the same file system."""
+    import tempfile
+
+    parent = os.path.dirname(os.path.abspath(dst.rstrip(os.sep)))
+    base = os.path.basename(dst.rstrip(os.sep))
+    try:
+        if dst.endswith(".safetensors"):
+            fd, path = tempfile.mkstemp(prefix=f".{base}.", suffix=".part", dir=parent)
+            os.close(fd)
+            return path
+        return tempfile.mkdtemp(prefix=f".{base}.", suffix=".part", dir=parent)
+    except OSError as exc:
+        raise InvalidValueError(f"DST {dst}: cannot write: {exc.strerror or exc}") from None
+
+
+def _staged(out_file: str, dst: str, staging: str) -> str:
+    if dst.endswith(".safetensors"):
+        return staging
+    return os.path.join(staging, os.path.basename(out_file))
+
+
+def _commit(staging: str, dst: str) -> None:
+    """Put the verified output in DST's place (an existing DST, allowed by --force, is replaced)."""
+    import shutil
+
+    target = dst.rstrip(os.sep) or dst
+    if os.path.isdir(staging):
+        old = ""
+        if os.path.isdir(target):
+            old = staging + ".old"
+            os.replace(target, old)
+        os.replace(staging, target)
+        if old:
+            shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(staging, target)
+
+
+def _discard(staging: str) -> None:
+    import shutil
+
+    if os.path.isdir(staging):
+        shutil.rmtree(staging, ignore_errors=True)
+    else:
+        try:
+            os.unlink(staging)
+        except OSError:
+            pass
 
 
 def _out_name(path: str) -> str:

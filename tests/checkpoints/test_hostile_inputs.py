@@ -1,0 +1,341 @@
+"""Regression tests for what fuzzing and crafted files found (issue 13), torchao checkpoints read without
+torchao, and a short fuzzing run with a fixed seed."""
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+
+import numpy as np
+import pytest
+import torch
+
+from checkpoint_builders import codes, codes_of, fp8, quantize, save_pt, save_st, tensor_of, write_json
+from fp8check.checkpoints import fuzz
+from fp8check.cli import main
+
+
+def cli(capsys, *args):
+    rc = main(["audit", *map(str, args), "-q", "--jobs", "1"])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def raw_safetensors(path, header_text, data=b""):
+    raw = header_text.encode() if isinstance(header_text, str) else header_text
+    raw += b" " * (-len(raw) % 8)
+    with open(path, "wb") as f:
+        f.write(len(raw).to_bytes(8, "little") + raw + data)
+    return str(path)
+
+
+def one_line_exit_2(capsys, *paths, expect):
+    rc, out, err = cli(capsys, *paths)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert rc == 2 and "Traceback" not in err + out, err
+    assert len(lines) == 1 and lines[0].startswith("fp8check: error: ") and expect in lines[0], err
+    return lines[0]
+
+
+# -- the traceback classes the fuzzing run found -------------------------------------------
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+BIG = "9" * 5000
+
+
+@pytest.mark.parametrize("case,header,expect", [
+    ("nested header", '{"__metadata__": ' + DEEP + "}", "nested too deeply"),
+    ("giant integer in a header", '{"w": {"dtype": "U8", "shape": [' + BIG + '], "data_offsets": [0, 0]}}',
+     "not valid JSON"),
+    ("huge dimensions", '{"w": {"dtype": "U8", "shape": [0, 4611686018427387904, 4611686018427387904], '
+                        '"data_offsets": [0, 0]}}', "too large"),
+    ("zero-size scale with a huge dimension", '{"w_scale": {"dtype": "F32", "shape": [0, 4611686018427387904], '
+                                              '"data_offsets": [0, 0]}}', "too large"),
+    ("shape past the file", '{"w": {"dtype": "F32", "shape": [9223372036854775807, 3], "data_offsets": [0, 4]}}',
+     "too large"),
+    ("65 dimensions", '{"w": {"dtype": "U8", "shape": [' + ",".join(["1"] * 65) + '], "data_offsets": [0, 1]}}',
+     "65 dimensions"),
+    ("dtype a list", '{"w": {"dtype": ["F32"], "shape": [1], "data_offsets": [0, 4]}}', "unknown dtype"),
+    ("dtype a dict", '{"w": {"dtype": {"a": 1}, "shape": [1], "data_offsets": [0, 4]}}', "unknown dtype"),
+])
+def test_malformed_safetensors_headers(tmp_path, capsys, case, header, expect):
+    data = b"\0" * (4 if '"data_offsets": [0, 4]' in header else 1 if '[0, 1]' in header else 0)
+    one_line_exit_2(capsys, raw_safetensors(tmp_path / "m.safetensors", header, data), expect=expect)
+
+
+@pytest.mark.parametrize("name", ["model.safetensors.index.json", "config.json"])
+@pytest.mark.parametrize("what", ["nested", "giant integer"])
+def test_malformed_index_and_config(tmp_path, capsys, name, what):
+    save_st(tmp_path / "model-1.safetensors", {"w.weight": fp8(codes((4, 4))), "w.weight_scale": torch.ones(())})
+    write_json(tmp_path / "model.safetensors.index.json",
+               {"weight_map": {"w.weight": "model-1.safetensors", "w.weight_scale": "model-1.safetensors"}})
+    text = '{"metadata": ' + (DEEP if what == "nested" else BIG) + "}"
+    (tmp_path / name).write_text(text)
+    rc, out, err = cli(capsys, tmp_path, "--json", tmp_path / "r.json")
+    assert rc == 2 and "Traceback" not in err + out
+    r = json.loads((tmp_path / "r.json").read_text())
+    assert set(r["summary"]["verdicts"].values()) == {"unknown"}
+    if name == "config.json":  # a config that cannot be read: the tensors are audited, the verdict is unknown
+        assert r["summary"]["unknown"] and r["summary"]["fp8_tensors"] == 1
+
+
+@pytest.mark.parametrize("victim", ["model.safetensors.index.json", "config.json", "model-1.safetensors"])
+def test_fifos_are_refused_before_they_are_opened(tmp_path, capsys, victim):
+    # a FIFO used to hang the audit forever (it blocks on open until a writer comes)
+    save_st(tmp_path / "model-1.safetensors", {"w.weight": fp8(codes((4, 4))), "w.weight_scale": torch.ones(())})
+    write_json(tmp_path / "model.safetensors.index.json",
+               {"weight_map": {"w.weight": "model-1.safetensors", "w.weight_scale": "model-1.safetensors"}})
+    write_json(tmp_path / "config.json", {"torch_dtype": "bfloat16"})
+    os.unlink(tmp_path / victim)
+    os.mkfifo(tmp_path / victim)
+    proc = subprocess.run([sys.executable, "-m", "fp8check", "audit", str(tmp_path), "-q", "--json", "-"],
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2 and "not a regular file" in proc.stderr and "Traceback" not in proc.stderr
+    assert set(json.loads(proc.stdout)["summary"]["verdicts"].values()) == {"unknown"}
+
+
+def test_many_tensors_stream_in_bounded_memory(tmp_path, capsys):
+    # 200,000 tensors once ended in a MemoryError while the JSON was built; rows now stream (fewer here, for time)
+    n = 3_000
+    header = {f"t{i}.weight": {"dtype": "F8_E4M3", "shape": [2], "data_offsets": [2 * i, 2 * i + 2]} for i in range(n)}
+    path = raw_safetensors(tmp_path / "many.safetensors", json.dumps(header), b"\x01" * (2 * n))
+    rc, _, err = cli(capsys, path, "--json", tmp_path / "r.json")
+    assert rc == 0, err
+    with open(tmp_path / "r.json") as f:
+        r = json.load(f)
+    assert len(r["tensors"]) == n and r["summary"]["fp8_tensors"] == n
+
+
+# -- the two crafted files that read past their zip records -----------------------------------
+
+
+def _fp8_pt(tmp_path):
+    t = {f"w{i}": fp8(codes((64, 64), seed=i)) for i in range(7)}
+    return save_pt(tmp_path / "src.pt", t)
+
+
+def test_a_corrupt_local_header_is_refused(tmp_path, capsys):
+    # (a) the local header of data/5: bad signature and a filename length of 125 instead of 12; torch's
+    # memory-mapped load read a tensor 113 bytes past its record
+    src = _fp8_pt(tmp_path)
+    data = bytearray(open(src, "rb").read())
+    with zipfile.ZipFile(src) as zf:
+        info = zf.getinfo("src/data/5")
+    h = info.header_offset
+    assert data[h:h + 4] == b"PK\x03\x04" and int.from_bytes(data[h + 26:h + 28], "little") == len("src/data/5")
+    data[h:h + 4] = b"PK\x00\x00"
+    data[h + 26:h + 28] = (125).to_bytes(2, "little")
+    bad = tmp_path / "bad_local_header.pt"
+    bad.write_bytes(bytes(data))
+    line = one_line_exit_2(capsys, bad, expect="local header")
+    assert "src/data/5" in line
+
+
+def test_a_storage_type_built_with_codecs_is_refused(tmp_path, capsys):
+    # (b) the storage type name made with _codecs.encode (in torch's default weights-only set): the old
+    # record-size check skipped that storage and an FP8 tensor read 1,856 bytes of zip headers
+    src = save_pt(tmp_path / "src.pt", {"w": fp8(codes((64, 64)))})
+    with zipfile.ZipFile(src) as zf:
+        pkl = zf.read("src/data.pkl")
+    old = b"ctorch.storage\nUntypedStorage\n"
+    assert old in pkl
+    new = b"c_codecs\nencode\nX\x0e\x00\x00\x00UntypedStorageX\x06\x00\x00\x00latin1\x86R"
+    edited = pkl.replace(old, new)
+    out = tmp_path / "codecs.pt"
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(out, "w") as zout:
+        for info in zin.infolist():
+            d = zin.read(info)
+            if info.filename == "src/data.pkl":
+                d = edited
+            if info.filename == "src/data/0":
+                d = d[:4096 - 1856 // 8]  # a record shorter than the tensor
+            zout.writestr(info.filename, d)
+    one_line_exit_2(capsys, out, expect="not a torch storage class")
+
+
+def test_legacy_sizes_are_checked_before_anything_is_allocated(tmp_path, capsys):
+    src = save_pt(tmp_path / "old.pt", {"w": torch.ones(16)}, legacy=True)
+    data = bytearray(open(src, "rb").read())
+    # the 8-byte element count before the storage's bytes: 72 PB
+    import io
+    import pickletools
+
+    stream = io.BytesIO(bytes(data))
+    for _ in range(5):
+        for _ in pickletools.genops(stream):
+            pass
+    at = stream.tell()
+    assert int.from_bytes(data[at:at + 8], "little") == 16
+    data[at:at + 8] = (9 * 10 ** 15).to_bytes(8, "little")
+    bad = tmp_path / "huge_legacy.pt"
+    bad.write_bytes(bytes(data))
+    one_line_exit_2(capsys, bad, expect="more than the")
+
+
+# -- verdicts only for what was read ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("what", ["random bytes", "empty file", "missing file", "refused pickle"])
+def test_nothing_read_gives_no_verdict(tmp_path, capsys, what):
+    p = tmp_path / "x.safetensors"
+    if what == "random bytes":
+        p.write_bytes(np.random.default_rng(0).integers(0, 256, 1000, dtype=np.uint8).tobytes())
+    elif what == "empty file":
+        p.write_bytes(b"")
+    elif what == "refused pickle":
+        import pickle
+
+        p = tmp_path / "x.pt"
+        p.write_bytes(pickle.dumps({"x": os.system}, protocol=2))
+    rc, out, err = cli(capsys, p, "--target", "mi300", "--json", tmp_path / "r.json")
+    assert rc == 2
+    r = json.loads((tmp_path / "r.json").read_text())
+    assert r["summary"]["verdicts"] == {"mi300": "unknown"} and r["portability"][0]["complete"] is False
+    assert r["portability"][0]["reasons"][0] == "nothing was read"
+    rc = main(["audit", str(p), "--target", "mi300", "--jobs", "1"])
+    out = capsys.readouterr().out
+    assert out.splitlines()[1].startswith("verdict unknown: nothing was read")  # said first
+    assert "mi300 (e4m3fnuz, e5m2fnuz): unknown" in out and "runs as is" not in out
+
+
+def test_unpaired_scale_is_named(tmp_path, run_audit):
+    q, s = quantize(torch.randn(32, 64), "e4m3fn", "rowwise")
+    r = run_audit(save_st(tmp_path / "m.safetensors", {"l.weight": q, "l.scale": s}), targets=("mi300",))
+    assert codes_of(r, "l.weight")["SCALE_UNPAIRED"] == ("warning", 1) and "SCALE_MISSING" not in codes_of(r, "l.weight")
+    assert tensor_of(r, "l.weight")["findings"][0]["message"].startswith("unpaired scale l.scale")
+
+
+# -- convert: atomic, nothing left behind -------------------------------------------------------
+
+
+def test_convert_zero_size_tensor_and_duplicate_scale_names(tmp_path, capsys):
+    z = save_st(tmp_path / "zero" / "m.safetensors", {"w.weight": fp8(np.zeros((0, 64), np.uint8)),
+                                                      "w.weight_scale": torch.tensor(1.0)})
+    assert main(["convert", z, str(tmp_path / "out0.safetensors"), "--to", "e4m3fnuz", "-q"]) == 0
+    d = tmp_path / "dup"
+    save_st(d / "a.safetensors", {"x.weight": fp8(codes((4, 8))), "x.weight_scale": torch.tensor(1.0)})
+    save_st(d / "b.safetensors", {"x.weight": fp8(codes((8, 8), seed=2)), "x.weight_scale": torch.ones(8, 1)})
+    rc = main(["convert", str(d), str(tmp_path / "out1"), "--to", "e4m3fnuz", "-q"])
+    capsys.readouterr()
+    assert rc == 0
+    assert sorted(os.listdir(tmp_path / "out1")) == ["a.safetensors", "b.safetensors", "model.safetensors.index.json"]
+
+
+def test_convert_failure_leaves_nothing(tmp_path, capsys, monkeypatch):
+    from fp8check.checkpoints import convert
+
+    src = save_st(tmp_path / "src" / "m.safetensors", {"w.weight": fp8(codes((4, 8))),
+                                                       "w.weight_scale": torch.tensor(1.0)})
+
+    def boom(*a, **k):
+        raise ZeroDivisionError("planted")
+
+    monkeypatch.setattr(convert.Converter, "_verify", boom)
+    for dst in ("o.safetensors", "odir"):
+        before = set(os.listdir(tmp_path))
+        with pytest.raises(ZeroDivisionError):
+            main(["convert", src, str(tmp_path / dst), "--to", "e4m3fnuz", "-q"])
+        assert set(os.listdir(tmp_path)) == before
+
+
+# -- torchao checkpoints, read without torchao ---------------------------------------------------
+
+
+torchao_q = pytest.importorskip("torchao.quantization")
+
+AUDIT_WITHOUT_TORCHAO = r"""
+import json, sys
+from fp8check.checkpoints import audit, AuditOptions
+r = audit([sys.argv[1]], AuditOptions(jobs=1, targets=("mi300",))).to_dict()
+assert not any(m == "torchao" or m.startswith("torchao.") for m in sys.modules), "torchao was imported"
+print(json.dumps(r))
+"""
+
+
+def _audited_without_torchao(path):
+    proc = subprocess.run([sys.executable, "-c", AUDIT_WITHOUT_TORCHAO, str(path)], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
+def _model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(256, 128), torch.nn.Linear(128, 64)).to(torch.bfloat16)
+
+
+def test_torchao_float8_weight_only_state_dict(tmp_path):
+    m = _model()
+    torchao_q.quantize_(m, torchao_q.Float8WeightOnlyConfig())
+    sd = m.state_dict()
+    path = save_pt(tmp_path / "model.pt", sd)
+    r = _audited_without_torchao(path)
+    assert r["summary"]["exit_code"] == 0 and r["summary"]["fp8_tensors"] == 2
+    for layer in ("0", "1"):
+        w = sd[f"{layer}.weight"]
+        t = tensor_of(r, f"{layer}.weight.qdata")
+        assert t["stats"]["histogram"] == np.bincount(w.qdata.view(torch.uint8).reshape(-1).numpy(),
+                                                      minlength=256).tolist()
+        assert t["scale"]["name"] == f"{layer}.weight.scale" and t["scale"]["granularity"]["name"] == "rowwise"
+        assert t["scale"]["stats"]["max"] == float(w.scale.max())
+    assert r["summary"]["verdicts"] == {"mi300": "runs_after_conversion"}
+
+
+def test_torchao_float8_per_tensor_and_dynamic_activation_state(tmp_path):
+    from torchao.quantization.quantize_.workflows.float8.float8_tensor import QuantizeTensorToFloat8Kwargs
+
+    w = torch.randn(128, 256, dtype=torch.bfloat16)
+    # what Float8DynamicActivationFloat8WeightConfig writes (it refuses to quantize on a CPU): the same tensor
+    # with activation quantization kwargs in its state
+    dyn = torchao_q.Float8Tensor.from_hp(w, granularity=torchao_q.PerRow(), act_quant_kwargs=QuantizeTensorToFloat8Kwargs(
+        float8_dtype=torch.float8_e4m3fn, granularity=torchao_q.PerRow()))
+    pt = torchao_q.Float8Tensor.from_hp(w, granularity=torchao_q.PerTensor())
+    r = _audited_without_torchao(save_pt(tmp_path / "m.pt", {"dyn.weight": dyn, "pt.weight": pt}))
+    assert tensor_of(r, "dyn.weight.qdata")["scale"]["granularity"]["name"] == "rowwise"
+    assert tensor_of(r, "pt.weight.qdata")["scale"]["granularity"]["name"] == "tensorwise"
+    assert r["summary"]["exit_code"] == 0
+
+
+def test_torchao_mx_swizzled_scales_are_read_in_their_logical_layout(tmp_path):
+    from torchao.prototype.mx_formats import MXDynamicActivationMXWeightConfig
+
+    m = _model()
+    torchao_q.quantize_(m, MXDynamicActivationMXWeightConfig())
+    sd = m.state_dict()
+    r = _audited_without_torchao(save_pt(tmp_path / "mx.pt", sd))
+    from torchao.prototype.mx_formats.utils import to_blocked
+
+    w = sd["0.weight"]
+    t = tensor_of(r, "0.weight.qdata")
+    assert t["scale"]["granularity"]["name"] == "mx-e8m0" and t["scale"]["shape"] == [128, 8]
+    from fp8check.checkpoints.loaders import open_checkpoint
+
+    with open_checkpoint(str(tmp_path / "mx.pt")) as f:
+        got = f.tensor("0.weight.scale").view(torch.uint8)
+    # torchao's own swizzle of what fp8check read gives back the stored scale: the layout was inverted exactly
+    assert torch.equal(to_blocked(got).reshape(-1), w.scale.view(torch.uint8).reshape(-1))
+
+
+def test_torchao_nvfp4_is_packed_and_gives_no_verdict(tmp_path):
+    from torchao.prototype.mx_formats import NVFP4WeightOnlyConfig
+
+    m = _model()
+    torchao_q.quantize_(m, NVFP4WeightOnlyConfig())
+    r = _audited_without_torchao(save_pt(tmp_path / "nvfp4.pt", m.state_dict()))
+    assert tensor_of(r, "0.weight.qdata")["role"] == "packed"
+    assert r["summary"]["verdicts"] == {"mi300": "unknown"} and r["summary"]["exit_code"] == 1
+    assert "packed" in r["summary"]["unknown"][0]
+
+
+# -- fuzzing: a fixed-seed run in the suite ----------------------------------------------------
+
+
+def test_fuzzing_fixed_seed(tmp_path):
+    outcomes = fuzz.run(200, seed=1, jobs=1, timeout=30, work=str(tmp_path), many=[500, 2000])
+    summary = fuzz.summarise(outcomes)
+    broken = [(o.case, o.what, o.problems) for o in outcomes if o.problems]
+    assert not broken, broken[:5]
+    assert summary["tracebacks"] == 0 and summary["hangs"] == 0 and summary["positive_verdicts_for_unread"] == 0
+    assert set(summary["exit_codes"]) <= {"0", "1", "2"}
