@@ -207,3 +207,10 @@ def test_the_known_converter_turns_fn_nan_into_240():
 def test_scale_doubling_overflow_is_reported():
     conv = quantizers.convert_fn_to_fnuz(np.array([0x38], np.uint8), np.array([3.0e38], np.float32))
     assert conv.scale_overflows == 1
+
+
+def test_summary_puts_the_scale_precision_next_to_the_formula_it_qualifies():
+    # The precision used to follow the zero-scale clause ("a zero scale stored as 1 (float32, ...)").
+    assert quantizers.get("transformers-fp8-weight").summary() == (
+        "block 128x128, scale_inv = amax/448 (float32, stored float32), a zero scale stored as 1, "
+        "e4m3fn satfinite, non-finite ieee")

@@ -303,12 +303,13 @@ class Recipe:
                 formula = f"2^{self.pow2}(log2({formula}))"
             if self.scale_min is not None:
                 formula = f"max({formula}, {self.scale_min:g})"
-            if self.zero_scale is not None:
-                formula += f", a zero scale stored as {self.zero_scale:g}"
         else:
             formula = f"2^({self.rule.split('-')[1]}(log2 amax) - {self.format.emax})"
+        # The precision qualifies the formula, so it follows it directly; the
+        # zero-scale rule is a separate clause after it.
+        zero = f", a zero scale stored as {self.zero_scale:g}" if self.zero_scale is not None else ""
         return (f"{self.granularity}, {self.convention} = {formula} ({self.scale_precision}, stored "
-                f"{self.scale_dtype}), {self.format.name} {self.profile.name}, non-finite {self.nonfinite}")
+                f"{self.scale_dtype}){zero}, {self.format.name} {self.profile.name}, non-finite {self.nonfinite}")
 
     def __str__(self) -> str:
         return self.name
