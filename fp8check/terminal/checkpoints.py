@@ -115,7 +115,7 @@ def print_report(result: AuditResult, *, file: TextIO | None = None, show_all: b
             table.add_row(
                 clean(t.name, 120), clean(os.path.basename(t.file), 40), clean(t.format or t.dtype or "-"),
                 clean(list(t.shape) if t.shape is not None else None),
-                clean(gran or ("missing" if t.role == "fp8" and t.scale is None else "-")),
+                clean(gran or _no_scale(t)),
                 f"{s.codes_used}" if s else "-", _pct(s.zero_share) if s else "-",
                 f"{s.saturated}" if s else "-", found or ("[magenta]not read[/]" if t.note else "[green]ok[/]"),
             )
@@ -153,6 +153,19 @@ def print_report(result: AuditResult, *, file: TextIO | None = None, show_all: b
         f"[{style}]{_n(summary.errors, 'error')}, {_n(summary.warnings, 'warning')}, {_n(summary.infos, 'info')}; "
         f"{_n(summary.unreadable_files, 'unreadable file')}"
         + ("; verdict unknown" if summary.unknown else "") + f"; exit {code}[/]")
+
+
+def _no_scale(t: TensorResult) -> str:
+    """The scale column of a tensor without a paired scale: "missing", or "unpaired scale NAME"
+    (NAME from the tensor's module on: ``q_proj.scale``) when a scale-like name next to it pairs with nothing."""
+    if t.role != "fp8" or t.scale is not None:
+        return "-"
+    for f in t.findings:
+        if f.code == "SCALE_UNPAIRED" and f.message.startswith("unpaired scale "):
+            name = f.message[len("unpaired scale "):].partition(":")[0]
+            parent = t.name.rpartition(".")[0].rpartition(".")[0]  # keep the module's own name
+            return "unpaired scale " + (name[len(parent) + 1:] if parent and name.startswith(parent + ".") else name)
+    return "missing"
 
 
 class RichProgress(ProgressSink):
