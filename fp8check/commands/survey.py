@@ -66,7 +66,7 @@ def run_zoo(args: argparse.Namespace) -> int:
     style = {"conforms": "green", "known": "yellow", "diverges": "bold red", "fixed?": "bold yellow"}
     for r in results:
         cats = ", ".join(f"{k} {n:,}" for k, n in r.categories.items()) or "-"
-        why = "; ".join(k.upstream for k in r.known) if r.known else r.detail
+        why = "; ".join(dict.fromkeys(k.upstream for k in r.known)) if r.known else r.detail
         table.add_row(r.entry.id, r.version or "-", r.mode, r.entry.claims, f"{r.checked:,}",
                       Text(r.verdict, style=style.get(r.status, "dim")), cats, why or "-")
     out.print(table)

@@ -33,7 +33,7 @@ Named recipes (``recipes.names()``), all e4m3fn unless a format is given:
 ``rowwise-bf16-scale``              rowwise with the scale stored in bfloat16 (compressed-tensors
                                     stores the model's dtype).
 ``transformers-fp8-weight``        recipes that third-party packages claim, checked by
-``per-token-group-1x128``           :mod:`fp8check.zoo` (docs/zoo.md cites where each is
+``per-token-group-1x128`` (``-224``) :mod:`fp8check.zoo` (docs/zoo.md cites where each is
 ``gemlite-per-token``               stated): transformers' block weights, vLLM/SGLang
 ``ct-tensor`` ``ct-rowwise``        per-token-group, gemlite per-token, compressed-tensors
 ``ct-block-128x128`` ``ct-group-128`` (``-bf16``: bfloat16 inputs, scales in bfloat16).
@@ -169,6 +169,10 @@ _ALL += [
     Recipe(name="per-token-group-1x128", format="e4m3fn", granularity=block(1, 128), convention="scale_inv",
            eps=1e-10, nonfinite="ieee", ragged=False,
            description="vLLM / SGLang per_token_group_quant_fp8 (group 128, eps 1e-10): max(amax, 1e-10)/448"),
+    Recipe(name="per-token-group-1x128-224", format="e4m3fn", target=224.0, granularity=block(1, 128),
+           convention="scale_inv", eps=1e-10, nonfinite="ieee", ragged=False,
+           description="vLLM / SGLang per-token-group on MI300 (gfx94x, with --format e4m3fnuz): "
+                       "max(amax, 1e-10)/224, the range both use for e4m3fnuz instead of 240"),
     Recipe(name="gemlite-per-token", format="e4m3fn", granularity=ROWWISE, convention="scale_inv",
            nonfinite="ieee", scale_min=1e-6,
            description="gemlite scale_activations_per_token: max(amax/448, 1e-6) per row (the scale is clamped, not amax)"),

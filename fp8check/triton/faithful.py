@@ -314,8 +314,26 @@ def _install() -> None:
             a, b = _operand(active, a), _operand(active, b)
         return orig_dot(self, a, b, d, *args, **kwargs)
 
+    orig_cast = builder.__dict__["cast_impl"]
+
+    def cast_impl(self: Any, src: Any, dst_type: Any) -> Any:
+        # bfloat16 -> float32 goes through the same _convert_float as the fp8
+        # casts and gets bfloat16 subnormals wrong (0x0001 = 9.18e-41 -> 0,
+        # 0x0070 -> a different value). Every target widens exactly (a 16-bit
+        # shift), so the patch does too. float32 -> bfloat16 is left to the
+        # interpreter (it truncates; compiled Triton rounds to nearest even).
+        import triton.language as tl
+
+        with _LOCK:
+            active = _STACK[-1] if _STACK else None
+        if active is not None and src.dtype.scalar == tl.bfloat16 and dst_type.scalar == tl.float32:
+            bits = np.ascontiguousarray(src.data).view(np.uint16).astype(np.uint32) << 16
+            return interp.TensorHandle(bits.view(np.float32), dst_type.scalar)
+        return orig_cast(self, src, dst_type)
+
     _set(_SAVED, builder, "create_fp_to_fp", create_fp_to_fp)
     _set(_SAVED, builder, "create_dot", create_dot)
+    _set(_SAVED, builder, "cast_impl", cast_impl)
     orig_core = getattr(interp, "_patch_lang_core", None)
     if orig_core is not None:
         # Triton 3.6's interpreter cannot build the fnuz types ("fail to

@@ -12,21 +12,19 @@ package can be imported here, :func:`run_entry` checks one and returns a
 
 Modes (how an adapter runs the package's code):
 
-``eager``          plain torch code of the package, on ``device``.
-``interpret``      a Triton kernel in Triton's interpreter on the CPU, its FP8
-                   stores converted by the interpreter itself (whose FP8
-                   casts are wrong: triton-lang/triton#8322).
-``interpret-f32``  the same kernel in the interpreter with its FP8 output
-                   buffer replaced by a float32 one: the kernel's arithmetic
-                   runs unchanged and stores the values it would convert;
-                   fp8check's reference converts them as compiled Triton on
-                   sm90 does (RNE, satfinite). A divergence seen in
-                   ``interpret`` but not here is the interpreter's own.
-``compiled``       the Triton kernel compiled for the CUDA device.
+``eager``              plain torch code of the package, on ``device``.
+``faithful:<target>``  a Triton kernel in fp8check's faithful interpreter on
+                       the CPU (:mod:`fp8check.triton`): every FP8 conversion
+                       as compiled Triton does it on ``target`` (``sm90`` for
+                       the NVIDIA-style kernels, ``gfx942`` where a package
+                       runs the kernel with e4m3fnuz on MI300).
+``interpret``          the same kernel in Triton's own interpreter, its FP8
+                       conversions included (wrong: triton-lang/triton#8322).
+                       A divergence seen here and not under ``faithful:`` is
+                       the interpreter's own (``KnownIssue.interpreter_only``).
+``compiled``           the Triton kernel compiled for the CUDA device.
 
-When the faithful interpreter (``fp8check.triton``) lands, ``faithful:<target>``
-runs the kernel under it; :func:`fp8check.zoo._triton.mode_context` is the one
-place that knows how.
+:mod:`fp8check.zoo._triton` is the one place that knows how each runs.
 """
 
 from __future__ import annotations
@@ -56,7 +54,7 @@ __all__ = [
     "MODES",
 ]
 
-MODES = ("eager", "interpret", "interpret-f32", "compiled")
+MODES = ("eager", "faithful:sm90", "faithful:gfx942", "interpret", "compiled")  # faithful: any fp8check.triton target
 
 
 class ZooUnavailable(FP8CheckError, ImportError):
@@ -74,6 +72,10 @@ class KnownIssue:
     versions: str = ""  # version spec where it applies; "" = the entry's range
     reproducer: str = ""
     interpreter_only: bool = False  # the Triton interpreter's own FP8 casts, not the package
+    # A targeted input that always shows it: a callable returning a list of
+    # QuantCase (quantize entries); ``shown_by`` says in words what it is.
+    example: Callable[[], Any] | None = field(default=None, compare=False)
+    shown_by: str = ""
 
     def applies(self, mode: str, version: str | None) -> bool:
         return mode in self.modes and (not self.versions or version is None or version_matches(version, self.versions))
@@ -101,8 +103,14 @@ class ZooEntry:
 
     def modes_for(self, device: str) -> tuple[str, ...]:
         if device == "cpu":
-            return tuple(m for m in self.modes if m in ("eager", "interpret", "interpret-f32"))
+            return tuple(m for m in self.modes if m in ("eager", "interpret") or m.startswith("faithful:"))
         return tuple(m for m in self.modes if m in ("eager", "compiled"))
+
+    def recipe(self) -> Any:
+        """The :class:`~fp8check.quantizers.Recipe` the entry claims (quantize entries)."""
+        from fp8check import quantizers
+
+        return quantizers.get(self.claims, self.fmt)
 
     def reproducer(self, mode: str) -> str:
         spec = _spec(self, mode)
@@ -121,7 +129,7 @@ def _spec(entry: ZooEntry, mode: str) -> str:
 def _kernel_name(entry: ZooEntry, mode: str) -> str:
     """The module-level callable of the adapter module for ``mode`` (what a reproducer names)."""
     base = entry.adapter.split(":")[1]
-    return base if mode == entry.modes[0] else f"{base}_{mode.replace('-', '_')}"
+    return base if mode == entry.modes[0] else f"{base}_{mode.replace('-', '_').replace(':', '_')}"
 
 
 @dataclass
@@ -272,23 +280,30 @@ def _factory(entry: ZooEntry) -> Callable[..., Any]:
 
 
 def _quantize_checks(entry: ZooEntry, kernel: Any, mode: str, device: str, max_examples: int,
-                     seed: int | None) -> list[Any]:
-    from fp8check import quantizers
+                     seed: int | None, cases: list[Any] | None, edge: bool) -> list[Any]:
     from fp8check.quantizers.conformance import check_quantizer
     from fp8check.quantizers.edge_cases import edge_cases
 
-    recipe = quantizers.get(entry.claims, entry.fmt)
+    recipe = entry.recipe()
+    if cases is not None:  # targeted inputs only (a known issue's example)
+        return [check_quantizer(kernel, recipe, max_examples=0, device=device, kernel_name=_spec(entry, mode),
+                                cases=cases)]
     out = []
     for dtype in entry.dtypes:
-        cases = [c for c in edge_cases(recipe) if c.dtype == dtype]
+        mine = [c for c in edge_cases(recipe) if c.dtype == dtype] if edge else []
         out.append(check_quantizer(kernel, recipe, max_examples=max_examples, seed=seed, device=device,
-                                   kernel_name=_spec(entry, mode), dtypes=(dtype,), cases=cases))
+                                   kernel_name=_spec(entry, mode), dtypes=(dtype,), cases=mine))
     return out
 
 
 def run_entry(entry: ZooEntry | str, *, mode: str | None = None, device: str = "cpu", max_examples: int = 20,
-              seed: int | None = 0) -> ZooResult:
-    """Check ``entry`` in ``mode`` (default: its first mode for ``device``)."""
+              seed: int | None = 0, cases: list[Any] | None = None, edge: bool = True) -> ZooResult:
+    """Check ``entry`` in ``mode`` (default: its first mode for ``device``).
+
+    ``cases``: check only these inputs (a list of
+    :class:`~fp8check.quantizers.cases.QuantCase`, e.g. a known issue's
+    ``example()``); ``edge=False`` leaves the targeted edge cases out and
+    runs the ``max_examples`` Hypothesis inputs only (seeded by ``seed``)."""
     if isinstance(entry, str):
         entry = get(entry)
     modes = entry.modes_for(device)
@@ -308,7 +323,7 @@ def run_entry(entry: ZooEntry | str, *, mode: str | None = None, device: str = "
     try:
         kernel = _factory(entry)(mode=mode)
         if entry.kind == "quantize":
-            result.checks = _quantize_checks(entry, kernel, mode, device, max_examples, seed)
+            result.checks = _quantize_checks(entry, kernel, mode, device, max_examples, seed, cases, edge)
         elif entry.kind == "cast":
             from fp8check.casts import engine
 
@@ -333,7 +348,7 @@ def run_entry(entry: ZooEntry | str, *, mode: str | None = None, device: str = "
     known = [k for k in entry.known if k.applies(mode, version)]
     in_range = version_matches(version, entry.versions)
     if not diverged:
-        result.status = "fixed?" if known else "conforms"
+        result.status = "fixed?" if known and cases is None else "conforms"
         result.known = known
     elif known and diverged <= set().union(*(k.categories for k in known)):
         result.status, result.known = "known", known

@@ -7,46 +7,94 @@ compiled kernels from the unpacked wheel (``pip download --no-deps
 sglang==0.5.23``; 39 MB) plus about twenty small pure-Python packages its
 ``sglang.srt.utils`` imports (orjson, pybase64, starlette, msgspec, pyzmq,
 ipython, traitlets, aiohttp and its dependencies, ...). On CUDA SGLang calls
-its JIT CUDA kernel; ``_per_token_group_quant_8bit_raw`` is the Triton path
-(the one taken on other devices), and is what is checked, on every device.
+its JIT CUDA kernel; everywhere else (``per_token_group_quant_fp8 =
+_per_token_group_quant_8bit_raw`` when not ``_is_cuda``: ROCm included) the
+Triton path runs, and is what is checked, on every device:
+
+- row-major scales: ``_per_token_group_quant_8bit``, ``y * (1 / y_s)``;
+- column-major scales (``column_major_scales=True``):
+  ``_per_token_group_quant_8bit_colmajor``, ``y / y_s``: the same
+  quantization computed another way, so the two layouts can differ by a code;
+- on MI300 (gfx94x, ``_is_hip`` and ``is_fp8_fnuz()``): e4m3fnuz with
+  ``bit8_max = fp8_max = 224.0``, run here under ``faithful:gfx942`` with the
+  module's ``_is_hip``/``fp8_max`` set as that platform sets them.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from typing import Any, Iterator
 
 from fp8check.zoo import KnownIssue, ZooEntry
 from fp8check.zoo._adapters import import_package, lazy
-NO = "no upstream issue found (searched the issues corpus, 2026-12-01)"
+from fp8check.zoo._triton import mode_context, require_mode
 
-from fp8check.zoo._triton import float32_store_kernel, mode_context, require_mode
+NO = "no upstream issue found (searched the issues corpus, 2026-12-01)"
 
 FP8_KERNEL = "sglang.kernels.ops.quantization.fp8_kernel"
 _HINT = "SGLang cannot be pip-installed beside a CPU torch; see fp8check.zoo.sglang's docstring"
 
 
-def make_per_token_group_quant_fp8(mode: str = "interpret-f32") -> Any:
-    """``_per_token_group_quant_8bit_raw(x, 128, eps=1e-10, dtype=float8_e4m3fn)`` (row-major scales)."""
+@contextlib.contextmanager
+def _as_mi300(m: Any) -> Iterator[None]:
+    """The module globals ROCm on gfx94x sets at import: ``_is_hip``, ``fp8_max = 224.0``."""
+    saved = (m._is_hip, m.fp8_max, m.fp8_min)
+    m._is_hip, m.fp8_max, m.fp8_min = True, 224.0, -224.0
+    try:
+        yield
+    finally:
+        m._is_hip, m.fp8_max, m.fp8_min = saved
+
+
+def _make(mode: str, layout: str) -> Any:
     require_mode(mode)
     import torch
 
     m = import_package(FP8_KERNEL, "sglang", _HINT)
+    fnuz = layout == "mi300"
 
-    def call(x: Any) -> tuple[Any, Any]:
-        with mode_context(mode):
-            return m._per_token_group_quant_8bit_raw(x.contiguous(), 128, eps=1e-10, dtype=torch.float8_e4m3fn)
+    def kernel(x: Any) -> tuple[Any, Any]:
+        with mode_context(mode), (_as_mi300(m) if fnuz else contextlib.nullcontext()):
+            q, s = m._per_token_group_quant_8bit_raw(
+                x.contiguous(), 128, eps=1e-10, dtype=torch.float8_e4m3fnuz if fnuz else torch.float8_e4m3fn,
+                column_major_scales=layout == "colmajor")
+        return q, s.contiguous()
 
-    kernel = float32_store_kernel(call, (m,)) if mode == "interpret-f32" else call
-    kernel.__name__ = f"sglang.per_token_group_quant_8bit[{mode}]"
+    kernel.__name__ = f"sglang.per_token_group_quant_8bit[{layout}, {mode}]"
     return kernel
 
 
-per_token_group_quant_fp8 = lazy(make_per_token_group_quant_fp8, "interpret-f32",
-                                 "fp8check.zoo.sglang:per_token_group_quant_fp8")
+def make_per_token_group_quant_fp8(mode: str = "faithful:sm90") -> Any:
+    """``_per_token_group_quant_8bit_raw(x, 128, eps=1e-10, dtype=float8_e4m3fn)`` (row-major scales)."""
+    return _make(mode, "rowmajor")
+
+
+def make_per_token_group_quant_fp8_colmajor(mode: str = "faithful:sm90") -> Any:
+    """The same with ``column_major_scales=True`` (scales returned row-major for the check)."""
+    return _make(mode, "colmajor")
+
+
+def make_per_token_group_quant_fp8_mi300(mode: str = "faithful:gfx942") -> Any:
+    """The same as it runs on MI300: e4m3fnuz, ``bit8_max = 224``."""
+    return _make(mode, "mi300")
+
+
+_M = "fp8check.zoo.sglang:"
+per_token_group_quant_fp8 = lazy(make_per_token_group_quant_fp8, "faithful:sm90", _M + "per_token_group_quant_fp8")
 per_token_group_quant_fp8_interpret = lazy(make_per_token_group_quant_fp8, "interpret",
-                                           "fp8check.zoo.sglang:per_token_group_quant_fp8_interpret")
+                                           _M + "per_token_group_quant_fp8_interpret")
 per_token_group_quant_fp8_compiled = lazy(make_per_token_group_quant_fp8, "compiled",
-                                          "fp8check.zoo.sglang:per_token_group_quant_fp8_compiled")
+                                          _M + "per_token_group_quant_fp8_compiled")
+per_token_group_quant_fp8_colmajor = lazy(make_per_token_group_quant_fp8_colmajor, "faithful:sm90",
+                                          _M + "per_token_group_quant_fp8_colmajor")
+per_token_group_quant_fp8_colmajor_compiled = lazy(make_per_token_group_quant_fp8_colmajor, "compiled",
+                                                   _M + "per_token_group_quant_fp8_colmajor_compiled")
+per_token_group_quant_fp8_mi300 = lazy(make_per_token_group_quant_fp8_mi300, "faithful:gfx942",
+                                       _M + "per_token_group_quant_fp8_mi300")
+
+_SRC = "sglang 0.5.23, sglang/kernels/ops/quantization/fp8_kernel.py"
+_INF = ("+Inf in a group becomes -max (0xFE): y * (1/Inf) is Inf * 0 = NaN for the Inf element, and tl.clamp "
+        "(propagate_nan NONE) returns bit8_min for NaN; the recipe gives NaN")
 
 ENTRIES = (
     ZooEntry(
@@ -54,19 +102,50 @@ ENTRIES = (
         package="sglang", module=FP8_KERNEL, versions="==0.5.23",
         function="_per_token_group_quant_8bit_raw(x, group_size=128, eps=1e-10) -> _per_token_group_quant_8bit (Triton)",
         kind="quantize", claims="per-token-group-1x128",
-        citation="sglang 0.5.23, sglang/kernels/ops/quantization/fp8_kernel.py: _per_token_group_quant_8bit: "
-                 "y_s = max(amax, eps) / bit8_max, y_q = clamp(y * (1 / y_s)); eps=1e-10 default",
-        adapter="fp8check.zoo.sglang:per_token_group_quant_fp8",
-        modes=("interpret-f32", "interpret", "compiled"),
+        citation=f"{_SRC}: _per_token_group_quant_8bit: y_s = max(amax, eps) / bit8_max, "
+                 "y_q = clamp(y * (1 / y_s)); eps=1e-10 default",
+        adapter=_M + "per_token_group_quant_fp8",
+        modes=("faithful:sm90", "interpret", "compiled"),
         known=(
-            KnownIssue(summary="+Inf in a group becomes -448 (0xFE): y * (1/Inf) gives NaN for the Inf, and tl.clamp "
-                               "(propagate_nan NONE) returns bit8_min for NaN; the recipe gives NaN",
-                       upstream=NO, categories=frozenset({"nonfinite"}),
-                       modes=frozenset({"interpret-f32", "interpret", "compiled"})),
-            KnownIssue(summary="the Triton interpreter's own fp8 stores (ties away, lost carry) and its bfloat16 upcast "
-                   "(bf16 subnormals come out wrong: 9.18e-41 -> 0, 1.0e-38 -> 8.27e-39)",
-           upstream="triton-lang/triton#8322 (fp8 casts); bf16 subnormal upcast: " + NO,
-           categories=frozenset({"codes", "scale", "nonfinite"}), modes=frozenset({"interpret"}), interpreter_only=True),
+            KnownIssue(summary=_INF, upstream=NO, categories=frozenset({"nonfinite"}),
+                       modes=frozenset({"faithful:sm90", "interpret", "compiled"})),
+            KnownIssue(summary="codes are y * fl(1/y_s), not y / y_s: one code off where the rounded reciprocal moves "
+                               "a value across a rounding midpoint (x = 2.734375 in a group with amax 0.765625: "
+                               "x / s = 400 exactly, a tie, RNE 384; x * fl(1/s) = 400.00003, 416); the column-major "
+                               "kernel divides",
+                       upstream="by design (the kernel's formula); " + NO, categories=frozenset({"codes"}),
+                       modes=frozenset({"faithful:sm90", "interpret", "compiled"})),
+            KnownIssue(summary="the Triton interpreter's own fp8 conversions (ties away, lost carry)",
+                       upstream="triton-lang/triton#8322", categories=frozenset({"codes", "scale", "nonfinite"}),
+                       modes=frozenset({"interpret"}), interpreter_only=True),
         ),
+    ),
+    ZooEntry(
+        id="sglang.per_token_group_quant_fp8.colmajor",
+        package="sglang", module=FP8_KERNEL, versions="==0.5.23",
+        function="_per_token_group_quant_8bit_raw(x, 128, eps=1e-10, column_major_scales=True) -> "
+                 "_per_token_group_quant_8bit_colmajor (Triton)",
+        kind="quantize", claims="per-token-group-1x128",
+        citation=f"{_SRC}: _per_token_group_quant_8bit_colmajor: y_s = max(amax, eps) / bit8_max, y_q = clamp(y / y_s)",
+        adapter=_M + "per_token_group_quant_fp8_colmajor",
+        modes=("faithful:sm90", "compiled"),
+        known=(
+            KnownIssue(summary=_INF.replace("y * (1/Inf) is Inf * 0", "y / Inf... Inf / Inf"), upstream=NO,
+                       categories=frozenset({"nonfinite"}), modes=frozenset({"faithful:sm90", "compiled"})),
+        ),
+    ),
+    ZooEntry(
+        id="sglang.per_token_group_quant_fp8.mi300",
+        package="sglang", module=FP8_KERNEL, versions="==0.5.23",
+        function="_per_token_group_quant_8bit_raw(x, 128, eps=1e-10) on ROCm gfx94x: e4m3fnuz, bit8_max 224",
+        kind="quantize", claims="per-token-group-1x128-224", fmt="e4m3fnuz",
+        citation=f"{_SRC}: is_fp8_fnuz() -> fp8_dtype = float8_e4m3fnuz, fp8_max = 224.0; "
+                 "_per_token_group_quant_8bit_raw: 'fp8 range is device-dependent on ROCm: e4m3fnuz (max 224.0) on "
+                 "gfx94x', bit8_max = fp8_max; per_token_group_quant_fp8 = _per_token_group_quant_8bit_raw when not "
+                 "_is_cuda",
+        adapter=_M + "per_token_group_quant_fp8_mi300",
+        modes=("faithful:gfx942",),
+        note="runs on a CPU under the faithful interpreter's gfx942 target; MI300 hardware not measured",
+        known=(),
     ),
 )

@@ -24,7 +24,7 @@ from typing import Any
 
 from fp8check.zoo import KnownIssue, ZooEntry, ZooUnavailable
 from fp8check.zoo._adapters import import_package, lazy
-from fp8check.zoo._triton import float32_store_kernel, mode_context, require_mode
+from fp8check.zoo._triton import mode_context, require_mode
 
 NO = "no upstream issue found (searched the issues corpus, 2026-12-01)"
 
@@ -104,7 +104,7 @@ def load_quantized_param(x: Any) -> tuple[Any, Any]:
     return model.lin.weight.data, model.lin.weight_scale_inv.data
 
 
-def make_act_quant(mode: str = "interpret-f32") -> Any:
+def make_act_quant(mode: str = "faithful:sm90") -> Any:
     """4.x: ``act_quant(x, 128)`` (Triton ``act_quant_kernel``)."""
     require_mode(mode)
     m = import_package(INTEGRATION, "transformers")
@@ -114,18 +114,17 @@ def make_act_quant(mode: str = "interpret-f32") -> Any:
         raise ZooUnavailable(f"transformers {transformers.__version__} has no act_quant: its Triton kernels "
                              "are loaded from the Hub (kernels-community/finegrained-fp8) at run time")
 
-    def call(x: Any) -> tuple[Any, Any]:
+    def kernel(x: Any) -> tuple[Any, Any]:
         with mode_context(mode):
             return m.act_quant(x.contiguous(), 128)
 
-    kernel = float32_store_kernel(call, (m,)) if mode == "interpret-f32" else call
     kernel.__name__ = f"transformers.act_quant[{mode}]"
     return kernel
 
 
 fp8_quantize_weight = lazy(make_fp8_quantize_weight, "eager", "fp8check.zoo.transformers:fp8_quantize_weight")
 create_quantized_param = lazy(make_create_quantized_param, "eager", "fp8check.zoo.transformers:create_quantized_param")
-act_quant = lazy(make_act_quant, "interpret-f32", "fp8check.zoo.transformers:act_quant")
+act_quant = lazy(make_act_quant, "faithful:sm90", "fp8check.zoo.transformers:act_quant")
 act_quant_interpret = lazy(make_act_quant, "interpret", "fp8check.zoo.transformers:act_quant_interpret")
 act_quant_compiled = lazy(make_act_quant, "compiled", "fp8check.zoo.transformers:act_quant_compiled")
 
@@ -178,12 +177,12 @@ ENTRIES = (
         citation="transformers 4.57.6, integrations/finegrained_fp8.py: '# Copied from https://huggingface.co/"
                  "deepseek-ai/DeepSeek-V3/blob/main/inference/kernel.py' act_quant_kernel: s = max|x| / 448, y = x / s",
         adapter="fp8check.zoo.transformers:act_quant",
-        modes=("interpret-f32", "interpret", "compiled"),
+        modes=("faithful:sm90", "interpret", "compiled"),
         known=(
             KnownIssue(summary="a block holding NaN gets the scale of its finite values (tl.max ignores NaN), where "
                                "the recipe (DeepSeek's torch semantics) gives a NaN scale; the NaN element stays NaN",
                        upstream=NO, categories=frozenset({"nonfinite"}),
-                       modes=frozenset({"interpret-f32", "interpret", "compiled"})),
+                       modes=frozenset({"faithful:sm90", "interpret", "compiled"})),
             KnownIssue(summary="the Triton interpreter's own fp8 stores (ties away, lost carry) and its bfloat16 upcast "
                    "(bf16 subnormals come out wrong: 9.18e-41 -> 0, 1.0e-38 -> 8.27e-39)",
            upstream="triton-lang/triton#8322 (fp8 casts); bf16 subnormal upcast: " + NO,

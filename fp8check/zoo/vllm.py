@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from fp8check.zoo import KnownIssue, ZooEntry
+from fp8check.zoo import KnownIssue, ZooEntry, ZooUnavailable
 from fp8check.zoo._adapters import import_package, lazy
-NO = "no upstream issue found (searched the issues corpus, 2026-12-01)"
+from fp8check.zoo._triton import is_interpreted, mode_context, require_mode
 
-from fp8check.zoo._triton import float32_store_kernel, mode_context, require_mode
+NO = "no upstream issue found (searched the issues corpus, 2026-12-01)"
 
 FP8_UTILS = "vllm.model_executor.layers.quantization.utils.fp8_utils"
 W8A8_UTILS = "vllm.model_executor.layers.quantization.utils.w8a8_utils"
@@ -38,7 +38,7 @@ def _fp8_utils(mode: str) -> Any:
     import os
     import sys
 
-    if mode.startswith("interpret") and "vllm.triton_utils" not in sys.modules:
+    if is_interpreted(mode) and "vllm.triton_utils" not in sys.modules:
         saved = os.environ.get("CUDA_VISIBLE_DEVICES")
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
         try:
@@ -50,45 +50,27 @@ def _fp8_utils(mode: str) -> Any:
                 os.environ["CUDA_VISIBLE_DEVICES"] = saved
     else:
         m = import_package(FP8_UTILS, "vllm", _HINT)
-    if mode.startswith("interpret") and not hasattr(m.triton, "next_power_of_2"):
-        from fp8check.zoo import ZooUnavailable
-
+    if is_interpreted(mode) and not hasattr(m.triton, "next_power_of_2"):
         raise ZooUnavailable("vllm was imported without Triton (its placeholder module is in use): import it "
                              "through fp8check.zoo.vllm in a fresh process")
     return m
 
 
-def make_per_token_group_quant_fp8(mode: str = "interpret-f32") -> Any:
+def make_per_token_group_quant_fp8(mode: str = "faithful:sm90") -> Any:
     """``per_token_group_quant_fp8(x, 128, dtype=float8_e4m3fn, use_ue8m0=False)``."""
     require_mode(mode)
     import torch
 
     m = _fp8_utils(mode)
 
-    def call(x: Any) -> tuple[Any, Any]:
+    def kernel(x: Any) -> tuple[Any, Any]:
         with mode_context(mode):
             if mode == "compiled":  # the Triton kernel the CPU fallback launches, on the GPU
                 return _launch_compiled(m, x)
             return m.per_token_group_quant_fp8(x.contiguous(), 128, dtype=torch.float8_e4m3fn, use_ue8m0=False)
 
-    kernel = float32_store_kernel(call, (m,)) if mode == "interpret-f32" else call
     kernel.__name__ = f"vllm.per_token_group_quant_fp8[{mode}]"
     return kernel
-
-
-def _launch_compiled(m: Any, x: Any) -> tuple[Any, Any]:
-    import torch
-    import triton
-
-    x = x.contiguous()
-    fp8_min, fp8_max = m.get_fp8_min_max()
-    q = torch.empty(x.shape, device=x.device, dtype=torch.float8_e4m3fn)
-    s = torch.empty(x.shape[:-1] + (x.shape[-1] // 128,), device=x.device, dtype=torch.float32)
-    block = triton.next_power_of_2(128)
-    m._per_token_group_quant_fp8[(x.numel() // 128,)](
-        x, q, s, 128, x.shape[1], x.stride(0), 1e-10, fp8_min=fp8_min, fp8_max=fp8_max, use_ue8m0=False,
-        BLOCK=block, num_warps=min(max(block // 256, 1), 8), num_stages=1)
-    return q, s
 
 
 def make_normalize_e4m3fn_to_e4m3fnuz(mode: str = "eager") -> Any:
@@ -103,7 +85,7 @@ def make_normalize_e4m3fn_to_e4m3fnuz(mode: str = "eager") -> Any:
     return kernel
 
 
-per_token_group_quant_fp8 = lazy(make_per_token_group_quant_fp8, "interpret-f32",
+per_token_group_quant_fp8 = lazy(make_per_token_group_quant_fp8, "faithful:sm90",
                                  "fp8check.zoo.vllm:per_token_group_quant_fp8")
 per_token_group_quant_fp8_interpret = lazy(make_per_token_group_quant_fp8, "interpret",
                                            "fp8check.zoo.vllm:per_token_group_quant_fp8_interpret")
@@ -125,19 +107,19 @@ ENTRIES = (
                  "factor'), eps=1e-10 default, kernel _per_token_group_quant_fp8: y_s = max(amax, eps) * (1/fp8_max), "
                  "y_q = clamp(y / y_s)",
         adapter="fp8check.zoo.vllm:per_token_group_quant_fp8",
-        modes=("interpret-f32", "interpret", "compiled"),
+        modes=("faithful:sm90", "interpret", "compiled"),
         known=(
             KnownIssue(summary="scale = max(amax, eps) * fl32(1/448), not max(amax, eps)/448: 1 ulp off on some "
                                "blocks (deliberate: the source comment says it matches torch's tensor/scalar division "
                                "on CUDA, pytorch/pytorch#191495)",
                        upstream="by design (source comment in _per_token_group_quant_fp8); " + NO,
-                       categories=frozenset({"scale"}), modes=frozenset({"interpret-f32", "interpret", "compiled"}),
+                       categories=frozenset({"scale"}), modes=frozenset({"faithful:sm90", "interpret", "compiled"}),
                        reproducer="fp8check check fp8check.zoo.vllm:per_token_group_quant_fp8 --kind quantize "
                                   "--recipe per-token-group-1x128 --format e4m3fn"),
             KnownIssue(summary="+Inf in a group becomes -448 (0xFE): Inf/Inf = NaN, and tl.clamp (propagate_nan NONE) "
                                "returns fp8_min for NaN; the recipe gives NaN",
                        upstream=NO, categories=frozenset({"nonfinite"}),
-                       modes=frozenset({"interpret-f32", "interpret", "compiled"})),
+                       modes=frozenset({"faithful:sm90", "interpret", "compiled"})),
             KnownIssue(summary="the Triton interpreter's own fp8 stores (ties away, lost carry) and its bfloat16 upcast "
                    "(bf16 subnormals come out wrong: 9.18e-41 -> 0, 1.0e-38 -> 8.27e-39)",
            upstream="triton-lang/triton#8322 (fp8 casts); bf16 subnormal upcast: " + NO,

@@ -90,6 +90,26 @@ def test_the_unpatched_interpreter_fails_the_same_comparison():
     assert (got != want).sum() > 1000
 
 
+@pytest.mark.parametrize("target", ["sm90", "gfx942"])
+def test_bfloat16_widens_exactly_where_the_unpatched_interpreter_loses_subnormals(target):
+    # Every target widens bfloat16 to float32 with a 16-bit shift; Triton's
+    # interpreter sends it through _convert_float, which gets subnormals
+    # wrong (0x0001 = 9.18e-41 -> 0). A quantizer reading bfloat16 input
+    # would report a wrong scale for a block of subnormals.
+    bits = np.arange(1 << 16, dtype=np.uint32)
+    x = torch.from_numpy(bits.astype(np.uint16).view(np.int16)).view(torch.bfloat16)
+    want = (bits << 16).view(np.float32)
+    y = torch.empty(x.shape, dtype=torch.float32)
+    with ft.faithful(target):
+        tk.launch(tk.decode_kernel, x, y)
+    got = y.numpy()
+    same = (got.view(np.uint32) == want.view(np.uint32)) | (np.isnan(got) & np.isnan(want))
+    assert same.all(), f"{(~same).sum()} bfloat16 values widened wrongly, e.g. 0x{int(bits[~same][0]):04x}"
+    y2 = torch.empty(x.shape, dtype=torch.float32)
+    tk.launch(tk.decode_kernel, x, y2)  # unpatched: the interpreter's own conversion
+    assert y2.numpy()[1] != want[1]  # 0x0001
+
+
 UPCASTS = [(t, f, d) for t in targets.TARGETS for f in targets.FP8 for d in targets.DESTINATIONS
            if T(t).upcast(f, d).supported]
 
