@@ -36,7 +36,8 @@ Named recipes (``recipes.names()``), all e4m3fn unless a format is given:
 ``per-token-group-1x128`` (``-224``) :mod:`fp8check.zoo` (docs/zoo.md cites where each is
 ``gemlite-per-token``               stated): transformers' block weights, vLLM/SGLang
 ``ct-tensor`` ``ct-rowwise``        per-token-group, gemlite per-token, compressed-tensors
-``ct-block-128x128`` ``ct-group-128`` (``-bf16``: bfloat16 inputs, scales in bfloat16).
+``ct-block-128x128`` ``ct-group-128`` (``-bf16``: bfloat16 inputs, scales in bfloat16);
+``quark-tensor-bf16`` ...           AMD Quark on bfloat16 weights (``-rowwise-bf16`` too).
 ==================================  ===========================================================
 """
 
@@ -188,6 +189,15 @@ for _suffix, _dtype, _eps in (("", "float32", 2.0 ** -23), ("-bf16", "bfloat16",
             ragged=_ragged, scale_dtype=_dtype, zero_scale=_eps,
             description=f"compressed-tensors FP8 ({_what}): scale = amax/448 in the {_dtype} of the input, "
                         f"a zero scale replaced by that dtype's eps ({_eps:g})"))
+
+for _name, _gran, _what in (("quark-tensor-bf16", TENSORWISE, "FP8E4M3PerTensorSpec"),
+                            ("quark-rowwise-bf16", ROWWISE, "FP8E4M3PerChannelSpec(ch_axis=0)")):
+    # float32 inputs: Quark is ct-tensor / ct-rowwise exactly (zero scale -> float32 eps).
+    _ALL.append(Recipe(
+        name=_name, format="e4m3fn", granularity=_gran, convention="scale_inv", nonfinite="ieee", ragged=True,
+        scale_dtype="bfloat16", zero_scale=2.0 ** -23,
+        description=f"AMD Quark FP8 ({_what}) on bfloat16 weights: scale = amax/448 in bfloat16 (the model's dtype), "
+                    "a zero scale replaced by float32's eps (2^-23)"))
 
 RECIPES: dict[str, Recipe] = {r.name: r for r in _ALL}
 

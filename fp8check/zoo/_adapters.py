@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 from fp8check.zoo import ZooUnavailable
 
-__all__ = ["import_package", "lazy"]
+__all__ = ["import_package", "lazy", "example"]
 
 
 def import_package(name: str, package: str, hint: str = "") -> Any:
@@ -39,3 +39,20 @@ def lazy(factory: Callable[..., Callable[..., Any]], mode: str, name: str) -> Ca
 
     kernel.__name__ = kernel.__qualname__ = name
     return kernel
+
+
+def example(name: str, rows: list[list[float]], *, shape: tuple[int, int] | None = None,
+            dtype: str = "float32") -> Any:
+    """A :class:`~fp8check.quantizers.cases.QuantCase` for a known issue: ``rows``
+    written into the top-left corner of a zero tensor of ``shape`` (default:
+    the rows padded with zeros to 128 columns), values rounded to ``dtype``."""
+    import numpy as np
+
+    from fp8check.quantizers.cases import QuantCase, to_dtype
+
+    width = max(len(r) for r in rows)
+    m, n = shape if shape is not None else (len(rows), max(128, -(-width // 128) * 128))
+    x = np.zeros((m, n), dtype=np.float32)
+    for i, r in enumerate(rows):
+        x[i, : len(r)] = np.asarray(r, dtype=np.float64).astype(np.float32)
+    return [QuantCase(name=name, x=to_dtype(x, dtype), dtype=dtype)]

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from fp8check.zoo import KnownIssue, ZooEntry
-from fp8check.zoo._adapters import import_package, lazy
+from fp8check.zoo._adapters import example, import_package, lazy
 
 NO = "no upstream issue found (searched the issues corpus, 2026-12-01)"
 
@@ -90,6 +90,22 @@ _CITE = ("compressed-tensors 0.19.0, quantization/utils/helpers.py calculate_qpa
          "values to prevent div by 0' (eps of the scale dtype); quantization/lifecycle/forward_helpers.py _quantize: "
          "x / scale, clamp, .to(float8_e4m3fn)")
 
+_NEG0 = ("-0.0 is quantized to +0 (0x00): quantize adds the zero point (0.0) to x / scale, and -0.0 + 0.0 = +0.0; "
+         "the same in a block holding Inf (x / Inf = -0.0 for a negative x)")
+_BF16 = ("bfloat16 inputs: x / scale is computed in bfloat16 and rounded before the fp8 cast (double rounding): "
+         "about 3% of codes of randn weights are one step off (1.8515625 / 0.0201416015625 = 91.93 is 92 in bfloat16, "
+         "an e4m3fn tie that goes to 96; the recipe's single rounding gives 88)")
+
+
+def _neg0(dtype: str) -> Any:
+    return lambda: example(f"-0.0 among finite values ({dtype})", [[1.0, -0.0, 0.5]], shape=(128, 128), dtype=dtype)
+
+
+def _bf16() -> Any:
+    return example("bfloat16 row, double rounding", [[1.8515625, 2.171875, 0.50390625, 9.0234375]], shape=(128, 128),
+                   dtype="bfloat16")
+
+
 ENTRIES = tuple(
     ZooEntry(
         id=f"compressed-tensors.{strategy}{'' if dtype == 'float32' else '.bf16'}",
@@ -99,11 +115,11 @@ ENTRIES = tuple(
         citation=_CITE, adapter=f"fp8check.zoo.compressed_tensors:quantize_{strategy}",
         modes=("eager",), dtypes=(dtype,),
         known=(
-            KnownIssue(summary="-0.0 is quantized to +0 (0x00): quantize adds the zero point (0.0) to x / scale",
-                       upstream=NO, categories=frozenset({"codes", "nonfinite"})),
-        ) + ((KnownIssue(summary="bfloat16 inputs: x / scale is computed in bfloat16 and rounded before the fp8 cast "
-                                 "(double rounding): about 3% of codes of randn weights are one step off",
-                         upstream=NO, categories=frozenset({"codes"})),) if dtype == "bfloat16" else ()),
+            KnownIssue(summary=_NEG0, upstream=NO, categories=frozenset({"codes", "nonfinite"}), example=_neg0(dtype),
+                       shown_by="a 128x128 tensor holding 1.0, -0.0, 0.5"),
+        ) + ((KnownIssue(summary=_BF16, upstream=NO, categories=frozenset({"codes"}), example=_bf16,
+                         shown_by="a bfloat16 row 1.8515625, 2.171875, 0.50390625, 9.0234375"),)
+             if dtype == "bfloat16" else ()),
     )
     for strategy, recipe in (("tensor", "ct-tensor"), ("channel", "ct-rowwise"), ("block", "ct-block-128x128"),
                              ("group", "ct-group-128"))

@@ -26,7 +26,7 @@ import contextlib
 from typing import Any, Iterator
 
 from fp8check.zoo import KnownIssue, ZooEntry
-from fp8check.zoo._adapters import import_package, lazy
+from fp8check.zoo._adapters import example, import_package, lazy
 from fp8check.zoo._triton import mode_context, require_mode
 
 NO = "no upstream issue found (searched the issues corpus, 2026-12-01)"
@@ -93,8 +93,18 @@ per_token_group_quant_fp8_mi300 = lazy(make_per_token_group_quant_fp8_mi300, "fa
                                        _M + "per_token_group_quant_fp8_mi300")
 
 _SRC = "sglang 0.5.23, sglang/kernels/ops/quantization/fp8_kernel.py"
-_INF = ("+Inf in a group becomes -max (0xFE): y * (1/Inf) is Inf * 0 = NaN for the Inf element, and tl.clamp "
-        "(propagate_nan NONE) returns bit8_min for NaN; the recipe gives NaN")
+_INF = ("+Inf in a group becomes -max (e4m3fn 0xFE, -448): the scale is Inf, y * (1/Inf) = Inf * 0 = NaN for the "
+        "Inf element, and tl.clamp (propagate_nan NONE) returns bit8_min for NaN; the recipe gives NaN")
+_INF_DIV = _INF.replace("y * (1/Inf) = Inf * 0", "y / Inf = Inf / Inf")
+_INF_MI300 = _INF.replace("e4m3fn 0xFE, -448", "e4m3fnuz 0xFE, -224")
+
+
+def _inf() -> Any:
+    return example("1x128 group holding +Inf", [[1.0, float("inf"), -2.0]])
+
+
+def _tie() -> Any:
+    return example("1x128 group, x / s a tie", [[3.0625, 2.734375]])
 
 ENTRIES = (
     ZooEntry(
@@ -108,16 +118,20 @@ ENTRIES = (
         modes=("faithful:sm90", "interpret", "compiled"),
         known=(
             KnownIssue(summary=_INF, upstream=NO, categories=frozenset({"nonfinite"}),
-                       modes=frozenset({"faithful:sm90", "interpret", "compiled"})),
+                       modes=frozenset({"faithful:sm90", "interpret", "compiled"}), example=_inf,
+                       shown_by="a 1x128 group holding 1.0, +Inf, -2.0"),
             KnownIssue(summary="codes are y * fl(1/y_s), not y / y_s: one code off where the rounded reciprocal moves "
                                "a value across a rounding midpoint (x = 2.734375 in a group with amax 0.765625: "
                                "x / s = 400 exactly, a tie, RNE 384; x * fl(1/s) = 400.00003, 416); the column-major "
                                "kernel divides",
                        upstream="by design (the kernel's formula); " + NO, categories=frozenset({"codes"}),
-                       modes=frozenset({"faithful:sm90", "interpret", "compiled"})),
+                       modes=frozenset({"faithful:sm90", "interpret", "compiled"}), example=_tie,
+                       shown_by="a 1x128 group holding 3.0625 (the amax) and 2.734375"),
             KnownIssue(summary="the Triton interpreter's own fp8 conversions (ties away, lost carry)",
                        upstream="triton-lang/triton#8322", categories=frozenset({"codes", "scale", "nonfinite"}),
-                       modes=frozenset({"interpret"}), interpreter_only=True),
+                       modes=frozenset({"interpret"}), interpreter_only=True,
+                       example=lambda: example("1x128 group, a tie", [[448.0, 400.0, 3.0]]),
+                       shown_by="400 in a group with amax 448 (a tie: RNE 384, the interpreter 416)"),
         ),
     ),
     ZooEntry(
@@ -130,8 +144,9 @@ ENTRIES = (
         adapter=_M + "per_token_group_quant_fp8_colmajor",
         modes=("faithful:sm90", "compiled"),
         known=(
-            KnownIssue(summary=_INF.replace("y * (1/Inf) is Inf * 0", "y / Inf... Inf / Inf"), upstream=NO,
-                       categories=frozenset({"nonfinite"}), modes=frozenset({"faithful:sm90", "compiled"})),
+            KnownIssue(summary=_INF_DIV, upstream=NO, categories=frozenset({"nonfinite"}),
+                       modes=frozenset({"faithful:sm90", "compiled"}), example=_inf,
+                       shown_by="a 1x128 group holding 1.0, +Inf, -2.0"),
         ),
     ),
     ZooEntry(
@@ -146,6 +161,13 @@ ENTRIES = (
         adapter=_M + "per_token_group_quant_fp8_mi300",
         modes=("faithful:gfx942",),
         note="runs on a CPU under the faithful interpreter's gfx942 target; MI300 hardware not measured",
-        known=(),
+        known=(
+            KnownIssue(summary=_INF_MI300, upstream=NO, categories=frozenset({"nonfinite"}),
+                       modes=frozenset({"faithful:gfx942"}), example=_inf, shown_by="a 1x128 group holding 1.0, +Inf, -2.0"),
+            KnownIssue(summary="codes are y * fl(1/y_s), as in the e4m3fn row-major kernel", upstream="by design; " + NO,
+                       categories=frozenset({"codes"}), modes=frozenset({"faithful:gfx942"}),
+                       example=lambda: example("1x128 group, x / s a tie", [[1.53125, 1.3671875]]),
+                       shown_by="a 1x128 group holding 1.53125 (the amax) and 1.3671875"),
+        ),
     ),
 )

@@ -23,7 +23,7 @@ import types
 from typing import Any
 
 from fp8check.zoo import KnownIssue, ZooEntry, ZooUnavailable
-from fp8check.zoo._adapters import import_package, lazy
+from fp8check.zoo._adapters import example, import_package, lazy
 from fp8check.zoo._triton import mode_context, require_mode
 
 NO = "no upstream issue found (searched the issues corpus, 2026-12-01)"
@@ -128,6 +128,17 @@ act_quant = lazy(make_act_quant, "faithful:sm90", "fp8check.zoo.transformers:act
 act_quant_interpret = lazy(make_act_quant, "interpret", "fp8check.zoo.transformers:act_quant_interpret")
 act_quant_compiled = lazy(make_act_quant, "compiled", "fp8check.zoo.transformers:act_quant_compiled")
 
+_W = (128, 128)  # one weight block
+
+
+def _w(name: str, values: list[float], dtype: str = "float32") -> Any:
+    return lambda: example(name, [values], shape=_W, dtype=dtype)
+
+
+_SCALE_INV = ("weight_scale_inv is stored as 1/(448/amax) (two roundings), not amax/448: 1 ulp off on about a "
+              "quarter of blocks (amax uniform in [1, 2): 27%; amax 1.1875: 0.00265066 vs 0.00265067); the codes use "
+              "448/amax")
+
 ENTRIES = (
     ZooEntry(
         id="transformers.fp8_quantize_weight",
@@ -140,13 +151,16 @@ ENTRIES = (
         adapter="fp8check.zoo.transformers:fp8_quantize_weight",
         modes=("eager",),
         known=(
-            KnownIssue(summary="weight_scale_inv is stored as 1/(448/amax) (two roundings), not amax/448: 1 ulp off on "
-                               "some blocks; the codes use 448/amax", upstream=NO, categories=frozenset({"scale"})),
+            KnownIssue(summary=_SCALE_INV, upstream=NO, categories=frozenset({"scale"}),
+                       example=_w("128x128 block, amax 1.1875", [1.1875, 0.5]), shown_by="a 128x128 block with amax 1.1875"),
             KnownIssue(summary="a block with 0 < amax < 448/FLT_MAX (~1.3e-36) gets scale 448/amax = Inf: "
                                "weight_scale_inv 0 and every zero of the block a NaN code (only amax == 0 is guarded)",
-                       upstream=NO, categories=frozenset({"scale"})),
+                       upstream=NO, categories=frozenset({"scale"}),
+                       example=_w("128x128 block, amax 1e-37", [1e-37]), shown_by="a 128x128 block with amax 1e-37"),
             KnownIssue(summary="a block holding NaN gets weight_scale_inv 1.0 (torch.where(max_abs > 0) is false for "
-                               "NaN), the recipe NaN", upstream=NO, categories=frozenset({"nonfinite"})),
+                               "NaN), the recipe NaN", upstream=NO, categories=frozenset({"nonfinite"}),
+                       example=_w("128x128 block holding NaN", [1.0, float("nan")]),
+                       shown_by="a 128x128 block holding 1.0 and NaN"),
         ),
         note="shapes that are not a multiple of 128 are returned unquantized (checked on multiples only)",
     ),
@@ -161,12 +175,16 @@ ENTRIES = (
         modes=("eager",),
         known=(
             KnownIssue(summary="an all-zero block gets scale 448/0 = Inf: weight_scale_inv 0 and NaN codes (fixed in "
-                               "5.x: 'keep zeros stable'); bfloat16 weights are scaled in bfloat16 (scale and x*scale "
-                               "rounded to bf16: double rounding); 1/(448/amax) is 1 ulp off amax/448",
-                       upstream=NO + "; fixed in transformers 5.x Fp8Quantize", categories=frozenset({"scale", "codes"})),
-            KnownIssue(summary="raises loading a weight with one 128-block row or column: scale.squeeze() drops the "
-                               "unit dimension of weight_scale_inv ('size mismatch for weight_scale_inv')",
-                       upstream=NO, categories=frozenset()),
+                               "5.x: 'keep zeros stable')", upstream=NO + "; fixed in transformers 5.x Fp8Quantize",
+                       categories=frozenset({"scale"}), example=_w("all-zero 128x128 block", [0.0]),
+                       shown_by="an all-zero 128x128 block"),
+            KnownIssue(summary=_SCALE_INV, upstream=NO, categories=frozenset({"scale"}),
+                       example=_w("128x128 block, amax 1.1875", [1.1875, 0.5]), shown_by="a 128x128 block with amax 1.1875"),
+            KnownIssue(summary="bfloat16 weights are scaled in bfloat16: 448/amax, x * scale and the reciprocal are "
+                               "each rounded to bfloat16 (scale_inv off by up to 2^-9 relative; codes double-rounded)",
+                       upstream=NO, categories=frozenset({"scale", "codes"}),
+                       example=_w("bfloat16 128x128 block, amax 3", [3.0, 1.3, -0.7], "bfloat16"),
+                       shown_by="a bfloat16 128x128 block with amax 3"),
         ),
     ),
     ZooEntry(
@@ -182,11 +200,16 @@ ENTRIES = (
             KnownIssue(summary="a block holding NaN gets the scale of its finite values (tl.max ignores NaN), where "
                                "the recipe (DeepSeek's torch semantics) gives a NaN scale; the NaN element stays NaN",
                        upstream=NO, categories=frozenset({"nonfinite"}),
-                       modes=frozenset({"faithful:sm90", "interpret", "compiled"})),
-            KnownIssue(summary="the Triton interpreter's own fp8 stores (ties away, lost carry) and its bfloat16 upcast "
-                   "(bf16 subnormals come out wrong: 9.18e-41 -> 0, 1.0e-38 -> 8.27e-39)",
-           upstream="triton-lang/triton#8322 (fp8 casts); bf16 subnormal upcast: " + NO,
-           categories=frozenset({"codes", "scale", "nonfinite"}), modes=frozenset({"interpret"}), interpreter_only=True),
+                       modes=frozenset({"faithful:sm90", "interpret", "compiled"}),
+                       example=lambda: example("1x128 group holding NaN", [[3.5, float("nan"), 1.0]]),
+                       shown_by="a 1x128 group holding 3.5, NaN, 1.0"),
+            KnownIssue(summary="the Triton interpreter's own fp8 conversions (ties away, lost carry; an all-zero "
+                               "block's NaN codes come out as -384)",
+                       upstream="triton-lang/triton#8322", categories=frozenset({"codes", "scale", "nonfinite"}),
+                       modes=frozenset({"interpret"}), interpreter_only=True,
+                       example=lambda: example("1x128 group, a tie", [[448.0, 400.0, 3.0]]),
+                       shown_by="400 in a group with amax 448 (scale 1; a tie between 384 and 416: RNE 384, the "
+                                "interpreter 416)"),
         ),
     ),
 )

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from fp8check.zoo import KnownIssue, ZooEntry, ZooUnavailable
-from fp8check.zoo._adapters import import_package, lazy
+from fp8check.zoo._adapters import example, import_package, lazy
 from fp8check.zoo._triton import is_interpreted, mode_context, require_mode
 
 NO = "no upstream issue found (searched the issues corpus, 2026-12-01)"
@@ -109,21 +109,24 @@ ENTRIES = (
         adapter="fp8check.zoo.vllm:per_token_group_quant_fp8",
         modes=("faithful:sm90", "interpret", "compiled"),
         known=(
-            KnownIssue(summary="scale = max(amax, eps) * fl32(1/448), not max(amax, eps)/448: 1 ulp off on some "
-                               "blocks (deliberate: the source comment says it matches torch's tensor/scalar division "
-                               "on CUDA, pytorch/pytorch#191495)",
+            KnownIssue(summary="scale = max(amax, eps) * fl32(1/448), not max(amax, eps)/448: 1 ulp off on about a "
+                               "third of groups (amax 1.125: 0.002511161 vs 0.0025111607); deliberate: the source "
+                               "comment says it matches torch's tensor/scalar division on CUDA",
                        upstream="by design (source comment in _per_token_group_quant_fp8); " + NO,
                        categories=frozenset({"scale"}), modes=frozenset({"faithful:sm90", "interpret", "compiled"}),
-                       reproducer="fp8check check fp8check.zoo.vllm:per_token_group_quant_fp8 --kind quantize "
-                                  "--recipe per-token-group-1x128 --format e4m3fn"),
-            KnownIssue(summary="+Inf in a group becomes -448 (0xFE): Inf/Inf = NaN, and tl.clamp (propagate_nan NONE) "
-                               "returns fp8_min for NaN; the recipe gives NaN",
+                       example=lambda: example("1x128 group, amax 1.125", [[1.125, 0.5]]),
+                       shown_by="a 1x128 group with amax 1.125"),
+            KnownIssue(summary="+Inf in a group becomes -448 (0xFE): the scale is Inf, Inf / Inf = NaN, and tl.clamp "
+                               "(propagate_nan NONE) returns fp8_min for NaN; the recipe gives NaN",
                        upstream=NO, categories=frozenset({"nonfinite"}),
-                       modes=frozenset({"faithful:sm90", "interpret", "compiled"})),
-            KnownIssue(summary="the Triton interpreter's own fp8 stores (ties away, lost carry) and its bfloat16 upcast "
-                   "(bf16 subnormals come out wrong: 9.18e-41 -> 0, 1.0e-38 -> 8.27e-39)",
-           upstream="triton-lang/triton#8322 (fp8 casts); bf16 subnormal upcast: " + NO,
-           categories=frozenset({"codes", "scale", "nonfinite"}), modes=frozenset({"interpret"}), interpreter_only=True),
+                       modes=frozenset({"faithful:sm90", "interpret", "compiled"}),
+                       example=lambda: example("1x128 group holding +Inf", [[1.0, float("inf"), -2.0]]),
+                       shown_by="a 1x128 group holding 1.0, +Inf, -2.0"),
+            KnownIssue(summary="the Triton interpreter's own fp8 conversions (ties away, lost carry)",
+                       upstream="triton-lang/triton#8322", categories=frozenset({"codes", "scale", "nonfinite"}),
+                       modes=frozenset({"interpret"}), interpreter_only=True,
+                       example=lambda: example("1x128 group, a tie", [[448.0, 400.0, 3.0]]),
+                       shown_by="400 in a group with amax 448 (a tie: RNE 384, the interpreter 416)"),
         ),
         note="on CUDA vLLM itself calls its compiled op; 'compiled' launches the Triton fallback kernel",
     ),
