@@ -34,7 +34,7 @@ Named recipes (``recipes.names()``), all e4m3fn unless a format is given:
                                     stores the model's dtype).
 ``transformers-fp8-weight``        recipes that third-party packages claim, checked by
 ``per-token-group-1x128`` (``-224``) :mod:`fp8check.zoo` (docs/zoo.md cites where each is
-``gemlite-per-token``               stated): transformers' block weights, vLLM/SGLang
+``gemlite-per-token`` ``coat-1x16`` stated): transformers' block weights, vLLM/SGLang
 ``ct-tensor`` ``ct-rowwise``        per-token-group, gemlite per-token, compressed-tensors
 ``ct-block-128x128`` ``ct-group-128`` (``-bf16``: bfloat16 inputs, scales in bfloat16);
 ``quark-tensor-bf16`` ...           AMD Quark on bfloat16 weights (``-rowwise-bf16`` too).
@@ -174,6 +174,9 @@ _ALL += [
            convention="scale_inv", eps=1e-10, nonfinite="ieee", ragged=False,
            description="vLLM / SGLang per-token-group on MI300 (gfx94x, with --format e4m3fnuz): "
                        "max(amax, 1e-10)/224, the range both use for e4m3fnuz instead of 240"),
+    Recipe(name="coat-1x16", format="e4m3fn", granularity=block(1, 16), convention="scale_inv", eps=1e-10,
+           scale_dtype="bfloat16", nonfinite="ieee", ragged=False,
+           description="fp8-coat fp8_quantize (1x16 groups): (amax + 1e-10)/448, the scale stored in bfloat16"),
     Recipe(name="gemlite-per-token", format="e4m3fn", granularity=ROWWISE, convention="scale_inv",
            nonfinite="ieee", scale_min=1e-6,
            description="gemlite scale_activations_per_token: max(amax/448, 1e-6) per row (the scale is clamped, not amax)"),

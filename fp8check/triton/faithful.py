@@ -267,6 +267,17 @@ def _convert(active: _Active, src: Any, dst_type: Any, rounding_mode: Any) -> An
     return interp.TensorHandle(out.reshape(np.shape(src.data)), dst_ty)
 
 
+def _f32_to_bf16(x: np.ndarray, target: str) -> np.ndarray:
+    """float32 -> bfloat16 bits (uint16), round to nearest even; NaN as the target writes it."""
+    b = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    rounded = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)  # RNE; overflow carries into Inf
+    nan = np.isnan(x)
+    if nan.any():
+        quiet = ((b >> 16) | 0x0040).astype(np.uint16)  # sign and top payload kept, made quiet
+        rounded = np.where(nan, np.uint16(0x7FFF) if target.startswith("sm") else quiet, rounded)
+    return rounded.astype(np.uint16)
+
+
 def _involves_fp8(*dtypes: Any) -> bool:
     return any(_fp8_name(d) for d in dtypes)
 
@@ -317,18 +328,23 @@ def _install() -> None:
     orig_cast = builder.__dict__["cast_impl"]
 
     def cast_impl(self: Any, src: Any, dst_type: Any) -> Any:
-        # bfloat16 -> float32 goes through the same _convert_float as the fp8
-        # casts and gets bfloat16 subnormals wrong (0x0001 = 9.18e-41 -> 0,
-        # 0x0070 -> a different value). Every target widens exactly (a 16-bit
-        # shift), so the patch does too. float32 -> bfloat16 is left to the
-        # interpreter (it truncates; compiled Triton rounds to nearest even).
+        # bfloat16 <-> float32 go through the same _convert_float as the fp8
+        # casts: bfloat16 subnormals widen wrong (0x0001 = 9.18e-41 -> 0) and
+        # float32 -> bfloat16 truncates. Every target widens exactly (a 16-bit
+        # shift) and narrows with round-to-nearest-even (cvt.rn.bf16.f32 on
+        # NVIDIA, whose NaN is the canonical 0x7FFF; AMD: a software RNE, or
+        # v_cvt_pk_bf16_f32 on gfx950, whose NaN pattern is not tabulated:
+        # a quiet NaN with the sign kept is written, NaN by class).
         import triton.language as tl
 
         with _LOCK:
             active = _STACK[-1] if _STACK else None
-        if active is not None and src.dtype.scalar == tl.bfloat16 and dst_type.scalar == tl.float32:
+        s, d = src.dtype.scalar, dst_type.scalar
+        if active is not None and s == tl.bfloat16 and d == tl.float32:
             bits = np.ascontiguousarray(src.data).view(np.uint16).astype(np.uint32) << 16
-            return interp.TensorHandle(bits.view(np.float32), dst_type.scalar)
+            return interp.TensorHandle(bits.view(np.float32), d)
+        if active is not None and s == tl.float32 and d == tl.bfloat16:
+            return interp.TensorHandle(_f32_to_bf16(np.asarray(src.data, dtype=np.float32), active.target.name), d)
         return orig_cast(self, src, dst_type)
 
     _set(_SAVED, builder, "create_fp_to_fp", create_fp_to_fp)

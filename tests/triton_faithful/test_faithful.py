@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import math
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -108,6 +109,29 @@ def test_bfloat16_widens_exactly_where_the_unpatched_interpreter_loses_subnormal
     y2 = torch.empty(x.shape, dtype=torch.float32)
     tk.launch(tk.decode_kernel, x, y2)  # unpatched: the interpreter's own conversion
     assert y2.numpy()[1] != want[1]  # 0x0001
+
+
+@pytest.mark.parametrize("target", ["sm90", "gfx942"])
+def test_float32_narrows_to_bfloat16_to_nearest_even_where_the_interpreter_truncates(target):
+    # The float16 sweep widened to float32 and a float32 sample with every low-half pattern
+    # of a few high halves: ties, carries into the exponent and into Inf, subnormals.
+    rng = np.random.default_rng(0)
+    hi = np.array([0x0000, 0x0001, 0x007F, 0x3F80, 0x3F81, 0x477F, 0x7F7F, 0x8000, 0xBF80, 0xFF7F], np.uint32)
+    low = np.concatenate([np.arange(0, 1 << 16, 97, dtype=np.uint32), [0x7FFF, 0x8000, 0x8001, 0xFFFF]])
+    bits = ((hi[:, None] << 16) | low[None, :]).reshape(-1)
+    bits = np.concatenate([bits, rng.integers(0, 1 << 32, 20000, dtype=np.uint64).astype(np.uint32)])
+    x = bits.view(np.float32)
+    want = x.astype(ml_dtypes.bfloat16).view(np.uint16)  # ml_dtypes: RNE
+    y = torch.empty(x.shape, dtype=torch.bfloat16)
+    with ft.faithful(target):
+        tk.launch(tk.decode_kernel, torch.from_numpy(x.copy()), y)
+    got = y.view(torch.int16).numpy().view(np.uint16)
+    finite = ~np.isnan(x)
+    assert np.array_equal(got[finite], want[finite])
+    assert np.all((got[~finite] & 0x7F80) == 0x7F80) and np.all(got[~finite] & 0x7F)  # NaN stays NaN
+    y2 = torch.empty(x.shape, dtype=torch.bfloat16)
+    tk.launch(tk.decode_kernel, torch.from_numpy(x.copy()), y2)  # unpatched: truncation
+    assert (y2.view(torch.int16).numpy().view(np.uint16)[finite] != want[finite]).sum() > 1000
 
 
 UPCASTS = [(t, f, d) for t in targets.TARGETS for f in targets.FP8 for d in targets.DESTINATIONS
