@@ -103,7 +103,7 @@ def print_report(result: AuditResult, *, file: TextIO | None = None, show_all: b
         table = Table(title="tensors" if show_all else "tensors with findings", title_justify="left",
                       show_lines=False, header_style="bold")
         for col, kw in (("tensor", {"overflow": "fold", "max_width": 60}), ("file", {"max_width": 28}),
-                        ("format", {}), ("shape", {}), ("scale", {}), ("codes used", {"justify": "right"}),
+                        ("format", {}), ("shape", {}), ("scale", {"no_wrap": True}), ("codes used", {"justify": "right"}),
                         ("zero share", {"justify": "right"}), ("at ±max", {"justify": "right"}), ("findings", {})):
             table.add_column(col, **kw)
         for t in rows:

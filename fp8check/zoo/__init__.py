@@ -100,6 +100,7 @@ class ZooEntry:
     devices: tuple[str, ...] = ("cpu", "cuda")
     known: tuple[KnownIssue, ...] = ()
     note: str = ""
+    heavy: bool = False  # importing the package takes a minute or more (its tests are slow)
 
     def modes_for(self, device: str) -> tuple[str, ...]:
         if device == "cpu":

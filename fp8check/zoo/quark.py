@@ -183,6 +183,7 @@ ENTRIES = (
              function="torch.ops.quark.quant_fp8_e4m3 (hw_emulation_interface.quant_fp8_e4m3)", kind="cast",
              claims="satfinite", fmt="e4m3fn", citation=_CITE.format(op="quant_fp8_e4m3", m=448, t="e4m3fn"),
              adapter="fp8check.zoo.quark:quant_fp8_e4m3", modes=("eager",), dtypes=("float32", "bfloat16", "float16"),
+             heavy=True,
              known=(KnownIssue(summary="a negative NaN keeps its sign (0xFF, torch's e4m3fn cast), the satfinite "
                                        "reference gives 0x7F: NaN either way", upstream="torch's cast (NaN sign); not "
                                        "Quark's", categories=frozenset({"nan"})),)),
@@ -190,6 +191,7 @@ ENTRIES = (
              function="torch.ops.quark.quant_fp8_e5m2 (hw_emulation_interface.quant_fp8_e5m2)", kind="cast",
              claims="satfinite", fmt="e5m2", citation=_CITE.format(op="quant_fp8_e5m2", m=57344, t="e5m2"),
              adapter="fp8check.zoo.quark:quant_fp8_e5m2", modes=("eager",), dtypes=("float32", "bfloat16", "float16"),
+             heavy=True,
              known=(KnownIssue(summary="NaN is encoded 0x7F/0xFF (torch's e5m2 NaN payload), the reference 0x7E/0xFE: "
                                        "a NaN payload, still NaN", upstream="torch's cast (fp8check FACTS: torch e5m2 NaN "
                                        "encoding); not Quark's", categories=frozenset({"nan"})),)),
@@ -198,7 +200,7 @@ ENTRIES = (
                function=f"{spec}: {obs} + scaled_real_quantize('fp8_e4m3', per_{strategy})",
                kind="quantize", claims=recipe if dtype == "float32" else f"quark-{recipe[3:]}-bf16",
                citation=_OBS.format(s=f"per_{strategy}"), adapter=f"fp8check.zoo.quark:fp8_per_{strategy}",
-               modes=("eager",), dtypes=(dtype,),
+               modes=("eager",), dtypes=(dtype,), heavy=True,
                known=() if dtype == "float32" else (
                    KnownIssue(summary=_BF16, upstream=NO, categories=frozenset({"codes"}),
                               example=_t("bfloat16 row, double rounding", [1.8515625, 2.171875, 0.50390625, 9.0234375],
@@ -213,7 +215,7 @@ ENTRIES = (
              kind="convert", claims="convert_fn_to_fnuz",
              citation="amd-quark 0.13, quark/torch/utils/device.py e4m3fn_to_e4m3fnuz: tensor.to(float16) / 2, "
                       "clamp(-224, 224), .to(float8_e4m3fnuz); tensor_scale * 2.0",
-             adapter="fp8check.zoo.quark:e4m3fn_to_e4m3fnuz", modes=("eager",), dtypes=("float32",)),
+             adapter="fp8check.zoo.quark:e4m3fn_to_e4m3fnuz", modes=("eager",), dtypes=("float32",), heavy=True),
     ZooEntry(id="amd-quark.normalize_e4m3fn_to_e4m3fnuz", package="amd-quark",
              module="quark.torch.export.nn.modules.qparamslinear", versions=_V,
              function="export.nn.modules.qparamslinear.normalize_e4m3fn_to_e4m3fnuz(weight, qinput, weight_scale)",
@@ -222,6 +224,7 @@ ENTRIES = (
                       "('normalize_e4m3fn_to_e4m3fnuz for amd gpu'): weight_as_int8[weight_as_int8 == -128] = 0, "
                       "view(float8_e4m3fnuz), weight_scale * 2.0",
              adapter="fp8check.zoo.quark:normalize_e4m3fn_to_e4m3fnuz", modes=("eager",), dtypes=("float32",),
+             heavy=True,
              known=(KnownIssue(summary=_NAN, upstream=NO, categories=frozenset({"nan"}),
                                reproducer="fp8check survey --zoo --entry amd-quark.normalize_e4m3fn_to_e4m3fnuz"),)),
 )
