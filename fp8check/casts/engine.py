@@ -402,7 +402,7 @@ def run_check(kernel: Any, fmt: object, profile: object | None = None, *, input_
     batches: list[np.ndarray] = [hazard]
     if sweep:
         batches.append(inputs.sweep_bits(input_dtype))
-        if input_dtype == "float32" and thorough:
+        if input_dtype == "float32":
             batches.append(inputs.low_bit_patterns())
     if hypothesis and max_examples > 0:
         batches.append(hypothesis_bits(f, input_dtype, max_examples=max_examples, seed=seed))

@@ -96,6 +96,9 @@ def _activations(rng: np.random.Generator, fmt: Format, dtype: str, hazard: np.n
     specials[6] *= 1e-30
     specials[7, 0] = 3e38
     out.append(specials)
+    spikes = np.zeros((4, 4099), np.float32)  # one large value per row: normalisations peak there
+    spikes[np.arange(4), rng.integers(0, 4099, 4)] = np.float32([1.0, -3.0, 1e20, -1e-20])
+    out.append(spikes)
     scaled = rng.standard_normal((64, 256)).astype(np.float32)
     out.extend(scaled * np.float32(s) for s in (1e-6, 1e-2, 1e2, 1e4))
     return [inputs.from_bits(inputs.to_bits(x.astype(inputs.numpy_dtype(dtype)), dtype), dtype) for x in out]

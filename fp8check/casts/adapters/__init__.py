@@ -12,6 +12,9 @@ implement, for which formats and input dtypes. The built-in adapters:
 ``triton-interpreter`` the casts this project ships as Triton kernels
                      (:mod:`fp8check.casts.adapters.triton_casts`), run by Triton's
                      interpreter on the CPU.
+``triton-faithful``  the same kernels in fp8check's faithful interpreter
+                     (:mod:`fp8check.triton`) with the sm90 target: what
+                     compiled Triton does on Hopper, on a CPU.
 ``triton-cuda``      the same kernels compiled for a CUDA GPU; fnuz types do
                      not compile for NVIDIA and are reported unsupported.
 ==================== ===========================================================
@@ -232,7 +235,7 @@ def _one_line(exc: BaseException) -> str:
 
 
 def builtin_names() -> tuple[str, ...]:
-    return ("torch-cpu", "torch-cuda", "ml_dtypes", "triton-interpreter", "triton-cuda")
+    return ("torch-cpu", "torch-cuda", "ml_dtypes", "triton-interpreter", "triton-faithful", "triton-cuda")
 
 
 def builtin_kernels(*, include_unavailable: bool = False) -> list[CastKernel]:
