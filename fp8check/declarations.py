@@ -159,7 +159,8 @@ class KernelDeclaration:
         wrapped.__name__ = getattr(fn, "__name__", "kernel")
         return wrapped
 
-    def command(self, input_dtype: str | None = None) -> str:
+    def command(self, input_dtype: str | None = None, *, max_examples: int | None = None,
+                seed: int | None = None) -> str:
         """An ``fp8check check`` command that reproduces this kernel's check from the repository root."""
         import shlex
 
@@ -177,7 +178,7 @@ class KernelDeclaration:
                 parts += ["--args", _spec(self.args)]
             if self.ulps:
                 parts += ["--ulps", str(self.ulps)]
-        if input_dtype and self.kind == "cast":
+        if input_dtype and self.kind in ("cast", "fused"):
             parts += ["--input-dtype", input_dtype]
         if self.device != "cpu":
             parts += ["--device", self.device]
@@ -188,6 +189,12 @@ class KernelDeclaration:
                 parts += ["--contiguous-only"]
             elif key == "numel_multiple_of":
                 parts += ["--numel-multiple-of", str(value)]
+            elif key == "max_numel":
+                parts += ["--max-numel", str(value)]
+        if max_examples is not None:
+            parts += ["--max-examples", str(max_examples)]
+        if seed is not None:
+            parts += ["--seed", str(seed)]
         return shlex.join(parts)
 
 
@@ -268,23 +275,31 @@ def from_pyproject(path: str | Path) -> tuple[list[KernelDeclaration], dict[str,
     return out, settings
 
 
+def run_cast_declaration(decl: KernelDeclaration, *, input_dtype: str | None = None, max_examples: int = 200,
+                         seed: int = 0, thorough: bool = True, cap: int | None = 100) -> tuple[Any, Any]:
+    """Run the check of a declared cast on one input dtype: the result and its full divergence record
+    (:class:`~fp8check.casts.engine.Divergences`, which the pytest suite merges with its properties')."""
+    from fp8check.casts import engine
+    from fp8check.casts.adapters.user import wrap_callable
+
+    kernel = wrap_callable(decl.call_with_context(decl.resolve(decl.kernel)), name=decl.name, device=decl.device,
+                           profile=decl.profile or "ieee", input_dtypes=decl.input_dtypes)
+    with decl.context():
+        result, record = engine.run_check(kernel, decl.format, decl.profile or "ieee",
+                                          input_dtype=input_dtype or decl.input_dtypes[0], max_examples=max_examples,
+                                          seed=seed, thorough=thorough, supports=decl.harness_supports(), cap=cap)
+    result.command = decl.command(input_dtype or decl.input_dtypes[0], max_examples=max_examples, seed=seed)
+    return result, record
+
+
 def run_declaration(decl: KernelDeclaration, *, input_dtype: str | None = None, max_examples: int = 200,
-                    seed: int = 0, thorough: bool = True) -> Any:
+                    seed: int = 0, thorough: bool = True, cap: int | None = 100) -> Any:
     """Run the check of ``decl`` (one input dtype for casts); a :class:`~fp8check.results.CheckResult`."""
+    if decl.kind == "cast":
+        return run_cast_declaration(decl, input_dtype=input_dtype, max_examples=max_examples, seed=seed,
+                                    thorough=thorough, cap=cap)[0]
     fn = decl.call_with_context(decl.resolve(decl.kernel))
     name = decl.name
-    if decl.kind == "cast":
-        from fp8check.casts import engine
-        from fp8check.casts.adapters.user import wrap_callable
-
-        kernel = wrap_callable(fn, name=name, device=decl.device, profile=decl.profile or "ieee",
-                               input_dtypes=decl.input_dtypes)
-        with decl.context():
-            result, _ = engine.run_check(kernel, decl.format, decl.profile or "ieee",
-                                         input_dtype=input_dtype or decl.input_dtypes[0], max_examples=max_examples,
-                                         seed=seed, thorough=thorough, supports=decl.harness_supports())
-        result.command = decl.command(input_dtype or decl.input_dtypes[0])
-        return result
     if decl.kind == "quantizer":
         from fp8check.quantizers.conformance import check_quantizer
 
@@ -292,15 +307,15 @@ def run_declaration(decl: KernelDeclaration, *, input_dtype: str | None = None, 
                                  max_examples=max_examples, seed=seed, kernel_name=name, thorough=thorough,
                                  supports=decl.harness_supports(), args=_args_of(decl),
                                  precast=decl.resolve(decl.reference))
-        result.command = decl.command()
+        result.command = decl.command(max_examples=max_examples, seed=seed)
         return result
     from fp8check.casts.fused import check_fused
 
     result = check_fused(fn, reference_fn=decl.resolve(decl.reference), format=decl.format,
                          profile=decl.profile or "ieee", args=_args_of(decl), ulps=decl.ulps,
                          input_dtype=input_dtype or decl.input_dtypes[0], device=decl.device, seed=seed, name=name,
-                         supports=decl.harness_supports(), thorough=thorough)
-    result.command = decl.command()
+                         supports=decl.harness_supports(), thorough=thorough, cap=cap)
+    result.command = decl.command(input_dtype or decl.input_dtypes[0], max_examples=max_examples, seed=seed)
     return result
 
 

@@ -330,7 +330,9 @@ def fp8_settings(request: pytest.FixtureRequest) -> Any:
 @pytest.hookimpl(tryfirst=True)  # before -m and -k deselect
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     if _declarations(config):
-        items.extend(_shipped_suite_items(session))
+        # A repository that already collects the suite (a star-import of it) does not get it twice.
+        collected = {getattr(item, "function", None) for item in items}
+        items.extend(x for x in _shipped_suite_items(session) if getattr(x, "function", None) not in collected)
     # Only fp8check's own targets: another project's `gpu` marker means what it says there.
     gpu_items = [item for item in items if item.get_closest_marker("gpu") and _target_of(item) is not None]
     if gpu_items and not _cuda_available():

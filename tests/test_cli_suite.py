@@ -85,7 +85,8 @@ def test_fingerprint_names_what_a_mutant_really_does(tmp_path, capsys):
     assert fp["differences"] == ["rounds through float16 first (double rounding)"]
     assert cli.main(["fingerprint", "fp8_mutants:saturate_at_240_e4m3fnuz", "--format", "e4m3fnuz",
                      "--json", str(out)]) == 0
-    assert json.loads(out.read_text())["exact"] == ["satfinite"]
+    exact = json.loads(out.read_text())["exact"]
+    assert "satfinite" in exact and set(exact) <= {"satfinite", "triton-gfx942"}  # the same rules for e4m3fnuz
 
 
 def test_fingerprint_of_torch_e4m3fn_names_the_registry_s_profile():

@@ -409,13 +409,14 @@ def run_check(kernel: Any, fmt: object, profile: object | None = None, *, input_
     batches.extend(np.asarray(b).astype(bdt) for b in extra_bits)
     bits = inputs.unique(np.concatenate(batches).astype(bdt))
     calls = harness.plan(bits, hazard, input_dtype, f, seed=seed or 0, device=getattr(kernel, "device", "cpu"),
-                         thorough=thorough)
+                         thorough=thorough, max_numel=supports.max_numel)
     outcomes = harness.run(calls, lambda x, call: kernel.call(x, f), use_torch=kernel.tensor_fn is not None,
                            device=getattr(kernel, "device", "cpu"), supports=supports,
                            on_error=lambda exc, call: _one_line(exc))
     coverage = [o for o in outcomes if o.call.kind == "coverage" and not o.skipped]
     if coverage and all(o.error for o in coverage):
-        raise KernelCallError(f"{kernel.name} raised casting {input_dtype} to {f.name}: {coverage[0].error}")
+        kind, _, message = coverage[0].error.partition(": ")
+        raise KernelCallError(f"{kernel.name} raised {kind} casting {input_dtype} to {f.name}: {message}")
     refusals = _record(rec, outcomes, f, p, input_dtype, supports)
     device = getattr(kernel, "device", "cpu")
     result = rec.result(kernel=kernel.name, checked=int(bits.size), device=device, seed=seed, cap=cap,

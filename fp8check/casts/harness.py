@@ -174,12 +174,13 @@ def _content_pools(bits: np.ndarray, hz: np.ndarray, dtype: str,
 
 
 def plan(bits: np.ndarray, hazard_bits: np.ndarray, dtype: str, fmt: Any, *, seed: int = 0, device: str = "cpu",
-         thorough: bool = True) -> list[Call]:
+         thorough: bool = True, max_numel: int | None = None) -> list[Call]:
     """The calls that check ``bits`` (unique patterns of ``dtype``) as real callers call a cast kernel.
 
     ``hazard_bits``: the hazard patterns among them, placed at the tails of
     the size calls and favoured in the content batches. ``thorough=False``
-    plans the coverage calls alone.
+    plans the coverage calls alone. ``max_numel``: the largest input the
+    kernel's author declares it takes (the large call shrinks to it).
     """
     rng = np.random.default_rng(seed)
     bdt = inputs.bits_dtype(dtype)
@@ -200,8 +201,9 @@ def plan(bits: np.ndarray, hazard_bits: np.ndarray, dtype: str, fmt: Any, *, see
     padded = -(-n // 1024) * 1024
     if padded > n:
         shuffled = np.concatenate([shuffled, shuffled[rng.integers(0, n, padded - n)]])
-    for start in range(0, shuffled.size, _COVERAGE_CHUNK):
-        add("coverage", shuffled[start:start + _COVERAGE_CHUNK])
+    chunk = _COVERAGE_CHUNK if max_numel is None else max(1024, min(_COVERAGE_CHUNK, int(max_numel) // 1024 * 1024))
+    for start in range(0, shuffled.size, chunk):
+        add("coverage", shuffled[start:start + chunk])
     if not thorough or bits.size == 0:
         return calls
     for size in _sizes():
@@ -214,6 +216,8 @@ def plan(bits: np.ndarray, hazard_bits: np.ndarray, dtype: str, fmt: Any, *, see
     for note, pool, pool_hz in _content_pools(bits, hz, dtype, fmt):
         add("content", _pick(rng, pool, pool_hz, min(_CONTENT_BATCH, max(1024, pool.size))), note=note)
     large = LARGE_GPU if device != "cpu" else LARGE_CPU
+    if max_numel is not None:
+        large = min(large, int(max_numel))
     first = add("large", np.resize(shuffled, large))
     add("repeat", first.bits, note=f"an identical copy of call {first.number}", repeat_of=first.number)
     sized = next(c for c in calls if c.kind == "size" and c.numel > 1000)

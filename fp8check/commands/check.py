@@ -50,6 +50,8 @@ def register(subparsers: Any) -> None:
                    help="declare that the kernel takes contiguous input only (non-contiguous calls are not tried)")
     p.add_argument("--numel-multiple-of", type=int, default=1, metavar="N",
                    help="declare that the kernel takes inputs whose size is a multiple of N only")
+    p.add_argument("--max-numel", type=int, default=None, metavar="N",
+                   help="declare the largest input the kernel takes (the large call shrinks to it)")
     p.add_argument("--max-examples", type=int, default=200, metavar="N",
                    help="Hypothesis examples on top of the sweep (default 200; 0: sweep and hazards only)")
     p.add_argument("--seed", type=int, default=0, metavar="N", help="Hypothesis seed (default 0: reproducible)")
@@ -126,6 +128,8 @@ def _supports(args: argparse.Namespace) -> dict[str, Any]:
         s["contiguous_only"] = True
     if args.numel_multiple_of > 1:
         s["numel_multiple_of"] = args.numel_multiple_of
+    if args.max_numel is not None:
+        s["max_numel"] = args.max_numel
     return s
 
 
@@ -170,13 +174,14 @@ def _cast(args: argparse.Namespace) -> list[Any]:
             get_kernel(args.kernel)  # raises the one-line "unknown kernel" error
         decl = cast_kernel(args.kernel, format=fmt.name, profile=args.profile or "ieee", device=args.device,
                            input_dtypes=requested or _CAST_DTYPES, triton_target=args.triton_target,
-                           supports=_supports(args))
+                           supports=_supports(args), name=args.kernel)
         profiles.get(decl.profile).resolve(fmt)
         dtypes = decl.input_dtypes
         from fp8check.declarations import run_declaration
 
         def run_one(d: str) -> Any:
-            result = run_declaration(decl, input_dtype=d, max_examples=args.max_examples, seed=args.seed)
+            result = run_declaration(decl, input_dtype=d, max_examples=args.max_examples, seed=args.seed,
+                                     cap=args.max_listed if args.max_listed > 0 else None)
             result.kernel = args.kernel
             return result
     results, refused = [], []

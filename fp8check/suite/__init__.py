@@ -302,12 +302,21 @@ class DeclaredTarget:
 
     def check(self, *, max_examples: int = 60) -> CheckResult:
         """Run the check; fail (AssertionError) with what ``fp8check check`` prints."""
-        from fp8check.declarations import run_declaration
+        from fp8check.declarations import run_cast_declaration, run_declaration
         from fp8check.terminal.divergences import result_text
 
-        result = run_declaration(self.declaration, input_dtype=self.input_dtype, max_examples=max_examples)
-        if self.collector is not None:
-            self.collector.add_result(result)
+        decl = self.declaration
+        if decl.kind == "cast":
+            # One check per kernel, format and input dtype: the properties' record and this one merge.
+            result, record = run_cast_declaration(decl, input_dtype=self.input_dtype, max_examples=max_examples)
+            if self.collector is not None:
+                key = (decl.name, record.fmt.name, record.profile.name, record.input_dtype, decl.device)
+                self.collector.add(key, record)
+                self.collector.note_test(key, failed=not result.passed)
+        else:
+            result = run_declaration(decl, input_dtype=self.input_dtype, max_examples=max_examples)
+            if self.collector is not None:
+                self.collector.add_result(result)
         if not result.passed:
             raise AssertionError("\n" + result_text(result) + f"\n  or: pytest -k '{self.id}'")
         return result
