@@ -157,14 +157,19 @@ def plan_conversion(src: Format, dst: Format, hist: np.ndarray, *, scaled: bool,
             best = plan
     assert best is not None
     if not scaled:
-        best.reason = (f"{best.inexact} values cannot be held exactly in {dst.name} (beyond ±{dst.max:g} or "
-                       f"below its smallest subnormal) and there is no scale to absorb them")
+        best.reason = (f"{_n(best.inexact, 'value')} cannot be held exactly in {dst.name} (beyond ±{dst.max:g} or "
+                       f"below its smallest subnormal) and there is no scale to absorb "
+                       f"{'it' if best.inexact == 1 else 'them'}")
     elif natural not in candidates:
         best.reason = (f"the scale cannot be multiplied by {natural:g} exactly in its dtype, and {best.inexact} "
-                       f"values do not fit {dst.name} under the same scale")
+                       f"{'value does' if best.inexact == 1 else 'values do'} not fit {dst.name} under the same scale")
     else:
-        best.reason = f"{best.inexact} values cannot be held exactly in {dst.name}"
+        best.reason = f"{_n(best.inexact, 'value')} cannot be held exactly in {dst.name}"
     return best
+
+
+def _n(count: int, word: str) -> str:
+    return f"{count:,} {word if count == 1 else word + 's'}"
 
 
 # -- verdicts ---------------------------------------------------------------------
@@ -259,25 +264,28 @@ class VerdictTally:
         if not self.n:
             reasons.append("no FP8 tensors")
         if self.as_is:
-            reasons.append(f"{self.as_is} FP8 tensors ({', '.join(sorted(self.as_is_formats))}) are native on "
-                           f"{target.name}")
+            reasons.append(f"{_n(self.as_is, 'FP8 tensor')} ({', '.join(sorted(self.as_is_formats))}) "
+                           f"{'is' if self.as_is == 1 else 'are'} native on {target.name}")
         for (src, dst, factor), (n, nan, nan_t, neg, neg_t) in sorted(self.convertible.items()):
             how = (f"bytes reinterpreted, 0x80 -> 0x00, NaN -> 0x80, scales x {factor:g}" if factor != 1.0
                    else "codes re-encoded to the same values, scales unchanged")
-            reasons.append(f"{n} {src} tensors run after conversion to {dst} ({how}): "
+            reasons.append(f"{_n(n, src + ' tensor')} {'runs' if n == 1 else 'run'} after conversion to {dst} ({how}): "
                            f"fp8check convert SRC DST --to {dst}")
             if nan and src in ("e4m3fn", "e5m2"):
-                reasons.append(f"{nan} {src} NaN codes in {nan_t} tensors: the conversion keeps them NaN; a naive "
-                               f"byte reinterpretation makes them finite ±{formats.get(dst).max:g}")
+                it = "it" if nan == 1 else "them"
+                reasons.append(f"{_n(nan, src + ' NaN code')} in {_n(nan_t, 'tensor')}: the conversion keeps {it} "
+                               f"NaN; a naive byte reinterpretation makes {it} finite ±{formats.get(dst).max:g}")
             if neg and src in ("e4m3fn", "e5m2"):
-                reasons.append(f"{neg} bytes 0x80 (-0) in {neg_t} tensors: the conversion maps them to 0x00; a bare "
-                               "reinterpretation of the bytes as fnuz makes each one NaN")
+                reasons.append(f"{_n(neg, 'byte')} 0x80 (-0) in {_n(neg_t, 'tensor')}: the conversion maps "
+                               f"{'it' if neg == 1 else 'them'} to 0x00; a bare reinterpretation of the bytes as fnuz "
+                               f"makes {'it' if neg == 1 else 'each one'} NaN")
             conversions.append({"from": src, "to": dst, "factor": factor, "tensors": n,
                                 "command": f"fp8check convert SRC DST --to {dst}"})
         for b in self.blocked[:20]:
             reasons.append(f"{b['name']}: {b['why']}")
         if self.n_blocked > 20:
-            reasons.append(f"... and {self.n_blocked - 20} more tensors that cannot run")
+            more = self.n_blocked - 20
+            reasons.append(f"... and {more} more {'tensor that cannot' if more == 1 else 'tensors that cannot'} run")
         if self.n_blocked:
             v = CANNOT_RUN
         elif self.convertible:

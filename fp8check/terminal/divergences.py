@@ -35,7 +35,7 @@ def _cast_body(result: CheckResult) -> list[Line]:
     pad = " " * (width + 2)
     for cat, n in result.categories.items():
         d = first.get(cat)
-        head = f"{cat:<{width}}  {n:>12,} inputs"
+        head = f"{cat:<{width}}  {n:>12,} {'input ' if n == 1 else 'inputs'}"
         if d is None:
             lines.append((head, "bold"))
             continue
@@ -72,7 +72,8 @@ def _quantize_body(result: CheckResult) -> list[Line]:
     if br and br["blocks_with_nonfinite"]:
         w = br["worst_case"]
         lines.append((f"blast radius: {br['finite_values_lost']:,} of {br['finite_values_in_them']:,} finite values "
-                      f"in {br['blocks_with_nonfinite']} blocks holding Inf/NaN were lost"
+                      f"in {br['blocks_with_nonfinite']} {'block' if br['blocks_with_nonfinite'] == 1 else 'blocks'} "
+                      f"holding Inf/NaN were lost"
                       + (f"; worst: {w['lost']:,} of {w['finite']:,} in {w['case']}" if w["lost"] else ""), ""))
     return lines
 
@@ -92,7 +93,9 @@ def result_lines(result: CheckResult, *, header: bool = True) -> list[Line]:
             lines.append((f"fp8check: {result.kernel}  recipe {extra['recipe']['name']} on {result.device}", "bold"))
             lines.append((f"  {extra['recipe_summary']}", ""))
         verdict = "CONFORMS" if result.passed else "DIVERGES"
-        lines.append((f"checked {result.checked:,} values in {extra['cases']} inputs ({result.input_dtype}): {verdict}",
+        inputs = "input" if extra["cases"] == 1 else "inputs"
+        lines.append((f"checked {result.checked:,} values in {extra['cases']} {inputs} ({result.input_dtype}): "
+                      f"{verdict}",
                       "bold green" if result.passed else "bold red"))
         lines.extend(_quantize_body(result))
     else:
@@ -106,7 +109,8 @@ def result_lines(result: CheckResult, *, header: bool = True) -> list[Line]:
             lines.append(("CONFORMS: every output equals the reference bit for bit", "bold green"))
         else:
             total = sum(result.categories.values())
-            lines.append((f"DIVERGES: {total:,} inputs give a different code", "bold red"))
+            lines.append((f"DIVERGES: {total:,} {'input gives' if total == 1 else 'inputs give'} a different code",
+                          "bold red"))
             if result.expected_failure:
                 lines.append((f"known upstream: {result.expected_failure}", "yellow"))
             lines.extend(_decode_body(result) if result.kind == "decode" else _cast_body(result))
