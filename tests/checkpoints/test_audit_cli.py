@@ -88,7 +88,8 @@ def test_parallel_modes_and_chunking_agree(tmp_path):
 
     base = hists(jobs=1)
     assert hists(jobs=2, chunk_bytes=4096) == base  # many chunks on two threads
-    assert hists(jobs=2, parallel="processes") == base
+    # one spawned worker for the three files: each worker pays torch's import (about 3 CPU seconds here)
+    assert hists(jobs=1, parallel="processes") == base
     # and the histogram itself against numpy
     for path, h in base:
         from safetensors import safe_open
