@@ -17,6 +17,7 @@ while ``fp8check check --json`` writes one CheckResult object (with its
 from __future__ import annotations
 
 import dataclasses
+import functools
 import platform
 import sys
 from dataclasses import asdict, dataclass, field, fields
@@ -264,6 +265,18 @@ def _unpack(text: Any) -> Any:
         raise ValueError(f"{len(raw)} bytes where 65536 were expected")
     return np.frombuffer(raw, dtype=np.uint8).copy()
 
+@functools.lru_cache(maxsize=None)
+def _installed_version(name: str) -> str | None:
+    """The installed distribution's version, without importing it (looked up once per process:
+    reading package metadata costs milliseconds, and the audit of many small files asks each time)."""
+    try:
+        from importlib.metadata import version
+
+        return version(name)
+    except Exception:
+        return None
+
+
 def environment() -> dict[str, Any]:
     """Versions and device facts, so that two results can be compared."""
     env: dict[str, Any] = {
@@ -277,12 +290,10 @@ def environment() -> dict[str, Any]:
     for name in ("numpy", "ml_dtypes", "torch", "triton", "torchao", "gfloat", "hypothesis"):
         module = sys.modules.get(name)
         if module is None:
-            try:
-                from importlib.metadata import version
-
-                env[name] = version(name)
-            except Exception:
+            installed = _installed_version(name)
+            if installed is None:
                 continue
+            env[name] = installed
         else:
             env[name] = getattr(module, "__version__", "unknown")
     torch = sys.modules.get("torch")

@@ -184,6 +184,24 @@ def test_sweep_a_range_on_the_cpu_across_the_sign_bit(tmp_path):
                      "--limit", "0x100000"]) == 0
 
 
+def test_sweep_takes_the_numpy_kernel_its_help_lists(tmp_path, capsys):
+    # `--help` lists ml_dtypes among the kernels; on the CPU sweep calls it through its NumPy path
+    assert "ml_dtypes" in cli.build_parser()._subparsers._group_actions[0].choices["sweep"].format_help()
+    out = tmp_path / "sw.json"
+    # around the overflow edge of e4m3fn: 464 is the tie above 448; ml_dtypes 0.6 and 0.7 agree on float32
+    argv = ["sweep", "ml_dtypes", "--format", "e4m3fn", "--start", "0x43e00000", "--limit", "0x200000"]
+    assert cli.main(argv + ["--profile", "ml_dtypes-0.7", "--json", str(out)]) == 0
+    r = json.loads(out.read_text())
+    assert r["checked"] == 0x200000 and r["device"] == "cpu" and r["passed"]
+    # the same kernel against a profile it does not follow: every input past the tie 464 (0x43e80000, which
+    # rounds to even, 448) is NaN from ml_dtypes and 448 under satfinite
+    assert cli.main(argv + ["--profile", "satfinite", "--json", str(out)]) == 1
+    r = json.loads(out.read_text())
+    assert r["categories"] == {"overflow": 0x43E00000 + 0x200000 - 0x43E80001}
+    assert {(d["expected_hex"], d["actual_hex"]) for d in r["divergences"]} == {("0x7e", "0x7f")}
+    capsys.readouterr()
+
+
 def test_survey_reports_a_stack_that_raises_for_one_format_and_goes_on():
     # Triton 3.6's interpreter raises for fnuz types; the survey must report
     # that format and still survey the others.

@@ -35,8 +35,8 @@ def _cast_body(result: CheckResult) -> list[Line]:
     pad = " " * (width + 2)
     for cat, n in result.categories.items():
         d = first.get(cat)
-        unit = {"in_place": "elements", "nondeterministic": "elements", "refused": "calls"}.get(cat, "inputs")
-        head = f"{cat:<{width}}  {n:>12,} {unit}"
+        unit = {"in_place": "element", "nondeterministic": "element", "refused": "call"}.get(cat, "input")
+        head = f"{cat:<{width}}  {n:>12,} {unit if n == 1 else unit + 's'}"
         if d is None:
             lines.append((head, "bold"))
             continue
@@ -62,13 +62,13 @@ def _cast_body(result: CheckResult) -> list[Line]:
 def _summary(result: CheckResult) -> str:
     cats = result.categories
     values = sum(n for c, n in cats.items() if c not in CALL_CATEGORIES)
-    parts = [f"{values:,} inputs give a different code"] if values else []
+    parts = [f"{values:,} {'input gives' if values == 1 else 'inputs give'} a different code"] if values else []
     if cats.get("in_place"):
         parts.append(f"the kernel wrote its input ({cats['in_place']:,} elements)")
     if cats.get("nondeterministic"):
         parts.append(f"repeated calls differ ({cats['nondeterministic']:,} elements)")
     if cats.get("refused"):
-        parts.append(f"{cats['refused']:,} calls refused inside the declared domain")
+        parts.append(f"{cats['refused']:,} call{'s' if cats['refused'] != 1 else ''} refused inside the declared domain")
     return "; ".join(parts) or "see the categories"
 
 
@@ -106,7 +106,8 @@ def _quantize_body(result: CheckResult) -> list[Line]:
     if br and br["blocks_with_nonfinite"]:
         w = br["worst_case"]
         lines.append((f"blast radius: {br['finite_values_lost']:,} of {br['finite_values_in_them']:,} finite values "
-                      f"in {br['blocks_with_nonfinite']} blocks holding Inf/NaN were lost"
+                      f"in {br['blocks_with_nonfinite']} {'block' if br['blocks_with_nonfinite'] == 1 else 'blocks'} "
+                      f"holding Inf/NaN were lost"
                       + (f"; worst: {w['lost']:,} of {w['finite']:,} in {w['case']}" if w["lost"] else ""), ""))
     return lines
 
@@ -126,7 +127,9 @@ def result_lines(result: CheckResult, *, header: bool = True) -> list[Line]:
             lines.append((f"fp8check: {result.kernel}  recipe {extra['recipe']['name']} on {result.device}", "bold"))
             lines.append((f"  {extra['recipe_summary']}", ""))
         verdict = "CONFORMS" if result.passed else "DIVERGES"
-        lines.append((f"checked {result.checked:,} values in {extra['cases']} inputs ({result.input_dtype}): {verdict}",
+        inputs = "input" if extra["cases"] == 1 else "inputs"
+        lines.append((f"checked {result.checked:,} values in {extra['cases']} {inputs} ({result.input_dtype}): "
+                      f"{verdict}",
                       "bold green" if result.passed else "bold red"))
         lines.extend(_quantize_body(result))
     else:
