@@ -199,7 +199,7 @@ class Run:
     def kernel_tests(self, name: str) -> dict[str, str]:
         """The fp8check tests of kernel ``name`` (their id names it) and their outcomes."""
         token = _token(name)
-        return {t: o for t, o in self.tests.items() if not t.startswith("tests.") and token.search(t.partition("[")[2])}
+        return {t: o for t, o in self.tests.items() if not t.startswith("tests.") and token.search(t)}
 
     def kernel_checks(self, name: str) -> list[dict]:
         token = _token(name)
@@ -355,12 +355,28 @@ def test_k_selects_kernels_by_name(env: Env, tmp_path: Path, record_property) ->
     assert {n for n in correct if "passed" in run.kernel_tests(n).values()} == expected, run.describe()
     assert not run.kernels_tested(tuple(BUGS)), run.describe()
     assert any(t.startswith("tests.") for t in run.tests), "the repository's own tests did not run"
+    assert all(c["passed"] for c in run.checks), [(c["kernel"], c["categories"]) for c in run.checks if not c["passed"]]
 
-    one = pytest_in(env, repo, "-k", "buggy_tensorwise_fnuz")
-    assert one.returncode == 1, one.describe()
-    assert one.kernels_tested(correct + tuple(BUGS)) == {"buggy_tensorwise_fnuz"}, one.describe()
-    assert {c["kernel"] for c in one.checks} and all(_token("buggy_tensorwise_fnuz").search(c["kernel"])
-                                                     for c in one.checks), one.checks
+
+def test_m_fnuz_with_xdist_gives_the_same_verdicts(env: Env, tmp_path: Path, record_property) -> None:
+    """``-n 2``: the kernels spread over two workers, their findings merged into one JSON."""
+    if importlib.util.find_spec("xdist") is None:
+        pytest.skip("pytest-xdist is not installed")
+    repo = _copy_example(tmp_path)
+    run = pytest_in(env, repo, "-m", "fnuz", "-n", "2")
+    _print_time("pytest -m fnuz -n 2 in examples/kernel-repo", run)
+    record_property("seconds", round(run.seconds, 1))
+    assert run.returncode == 1, run.describe()
+    triton = _triton_runs()
+    for name in FNUZ_CORRECT:
+        if name in TRITON_KERNELS and not triton:
+            continue
+        assert run.kernel_checks(name) and all(c["passed"] for c in run.kernel_checks(name)), name
+    for name, category in BUGS.items():
+        if name in TRITON_KERNELS and not triton:
+            continue
+        found = run.categories(name)
+        assert found and max(found, key=found.get) == category, (name, category, found)
 
 
 # -- other repositories ---------------------------------------------------------------------
@@ -451,7 +467,7 @@ def _collected_kernels(env: Env, repo: Path, *args: str) -> set[str]:
     assert proc.returncode in (0, 5), proc.stdout[-3000:] + proc.stderr[-3000:]
     ids = [line for line in proc.stdout.splitlines() if "::" in line and not line.startswith("tests/")]
     names = ("cast_e4m3fnuz", "cast_e4m3fn", "cast_e5m2", "tensorwise_fnuz", "rmsnorm_quant")
-    return {n for n in names if any(_token(n).search(i.partition("[")[2]) for i in ids)}
+    return {n for n in names if any(_token(n).search(i) for i in ids)}
 
 
 @pytest.mark.parametrize("declared_in", ["pyproject", "conftest"])
