@@ -13,8 +13,8 @@ pytest.importorskip("torch")
 
 def test_check_json_has_the_documented_shape(tmp_path):
     out = tmp_path / "r.json"
-    code = cli.main(["check", "fp8_mutants:round_toward_zero_e4m3fnuz", "--format", "e4m3fnuz",
-                     "--max-examples", "5", "--seed", "3", "--max-listed", "7", "--json", str(out)])
+    code = cli.main(["check", "fp8_mutants:round_toward_zero_e4m3fnuz", "--format", "e4m3fnuz", "--input-dtype",
+                     "float32", "--max-examples", "5", "--seed", "3", "--max-listed", "7", "--json", str(out)])
     assert code == 1
     r = json.loads(out.read_text())
     for key in ("kernel", "format", "profile", "passed", "checked", "categories", "divergences", "environment"):
@@ -25,6 +25,17 @@ def test_check_json_has_the_documented_shape(tmp_path):
     for d in r["divergences"]:
         assert len(d["input_hex"]) == 10 and len(d["expected_hex"]) == 4 and len(d["actual_hex"]) == 4
     assert "--seed 3" in r["command"]
+
+
+def test_check_by_default_takes_every_16_and_32_bit_input_dtype_and_writes_a_results_file(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert cli.main(["check", "fp8_mutants:correct_e4m3fnuz", "--format", "e4m3fnuz", "--max-examples", "5",
+                     "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["fp8check_results"] == 1 and "environment" in doc
+    assert [c["input_dtype"] for c in doc["checks"]] == ["float32", "float16", "bfloat16"]
+    assert all(c["passed"] and c["extra"]["calls"] > 50 for c in doc["checks"])
+    assert capsys.readouterr().out.count("CONFORMS") == 3
 
 
 def test_check_of_a_builtin_adapter_and_a_16_bit_input_dtype(capsys):

@@ -172,6 +172,19 @@ class CastKernel:
             ) from exc
         return _codes_from_output(out, x.shape, f, self.name)
 
+    def call(self, x: Any, fmt: Format) -> np.ndarray:
+        """Codes (uint8, NumPy, in ``x``'s logical order and shape) for ``x`` as the kernel gives them.
+
+        ``x``: a torch tensor (any layout, on the kernel's device) where the
+        kernel takes tensors, else a NumPy array. What the kernel raises
+        propagates: the caller decides whether it is a refusal.
+        """
+        if self.tensor_fn is not None and not isinstance(x, np.ndarray):
+            out = self.tensor_fn(x, fmt)
+        else:
+            out = self.cast_fn(x, fmt)
+        return _codes_from_output(out, tuple(x.shape), fmt, self.name)
+
     def cast_tensor(self, x: Any, fmt: object) -> Any:
         """torch uint8 codes for the torch tensor ``x``, computed on its device."""
         f = get_format(fmt)
