@@ -192,6 +192,7 @@ class Run:
     returncode: int
     output: str
     seconds: float
+    cpu_seconds: float  # user + system time of the pytest process and its children
     tests: dict[str, str] = field(default_factory=dict)  # test id -> passed/failed/skipped
     messages: dict[str, str] = field(default_factory=dict)  # failed test id -> failure text
     checks: list[dict] = field(default_factory=list)  # --fp8check-json "checks"
@@ -218,6 +219,13 @@ class Run:
 
     def describe(self) -> str:
         return f"pytest {shlex.join(self.args)} (exit {self.returncode}, {self.seconds:.1f} s):\n{self.output[-6000:]}"
+
+
+def _children_cpu() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _token(name: str) -> re.Pattern[str]:
@@ -250,14 +258,14 @@ def pytest_in(env: Env, repo: Path, *args: str) -> Run:
     for p in (out, xml):
         p.unlink(missing_ok=True)
     argv = ["-p", "no:cacheprovider", "--fp8check-json", str(out), "--junitxml", str(xml), *args]
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), _children_cpu()
     proc = subprocess.run([str(env.python), "-m", "pytest", *argv], cwd=repo, env=env.environ(),
                           capture_output=True, text=True, timeout=TIMEOUT)
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, _children_cpu() - c0
     tests, messages = _junit(xml)
     checks = json.loads(out.read_text())["checks"] if out.is_file() else []
     return Run(args=argv, returncode=proc.returncode, output=proc.stdout + proc.stderr, seconds=seconds,
-               tests=tests, messages=messages, checks=checks)
+               cpu_seconds=cpu, tests=tests, messages=messages, checks=checks)
 
 
 def _copy_example(tmp_path: Path) -> Path:
@@ -277,8 +285,9 @@ def _declared(repo: Path) -> dict[str, dict]:
 
 def _print_time(what: str, run: Run) -> None:
     n = sum(1 for t in run.tests if not t.startswith("tests."))
-    print(f"\n{what}: {run.seconds:.1f} s wall, {n} fp8check tests, exit {run.returncode}, "
-          f"{os.cpu_count()} CPUs")
+    load = f", load average {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else ""
+    print(f"\n{what}: {run.seconds:.1f} s wall, {run.cpu_seconds:.1f} s CPU, {n} fp8check tests, "
+          f"exit {run.returncode}, {os.cpu_count()} CPUs{load}")
 
 
 # -- the example repository -----------------------------------------------------------------
@@ -292,11 +301,10 @@ def test_the_example_declares_what_this_test_expects() -> None:
     assert {n for n, k in declared.items() if k.get("triton-target")} == set(TRITON_KERNELS)
 
 
-def test_pytest_m_fnuz_in_the_example_repository(env: Env, tmp_path: Path, record_property) -> None:
+def test_pytest_m_fnuz_in_the_example_repository(env: Env, tmp_path: Path) -> None:
     repo = _copy_example(tmp_path)
     run = pytest_in(env, repo, "-m", "fnuz")
     _print_time("pytest -m fnuz in examples/kernel-repo", run)
-    record_property("seconds", round(run.seconds, 1))
     triton = _triton_runs()
 
     # Exactly the fnuz kernels are checked; the repository's own tests carry no fnuz marker.
@@ -344,11 +352,10 @@ def test_the_reproduce_line_of_a_failure_runs_from_the_repository(env: Env, tmp_
     assert "signed_zero" in proc.stdout, proc.stdout[-3000:]
 
 
-def test_k_selects_kernels_by_name(env: Env, tmp_path: Path, record_property) -> None:
+def test_k_selects_kernels_by_name(env: Env, tmp_path: Path) -> None:
     repo = _copy_example(tmp_path)
     run = pytest_in(env, repo, "-k", "not buggy")
     _print_time("pytest -k 'not buggy' in examples/kernel-repo (every correct kernel, fnuz and OCP)", run)
-    record_property("seconds", round(run.seconds, 1))
     assert run.returncode == 0, run.describe()
     correct = FNUZ_CORRECT + OCP_CORRECT
     expected = {n for n in correct if _triton_runs() or n not in TRITON_KERNELS}
@@ -358,14 +365,13 @@ def test_k_selects_kernels_by_name(env: Env, tmp_path: Path, record_property) ->
     assert all(c["passed"] for c in run.checks), [(c["kernel"], c["categories"]) for c in run.checks if not c["passed"]]
 
 
-def test_m_fnuz_with_xdist_gives_the_same_verdicts(env: Env, tmp_path: Path, record_property) -> None:
+def test_m_fnuz_with_xdist_gives_the_same_verdicts(env: Env, tmp_path: Path) -> None:
     """``-n 2``: the kernels spread over two workers, their findings merged into one JSON."""
     if importlib.util.find_spec("xdist") is None:
         pytest.skip("pytest-xdist is not installed")
     repo = _copy_example(tmp_path)
     run = pytest_in(env, repo, "-m", "fnuz", "-n", "2")
     _print_time("pytest -m fnuz -n 2 in examples/kernel-repo", run)
-    record_property("seconds", round(run.seconds, 1))
     assert run.returncode == 1, run.describe()
     triton = _triton_runs()
     for name in FNUZ_CORRECT:
@@ -471,8 +477,8 @@ def _collected_kernels(env: Env, repo: Path, *args: str) -> set[str]:
 
 
 @pytest.mark.parametrize("declared_in", ["pyproject", "conftest"])
-def test_five_declared_kernels_and_m_fnuz_checks_exactly_the_fnuz_ones(env: Env, tmp_path: Path, declared_in: str,
-                                                                        record_property) -> None:
+def test_five_declared_kernels_and_m_fnuz_checks_exactly_the_fnuz_ones(env: Env, tmp_path: Path,
+                                                                        declared_in: str) -> None:
     if declared_in == "pyproject":
         repo = _small_repo(tmp_path, FIVE)
     else:
@@ -484,7 +490,6 @@ def test_five_declared_kernels_and_m_fnuz_checks_exactly_the_fnuz_ones(env: Env,
         return  # the same selection; the full run is the pyproject one
     run = pytest_in(env, repo, "-m", "fnuz")
     _print_time("pytest -m fnuz in a repository declaring 5 kernels", run)
-    record_property("seconds", round(run.seconds, 1))
     assert run.returncode == 0, run.describe()
     five = ("cast_e4m3fnuz", "cast_e4m3fn", "cast_e5m2", "tensorwise_fnuz", "rmsnorm_quant")
     assert run.kernels_tested(five) == {"cast_e4m3fnuz", "tensorwise_fnuz"}, run.describe()
