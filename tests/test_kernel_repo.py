@@ -366,20 +366,21 @@ def test_k_selects_kernels_by_name(env: Env, tmp_path: Path) -> None:
 
 
 def test_m_fnuz_with_xdist_gives_the_same_verdicts(env: Env, tmp_path: Path) -> None:
-    """``-n 2``: the kernels spread over two workers, their findings merged into one JSON."""
+    """``-n 2``: the kernels spread over two workers, their findings merged into one JSON
+    (the Triton kernels, the slowest on a CPU, left out: this is about the merge)."""
     if importlib.util.find_spec("xdist") is None:
         pytest.skip("pytest-xdist is not installed")
     repo = _copy_example(tmp_path)
-    run = pytest_in(env, repo, "-m", "fnuz", "-n", "2")
-    _print_time("pytest -m fnuz -n 2 in examples/kernel-repo", run)
+    run = pytest_in(env, repo, "-m", "fnuz", "-k", "not triton", "-n", "2")
+    _print_time("pytest -m fnuz -k 'not triton' -n 2 in examples/kernel-repo", run)
     assert run.returncode == 1, run.describe()
-    triton = _triton_runs()
+    assert not run.kernels_tested(TRITON_KERNELS), run.describe()
     for name in FNUZ_CORRECT:
-        if name in TRITON_KERNELS and not triton:
+        if name in TRITON_KERNELS:
             continue
         assert run.kernel_checks(name) and all(c["passed"] for c in run.kernel_checks(name)), name
     for name, category in BUGS.items():
-        if name in TRITON_KERNELS and not triton:
+        if name in TRITON_KERNELS:
             continue
         found = run.categories(name)
         assert found and max(found, key=found.get) == category, (name, category, found)
