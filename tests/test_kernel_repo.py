@@ -337,7 +337,7 @@ def test_pytest_m_fnuz_in_the_example_repository(env: Env, tmp_path: Path) -> No
 
 def test_the_reproduce_line_of_a_failure_runs_from_the_repository(env: Env, tmp_path: Path) -> None:
     repo = _copy_example(tmp_path)
-    run = pytest_in(env, repo, "-m", "fnuz", "-k", "buggy_cast_e4m3fnuz and not triton")
+    run = pytest_in(env, repo, "-m", "fnuz", "-k", "buggy_cast_e4m3fnuz and float16 and not triton")
     assert run.kernels_tested(tuple(BUGS)) == {"buggy_cast_e4m3fnuz"}, run.describe()
     failed = [t for t, o in run.tests.items() if o == "failed"]
     assert failed, run.describe()
@@ -348,6 +348,7 @@ def test_the_reproduce_line_of_a_failure_runs_from_the_repository(env: Env, tmp_
     assert commands, f"no 'reproduce: fp8check check ...' line in:\n{text[-3000:]}"
     proc = subprocess.run(shlex.split(commands[0]), cwd=repo, env=env.environ(), capture_output=True, text=True,
                           timeout=TIMEOUT)
+    assert "--input-dtype float16" in commands[0], commands[0]
     assert proc.returncode == 1, (commands[0], proc.stdout[-3000:], proc.stderr[-3000:])
     assert "signed_zero" in proc.stdout, proc.stdout[-3000:]
 
