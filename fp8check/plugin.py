@@ -196,17 +196,29 @@ def _builtin(config: pytest.Config) -> bool:
 def _targets(config: pytest.Config) -> dict[str, list[Any]]:
     """The parameters of every fixture the plugin provides (built once per session)."""
     state = config.stash[_STATE]
-    if state["targets"] is not None:
-        return state["targets"]
+    if state["targets"] is None:
+        state["targets"] = build_targets(_declarations(config), builtin=_builtin(config), collector=_collector(config))
+    return state["targets"]
+
+
+def _class_targets(config: pytest.Config, cls: type) -> dict[str, list[Any]]:
+    """The parameters for a test class made by :func:`fp8check.kernel_tests` (built once per class)."""
+    state = config.stash[_STATE]
+    cache = state.setdefault("class_targets", {})
+    if cls not in cache:
+        cache[cls] = build_targets(cls.fp8check_declarations, builtin=False, collector=_collector(config))
+    return cache[cls]
+
+
+def build_targets(declared: Any, *, builtin: bool = False, collector: Any = None) -> dict[str, list[Any]]:
+    """The targets of each fixture for ``declared`` kernels (and the built-in adapters when ``builtin``)."""
     from fp8check import formats, profiles
     from fp8check.casts import adapters
     from fp8check.casts.adapters.user import wrap_callable
     from fp8check.errors import FP8CheckError
     from fp8check.suite import FNUZ, DeclaredTarget, DecodeTarget, Target, exact_variant, targets_for
 
-    collector = _collector(config)
     cast_targets, f64, all_kernels = [], [], []
-    declared = _declarations(config)
     try:
         for d in declared:
             if d.kind != "cast":
@@ -220,7 +232,7 @@ def _targets(config: pytest.Config) -> dict[str, list[Any]]:
             if "float64" in d.input_dtypes:
                 f64.append(Target(kernel=kernel, fmt=fmt, input_dtype="float64", profile=profile, collector=collector,
                                   declaration=d))
-        if _builtin(config):
+        if builtin:
             builtins = adapters.builtin_kernels()
             all_kernels += builtins
             cast_targets += targets_for(builtins, collector=collector)
@@ -235,7 +247,7 @@ def _targets(config: pytest.Config) -> dict[str, list[Any]]:
     known = [t for t in cast_targets if any(k.affects is not None for k in t.known())]
     whole = [DeclaredTarget(d, t, collector) for d in declared if d.kind in ("cast", "fused")
              for t in d.input_dtypes]
-    state["targets"] = {"fp8_target": cast_targets, "fp8_decode_target": decode,
+    return {"fp8_target": cast_targets, "fp8_decode_target": decode,
                         "fp8_fnuz_target": [t for t in cast_targets if t.fmt.name in FNUZ],
                         "fp8_device_target": [t for t in cast_targets if t.kernel.device != "cpu"
                                               and t.input_dtype == "float32" and t.kernel.tensor_fn is not None],
@@ -245,7 +257,6 @@ def _targets(config: pytest.Config) -> dict[str, list[Any]]:
                         "fp8_fused_target": [t for t in whole if t.declaration.kind == "fused"],
                         "fp8_quantizer_target": [DeclaredTarget(d, None, collector) for d in declared
                                                  if d.kind == "quantizer"]}
-    return state["targets"]
 
 
 def _format_marks(fmt_name: str, device: str) -> list[Any]:
@@ -267,7 +278,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     names = [n for n in _FIXTURES if n in metafunc.fixturenames]
     if not names:
         return
-    targets = _targets(metafunc.config)
+    cls = metafunc.cls
+    if cls is not None and getattr(cls, "fp8check_declarations", None) is not None:
+        targets = _class_targets(metafunc.config, cls)
+    else:
+        targets = _targets(metafunc.config)
     hazard_marker = metafunc.definition.get_closest_marker("fp8check_hazards")
     hazards = tuple(hazard_marker.args) if hazard_marker else None
     for name in names:

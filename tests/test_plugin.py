@@ -18,10 +18,13 @@ except ImportError:
 # session, so that in-process runs share one copy of each (an unloaded and
 # re-imported fp8check.profiles would make two Profile classes).
 import hypothesis  # noqa: E402,F401
+import fp8check  # noqa: E402
 import fp8check.casts.adapters.user  # noqa: E402,F401
 import fp8check.results  # noqa: E402,F401
 import fp8check.strategies  # noqa: E402,F401
 import fp8check.suite  # noqa: E402,F401
+import fp8check.suite.testing  # noqa: E402,F401
+from fp8check import FP8CheckError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -199,6 +202,28 @@ def test_kernels_declared_in_a_conftest_hook(pytester):
                           " input_dtypes=('bfloat16',))]\n")
     result = pytester.runpytest("-p", "no:cacheprovider", "-k", "overflow_policy")
     result.assert_outcomes(passed=1)
+
+
+def test_kernel_tests_makes_a_test_class_of_the_suite_for_the_kernels_given(pytester):
+    """fp8check.kernel_tests: no configuration, no hook; the class's tests check its own kernels only."""
+    (pytester.path / "kern.py").write_text(KERNELS)
+    pytester.makepyfile(test_mine=(
+        "import fp8check, kern\n"
+        "TestGood = fp8check.kernel_tests(fp8check.cast_kernel(kern.e4m3fnuz, format='e4m3fnuz', "
+        "profile='satfinite', input_dtypes=('float16',)))\n"
+        "TestBuggy = fp8check.kernel_tests(fp8check.cast_kernel(kern.negzero_e4m3fnuz, format='e4m3fnuz', "
+        "profile='satfinite', input_dtypes=('float16',)))\n"))
+    result = pytester.runpytest("-p", "no:cacheprovider", "-m", "fnuz", "-k", "signed_zero or real_callers")
+    reports = [r for r in result.reprec.getreports("pytest_runtest_logreport") if r.when == "call"]
+    assert {r.nodeid for r in reports if r.failed} == {
+        "test_mine.py::TestBuggy::test_cast_conforms_as_real_callers_call_it[negzero_e4m3fnuz-float16]",
+        "test_mine.py::TestBuggy::test_signed_zero_and_tiny_negatives[negzero_e4m3fnuz-e4m3fnuz-float16]"}
+    assert {r.nodeid.split("::")[1] for r in reports if r.passed} == {"TestGood"}
+    assert len([r for r in reports if r.passed]) == 2
+    with pytest.raises(FP8CheckError, match="needs at least one declaration"):
+        fp8check.kernel_tests()
+    with pytest.raises(FP8CheckError, match="takes declarations"):
+        fp8check.kernel_tests(print)
 
 
 @pytest.mark.parametrize("pyproject, message", [
