@@ -5,6 +5,8 @@ The core API::
     import fp8check
     codes = fp8check.encode(x, "e4m3fnuz", profile="ieee")   # uint8 codes
     values = fp8check.decode(codes, "e4m3fnuz")              # exact float64
+    report = fp8check.check_cast(my_cast, format="e4m3fnuz", profile="satfinite")
+    fp8check.assert_conforms(report)
 
 Names are loaded on first use, so that ``import fp8check`` (and the pytest
 plugin, which lives in this package) costs nothing in a test run that never
@@ -31,6 +33,15 @@ _EXPORTS = {
     "UnknownProfileError": "fp8check.errors",
     "UnsupportedDtypeError": "fp8check.errors",
     "UnsupportedFormatError": "fp8check.errors",
+    "check_cast": "fp8check.api",
+    "check_quantizer": "fp8check.api",
+    "check_fused": "fp8check.api",
+    "assert_conforms": "fp8check.api",
+    "Report": "fp8check.api",
+    "cast_kernel": "fp8check.declarations",
+    "quantizer_kernel": "fp8check.declarations",
+    "fused_kernel": "fp8check.declarations",
+    "kernel_tests": "fp8check.suite.testing",
 }
 _MODULES = ("formats", "profiles", "stacks")
 

@@ -9,6 +9,7 @@ Bad input ends with one line on stderr and exit code 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import sys
 from typing import NoReturn, Sequence
@@ -61,8 +62,15 @@ _SIGNED_SPECIALS = {"-inf", "-infinity", "-nan"}
 _NEGATIVE_NUMBER = __import__("re").compile(r"^-(\d|\.\d|0x)[\w.+-]*$")
 
 
+@functools.lru_cache(maxsize=1)
+def _parser() -> ArgumentParser:
+    # built once per process: argparse builds a dozen subparsers in about 25 ms, which a caller of
+    # main() in a loop (the checkpoint fuzzer runs thousands of audits in one process) pays each time
+    return build_parser()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser = _parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     argv = [f" {a}" if a.lower() in _SIGNED_SPECIALS or _NEGATIVE_NUMBER.match(a) else a for a in argv]
     args = parser.parse_args(argv)

@@ -189,7 +189,7 @@ def _build(fmt: Format, name: str, hazard: str) -> np.ndarray:
     else:
         raise ValueError(f"unknown hazard {hazard!r}; known: {', '.join(HAZARDS)}")
     out = b.both_signs().astype(inputs.bits_dtype(name))
-    return np.unique(out)
+    return inputs.unique(out)
 
 
 @lru_cache(maxsize=None)
@@ -212,7 +212,7 @@ def hazard_bits(fmt: object, name: str, hazard: str) -> np.ndarray:
 
 @lru_cache(maxsize=None)
 def _all(fmt: Format, name: str) -> np.ndarray:
-    out = np.unique(np.concatenate([hazard_bits(fmt, name, h) for h in HAZARDS]))
+    out = inputs.unique(np.concatenate([hazard_bits(fmt, name, h) for h in HAZARDS]))
     out.setflags(write=False)
     return out
 

@@ -34,6 +34,9 @@ __all__ = [
     "sweep_bits",
     "is_nan_bits",
     "simplicity",
+    "low_bit_patterns",
+    "unique",
+    "first_occurrences",
 ]
 
 # The input dtypes the suite feeds a cast; float64 only where asked for
@@ -53,6 +56,29 @@ _BITS = {
     "bfloat16": np.dtype(np.uint16),
     "float64": np.dtype(np.uint64),
 }
+
+
+def unique(a: np.ndarray) -> np.ndarray:
+    """The sorted distinct values of ``a`` (1-D). NumPy 2.4's ``np.unique`` hashes
+    and takes seconds on a few million integers; sorting takes milliseconds."""
+    s = np.sort(np.asarray(a).reshape(-1))
+    if s.size < 2:
+        return s
+    keep = np.empty(s.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    return s[keep]
+
+
+def first_occurrences(a: np.ndarray) -> np.ndarray:
+    """Indices of the first occurrence of each distinct value of ``a``, ascending."""
+    a = np.asarray(a).reshape(-1)
+    order = np.argsort(a, kind="stable")
+    s = a[order]
+    keep = np.ones(s.size, dtype=bool)
+    if s.size > 1:
+        np.not_equal(s[1:], s[:-1], out=keep[1:])
+    return np.sort(order[keep])
 
 
 def _check(name: str) -> str:
@@ -180,13 +206,40 @@ def sweep_bits(name: str) -> np.ndarray:
         lows = np.array([0x0000, 0x0001, 0x8000, 0xFFFF], dtype=np.uint32)
         grid = (upper[:, None] | lows[None, :]).reshape(-1)
         f16 = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)
-        out = np.unique(np.concatenate([grid, f16.view(np.uint32)]))
+        out = unique(np.concatenate([grid, f16.view(np.uint32)]))
     else:
         f32 = sweep_bits("float32").view(np.float32)
         with np.errstate(invalid="ignore"):
             wide = f32.astype(np.float64).view(np.uint64)
         finite = np.isfinite(f32) & (f32 != 0)
-        out = np.unique(np.concatenate([wide, wide[finite] + np.uint64(1), wide[finite] - np.uint64(1)]))
+        out = unique(np.concatenate([wide, wide[finite] + np.uint64(1), wide[finite] - np.uint64(1)]))
+    out.setflags(write=False)
+    return out
+
+
+# The lower halves of float32 patterns beyond the sweep's four: each single
+# bit, each run of bits from bit 0 up and from bit 15 down.
+_LOW_HALVES = np.unique(np.array(
+    [1 << i for i in range(16)] + [(1 << k) - 1 for k in range(1, 17)] + [(0xFFFF << k) & 0xFFFF for k in range(16)],
+    dtype=np.uint32))
+
+
+@lru_cache(maxsize=None)
+def low_bit_patterns() -> np.ndarray:
+    """float32 patterns for bugs that look at some low mantissa bits and not others (read-only).
+
+    Every upper 16-bit half with each lower half of :data:`_LOW_HALVES`: a
+    single set bit (bits 0..15), and the runs 0x0001..0xFFFF and
+    0x8000..0xFFFE. Why this suffices: the rounding point of every format
+    here lies in the upper half, so the guard bit and the higher sticky bits
+    range over every value already; a cast that forgets or misreads some
+    lower bits when it decides "is anything below the guard bit set"
+    disagrees with the reference on an input whose lower half is one bit it
+    forgets (each single bit), and one that looks at a prefix or suffix of
+    the bits only disagrees on a run. 2,949,120 patterns.
+    """
+    upper = np.arange(1 << 16, dtype=np.uint32) << np.uint32(16)
+    out = (upper[:, None] | _LOW_HALVES[None, :]).reshape(-1)
     out.setflags(write=False)
     return out
 

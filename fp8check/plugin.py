@@ -1,20 +1,24 @@
 """The fp8check pytest plugin (registered through the ``pytest11`` entry point).
 
-- Declares the suite's markers and skips ``gpu`` tests cleanly where no CUDA
-  device is present.
-- Parametrizes the properties (``properties/``): a test that asks for the
-  ``fp8_target`` fixture runs once per built-in adapter x format x input
-  dtype available here, or, with ``--fp8check-kernel MODULE:FUNC
-  --fp8check-format FMT [--fp8check-profile NAME]``, once per input dtype
-  of that user kernel. Each parameter carries the markers of its format
-  (``fnuz``/``ocp``/``mx`` and the format's own), ``gpu`` for CUDA
-  kernels, and ``xfail(strict=True)`` naming the upstream issue where a
-  real stack's divergence is a known upstream bug.
-- ``--fp8check-json PATH`` writes every divergence found (one check per
-  kernel x format x profile x input dtype; exact counts, reproducers capped
-  by ``--fp8check-max-listed``); under pytest-xdist each worker sends its
-  findings to the controller, which merges them. ``--fp8check-report
-  PATH`` renders the same checks as a self-contained HTML report.
+- **Kernels a repository declares** (``[tool.fp8check]`` in its
+  ``pyproject.toml``, a ``pytest_fp8check_kernels()`` hook in a
+  ``conftest.py``, or ``--fp8check-kernel MODULE:FUNC --fp8check-format
+  FMT``; see :mod:`fp8check.declarations`): the property suite shipped
+  inside fp8check (:mod:`fp8check.suite.properties`) is collected and run on
+  every one of them. Each test id names the kernel; each parameter carries
+  the markers of its format (``fnuz``/``ocp``/``mx`` and the format's own),
+  ``gpu`` for CUDA kernels and ``fp8check``, so ``pytest -m fnuz`` and ``-k
+  KERNEL`` select. With nothing declared, fp8check adds no tests.
+- ``--fp8check-builtin-adapters`` (ini ``fp8check_builtin_adapters = true``):
+  the properties parametrized over fp8check's own adapters (torch, ml_dtypes,
+  Triton), as fp8check's own ``properties/`` runs them.
+- Declares the suite's markers; the GPU targets it generates skip cleanly
+  without a CUDA device; ``xfail(strict=True)`` naming the upstream issue
+  where a real stack's divergence is a known upstream bug.
+- ``--fp8check-json PATH`` writes every divergence found (exact counts,
+  reproducers capped by ``--fp8check-max-listed``); under pytest-xdist
+  each worker sends its findings to the controller, which merges them.
+  ``--fp8check-report PATH`` renders the same checks as one HTML report.
 - Hypothesis settings of fp8check's own, for fp8check's properties only:
   ``fp8check-ci`` (the default: fast, derandomized, no database) and
   ``fp8check-thorough`` (many more examples, random), chosen with
@@ -45,6 +49,7 @@ MARKERS = {
     "gpu": "gpu: needs a CUDA device; skipped cleanly without one",
     "exhaustive": "exhaustive: sweeps a whole input space (all codes, all 16-bit inputs)",
     "slow": "slow: takes more than a few seconds",
+    "fp8check": "fp8check: a property of fp8check's shipped suite run on a declared kernel",
     "fp8check_hazards": "fp8check_hazards(*names): the hazard sets (fp8check.hazards.HAZARDS) a property "
     "covers; known upstream divergences on them make the property a strict xfail",
 }
@@ -60,12 +65,27 @@ _OPTIONS = (
     ("max-listed", "N", "reproducers listed per check in the JSON (default 1000; 0 lists all; counts stay exact)"),
     ("hypothesis-profile", "NAME", "Hypothesis settings for fp8check's properties: fp8check-ci (default), "
      "fp8check-thorough, or a Hypothesis profile registered by name"),
+    ("builtin-adapters", "BOOL", "also run the properties on fp8check's own adapters (torch, ml_dtypes, Triton): "
+     "true/false (default false)"),
 )
 
 _STATE = pytest.StashKey[dict]()
 # The fixtures the plugin parametrizes (see _targets).
 _FIXTURES = ("fp8_target", "fp8_fnuz_target", "fp8_device_target", "fp8_decode_target", "fp8_float64_target",
-             "fp8_float64_exact_target", "fp8_known_bug_target")
+             "fp8_float64_exact_target", "fp8_known_bug_target", "fp8_call_target", "fp8_quantizer_target",
+             "fp8_fused_target")
+
+
+class _HookSpecs:
+    @pytest.hookspec
+    def pytest_fp8check_kernels(self) -> Any:
+        """Return the kernels fp8check checks in this repository: a list of
+        :func:`fp8check.cast_kernel`, :func:`fp8check.quantizer_kernel` and
+        :func:`fp8check.fused_kernel` declarations (in a ``conftest.py``)."""
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(_HookSpecs)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -87,8 +107,8 @@ def _option(config: pytest.Config, name: str) -> str | None:
 def pytest_configure(config: pytest.Config) -> None:
     for line in MARKERS.values():
         config.addinivalue_line("markers", line)
-    config.stash[_STATE] = {"collector": None, "targets": None}
-    config.stash[_STATE]["user"] = _load_user_kernel(config)
+    config.stash[_STATE] = {"collector": None, "targets": None, "declared": None}
+    config.stash[_STATE]["cli_kernel"] = _cli_declaration(config)
 
 
 def _collector(config: pytest.Config) -> Any:
@@ -111,73 +131,132 @@ def _cuda_available() -> bool:
 
 
 
-def _load_user_kernel(config: pytest.Config) -> dict[str, Any] | None:
-    """The user kernel of ``--fp8check-kernel`` (loaded at configure time: bad options are usage errors)."""
+def _cli_declaration(config: pytest.Config) -> Any:
+    """The kernel of ``--fp8check-kernel`` (checked at configure time: bad options are usage errors)."""
     spec = _option(config, "kernel")
     if not spec:
         return None
-    from fp8check import formats, inputs, profiles
-    from fp8check.casts import adapters
+    from fp8check.casts.adapters.user import check_callable, wrap_callable
+    from fp8check.declarations import cast_kernel
     from fp8check.errors import FP8CheckError
-    from fp8check.casts.adapters.user import check_callable
+    from fp8check.formats import get as get_format
 
     fmt_name = _option(config, "format")
     if not fmt_name:
         raise pytest.UsageError("fp8check: --fp8check-kernel needs --fp8check-format (or the ini key fp8check_format)")
     try:
-        fmt = formats.get(fmt_name)
-        profile = profiles.get(_option(config, "profile") or "ieee")
-        profile.resolve(fmt)
         dtypes = tuple(d.strip() for d in (_option(config, "input-dtype") or "float32,float16,bfloat16").split(",")
                        if d.strip())
-        for d in dtypes:
-            inputs.source_format(d)
-        device = _option(config, "device") or "cpu"
-        kernel = adapters.load_user_kernel(spec, device=device, profile=profile, input_dtypes=dtypes)
-        check_callable(kernel, fmt, dtypes[0])
+        decl = cast_kernel(spec, format=fmt_name, profile=_option(config, "profile") or "ieee",
+                           input_dtypes=dtypes, device=_option(config, "device") or "cpu", name=spec)
+        kernel = wrap_callable(decl.resolve(decl.kernel), name=spec, device=decl.device, profile=decl.profile,
+                               input_dtypes=dtypes)
+        check_callable(kernel, get_format(fmt_name), dtypes[0])
     except FP8CheckError as exc:
         raise pytest.UsageError(f"fp8check: {exc}") from None
-    return {"kernel": kernel, "format": fmt, "profile": profile, "dtypes": dtypes}
+    return decl
+
+
+def _declarations(config: pytest.Config) -> list[Any]:
+    """Every kernel this repository declares: --fp8check-kernel, [tool.fp8check] of its pyproject.toml
+    and the pytest_fp8check_kernels hooks of its conftest.py files (read once, when first needed)."""
+    state = config.stash[_STATE]
+    if state["declared"] is not None:
+        return state["declared"]
+    from fp8check.declarations import KernelDeclaration, from_pyproject
+    from fp8check.errors import FP8CheckError
+
+    out = [state["cli_kernel"]] if state["cli_kernel"] is not None else []
+    try:
+        pyproject = config.rootpath / "pyproject.toml"
+        if pyproject.is_file():
+            declared, settings = from_pyproject(pyproject)
+            out += declared
+            state.setdefault("settings", settings)
+        for batch in config.hook.pytest_fp8check_kernels():
+            for d in batch or ():
+                if not isinstance(d, KernelDeclaration):
+                    raise pytest.UsageError(f"fp8check: pytest_fp8check_kernels returned {d!r}; use "
+                                            "fp8check.cast_kernel/quantizer_kernel/fused_kernel")
+                out.append(d)
+    except FP8CheckError as exc:
+        raise pytest.UsageError(f"fp8check: {exc}") from None
+    names = [d.name for d in out]
+    duplicate = next((n for n in names if names.count(n) > 1), None)
+    if duplicate:
+        raise pytest.UsageError(f"fp8check: two declared kernels are named {duplicate!r}: give one a 'name'")
+    state["declared"] = out
+    return out
+
+
+def _builtin(config: pytest.Config) -> bool:
+    return str(_option(config, "builtin-adapters") or "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def _targets(config: pytest.Config) -> dict[str, list[Any]]:
     """The parameters of every fixture the plugin provides (built once per session)."""
     state = config.stash[_STATE]
-    if state["targets"] is not None:
-        return state["targets"]
-    from fp8check.casts import adapters
-    from fp8check.errors import FP8CheckError
-    from fp8check.suite import FNUZ, DecodeTarget, Target, exact_variant, targets_for
+    if state["targets"] is None:
+        state["targets"] = build_targets(_declarations(config), builtin=_builtin(config), collector=_collector(config))
+    return state["targets"]
 
-    collector = _collector(config)
-    user = state.get("user")
-    if user is not None:
-        kernel, fmt, profile, dtypes = user["kernel"], user["format"], user["profile"], user["dtypes"]
-        all_kernels = [kernel]
-        cast_targets = targets_for(all_kernels, input_dtypes=[d for d in dtypes if d != "float64"],
-                                   formats=[fmt], collector=collector, profile=profile)
-        f64 = [Target(kernel=kernel, fmt=fmt, input_dtype="float64", profile=profile, collector=collector)] \
-            if "float64" in dtypes else []
-    else:
-        try:
-            all_kernels = adapters.builtin_kernels()
-            cast_targets = targets_for(all_kernels, collector=collector)
-            f64 = [Target(kernel=k, fmt=f, input_dtype="float64", profile=k.profile_for(f), collector=collector)
-                   for k in all_kernels if "float64" in k.input_dtypes for f in k.formats if k.supports(f)]
-        except FP8CheckError as exc:
-            raise pytest.UsageError(f"fp8check: {exc}") from None
+
+def _class_targets(config: pytest.Config, cls: type) -> dict[str, list[Any]]:
+    """The parameters for a test class made by :func:`fp8check.kernel_tests` (built once per class)."""
+    state = config.stash[_STATE]
+    cache = state.setdefault("class_targets", {})
+    if cls not in cache:
+        cache[cls] = build_targets(cls.fp8check_declarations, builtin=False, collector=_collector(config))
+    return cache[cls]
+
+
+def build_targets(declared: Any, *, builtin: bool = False, collector: Any = None) -> dict[str, list[Any]]:
+    """The targets of each fixture for ``declared`` kernels (and the built-in adapters when ``builtin``)."""
+    from fp8check import formats, profiles
+    from fp8check.casts import adapters
+    from fp8check.casts.adapters.user import wrap_callable
+    from fp8check.errors import FP8CheckError
+    from fp8check.suite import FNUZ, DeclaredTarget, DecodeTarget, Target, exact_variant, targets_for
+
+    cast_targets, f64, all_kernels = [], [], []
+    try:
+        for d in declared:
+            if d.kind != "cast":
+                continue
+            kernel = wrap_callable(d.call_with_context(d.resolve(d.kernel)), name=d.name, device=d.device,
+                                   profile=d.profile or "ieee", input_dtypes=d.input_dtypes)
+            fmt, profile = formats.get(d.format), profiles.get(d.profile or "ieee")
+            profile.resolve(fmt)
+            cast_targets += [Target(kernel=kernel, fmt=fmt, input_dtype=t, profile=profile, collector=collector,
+                                    declaration=d) for t in d.input_dtypes if t != "float64"]
+            if "float64" in d.input_dtypes:
+                f64.append(Target(kernel=kernel, fmt=fmt, input_dtype="float64", profile=profile, collector=collector,
+                                  declaration=d))
+        if builtin:
+            builtins = adapters.builtin_kernels()
+            all_kernels += builtins
+            cast_targets += targets_for(builtins, collector=collector)
+            f64 += [Target(kernel=k, fmt=f, input_dtype="float64", profile=k.profile_for(f), collector=collector)
+                    for k in builtins if "float64" in k.input_dtypes for f in k.formats if k.supports(f)]
+    except FP8CheckError as exc:
+        raise pytest.UsageError(f"fp8check: {exc}") from None
     exact = [Target(kernel=t.kernel, fmt=t.fmt, input_dtype="float64", profile=exact_variant(t.profile),
-                    collector=collector) for t in f64]
+                    collector=collector, declaration=t.declaration) for t in f64]
     decode = [DecodeTarget(kernel=k, fmt=f, collector=collector)
               for k in all_kernels if k.decode_fn is not None for f in k.formats if k.supports(f)]
     known = [t for t in cast_targets if any(k.affects is not None for k in t.known())]
-    state["targets"] = {"fp8_target": cast_targets, "fp8_decode_target": decode,
+    whole = [DeclaredTarget(d, t, collector) for d in declared if d.kind in ("cast", "fused")
+             for t in d.input_dtypes]
+    return {"fp8_target": cast_targets, "fp8_decode_target": decode,
                         "fp8_fnuz_target": [t for t in cast_targets if t.fmt.name in FNUZ],
                         "fp8_device_target": [t for t in cast_targets if t.kernel.device != "cpu"
                                               and t.input_dtype == "float32" and t.kernel.tensor_fn is not None],
                         "fp8_float64_target": f64, "fp8_float64_exact_target": exact,
-                        "fp8_known_bug_target": known}
-    return state["targets"]
+                        "fp8_known_bug_target": known,
+                        "fp8_call_target": [t for t in whole if t.declaration.kind == "cast"],
+                        "fp8_fused_target": [t for t in whole if t.declaration.kind == "fused"],
+                        "fp8_quantizer_target": [DeclaredTarget(d, None, collector) for d in declared
+                                                 if d.kind == "quantizer"]}
 
 
 def _format_marks(fmt_name: str, device: str) -> list[Any]:
@@ -199,12 +278,20 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     names = [n for n in _FIXTURES if n in metafunc.fixturenames]
     if not names:
         return
-    targets = _targets(metafunc.config)
+    cls = metafunc.cls
+    if cls is not None and getattr(cls, "fp8check_declarations", None) is not None:
+        targets = _class_targets(metafunc.config, cls)
+    else:
+        targets = _targets(metafunc.config)
     hazard_marker = metafunc.definition.get_closest_marker("fp8check_hazards")
     hazards = tuple(hazard_marker.args) if hazard_marker else None
     for name in names:
         params = []
         for t in targets[name]:
+            if name in ("fp8_call_target", "fp8_quantizer_target", "fp8_fused_target"):
+                marks = _format_marks(t.fmt_name, t.declaration.device) + [pytest.mark.fp8check]
+                params.append(pytest.param(t, id=t.id, marks=marks))
+                continue
             if t.kernel.unpinned:  # a built-in adapter of a release or platform the registry does not cover
                 marks = _format_marks(t.fmt.name, t.kernel.device) + [pytest.mark.skip(reason=t.kernel.unpinned)]
                 params.append(pytest.param(t, id=t.id, marks=marks))
@@ -217,6 +304,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                 params.append(pytest.param(t, id=t.id, marks=marks))
                 continue
             marks = _format_marks(t.fmt.name, t.kernel.device)
+            if getattr(t, "declaration", None) is not None:
+                marks.append(pytest.mark.fp8check)
             if name in ("fp8_target", "fp8_fnuz_target", "fp8_device_target"):
                 broad = t.broad_known(hazards)
                 if broad is not None:
@@ -253,13 +342,31 @@ def fp8_settings(request: pytest.FixtureRequest) -> Any:
         raise pytest.UsageError(f"fp8check: {exc}") from None
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+@pytest.hookimpl(tryfirst=True)  # before -m and -k deselect
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    if _declarations(config):
+        # A repository that already collects the suite (a star-import of it) does not get it twice.
+        collected = {getattr(item, "function", None) for item in items}
+        items.extend(x for x in _shipped_suite_items(session) if getattr(x, "function", None) not in collected)
     # Only fp8check's own targets: another project's `gpu` marker means what it says there.
     gpu_items = [item for item in items if item.get_closest_marker("gpu") and _target_of(item) is not None]
     if gpu_items and not _cuda_available():
         skip = pytest.mark.skip(reason="needs a CUDA device (none found)")
         for item in gpu_items:
             item.add_marker(skip)
+
+
+def _shipped_suite_items(session: pytest.Session) -> list[pytest.Item]:
+    """The shipped property suite's tests, collected from inside the installed package."""
+    from pathlib import Path
+
+    import fp8check.suite.properties as shipped
+
+    out: list[pytest.Item] = []
+    for path in sorted(Path(shipped.__file__).parent.glob("test_*.py")):
+        module = pytest.Module.from_parent(session, path=path, nodeid=f"fp8check-suite/{path.name}")
+        out.extend(x for x in session.genitems(module) if isinstance(x, pytest.Item))
+    return out
 
 
 def _target_of(item: pytest.Item) -> Any:

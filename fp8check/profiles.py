@@ -34,6 +34,10 @@ which platform, is the stack registry's business: :mod:`fp8check.stacks`):
 ``triton-interpreter`` what Triton's interpreter claims to emulate: the
                triton-sm90 rules for e4m3fn/e5m2; for fnuz, RNE, finite
                overflow saturates, ±Inf becomes NaN.
+``triton-gfx942``, ``triton-gfx950``, ``triton-sm90-rtz``, ``triton-amd-rtz``
+               what compiled Triton does on MI300 / MI355 and with
+               ``fp_downcast_rounding="rtz"`` (the AMD ones derived from
+               Triton's source, not pinned on hardware; docs/triton.md).
 ``ocp-mx``     OCP MX v1.0 element conversion: RNE, saturating to ±max for
                finite values, Inf and NaN become NaN where the format has it.
 ============== ===============================================================
@@ -51,6 +55,7 @@ from fp8check.formats import Format, get as get_format
 
 __all__ = ["Profile", "get", "names", "PROFILES", "FIELDS", "IEEE", "SATFINITE", "RTZ",
            "PHRASES", "ML_DTYPES_0_6", "ML_DTYPES_0_7", "TORCH_2_11", "TORCH_2_12", "TRITON_SM90", "TRITON_INTERPRETER",
+           "TRITON_SM90_RTZ", "TRITON_GFX942", "TRITON_GFX950", "TRITON_AMD_RTZ",
            "OCP_MX"]
 
 Rounding = Literal["rne", "rtz", "rna", "stochastic"]
@@ -332,6 +337,42 @@ TRITON_INTERPRETER = dataclasses.replace(
     description="Triton's interpreter: the triton-sm90 rules for e4m3fn/e5m2; for fnuz RNE, "
     "finite overflow saturates, ±Inf → NaN",
 ).with_overrides("e4m3fnuz", infinity="nan").with_overrides("e5m2fnuz", infinity="nan")
+# What compiled Triton does on other targets (fp8check.triton.targets maps
+# each conversion to one of these; docs/triton.md cites the sources).
+TRITON_SM90_RTZ = Profile(
+    name="triton-sm90-rtz",
+    rounding="rtz",
+    nan="all_ones_positive",
+    formats=frozenset({"e5m2"}),
+    description="Triton compiled for sm90, float32 -> e5m2 with fp_downcast_rounding='rtz': cvt.rz.f16.f32 "
+    "then the upper byte (finite overflow -> ±max, ±Inf -> ±Inf, every NaN -> +0x7F)",
+)
+TRITON_GFX942 = Profile(
+    name="triton-gfx942",
+    overflow="satfinite",
+    infinity="satfinite",
+    nan="quiet",
+    description="Triton compiled for gfx942 (MI300), derived from source, not pinned on hardware: RNE; finite "
+    "overflow and ±Inf -> ±max; fnuz through v_cvt_pk_fp8/bf8_f32 with MODE.FP16_OVFL clamping (NaN -> 0x80, "
+    "-0 -> 0x00), e4m3fn/e5m2 in software (NaN keeps its sign: 0x7F/0xFF, 0x7E/0xFE)",
+)
+TRITON_GFX950 = Profile(
+    name="triton-gfx950",
+    overflow="satfinite",
+    infinity="satfinite",
+    nan="all_ones",
+    description="Triton compiled for gfx950 (MI355), derived from source, not pinned on hardware: RNE; e4m3fn/e5m2 "
+    "through v_cvt_scalef32_pk_* with MODE.FP16_OVFL clamping (finite overflow and ±Inf -> ±max, NaN -> 0x7F/0xFF); "
+    "fnuz in software (finite overflow -> ±max, ±Inf -> NaN 0x80, -0 -> 0x00)",
+).with_overrides("e4m3fnuz", infinity="nan").with_overrides("e5m2fnuz", infinity="nan")
+TRITON_AMD_RTZ = Profile(
+    name="triton-amd-rtz",
+    rounding="rtz",
+    nan="quiet",
+    formats=frozenset({"e5m2"}),
+    description="Triton on AMD, float32 -> e5m2 with fp_downcast_rounding='rtz': v_cvt_pkrtz_f16_f32 then the "
+    "upper byte (finite overflow -> ±max, ±Inf -> ±Inf; NaN keeps sign and its top payload bits)",
+)
 OCP_MX = Profile(
     name="ocp-mx",
     overflow="satfinite",
@@ -342,7 +383,7 @@ OCP_MX = Profile(
 
 PROFILES: dict[str, Profile] = {
     p.name: p for p in (IEEE, SATFINITE, RTZ, ML_DTYPES_0_6, ML_DTYPES_0_7, TORCH_2_11, TORCH_2_12, TRITON_SM90,
-                        TRITON_INTERPRETER, OCP_MX)
+                        TRITON_INTERPRETER, TRITON_SM90_RTZ, TRITON_GFX942, TRITON_GFX950, TRITON_AMD_RTZ, OCP_MX)
 }
 
 

@@ -17,6 +17,7 @@ while ``fp8check check --json`` writes one CheckResult object (with its
 from __future__ import annotations
 
 import dataclasses
+import functools
 import platform
 import sys
 from dataclasses import asdict, dataclass, field, fields
@@ -25,15 +26,20 @@ from typing import Any, Iterable
 
 RESULTS_VERSION = 1
 
-# Cast divergences, in the order a report lists them.
+# Cast divergences of one input, in the order a report lists them.
 CAST_CATEGORIES = ("rounding", "overflow", "infinity", "nan", "signed_zero", "subnormal", "other")
+# Divergences of a call rather than of an input value (casts, quantizers,
+# fused kernels): the kernel changed its input, repeated calls on the same
+# input gave different bytes, or the kernel raised on an input inside the
+# domain its author declared.
+CALL_CATEGORIES = ("in_place", "nondeterministic", "refused")
 # Quantizer divergences (recipes): a wrong scale, wrong codes under a right
 # scale, or mishandled non-finite input.
 QUANTIZE_CATEGORIES = ("scale", "codes", "nonfinite")
 # Matmul divergences (recipes): an error beyond the derived accumulation
 # bound; scale, overflow, nan and other are shared with the lists above.
 MATMUL_CATEGORIES = ("accuracy",)
-CATEGORIES = CAST_CATEGORIES + QUANTIZE_CATEGORIES + MATMUL_CATEGORIES
+CATEGORIES = CAST_CATEGORIES + QUANTIZE_CATEGORIES + MATMUL_CATEGORIES + CALL_CATEGORIES
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,6 +59,9 @@ class Divergence:
     expected_value: str = ""
     actual_value: str = ""
     detail: str = ""
+    # The condition the divergence needs ("" for none): which call, shape,
+    # layout or dtype showed it, e.g. "only for non-contiguous input, ...".
+    condition: str = ""
 
     def __post_init__(self) -> None:
         if self.category not in CATEGORIES:
@@ -66,6 +75,24 @@ class Divergence:
     def from_dict(cls, data: dict[str, Any]) -> Divergence:
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclass(frozen=True, kw_only=True)
+class Refusal:
+    """A call the kernel raised on: a finding, not a divergence, unless the
+    call lay inside the domain the kernel's author declared (``declared``)."""
+
+    condition: str
+    error: str
+    declared: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"condition": self.condition, "error": self.error, "declared": self.declared}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Refusal:
+        return cls(condition=str(data.get("condition", "")), error=str(data.get("error", "")),
+                   declared=bool(data.get("declared", False)))
 
 
 @dataclass(kw_only=True)
@@ -89,11 +116,13 @@ class CheckResult:
     seed: int | None = None
     command: str = ""  # a command line that reproduces the check
     expected_failure: str = ""  # the upstream issue when the divergence is known
+    refusals: list[Refusal] = field(default_factory=list)  # calls the kernel raised on
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(dataclasses.replace(self, divergences=[]))
+        data = asdict(dataclasses.replace(self, divergences=[], refusals=[]))
         data["divergences"] = [d.to_dict() for d in self.divergences]
+        data["refusals"] = [r.to_dict() for r in self.refusals]
         return data
 
     @classmethod
@@ -101,7 +130,14 @@ class CheckResult:
         names = {f.name for f in fields(cls)}
         kept = {k: v for k, v in data.items() if k in names}
         kept["divergences"] = [Divergence.from_dict(d) for d in data.get("divergences", [])]
+        kept["refusals"] = [Refusal.from_dict(r) for r in data.get("refusals", [])]
         return cls(**kept)
+
+    def __str__(self) -> str:
+        """What ``fp8check check`` prints for this result."""
+        from fp8check.terminal.divergences import result_text
+
+        return result_text(self)
 
 
 _DIVERGENCE_FIELDS = tuple(f.name for f in fields(Divergence))
@@ -229,6 +265,18 @@ def _unpack(text: Any) -> Any:
         raise ValueError(f"{len(raw)} bytes where 65536 were expected")
     return np.frombuffer(raw, dtype=np.uint8).copy()
 
+@functools.lru_cache(maxsize=None)
+def _installed_version(name: str) -> str | None:
+    """The installed distribution's version, without importing it (looked up once per process:
+    reading package metadata costs milliseconds, and the audit of many small files asks each time)."""
+    try:
+        from importlib.metadata import version
+
+        return version(name)
+    except Exception:
+        return None
+
+
 def environment() -> dict[str, Any]:
     """Versions and device facts, so that two results can be compared."""
     env: dict[str, Any] = {
@@ -242,12 +290,10 @@ def environment() -> dict[str, Any]:
     for name in ("numpy", "ml_dtypes", "torch", "triton", "torchao", "gfloat", "hypothesis"):
         module = sys.modules.get(name)
         if module is None:
-            try:
-                from importlib.metadata import version
-
-                env[name] = version(name)
-            except Exception:
+            installed = _installed_version(name)
+            if installed is None:
                 continue
+            env[name] = installed
         else:
             env[name] = getattr(module, "__version__", "unknown")
     torch = sys.modules.get("torch")

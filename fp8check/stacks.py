@@ -402,6 +402,13 @@ OBSERVATIONS: tuple[Observation, ...] = (
         pinned_by="properties on triton-interpreter (strict xfails), CI",
     ),
     Observation(
+        stack="triton-faithful", package="triton", series=("3.6", "3.8", "3.9"), platform=_CPU,
+        profile=profiles.TRITON_SM90,
+        measured="fp8check's faithful Triton interpreter, target sm90: its tables pinned against Triton 3.6 compiled "
+        "for an H200 (gpu/triton_faithful.py: every float32 input, both directions)",
+        pinned_by="properties on triton-faithful (CI) and gpu/run_all.sh triton-faithful (H200)",
+    ),
+    Observation(
         stack="triton-interpreter", package="triton", series=("3.6",), platform=_CPU,
         profile=profiles.TRITON_INTERPRETER, known=TRITON_INTERPRETER_KNOWN,
         measured="Triton 3.6.0's interpreter on the CPU of an H200 host: cannot build the fnuz types, 2026-11",

@@ -97,3 +97,79 @@ def returns_wrong_fp8_type(x):
 
 
 not_callable = 42
+
+
+# -- bugs that hide in how a kernel is called (the harness finds them) ---------------
+
+
+def _sticky_blind(x, bits):
+    """float32 -> e4m3fnuz that clears mantissa ``bits`` before rounding: a sticky-bit mask typo."""
+    b = x.float().contiguous().view(torch.int32)
+    mask = 0
+    for i in bits:
+        mask |= 1 << i
+    return (b & ~mask).view(torch.float32).to(FNUZ)
+
+
+def sticky_bits_8_12_e4m3fnuz(x):
+    """Forgets mantissa bits 8..12 when deciding to round up (float32 only: 16-bit inputs have none)."""
+    if x.dtype != torch.float32:
+        return x.to(FNUZ)
+    return _sticky_blind(x, range(8, 13))
+
+
+def unwritten_tail_e4m3fnuz(x):
+    """Converts whole blocks of 16 and never writes the last partial block (torch.empty leftovers)."""
+    flat = x.reshape(-1)
+    out = torch.empty(flat.shape, dtype=torch.uint8)
+    full = flat.numel() - flat.numel() % 16
+    out[:full] = flat[:full].to(FNUZ).view(torch.uint8)
+    out[full:] = 0x55
+    return out.reshape(x.shape)
+
+
+def ignores_strides_e4m3fnuz(x):
+    """Reads its input's storage as if it were contiguous (a raw-pointer kernel without a .contiguous())."""
+    flat = torch.as_strided(x, (x.numel(),), (1,), x.storage_offset())
+    return flat.to(FNUZ).reshape(x.shape)
+
+
+def clamps_input_in_place_e4m3fnuz(x):
+    """Saturates correctly, but by clamping the caller's tensor in place."""
+    return x.clamp_(-240.0, 240.0).to(FNUZ)
+
+
+_CALLS = [0]
+
+
+def flips_a_bit_in_a_million_e4m3fnuz(x):
+    """A race: one element in about a million gets its lowest bit flipped, at a different place each call."""
+    c = x.to(FNUZ).view(torch.uint8).reshape(-1).clone()
+    _CALLS[0] += 1
+    if c.numel() >= 1 << 20:
+        g = torch.Generator().manual_seed(_CALLS[0])
+        idx = torch.randint(0, c.numel(), (c.numel() >> 20,), generator=g)
+        c[idx] ^= 1
+    return c.reshape(x.shape)
+
+
+def finite_fast_path_truncates_e4m3fnuz(x):
+    """A fast path for all-finite inputs that rounds toward zero; the slow path is right."""
+    if torch.isfinite(x).all():
+        return round_toward_zero_e4m3fnuz(x)
+    return x.to(FNUZ)
+
+
+def float16_subnormals_flushed_e5m2fnuz(x):
+    """Flushes float16 subnormal inputs (a DAZ intrinsic); float32 and bfloat16 are right. (e5m2fnuz's
+    subnormals reach down to 2^-17, so float16 subnormals have codes of their own.)"""
+    if x.dtype == torch.float16:
+        x = torch.where(x.abs() < 2.0 ** -14, x * 0, x)
+    return x.to(torch.float8_e5m2fnuz)
+
+
+def large_inputs_via_bfloat16_e4m3fnuz(x):
+    """A path for inputs of 2^20 elements or more that rounds through bfloat16 first."""
+    if x.numel() >= 1 << 20:
+        return x.to(torch.bfloat16).to(FNUZ)
+    return x.to(FNUZ)

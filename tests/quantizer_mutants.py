@@ -96,3 +96,20 @@ def wrong_scale_count(x):
 
 
 not_callable = 42
+
+
+def divides_input_in_place(x):
+    """A correct tensorwise scale, but the scaling divides the caller's tensor in place."""
+    xf = x.float()
+    amax = torch.where(torch.isfinite(xf), xf.abs(), torch.zeros_like(xf)).amax().clamp(min=1e-12)
+    scale = amax / 448.0
+    q = x.div_(scale.to(x.dtype)) if x.dtype == torch.float32 else (xf / scale)
+    return q.clamp(-448.0, 448.0).to(torch.float8_e4m3fn), scale.reshape(())
+
+
+def rowwise_ignores_strides(x):
+    """A rowwise quantizer that reads its input's storage as contiguous rows."""
+    flat = torch.as_strided(x, x.shape, (x.shape[1], 1), x.storage_offset()).float()
+    amax = torch.where(torch.isfinite(flat), flat.abs(), torch.zeros_like(flat)).amax(dim=1, keepdim=True)
+    scale = amax.clamp(min=1e-12) / 448.0
+    return (flat / scale).clamp(-448.0, 448.0).to(torch.float8_e4m3fn), scale

@@ -50,14 +50,14 @@ def test_the_float64_double_rounding_is_explained(capsys):
     assert "float64 0x3ff1000000440000" in out
     assert table["ieee"][0] == "0x39" and table["ieee"][4] == "rounded to a larger magnitude (away from zero)"
     assert table["ml_dtypes-0.6"][0] == "0x38"
-    assert table["ml_dtypes-0.6"][4] == "via float32 1.0625; rounded down (tie: to even)"
+    assert table["ml_dtypes-0.6"][4] == "via float32 1.0625; rounded to a smaller magnitude (toward zero; tie: to even)"
     assert table["ml_dtypes-0.7"][0] == "0x39"
     assert table["ml_dtypes-0.7"][4] == "rounded to a larger magnitude (away from zero)"
 
 
 def test_a_tie_and_a_decimal_that_float32_cannot_hold(capsys):
     out, table = explain(capsys, "1.0625", "-f", "e4m3fn", "-p", "ieee", "-p", "rtz")
-    assert table["ieee"][4] == "rounded down (tie: to even)" and table["rtz"][4] == "rounded to a smaller magnitude (toward zero)"
+    assert table["ieee"][4] == "rounded to a smaller magnitude (toward zero; tie: to even)" and table["rtz"][4] == "rounded to a smaller magnitude (toward zero)"
     out, _ = explain(capsys, "0.1", "-f", "e5m2", "-p", "ieee")
     assert "float32 0x3dcccccd" in out and "rounded to the nearest float32" in out
     out, _ = explain(capsys, "0.1", "-f", "e5m2", "-p", "ieee", "--input-dtype", "float64")

@@ -13,8 +13,8 @@ pytest.importorskip("torch")
 
 def test_check_json_has_the_documented_shape(tmp_path):
     out = tmp_path / "r.json"
-    code = cli.main(["check", "fp8_mutants:round_toward_zero_e4m3fnuz", "--format", "e4m3fnuz",
-                     "--max-examples", "5", "--seed", "3", "--max-listed", "7", "--json", str(out)])
+    code = cli.main(["check", "fp8_mutants:round_toward_zero_e4m3fnuz", "--format", "e4m3fnuz", "--input-dtype",
+                     "float32", "--max-examples", "5", "--seed", "3", "--max-listed", "7", "--json", str(out)])
     assert code == 1
     r = json.loads(out.read_text())
     for key in ("kernel", "format", "profile", "passed", "checked", "categories", "divergences", "environment"):
@@ -25,6 +25,17 @@ def test_check_json_has_the_documented_shape(tmp_path):
     for d in r["divergences"]:
         assert len(d["input_hex"]) == 10 and len(d["expected_hex"]) == 4 and len(d["actual_hex"]) == 4
     assert "--seed 3" in r["command"]
+
+
+def test_check_by_default_takes_every_16_and_32_bit_input_dtype_and_writes_a_results_file(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert cli.main(["check", "fp8_mutants:correct_e4m3fnuz", "--format", "e4m3fnuz", "--max-examples", "5",
+                     "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["fp8check_results"] == 1 and "environment" in doc
+    assert [c["input_dtype"] for c in doc["checks"]] == ["float32", "float16", "bfloat16"]
+    assert all(c["passed"] and c["extra"]["calls"] > 50 for c in doc["checks"])
+    assert capsys.readouterr().out.count("CONFORMS") == 3
 
 
 def test_check_of_a_builtin_adapter_and_a_16_bit_input_dtype(capsys):
@@ -74,7 +85,8 @@ def test_fingerprint_names_what_a_mutant_really_does(tmp_path, capsys):
     assert fp["differences"] == ["rounds through float16 first (double rounding)"]
     assert cli.main(["fingerprint", "fp8_mutants:saturate_at_240_e4m3fnuz", "--format", "e4m3fnuz",
                      "--json", str(out)]) == 0
-    assert json.loads(out.read_text())["exact"] == ["satfinite"]
+    exact = json.loads(out.read_text())["exact"]
+    assert "satfinite" in exact and set(exact) <= {"satfinite", "triton-gfx942"}  # the same rules for e4m3fnuz
 
 
 def test_fingerprint_of_torch_e4m3fn_names_the_registry_s_profile():
@@ -170,6 +182,24 @@ def test_sweep_a_range_on_the_cpu_across_the_sign_bit(tmp_path):
     assert r["divergences"][0]["input_hex"] == "0x80000000"
     assert cli.main(["sweep", "torch-cpu", "--format", "e4m3fnuz", "--start", "0x3f000000",
                      "--limit", "0x100000"]) == 0
+
+
+def test_sweep_takes_the_numpy_kernel_its_help_lists(tmp_path, capsys):
+    # `--help` lists ml_dtypes among the kernels; on the CPU sweep calls it through its NumPy path
+    assert "ml_dtypes" in cli.build_parser()._subparsers._group_actions[0].choices["sweep"].format_help()
+    out = tmp_path / "sw.json"
+    # around the overflow edge of e4m3fn: 464 is the tie above 448; ml_dtypes 0.6 and 0.7 agree on float32
+    argv = ["sweep", "ml_dtypes", "--format", "e4m3fn", "--start", "0x43e00000", "--limit", "0x200000"]
+    assert cli.main(argv + ["--profile", "ml_dtypes-0.7", "--json", str(out)]) == 0
+    r = json.loads(out.read_text())
+    assert r["checked"] == 0x200000 and r["device"] == "cpu" and r["passed"]
+    # the same kernel against a profile it does not follow: every input past the tie 464 (0x43e80000, which
+    # rounds to even, 448) is NaN from ml_dtypes and 448 under satfinite
+    assert cli.main(argv + ["--profile", "satfinite", "--json", str(out)]) == 1
+    r = json.loads(out.read_text())
+    assert r["categories"] == {"overflow": 0x43E00000 + 0x200000 - 0x43E80001}
+    assert {(d["expected_hex"], d["actual_hex"]) for d in r["divergences"]} == {("0x7e", "0x7f")}
+    capsys.readouterr()
 
 
 def test_survey_reports_a_stack_that_raises_for_one_format_and_goes_on():

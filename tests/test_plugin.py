@@ -18,10 +18,13 @@ except ImportError:
 # session, so that in-process runs share one copy of each (an unloaded and
 # re-imported fp8check.profiles would make two Profile classes).
 import hypothesis  # noqa: E402,F401
+import fp8check  # noqa: E402
 import fp8check.casts.adapters.user  # noqa: E402,F401
 import fp8check.results  # noqa: E402,F401
 import fp8check.strategies  # noqa: E402,F401
 import fp8check.suite  # noqa: E402,F401
+import fp8check.suite.testing  # noqa: E402,F401
+from fp8check import FP8CheckError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,12 +45,20 @@ def cast(x):
 
 @pytest.fixture
 def suite(pytester):
-    (pytester.path / "properties").mkdir()
-    for path in (ROOT / "properties").glob("*.py"):
-        (pytester.path / "properties" / path.name).write_text(path.read_text())
+    """A kernel author's repository: the mutants and an ini; the plugin brings the property suite."""
     (pytester.path / "fp8_mutants.py").write_text((ROOT / "tests" / "fp8_mutants.py").read_text())
     pytester.makeini(INI)
     return pytester
+
+
+@pytest.fixture
+def builtin_suite(suite):
+    """fp8check's own properties/ on its built-in adapters, as its own pyproject.toml runs them."""
+    (suite.path / "properties").mkdir()
+    for path in (ROOT / "properties").glob("*.py"):
+        (suite.path / "properties" / path.name).write_text(path.read_text())
+    suite.makeini(INI + "fp8check_builtin_adapters = true\n")
+    return suite
 
 
 def _ids(result):
@@ -58,37 +69,176 @@ def test_markers_are_declared(suite):
     result = suite.runpytest("--markers")
     text = result.stdout.str()
     for name in ("fnuz", "ocp", "e4m3fn", "e4m3fnuz", "e5m2", "e5m2fnuz", "mx", "gpu", "exhaustive", "slow",
-                 "fp8check_hazards(*names)"):
+                 "fp8check", "fp8check_hazards(*names)"):
         assert f"@pytest.mark.{name}" in text, name
 
 
-def test_fnuz_marker_selects_exactly_the_fnuz_targets_of_every_builtin_adapter(suite):
-    result = suite.runpytest("properties", "-m", "fnuz", "--collect-only", "-q", "-p", "no:cacheprovider")
+def test_fnuz_marker_selects_exactly_the_fnuz_targets_of_every_builtin_adapter(builtin_suite):
+    result = builtin_suite.runpytest("properties", "-m", "fnuz", "--collect-only", "-q", "-p", "no:cacheprovider")
     ids = _ids(result)
     assert ids and all("fnuz" in i for i in ids)
     adapters = {i.split("[")[1].split("-e")[0] for i in ids if "[" in i}
     assert {"torch-cpu", "ml_dtypes"} <= adapters
     assert any("e4m3fnuz" in i for i in ids) and any("e5m2fnuz" in i for i in ids)
-    everything = _ids(suite.runpytest("properties", "--collect-only", "-q", "-p", "no:cacheprovider"))
+    everything = _ids(builtin_suite.runpytest("properties", "--collect-only", "-q", "-p", "no:cacheprovider"))
     assert len(everything) > len(ids) and any("-e4m3fn-" in i for i in everything)
 
 
-def test_user_kernel_replaces_the_builtin_adapters(suite):
-    result = suite.runpytest("properties", "--fp8check-kernel", "fp8_mutants:correct_e4m3fnuz",
-                             "--fp8check-format", "e4m3fnuz", "--collect-only", "-q", "-p", "no:cacheprovider")
+def test_a_command_line_kernel_gets_the_shipped_suite_and_no_builtin_adapter(suite):
+    result = suite.runpytest("--fp8check-kernel", "fp8_mutants:correct_e4m3fnuz", "--fp8check-format", "e4m3fnuz",
+                             "--collect-only", "-q", "-p", "no:cacheprovider")
     ids = [i for i in _ids(result) if "[NOTSET]" not in i]  # empty parameter sets (no known bugs)
-    assert ids and all("[fp8_mutants:correct_e4m3fnuz-e4m3fnuz" in i for i in ids)
+    assert ids and all(i.startswith("fp8check-suite/") for i in ids)
+    assert all("[fp8_mutants:correct_e4m3fnuz-" in i for i in ids)
     assert {i.rsplit("-", 1)[1].rstrip("]") for i in ids} == {"float32", "float16", "bfloat16"}
 
 
 def test_ini_keys_match_the_options(suite):
     suite.makeini(INI + "fp8check_kernel = fp8_mutants:flush_subnormals_e4m3fnuz\n"
                   "fp8check_format = e4m3fnuz\nfp8check_input_dtype = bfloat16\nfp8check_json = ini.json\n")
-    result = suite.runpytest("properties", "-p", "no:cacheprovider", "-k", "test_subnormals")
+    result = suite.runpytest("-p", "no:cacheprovider", "-k", "test_subnormals")
     result.assert_outcomes(failed=1)
     checks = json.loads((suite.path / "ini.json").read_text())["checks"]
     assert [(c["kernel"], c["input_dtype"], list(c["categories"])) for c in checks] == [
         ("fp8_mutants:flush_subnormals_e4m3fnuz", "bfloat16", ["subnormal"])]
+
+
+KERNELS = """
+import torch
+
+def e4m3fnuz(x):
+    return x.float().clamp(-240, 240).to(torch.float8_e4m3fnuz)
+
+def e5m2fnuz(x):
+    return x.float().clamp(-57344, 57344).to(torch.float8_e5m2fnuz)
+
+def e4m3fn(x):
+    return x.float().clamp(-448, 448).to(torch.float8_e4m3fn)
+
+def e5m2(x):
+    return x.float().to(torch.float8_e5m2)
+
+def negzero_e4m3fnuz(x):
+    c = e4m3fnuz(x).view(torch.uint8)
+    return torch.where(torch.signbit(x.float()) & (c == 0), torch.full_like(c, 0x80), c)
+"""
+
+PYPROJECT = """
+[tool.pytest.ini_options]
+addopts = "-p no:cacheprovider"
+
+[[tool.fp8check.cast]]
+kernel = "kern:e4m3fnuz"
+format = "e4m3fnuz"
+profile = "satfinite"
+input-dtypes = ["float16"]
+
+[[tool.fp8check.cast]]
+kernel = "kern:e5m2fnuz"
+format = "e5m2fnuz"
+profile = "satfinite"
+input-dtypes = ["float16"]
+
+[[tool.fp8check.cast]]
+kernel = "kern:e4m3fn"
+format = "e4m3fn"
+profile = "satfinite"
+input-dtypes = ["float16"]
+
+[[tool.fp8check.cast]]
+kernel = "kern:e5m2"
+format = "e5m2"
+profile = "torch-2.12"
+input-dtypes = ["float16"]
+
+[[tool.fp8check.cast]]
+name = "buggy"
+kernel = "kern:negzero_e4m3fnuz"
+format = "e4m3fnuz"
+profile = "satfinite"
+input-dtypes = ["float16"]
+"""
+
+
+@pytest.fixture
+def repo(pytester):
+    """A repository declaring five cast kernels in its pyproject.toml (one with a planted bug)."""
+    (pytester.path / "kern.py").write_text(KERNELS)
+    (pytester.path / "pyproject.toml").write_text(PYPROJECT)
+    return pytester
+
+
+def test_fnuz_selects_exactly_the_declared_fnuz_kernels(repo):
+    ids = _ids(repo.runpytest("-m", "fnuz", "--collect-only", "-q"))
+    kernels = {i.split("[")[1].split("-")[0] for i in ids if "[" in i and "[NOTSET]" not in i}
+    assert kernels == {"e4m3fnuz", "e5m2fnuz", "buggy"}
+    ocp = _ids(repo.runpytest("-m", "ocp", "--collect-only", "-q"))
+    assert {i.split("[")[1].split("-")[0] for i in ocp if "[" in i and "[NOTSET]" not in i} == {"e4m3fn", "e5m2"}
+
+
+def test_a_declared_bug_fails_and_the_correct_kernels_pass(repo):
+    result = repo.runpytest("-m", "fnuz", "-k", "signed_zero or real_callers", "--fp8check-json", "out.json")
+    failed = {r.nodeid for r in result.reprec.getreports("pytest_runtest_logreport") if r.when == "call" and r.failed}
+    passed = {r.nodeid for r in result.reprec.getreports("pytest_runtest_logreport") if r.when == "call" and r.passed}
+    assert failed and all("[buggy-" in n for n in failed)
+    assert any("[e4m3fnuz-" in n for n in passed) and any("[e5m2fnuz-" in n for n in passed)
+    text = result.stdout.str()
+    assert "signed_zero" in text and "reproduce: fp8check check kern:negzero_e4m3fnuz --format e4m3fnuz" in text
+    checks = json.loads((repo.path / "out.json").read_text())["checks"]
+    assert {c["kernel"] for c in checks if not c["passed"]} == {"buggy"}
+
+
+def test_a_repository_declaring_nothing_gets_no_fp8check_tests(pytester):
+    pytester.makepyfile(test_mine="def test_own():\n    assert True\n")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--collect-only", "-q")
+    assert _ids(result) == ["test_mine.py::test_own"]
+
+
+def test_kernels_declared_in_a_conftest_hook(pytester):
+    (pytester.path / "kern.py").write_text(KERNELS)
+    pytester.makeconftest("import fp8check\n\ndef pytest_fp8check_kernels():\n"
+                          "    import kern\n"
+                          "    return [fp8check.cast_kernel(kern.e4m3fnuz, format='e4m3fnuz', profile='satfinite',"
+                          " input_dtypes=('bfloat16',))]\n")
+    result = pytester.runpytest("-p", "no:cacheprovider", "-k", "overflow_policy")
+    result.assert_outcomes(passed=1)
+
+
+def test_kernel_tests_makes_a_test_class_of_the_suite_for_the_kernels_given(pytester):
+    """fp8check.kernel_tests: no configuration, no hook; the class's tests check its own kernels only."""
+    (pytester.path / "kern.py").write_text(KERNELS)
+    pytester.makepyfile(test_mine=(
+        "import fp8check, kern\n"
+        "TestGood = fp8check.kernel_tests(fp8check.cast_kernel(kern.e4m3fnuz, format='e4m3fnuz', "
+        "profile='satfinite', input_dtypes=('float16',)))\n"
+        "TestBuggy = fp8check.kernel_tests(fp8check.cast_kernel(kern.negzero_e4m3fnuz, format='e4m3fnuz', "
+        "profile='satfinite', input_dtypes=('float16',)))\n"))
+    result = pytester.runpytest("-p", "no:cacheprovider", "-m", "fnuz", "-k", "signed_zero or real_callers")
+    reports = [r for r in result.reprec.getreports("pytest_runtest_logreport") if r.when == "call"]
+    assert {r.nodeid for r in reports if r.failed} == {
+        "test_mine.py::TestBuggy::test_cast_conforms_as_real_callers_call_it[negzero_e4m3fnuz-float16]",
+        "test_mine.py::TestBuggy::test_signed_zero_and_tiny_negatives[negzero_e4m3fnuz-e4m3fnuz-float16]"}
+    assert {r.nodeid.split("::")[1] for r in reports if r.passed} == {"TestGood"}
+    assert len([r for r in reports if r.passed]) == 2
+    with pytest.raises(FP8CheckError, match="needs at least one declaration"):
+        fp8check.kernel_tests()
+    with pytest.raises(FP8CheckError, match="takes declarations"):
+        fp8check.kernel_tests(print)
+
+
+@pytest.mark.parametrize("pyproject, message", [
+    ('[[tool.fp8check.cast]]\nkernel = "kern:e4m3fn"\n', "needs 'format'"),
+    ('[[tool.fp8check.cast]]\nkernel = "kern:e4m3fn"\nformat = "e4m3fn"\nprofil = "x"\n', "unknown key(s) profil"),
+    ('[[tool.fp8check.quantizer]]\nkernel = "kern:e4m3fn"\n', "needs 'recipe'"),
+    ('[[tool.fp8check.cast]]\nkernel = "kern:e4m3fn"\nformat = "e9m9"\n', "unknown format"),
+    ('[tool.fp8check\n', "Expected ']'"),  # pytest itself reads pyproject.toml first
+])
+def test_bad_declarations_are_one_line_usage_errors(pytester, pyproject, message):
+    (pytester.path / "kern.py").write_text(KERNELS)
+    (pytester.path / "pyproject.toml").write_text(pyproject)
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert message in result.stderr.str() and "Traceback" not in result.stderr.str()
 
 
 @pytest.mark.parametrize("args, message", [
@@ -98,16 +248,16 @@ def test_ini_keys_match_the_options(suite):
     (["--fp8check-kernel", "fp8_mutants:correct_e4m3fnuz", "--fp8check-format", "e9m9"], "unknown format"),
 ])
 def test_bad_user_kernel_options_are_one_line_usage_errors(suite, args, message):
-    result = suite.runpytest("properties", *args, "-p", "no:cacheprovider")
+    result = suite.runpytest(*args, "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     err = result.stderr.str()
     assert message in err and "Traceback" not in err
 
 
 def test_json_lists_every_target_with_exact_counts(suite):
-    result = suite.runpytest("properties", "--fp8check-kernel", "fp8_mutants:round_toward_zero_e4m3fnuz",
+    result = suite.runpytest("--fp8check-kernel", "fp8_mutants:round_toward_zero_e4m3fnuz",
                              "--fp8check-format", "e4m3fnuz", "--fp8check-json", "out.json", "-p", "no:cacheprovider",
-                             "-k", "not float64 and not known_upstream")
+                             "-k", "not float64 and not known_upstream and not real_callers")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     doc = json.loads((suite.path / "out.json").read_text())
     assert doc["fp8check_results"] == 1 and "environment" in doc
@@ -127,9 +277,9 @@ def _merged(path):
 
 @pytest.mark.slow
 def test_json_under_xdist_merges_every_worker_and_loses_nothing(suite):
-    args = ["properties", "--fp8check-kernel", "fp8_mutants:round_toward_zero_e4m3fnuz", "--fp8check-format",
+    args = ["--fp8check-kernel", "fp8_mutants:round_toward_zero_e4m3fnuz", "--fp8check-format",
             "e4m3fnuz", "--fp8check-input-dtype", "float16,bfloat16", "--fp8check-max-listed", "0",
-            "-p", "no:cacheprovider", "-k", "not float64 and not known_upstream and not hypothesis"]
+            "-p", "no:cacheprovider", "-k", "not float64 and not known_upstream and not hypothesis and not real_callers"]
     serial = suite.runpytest_subprocess(*args, "--fp8check-json", "serial.json", "-p", "no:xdist")
     parallel = suite.runpytest_subprocess(*args, "--fp8check-json", "parallel.json", "-n", "2")
     assert serial.ret == parallel.ret == pytest.ExitCode.TESTS_FAILED
@@ -143,7 +293,7 @@ def test_json_under_xdist_merges_every_worker_and_loses_nothing(suite):
 
 def test_ci_profile_is_the_default_and_derandomized(suite, monkeypatch):
     (suite.path / "counting.py").write_text(COUNTING_KERNEL)
-    args = ["properties/test_builtin_adapters.py", "-k", "hypothesis", "--fp8check-kernel", "counting:cast",
+    args = ["-k", "hypothesis", "--fp8check-kernel", "counting:cast",
             "--fp8check-format", "e4m3fnuz", "--fp8check-input-dtype", "float16", "-p", "no:cacheprovider"]
 
     def calls(run):
@@ -228,11 +378,11 @@ def test_a_gpu_marker_of_another_project_is_left_alone(pytester):
     result.assert_outcomes(passed=1)
 
 
-def test_gpu_targets_skip_cleanly_without_cuda(suite):
+def test_gpu_targets_skip_cleanly_without_cuda(suite):  # a CUDA kernel on a machine without CUDA: usage error
     import torch
 
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is present")
-    result = suite.runpytest("properties", "--fp8check-kernel", "fp8_mutants:correct_e4m3fnuz",
+    result = suite.runpytest("--fp8check-kernel", "fp8_mutants:correct_e4m3fnuz",
                              "--fp8check-format", "e4m3fnuz", "--fp8check-device", "cuda", "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR and "no CUDA device" in result.stderr.str()

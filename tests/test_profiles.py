@@ -71,7 +71,8 @@ def test_formats_given_as_a_set_become_a_frozenset():
 
 def test_names_and_get():
     assert profiles.names() == ("ieee", "satfinite", "rtz", "ml_dtypes-0.6", "ml_dtypes-0.7", "torch-2.11",
-                                "torch-2.12", "triton-sm90", "triton-interpreter", "ocp-mx")
+                                "torch-2.12", "triton-sm90", "triton-interpreter", "triton-sm90-rtz",
+                                "triton-gfx942", "triton-gfx950", "triton-amd-rtz", "ocp-mx")
     for name in profiles.names():
         assert profiles.get(name).name == name
     assert profiles.get("ML-DTYPES-0.7") is profiles.ML_DTYPES_0_7

@@ -169,4 +169,5 @@ def test_rtz_overflow_gives_max_not_inf(profile):
     # IEEE 754 7.4: round toward zero never overflows to Inf.
     x = np.array([1e6, -1e6, np.inf], np.float32)
     assert fp8check.encode(x, "e5m2", profile).tolist()[:2] == [0x7B, 0xFB]
-    assert fp8check.encode(x, "e4m3fn", profile).tolist()[:2] == [0x7E, 0xFE]
+    if profile.supports("e4m3fn"):
+        assert fp8check.encode(x, "e4m3fn", profile).tolist()[:2] == [0x7E, 0xFE]

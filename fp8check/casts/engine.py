@@ -39,7 +39,9 @@ from fp8check import hazards, inputs, reference
 from fp8check.codes import bit_fields, code_class
 from fp8check.formats import Format, get as get_format
 from fp8check.profiles import Profile, get as get_profile
-from fp8check.results import CAST_CATEGORIES, MAP16_DTYPES, MAP16_ORDER, CheckResult, Divergence, InputMap16
+from fp8check.errors import KernelCallError
+from fp8check.results import (CALL_CATEGORIES, CAST_CATEGORIES, MAP16_DTYPES, MAP16_ORDER, CheckResult, Divergence,
+                              InputMap16, Refusal)
 
 __all__ = [
     "classify",
@@ -145,40 +147,64 @@ class Divergences:
     expected: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
     actual: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
     categories: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
+    conditions: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
     checked_count: int = 0
     # 16-bit input dtypes: every compared input, its codes and category (for reports).
     input_map: InputMap16 | None = None
+    # Divergences of a call rather than of an input (results.CALL_CATEGORIES):
+    # category -> [count, the first one as a Divergence].
+    calls: dict[str, list[Any]] = field(default_factory=dict)
 
-    def add(self, bits: np.ndarray, expected: np.ndarray, actual: np.ndarray) -> np.ndarray:
-        """Record a batch of compared inputs; return the mask of those that diverge."""
+    def add(self, bits: np.ndarray, expected: np.ndarray, actual: np.ndarray, condition: str = "",
+            *, record_map: bool = True) -> np.ndarray:
+        """Record a batch of compared inputs; return the mask of those that diverge.
+
+        ``condition``: what the call that gave ``actual`` needed (see
+        :mod:`fp8check.casts.harness`); an input keeps the first record made
+        of it, so inputs already seen diverging keep theirs.
+        """
         bits = np.asarray(bits).astype(np.uint64)
-        self.checked_count += int(bits.size)
-        diff = np.asarray(expected) != np.asarray(actual)
+        expected, actual = np.asarray(expected), np.asarray(actual)
+        if record_map:
+            self.checked_count += int(bits.size)
+        diff = expected != actual
         cats = None
         if diff.any():
             cats = classify(bits[diff], expected[diff], actual[diff], self.input_dtype, self.fmt, self.profile)
-        if self.input_dtype in MAP16_DTYPES and bits.size:
+        if record_map and self.input_dtype in MAP16_DTYPES and bits.size:
             self._map(bits, expected, actual, diff, cats)
         if cats is not None:
-            self.extend(bits[diff], np.asarray(expected)[diff], np.asarray(actual)[diff], cats)
+            self.extend(bits[diff], expected[diff], actual[diff], cats, np.full(cats.size, condition, dtype=object))
         return diff
 
-    def extend(self, bits: np.ndarray, expected: np.ndarray, actual: np.ndarray, categories: np.ndarray) -> None:
+    def extend(self, bits: np.ndarray, expected: np.ndarray, actual: np.ndarray, categories: np.ndarray,
+               conditions: np.ndarray | None = None) -> None:
         """Add classified divergences, keeping the first record of each input."""
-        self.bits = np.concatenate([self.bits, np.asarray(bits).astype(np.uint64)])
+        bits = np.asarray(bits).astype(np.uint64)
+        if conditions is None:
+            conditions = np.full(bits.size, "", dtype=object)
+        self.bits = np.concatenate([self.bits, bits])
         self.expected = np.concatenate([self.expected, np.asarray(expected).astype(np.uint8)])
         self.actual = np.concatenate([self.actual, np.asarray(actual).astype(np.uint8)])
         self.categories = np.concatenate([self.categories, np.asarray(categories, dtype=object)])
-        _, first = np.unique(self.bits, return_index=True)
-        first.sort()
-        self.bits, self.expected, self.actual, self.categories = (
-            self.bits[first], self.expected[first], self.actual[first], self.categories[first])
+        self.conditions = np.concatenate([self.conditions, np.asarray(conditions, dtype=object)])
+        first = inputs.first_occurrences(self.bits)
+        self.bits, self.expected, self.actual, self.categories, self.conditions = (
+            self.bits[first], self.expected[first], self.actual[first], self.categories[first],
+            self.conditions[first])
+
+    def add_call(self, category: str, count: int, divergence: Divergence) -> None:
+        """Record ``count`` divergences of a call (in_place, nondeterministic, refused); the first is shown."""
+        entry = self.calls.setdefault(category, [0, divergence])
+        entry[0] += int(count)
 
     def merge(self, other: Divergences) -> None:
         """Add everything ``other`` recorded (another test or another pytest-xdist worker)."""
         self.checked_count += other.checked_count
         if len(other):
-            self.extend(other.bits, other.expected, other.actual, other.categories)
+            self.extend(other.bits, other.expected, other.actual, other.categories, other.conditions)
+        for category, (count, first) in other.calls.items():
+            self.add_call(category, count, first)
         if other.input_map is not None:
             if self.input_map is None:
                 self.input_map = InputMap16.empty(self.input_dtype)
@@ -189,6 +215,8 @@ class Divergences:
         return {"checked": self.checked_count, "bits": self.bits.astype(np.uint64).tobytes(),
                 "expected": self.expected.tobytes(), "actual": self.actual.tobytes(),
                 "categories": np.array([_CATEGORY_INDEX[str(c)] for c in self.categories], np.uint8).tobytes(),
+                "conditions": [str(c) for c in self.conditions],
+                "calls": {k: [n, d.to_dict()] for k, (n, d) in self.calls.items()},
                 "map16": self.input_map.to_dict() if self.input_map is not None else None}
 
     @classmethod
@@ -197,7 +225,10 @@ class Divergences:
         cats = np.frombuffer(state["categories"], dtype=np.uint8)
         rec.extend(np.frombuffer(state["bits"], dtype=np.uint64), np.frombuffer(state["expected"], dtype=np.uint8),
                    np.frombuffer(state["actual"], dtype=np.uint8),
-                   np.array([CAST_CATEGORIES[i] for i in cats], dtype=object))
+                   np.array([CAST_CATEGORIES[i] for i in cats], dtype=object),
+                   np.array(state.get("conditions", [""] * cats.size), dtype=object))
+        for category, (count, first) in state.get("calls", {}).items():
+            rec.add_call(category, count, Divergence.from_dict(first))
         if state.get("map16") is not None:
             rec.input_map = InputMap16.from_dict(state["map16"])
         return rec
@@ -213,22 +244,25 @@ class Divergences:
 
     def drop(self, mask: np.ndarray) -> None:
         keep = ~mask
-        self.bits, self.expected, self.actual, self.categories = (
-            self.bits[keep], self.expected[keep], self.actual[keep], self.categories[keep])
+        self.bits, self.expected, self.actual, self.categories, self.conditions = (
+            self.bits[keep], self.expected[keep], self.actual[keep], self.categories[keep], self.conditions[keep])
 
     def __len__(self) -> int:
-        return int(self.bits.size)
+        """Divergent inputs plus divergences of calls."""
+        return int(self.bits.size) + sum(n for n, _ in self.calls.values())
 
     def counts(self) -> dict[str, int]:
-        out = {c: 0 for c in CAST_CATEGORIES}
-        names, n = np.unique(self.categories.astype(str), return_counts=True) if len(self) else ((), ())
+        out = {c: 0 for c in CAST_CATEGORIES + CALL_CATEGORIES}
+        names, n = np.unique(self.categories.astype(str), return_counts=True) if self.bits.size else ((), ())
         for name, k in zip(names, n):
             out[str(name)] = int(k)
+        for category, (count, _) in self.calls.items():
+            out[category] += count
         return {c: k for c, k in out.items() if k}
 
     def order(self) -> np.ndarray:
         """Indices, the simplest reproducer of each category first, then the next of each, ..."""
-        if not len(self):
+        if not self.bits.size:
             return np.zeros(0, dtype=np.int64)
         key = inputs.simplicity(self.bits, self.input_dtype)
         cat = np.array([_CATEGORY_INDEX.get(str(c), len(CAST_CATEGORIES)) for c in self.categories])
@@ -254,10 +288,12 @@ class Divergences:
         return result
 
     def to_list(self, cap: int | None = DEFAULT_CAP) -> list[Divergence]:
+        """The divergences of calls, then the inputs' (see :meth:`order`), at most ``cap``."""
         idx = self.order()
+        listed = [first for _, first in self.calls.values()]
         if cap is not None and cap > 0:
-            idx = idx[:cap]
-        return [self.divergence(int(i)) for i in idx]
+            idx = idx[:max(0, cap - len(listed))]
+        return listed + [self.divergence(int(i)) for i in idx]
 
     def divergence(self, i: int) -> Divergence:
         b, e, a = int(self.bits[i]), int(self.expected[i]), int(self.actual[i])
@@ -275,6 +311,7 @@ class Divergences:
                 f"{self.fmt.name} under {p.name}: expected {bit_fields(e, self.fmt)}, "
                 f"got {bit_fields(a, self.fmt)}"
             ),
+            condition=str(self.conditions[i]),
         )
 
 
@@ -322,7 +359,7 @@ def hypothesis_bits(fmt: Format, input_dtype: str, *, max_examples: int, seed: i
     draw()
     if not drawn:
         return np.zeros(0, dtype=inputs.bits_dtype(input_dtype))
-    return np.unique(np.concatenate(drawn))
+    return inputs.unique(np.concatenate(drawn))
 
 
 def _command(kernel_name: str, fmt: Format, profile: Profile, input_dtype: str, device: str,
@@ -339,36 +376,113 @@ def _command(kernel_name: str, fmt: Format, profile: Profile, input_dtype: str, 
 
 def run_check(kernel: Any, fmt: object, profile: object | None = None, *, input_dtype: str = "float32",
               max_examples: int = 200, seed: int | None = 0, cap: int | None = DEFAULT_CAP,
-              sweep: bool = True, hypothesis: bool = True,
-              extra_bits: Iterable[np.ndarray] = ()) -> tuple[CheckResult, Divergences]:
-    """Check ``kernel`` (a :class:`~fp8check.casts.adapters.CastKernel`) on ``fmt``.
+              sweep: bool = True, hypothesis: bool = True, extra_bits: Iterable[np.ndarray] = (),
+              thorough: bool = True, supports: Any = None) -> tuple[CheckResult, Divergences]:
+    """Check ``kernel`` (a :class:`~fp8check.casts.adapters.CastKernel`) on ``fmt`` from ``input_dtype``.
 
-    ``profile`` None: what the kernel claims. Returns the result and the
-    full divergence record (for fingerprints and reports).
+    The inputs: the sweep of the dtype (for float32 with structured low
+    halves too, :func:`fp8check.inputs.low_bit_patterns`), every hazard
+    input and ``max_examples`` Hypothesis examples, driven through the calls
+    of :mod:`fp8check.casts.harness` (``thorough=False``: the coverage calls
+    only). ``profile`` None: what the kernel claims. ``supports``: a
+    :class:`~fp8check.casts.harness.Supports` the kernel's author declared.
+    Returns the result and the full divergence record (for fingerprints and
+    reports). A kernel that refuses every coverage call raises its error.
     """
+    from fp8check.casts import harness
+
     f = get_format(fmt)
     p = kernel.profile_for(f) if profile is None else get_profile(profile)
     p.resolve(f)
     inputs.source_format(input_dtype)
+    supports = supports or harness.Supports()
     rec = Divergences(fmt=f, profile=p, input_dtype=input_dtype)
-    batches: list[np.ndarray] = []
+    bdt = inputs.bits_dtype(input_dtype)
+    hazard = hazards.all_hazard_bits(f, input_dtype) if sweep else np.zeros(0, bdt)
+    batches: list[np.ndarray] = [hazard]
     if sweep:
         batches.append(inputs.sweep_bits(input_dtype))
-        batches.append(hazards.all_hazard_bits(f, input_dtype))
+        if input_dtype == "float32":
+            batches.append(inputs.low_bit_patterns())
     if hypothesis and max_examples > 0:
         batches.append(hypothesis_bits(f, input_dtype, max_examples=max_examples, seed=seed))
-    batches.extend(np.asarray(b).astype(inputs.bits_dtype(input_dtype)) for b in extra_bits)
-    bits = np.unique(np.concatenate(batches)) if batches else np.zeros(0, dtype=inputs.bits_dtype(input_dtype))
-    compare(kernel, f, p, input_dtype, bits, into=rec)
-    rec.checked_count = int(bits.size)
+    batches.extend(np.asarray(b).astype(bdt) for b in extra_bits)
+    bits = inputs.unique(np.concatenate(batches).astype(bdt))
+    calls = harness.plan(bits, hazard, input_dtype, f, seed=seed or 0, device=getattr(kernel, "device", "cpu"),
+                         thorough=thorough, max_numel=supports.max_numel)
+    outcomes = harness.run(calls, lambda x, call: kernel.call(x, f), use_torch=kernel.tensor_fn is not None,
+                           device=getattr(kernel, "device", "cpu"), supports=supports,
+                           on_error=lambda exc, call: _one_line(exc))
+    coverage = [o for o in outcomes if o.call.kind == "coverage" and not o.skipped]
+    if coverage and all(o.error for o in coverage):
+        kind, _, message = coverage[0].error.partition(": ")
+        raise KernelCallError(f"{kernel.name} raised {kind} casting {input_dtype} to {f.name}: {message}")
+    refusals = _record(rec, outcomes, f, p, input_dtype, supports)
     device = getattr(kernel, "device", "cpu")
     result = rec.result(kernel=kernel.name, checked=int(bits.size), device=device, seed=seed, cap=cap,
                         command=_command(kernel.name, f, p, input_dtype, device, max_examples, seed))
+    result.refusals = refusals
     known = _known_reasons(kernel, f, input_dtype, rec)
     if known:
         result.expected_failure = "; ".join(known)
     result.extra["checked_means"] = _checked_means(input_dtype, sweep, hypothesis and max_examples > 0, seed)
+    result.extra["calls"] = sum(not o.skipped for o in outcomes)
     return result, rec
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+def _record(rec: Divergences, outcomes: list[Any], fmt: Format, profile: Profile, input_dtype: str,
+            supports: Any) -> list[Refusal]:
+    """Compare every call's codes with the reference into ``rec``; the refusals, in call order."""
+    refusals: list[Refusal] = []
+    codes_of: dict[int, np.ndarray] = {}
+    # Coverage first: an input that diverges there needs no condition.
+    ordered = sorted(outcomes, key=lambda o: (o.call.kind != "coverage", o.call.number))
+    for o in ordered:
+        call = o.call
+        if o.skipped:
+            continue
+        if o.error:
+            declared = supports.declared and supports.allows(call)
+            refusals.append(Refusal(condition=call.describe(), error=o.error, declared=declared))
+            if declared:
+                rec.add_call("refused", 1, Divergence(
+                    category="refused", input_hex="-", expected_hex="-", actual_hex="-", input_dtype=input_dtype,
+                    detail=o.error, condition=f"inside the declared domain: {call.describe()}"))
+            continue
+        bits = call.bits.reshape(-1).astype(np.uint64)
+        actual = o.codes.reshape(-1)
+        codes_of[call.number] = actual
+        if o.mutated is not None:
+            changed, before, after = o.mutated
+            width = inputs.source_format(input_dtype).bits // 4
+            rec.add_call("in_place", changed, Divergence(
+                category="in_place", input_hex=f"0x{before:0{width}x}", expected_hex=f"0x{before:0{width}x}",
+                actual_hex=f"0x{after:0{width}x}", input_dtype=input_dtype,
+                input_value=inputs.describe(before, input_dtype),
+                expected_value=inputs.describe(before, input_dtype), actual_value=inputs.describe(after, input_dtype),
+                detail=f"the kernel wrote {changed:,} elements of its input", condition=call.describe()))
+        if call.kind == "repeat" and call.repeat_of in codes_of:
+            first = codes_of[call.repeat_of]
+            differ = np.flatnonzero(first != actual)
+            if differ.size:
+                i = int(differ[0])
+                rec.add_call("nondeterministic", int(differ.size), Divergence(
+                    category="nondeterministic", input_hex=inputs.hex_bits(int(bits[i]), input_dtype),
+                    expected_hex=f"0x{int(first[i]):02x}", actual_hex=f"0x{int(actual[i]):02x}",
+                    input_dtype=input_dtype, input_value=inputs.describe(int(bits[i]), input_dtype),
+                    expected_value=code_value(int(first[i]), fmt), actual_value=code_value(int(actual[i]), fmt),
+                    detail=f"element {i:,}: call {call.repeat_of} gave {int(first[i]):#04x}, this call "
+                           f"{int(actual[i]):#04x} ({differ.size:,} elements differ)",
+                    condition=call.describe()))
+        expected = expected_codes(bits, input_dtype, fmt, profile)
+        coverage = call.kind == "coverage"
+        rec.add(bits, expected, actual, "" if coverage else call.condition(), record_map=coverage)
+    return refusals
 
 
 def _checked_means(input_dtype: str, sweep: bool, hypothesis: bool, seed: int | None) -> str:
@@ -376,14 +490,15 @@ def _checked_means(input_dtype: str, sweep: bool, hypothesis: bool, seed: int | 
     parts = []
     if sweep:
         parts.append({"float16": "every float16 input", "bfloat16": "every bfloat16 input",
-                      "float32": "a float32 sweep (every upper 16-bit half with 4 lower halves, and every float16 "
-                                 "value)",
+                      "float32": "a float32 sweep (every upper 16-bit half with structured lower halves: each "
+                                 "single bit, each run of low and of high bits; every float16 value)",
                       "float64": "a float64 sweep (the float32 sweep widened, and each pattern's neighbours)"}
                      [input_dtype])
         parts.append("every hazard input")
     if hypothesis:
         parts.append(f"Hypothesis examples (seed {seed})" if seed is not None else "Hypothesis examples")
-    return "distinct inputs: " + ", ".join(parts) if parts else "distinct inputs"
+    text = "distinct inputs: " + ", ".join(parts) if parts else "distinct inputs"
+    return text + "; shuffled, in calls of many sizes, shapes, layouts and contents"
 
 
 def _known_reasons(kernel: Any, fmt: Format, input_dtype: str, rec: Divergences) -> list[str]:

@@ -130,7 +130,7 @@ def fingerprint(kernel: Any, fmt: object, input_dtype: str = "float32", *, sampl
                 seed: int = 0) -> Fingerprint:
     """Fingerprint ``kernel`` (a :class:`~fp8check.casts.adapters.CastKernel`) on ``fmt``."""
     f = get_format(fmt)
-    bits = np.union1d(inputs.sweep_bits(input_dtype), hazards.all_hazard_bits(f, input_dtype))
+    bits = inputs.unique(np.concatenate([inputs.sweep_bits(input_dtype), hazards.all_hazard_bits(f, input_dtype)]))
     actual = kernel.cast(inputs.from_bits(bits, input_dtype), f)
 
     rng = np.random.default_rng(seed)

@@ -47,6 +47,7 @@ DEFAULT_DEQUANT_DTYPE = "bfloat16"
 MAX_DEFAULT_JOBS = 32
 _KEEP_SCALE_VALUES = 1 << 12  # keep small scale values; larger ones are read again when needed (rarely)
 _PREAD_BYTES = 1 << 20  # one read: stays in a core's cache between pread and bincount
+_INLINE_BYTES = 1 << 16  # tensors up to this size are counted at once by the audit's own thread
 _SCALE_ROLES = (cv.ROLE_SCALE, cv.ROLE_ACTIVATION_SCALE, cv.ROLE_KV_SCALE)
 
 
@@ -353,6 +354,21 @@ class Auditor:
             finally:
                 inflight.release()
 
+        small = np.empty(_INLINE_BYTES, dtype=np.uint8)
+
+        def count_small(fd: int, pos: int, n: int, name: str, path: str) -> np.ndarray:
+            view = memoryview(small)[:n]
+            got = 0
+            while got < n:
+                try:
+                    k = os.preadv(fd, [view[got:]], pos + got)
+                except OSError as exc:
+                    raise CheckpointError(path, f"cannot read tensor {name!r}: {exc.strerror or exc}") from None
+                if k <= 0:
+                    raise CheckpointError(path, f"tensor {name!r}: the file ended before its data did")
+                got += k
+            return np.bincount(small[:n], minlength=256)
+
         def submit(rec: Record) -> list[Future[Any]]:
             entry = rec.entry
             assert entry is not None
@@ -366,6 +382,16 @@ class Auditor:
                         raise CheckpointError(entry.file, f"cannot read: {exc.strerror or exc}") from None
                     if hasattr(os, "posix_fadvise"):
                         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+                if entry.nbytes <= _INLINE_BYTES:
+                    # a small tensor is counted here at once: handing it to a worker costs more than
+                    # counting it (measured: 100,000 tensors of 160 bytes spent most of their time in
+                    # the pool's locks and queues)
+                    done: Future[Any] = Future()
+                    try:
+                        done.set_result(count_small(fd, entry.offset, entry.nbytes, rec.key[1], entry.file))
+                    except CheckpointError as exc:
+                        done.set_exception(exc)
+                    return [done]
                 if hasattr(os, "posix_fadvise") and entry.nbytes:
                     # start reading the whole tensor now, so the disk works
                     # while the workers count the chunks before it
@@ -499,13 +525,15 @@ class Auditor:
         rec.code_stats = cs  # type: ignore[attr-defined]
         n = cs.numel
         if cs.nan:
-            rec.findings.append(fd.make("NAN_CODES", cs.nan, f"{cs.nan} of {n} codes are NaN in {fmt.name}"))
+            rec.findings.append(fd.make("NAN_CODES", cs.nan,
+                                        f"{fd.of(cs.nan, n, 'code')} {fd.be(cs.nan)} NaN in {fmt.name}"))
         if cs.inf:
-            rec.findings.append(fd.make("INF_CODES", cs.inf, f"{cs.inf} of {n} codes are ±Inf"))
+            rec.findings.append(fd.make("INF_CODES", cs.inf, f"{fd.of(cs.inf, n, 'code')} {fd.be(cs.inf)} ±Inf"))
         if fmt.has_negative_zero and cs.neg_zeros:
             rec.findings.append(fd.make(
                 "NEG_ZERO_FNUZ_HAZARD", cs.neg_zeros,
-                f"{cs.neg_zeros} codes 0x80 (-0 in {fmt.name}) are NaN if these bytes are read as fnuz"))
+                f"{fd.plural(cs.neg_zeros, 'code')} 0x80 (-0 in {fmt.name}) {fd.be(cs.neg_zeros)} NaN if read "
+                "as fnuz"))
         sc = rec.scale
         usable_scale = sc is not None and sc.stats is not None and sc.granularity is not None
         # one amax per scale element may legitimately sit at ±max
@@ -517,8 +545,8 @@ class Auditor:
                 and excess > fd.SATURATION_PILEUP * neighbour):
             rec.findings.append(fd.make(
                 "SATURATION", excess,
-                f"{cs.saturated} codes at ±{fmt.max:g} ({cs.saturated / n:.2%}), {excess} beyond one per scale "
-                f"block, against {neighbour} one step below: clipped values"))
+                f"{fd.plural(cs.saturated, 'code')} at ±{fmt.max:g} ({cs.saturated / n:.2%}), {excess} beyond one "
+                f"per scale block, against {neighbour} one step below: clipped values"))
         if n and cs.zero_share >= fd.UNDERFLOW_ZERO_SHARE and cs.subnormal_share >= fd.UNDERFLOW_EDGE_SHARE:
             rec.findings.append(fd.make(
                 "UNDERFLOW", cs.zeros,
@@ -561,7 +589,8 @@ class Auditor:
                 if cs.dequant_overflow:
                     rec.findings.append(fd.make(
                         "DEQUANT_OVERFLOW", cs.dequant_overflow,
-                        f"{cs.dequant_overflow} values x scale overflow {ck.dequant_dtype} "
+                        f"{fd.plural(cs.dequant_overflow, 'value')} x scale "
+                        f"overflow{'s' if cs.dequant_overflow == 1 else ''} {ck.dequant_dtype} "
                         f"(|v| >= {threshold:.6g})"))
 
     def _exact_overflow(self, ck: Checkpoint, rec: Record, threshold: float) -> int:
@@ -725,17 +754,20 @@ def _plural(n: int, word: str) -> str:
 def _scale_findings(s: st.ScaleStats, name: str, config: cv.QuantConfig) -> list[fd.Finding]:
     out = []
     if s.nonfinite:
-        out.append(fd.make("SCALE_NONFINITE", s.nonfinite, f"{s.nonfinite} of {s.numel} elements of {name} are NaN/Inf"))
+        out.append(fd.make("SCALE_NONFINITE", s.nonfinite,
+                           f"{fd.of(s.nonfinite, s.numel, 'element')} of {name} {fd.be(s.nonfinite)} NaN/Inf"))
     if s.nonpositive:
         out.append(fd.make("SCALE_NONPOSITIVE", s.nonpositive,
-                           f"{s.nonpositive} of {s.numel} elements of {name} are zero or negative (min {s.min:g})"))
+                           f"{fd.of(s.nonpositive, s.numel, 'element')} of {name} {fd.be(s.nonpositive)} zero or "
+                           f"negative (min {s.min:g})"))
     if s.subnormal:
         out.append(fd.make("SCALE_SUBNORMAL", s.subnormal,
-                           f"{s.subnormal} of {s.numel} elements of {name} are subnormal in "
+                           f"{fd.of(s.subnormal, s.numel, 'element')} of {name} {fd.be(s.subnormal)} subnormal in "
                            f"{'float32' if s.kind == 'e8m0' else s.kind} (zero under flush-to-zero)"))
     if config.ue8m0_scales and s.kind != "e8m0" and s.not_pow2:
         out.append(fd.make("SCALE_NOT_POW2", s.not_pow2,
-                           f"{s.not_pow2} of {s.numel} elements of {name} are not powers of two, "
+                           f"{fd.of(s.not_pow2, s.numel, 'element')} of {name} {fd.be(s.not_pow2)} not "
+                           f"{'a power' if s.not_pow2 == 1 else 'powers'} of two, "
                            "but the config declares ue8m0 scales"))
     return out
 

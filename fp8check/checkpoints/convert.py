@@ -349,7 +349,8 @@ class Converter:
         a.result.update(exact=mismatch == 0, mismatches=mismatch, neg_zero_to_zero=zero_sign, nan_kept=nan)
         if mismatch:
             reason = a.plan.reason if a.plan and a.plan.reason else "dequantized values differ"
-            a.result["reason"] = f"{mismatch} dequantized values differ (first at flat index {first}): {reason}"
+            a.result["reason"] = (f"{mismatch} dequantized {'value differs' if mismatch == 1 else 'values differ'} "
+                                  f"(first at flat index {first}): {reason}")
 
     def _verify_scale(self, ck: Checkpoint, a: Action, out: SafetensorsFile) -> None:
         rec = a.rec
@@ -363,7 +364,7 @@ class Converter:
         bad = int(np.count_nonzero(~ok))
         a.result.update(exact=bad == 0, mismatches=bad)
         if bad:
-            a.result["reason"] = f"{bad} scale elements are not exactly x {a.factor:g}"
+            a.result["reason"] = f"{bad} scale {'element is' if bad == 1 else 'elements are'} not exactly x {a.factor:g}"
 
     def _verify_copy(self, ck: Checkpoint, a: Action, out: SafetensorsFile) -> None:
         src = _raw_bytes(ck.readers[a.rec.key[0]].tensor(a.rec.key[1])).numpy()
@@ -371,7 +372,7 @@ class Converter:
         bad = int(np.count_nonzero(src != dst)) if src.shape == dst.shape else max(src.size, dst.size)
         a.result.update(exact=bad == 0, mismatches=bad)
         if bad:
-            a.result["reason"] = f"{bad} bytes differ from the source"
+            a.result["reason"] = f"{bad} {'byte differs' if bad == 1 else 'bytes differ'} from the source"
 
     # -- report --
 

@@ -10,7 +10,7 @@ target), ``info`` (worth knowing, harmless as is).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 ERROR, WARNING, INFO = "error", "warning", "info"
@@ -118,7 +118,21 @@ class Finding:
     message: str
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"code": self.code, "severity": self.severity, "count": self.count, "message": self.message}
+
+
+def plural(count: int, word: str, words: str | None = None) -> str:
+    """``1 code``, ``2 codes``: a count with its noun in the right number."""
+    return f"{count} {word if count == 1 else (words or word + 's')}"
+
+
+def of(part: int, whole: int, word: str, words: str | None = None) -> str:
+    """``1 of 64 codes``, ``1 of 1 element``: a share (its verb: :func:`be`)."""
+    return f"{part} of {plural(whole, word, words)}"
+
+
+def be(count: int) -> str:
+    return "is" if count == 1 else "are"
 
 
 def make(code: str, count: int, message: str, severity: str | None = None) -> Finding:

@@ -398,14 +398,20 @@ def _run_subprocess(path: str, what: str, case: int, json_out: str, timeout: flo
 _STATE: dict[str, Any] = {}
 
 
-def _init(seed_dir: str, memory: int) -> None:
+def _init(seed_dir: str, memory: int) -> tuple[int, int] | None:
+    """Set up a worker: the seed paths, and an address-space limit of ``memory`` bytes (the soft
+    limit only, so that the caller's can be restored); the previous limits, if changed."""
     import resource
 
+    old = None
     if memory:
-        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+        old = resource.getrlimit(resource.RLIMIT_AS)
+        hard = old[1]
+        resource.setrlimit(resource.RLIMIT_AS, (memory if hard == resource.RLIM_INFINITY else min(memory, hard), hard))
     _STATE["seeds"] = make_seeds(seed_dir) if not os.path.exists(os.path.join(seed_dir, "seed.pt")) else {
         "safetensors": os.path.join(seed_dir, "seed.safetensors"), "sharded": os.path.join(seed_dir, "sharded"),
         "torch-zip": os.path.join(seed_dir, "seed.pt"), "torch-legacy": os.path.join(seed_dir, "seed_legacy.pt")}
+    return old
 
 
 def _one(args: tuple[int, int, str, float, bool, int]) -> Outcome:
@@ -435,9 +441,15 @@ def run(cases: int, seed: int, *, jobs: int = 1, timeout: float = 60.0, memory: 
     try:
         make_seeds(seed_dir)
         items = [(c, seed, work, timeout, subprocess_mode, memory) for c in range(cases)]
-        if jobs <= 1:
-            _init(seed_dir, 0 if subprocess_mode else memory)
-            return [_one(i) for i in items]
+        if jobs <= 1:  # in this process: its memory limit is restored afterwards
+            import resource
+
+            old = _init(seed_dir, 0 if subprocess_mode else memory)
+            try:
+                return [_one(i) for i in items]
+            finally:
+                if old is not None:
+                    resource.setrlimit(resource.RLIMIT_AS, old)
         import multiprocessing
 
         ctx = multiprocessing.get_context("spawn")

@@ -129,35 +129,49 @@ class CodeStats:
         return d
 
 
+@lru_cache(maxsize=None)
+def _code_tables(fmt: Format) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per format: the class masks as rows of one int64 matrix (nan, inf, zero, neg_zero, subnormal,
+    max), the finite codes in ascending value order (-0 before +0: the smallest of a tensor holding
+    both zeros is -0, the largest +0), their values, and the nonzero finite codes in ascending
+    magnitude order with their magnitudes."""
+    cls = code_classes(fmt)
+    matrix = np.stack([cls[k] for k in ("nan", "inf", "zero", "neg_zero", "subnormal", "max")]).astype(np.int64)
+    v = code_values(fmt)
+    fin = np.flatnonzero(cls["finite"])
+    by_value = fin[np.lexsort((~np.signbit(v[fin]), v[fin]))]  # IEEE total order: -0 before +0
+    nonzero = np.flatnonzero(cls["finite"] & ~cls["zero"])
+    by_magnitude = nonzero[np.argsort(np.abs(v[nonzero]), kind="stable")]
+    out = (matrix, by_value, v[by_value], by_magnitude, np.abs(v[by_magnitude]))
+    for arr in out:
+        arr.setflags(write=False)
+    return out
+
+
 def code_stats(hist: np.ndarray, fmt: Format) -> CodeStats:
     hist = np.asarray(hist, dtype=np.int64)
-    cls = code_classes(fmt)
-    v = code_values(fmt)
+    matrix, by_value, values, by_magnitude, magnitudes = _code_tables(fmt)
+    nan, inf, zeros, neg_zeros, subnormals, saturated = (int(x) for x in matrix @ hist)
     present = hist > 0
-    fin = present & cls["finite"]
-    nonzero = fin & ~cls["zero"]
-
-    def total(mask: np.ndarray) -> int:
-        return int(hist[mask].sum())
-
-    def pick(fn: Callable[[np.ndarray], Any], mask: np.ndarray, values: np.ndarray) -> float | None:
-        return float(fn(values[mask])) if mask.any() else None
-
+    fin = np.flatnonzero(present[by_value])  # positions, in value order, of the finite codes present
+    mags = np.flatnonzero(present[by_magnitude])
+    lo = float(values[fin[0]]) if fin.size else None
+    hi = float(values[fin[-1]]) if fin.size else None
     return CodeStats(
         format=fmt.name,
         numel=int(hist.sum()),
         histogram=hist,
-        codes_used=int(present.sum()),
-        nan=total(cls["nan"]),
-        inf=total(cls["inf"]),
-        zeros=total(cls["zero"]),
-        neg_zeros=total(cls["neg_zero"]),
-        subnormals=total(cls["subnormal"]),
-        saturated=total(cls["max"]),
-        min=pick(np.min, fin, v),
-        max=pick(np.max, fin, v),
-        min_abs_nonzero=pick(np.min, nonzero, np.abs(v)),
-        max_abs=pick(np.max, fin, np.abs(v)),
+        codes_used=int(np.count_nonzero(present)),
+        nan=nan,
+        inf=inf,
+        zeros=zeros,
+        neg_zeros=neg_zeros,
+        subnormals=subnormals,
+        saturated=saturated,
+        min=lo,
+        max=hi,
+        min_abs_nonzero=float(magnitudes[mags[0]]) if mags.size else None,
+        max_abs=max(abs(lo), abs(hi)) if lo is not None and hi is not None else None,
     )
 
 

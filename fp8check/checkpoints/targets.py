@@ -122,6 +122,16 @@ def conversion_table(src: Format, dst: Format, factor: float) -> tuple[np.ndarra
     return table, exact, zero_sign_dropped
 
 
+@lru_cache(maxsize=None)
+def _plan_masks(src: Format, dst: Format, factor: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """0/1 int64 vectors over the codes of ``src``: not exact, NaN, -0 that becomes +0 (dot them with a histogram)."""
+    _, exact, dropped = conversion_table(src, dst, factor)
+    out = ((~exact).astype(np.int64), np.isnan(code_values(src)).astype(np.int64), dropped.astype(np.int64))
+    for arr in out:
+        arr.setflags(write=False)
+    return out
+
+
 @dataclass
 class ConversionPlan:
     src: str
@@ -147,24 +157,28 @@ def plan_conversion(src: Format, dst: Format, hist: np.ndarray, *, scaled: bool,
         candidates = [f for f in candidates if f == 1.0 or (factor_exact or {}).get(f"{f:g}", False)]
     best: ConversionPlan | None = None
     for f in dict.fromkeys(candidates):
-        table, exact, dropped = conversion_table(src, dst, f)
-        bad = int(hist[~exact].sum())
-        nan = int(hist[np.isnan(code_values(src))].sum())
-        plan = ConversionPlan(src.name, dst.name, f, bad == 0, bad, nan, int(hist[dropped].sum()))
+        inexact, nans, dropped = _plan_masks(src, dst, f)
+        bad = int(inexact @ hist)
+        plan = ConversionPlan(src.name, dst.name, f, bad == 0, bad, int(nans @ hist), int(dropped @ hist))
         if bad == 0:
             return plan
         if best is None:
             best = plan
     assert best is not None
     if not scaled:
-        best.reason = (f"{best.inexact} values cannot be held exactly in {dst.name} (beyond ±{dst.max:g} or "
-                       f"below its smallest subnormal) and there is no scale to absorb them")
+        best.reason = (f"{_n(best.inexact, 'value')} cannot be held exactly in {dst.name} (beyond ±{dst.max:g} or "
+                       f"below its smallest subnormal) and there is no scale to absorb "
+                       f"{'it' if best.inexact == 1 else 'them'}")
     elif natural not in candidates:
         best.reason = (f"the scale cannot be multiplied by {natural:g} exactly in its dtype, and {best.inexact} "
-                       f"values do not fit {dst.name} under the same scale")
+                       f"{'value does' if best.inexact == 1 else 'values do'} not fit {dst.name} under the same scale")
     else:
-        best.reason = f"{best.inexact} values cannot be held exactly in {dst.name}"
+        best.reason = f"{_n(best.inexact, 'value')} cannot be held exactly in {dst.name}"
     return best
+
+
+def _n(count: int, word: str) -> str:
+    return f"{count:,} {word if count == 1 else word + 's'}"
 
 
 # -- verdicts ---------------------------------------------------------------------
@@ -259,25 +273,28 @@ class VerdictTally:
         if not self.n:
             reasons.append("no FP8 tensors")
         if self.as_is:
-            reasons.append(f"{self.as_is} FP8 tensors ({', '.join(sorted(self.as_is_formats))}) are native on "
-                           f"{target.name}")
+            reasons.append(f"{_n(self.as_is, 'FP8 tensor')} ({', '.join(sorted(self.as_is_formats))}) "
+                           f"{'is' if self.as_is == 1 else 'are'} native on {target.name}")
         for (src, dst, factor), (n, nan, nan_t, neg, neg_t) in sorted(self.convertible.items()):
             how = (f"bytes reinterpreted, 0x80 -> 0x00, NaN -> 0x80, scales x {factor:g}" if factor != 1.0
                    else "codes re-encoded to the same values, scales unchanged")
-            reasons.append(f"{n} {src} tensors run after conversion to {dst} ({how}): "
+            reasons.append(f"{_n(n, src + ' tensor')} {'runs' if n == 1 else 'run'} after conversion to {dst} ({how}): "
                            f"fp8check convert SRC DST --to {dst}")
             if nan and src in ("e4m3fn", "e5m2"):
-                reasons.append(f"{nan} {src} NaN codes in {nan_t} tensors: the conversion keeps them NaN; a naive "
-                               f"byte reinterpretation makes them finite ±{formats.get(dst).max:g}")
+                it = "it" if nan == 1 else "them"
+                reasons.append(f"{_n(nan, src + ' NaN code')} in {_n(nan_t, 'tensor')}: the conversion keeps {it} "
+                               f"NaN; a naive byte reinterpretation makes {it} finite ±{formats.get(dst).max:g}")
             if neg and src in ("e4m3fn", "e5m2"):
-                reasons.append(f"{neg} bytes 0x80 (-0) in {neg_t} tensors: the conversion maps them to 0x00; a bare "
-                               "reinterpretation of the bytes as fnuz makes each one NaN")
+                reasons.append(f"{_n(neg, 'byte')} 0x80 (-0) in {_n(neg_t, 'tensor')}: the conversion maps "
+                               f"{'it' if neg == 1 else 'them'} to 0x00; a bare reinterpretation of the bytes as fnuz "
+                               f"makes {'it' if neg == 1 else 'each one'} NaN")
             conversions.append({"from": src, "to": dst, "factor": factor, "tensors": n,
                                 "command": f"fp8check convert SRC DST --to {dst}"})
         for b in self.blocked[:20]:
             reasons.append(f"{b['name']}: {b['why']}")
         if self.n_blocked > 20:
-            reasons.append(f"... and {self.n_blocked - 20} more tensors that cannot run")
+            more = self.n_blocked - 20
+            reasons.append(f"... and {more} more {'tensor that cannot' if more == 1 else 'tensors that cannot'} run")
         if self.n_blocked:
             v = CANNOT_RUN
         elif self.convertible:

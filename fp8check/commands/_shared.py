@@ -8,7 +8,7 @@ from fp8check.errors import InvalidValueError
 
 KERNEL_HELP = (
     "the kernel under test: MODULE:FUNC or path/to/file.py:FUNC (called with a torch tensor, returns an fp8 "
-    "tensor or uint8 codes), or a built-in adapter: torch-cpu, torch-cuda, ml_dtypes, triton-interpreter, triton-cuda"
+    "tensor or uint8 codes), or a built-in adapter: torch-cpu, torch-cuda, ml_dtypes, triton-interpreter, triton-faithful, triton-cuda"
 )
 
 

@@ -1,7 +1,7 @@
-"""``fp8check check``: the property suite outside pytest, for one kernel and format.
+"""``fp8check check``: one kernel against the reference, driven the way real callers drive it.
 
-Exit 0 when the kernel conforms to the profile, 1 when it diverges, 2 for
-a usage error or a kernel that cannot be imported or called.
+Exit 0 when the kernel conforms, 1 when it diverges, 2 for a usage error or a
+kernel that cannot be imported or called at all.
 """
 
 from __future__ import annotations
@@ -11,13 +11,16 @@ from typing import Any
 
 from fp8check.commands._shared import KERNEL_HELP
 
+_CAST_DTYPES = ("float32", "float16", "bfloat16")
+
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "check",
-        help="check a cast (or quantize) kernel against the reference, bit for bit",
-        description="Run the exhaustive 16-bit sweep of the input dtype, every hazard input and Hypothesis-drawn "
-        "inputs through KERNEL and compare each output with the reference under the claimed profile.",
+        help="check a cast, quantize or fused kernel against the reference, bit for bit",
+        description="Run the sweep of each input dtype, every hazard input and Hypothesis-drawn inputs through "
+        "KERNEL, in calls of many sizes, shapes, layouts and contents (with repeated calls and the input checked "
+        "for writes), and compare each output with the reference under the claimed profile.",
     )
     p.add_argument("kernel", metavar="MODULE:FUNC", help=KERNEL_HELP)
     p.add_argument("--format", metavar="FMT",
@@ -25,18 +28,36 @@ def register(subparsers: Any) -> None:
                    "recipe names its own unless this overrides it)")
     p.add_argument("--profile", metavar="NAME", default=None,
                    help="the profile the kernel claims (default: ieee; for a built-in adapter, what it claims)")
-    p.add_argument("--kind", choices=("cast", "quantize"), default="cast",
-                   help="cast (default): tensor -> codes; quantize: tensor -> (codes, scales) under --recipe")
-    p.add_argument("--recipe", metavar="NAME", default=None, help="the scaling recipe (only with --kind quantize)")
-    p.add_argument("--input-dtype", choices=("float32", "float16", "bfloat16"), default="float32",
-                   help="the dtype of the tensors the kernel receives (default float32)")
+    p.add_argument("--kind", choices=("cast", "quantize", "fused"), default="cast",
+                   help="cast (default): tensor -> codes; quantize: tensor -> (codes, scales) under --recipe; fused: "
+                   "(x, *args) -> codes of values --reference computes")
+    p.add_argument("--recipe", metavar="NAME", default=None, help="the scaling recipe (--kind quantize)")
+    p.add_argument("--reference", metavar="MODULE:FUNC", default=None,
+                   help="--kind fused: (x, *args) -> the values just before the kernel's cast (float32/float64); "
+                   "with --kind quantize, the values before a fused quantizer's quantization")
+    p.add_argument("--args", metavar="MODULE:FUNC", default=None,
+                   help="--kind fused or quantize: x -> tuple of the kernel's other arguments")
+    p.add_argument("--ulps", type=int, default=0, metavar="K",
+                   help="--kind fused: the arithmetic before the cast may differ from --reference by K ulps (default 0)")
+    p.add_argument("--input-dtype", metavar="DTYPES", default=None,
+                   help="comma-separated dtypes of the tensors the kernel receives (default: float32,float16,bfloat16 "
+                   "for a cast, each one it does not refuse; float64 on request)")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the input tensors live")
+    p.add_argument("--triton-target", metavar="TARGET", default=None,
+                   help="run a Triton kernel in fp8check's faithful interpreter with this GPU's FP8 semantics "
+                   "(sm90, sm89, gfx942, gfx950): interpreter mode is switched on for you")
+    p.add_argument("--contiguous-only", action="store_true",
+                   help="declare that the kernel takes contiguous input only (non-contiguous calls are not tried)")
+    p.add_argument("--numel-multiple-of", type=int, default=1, metavar="N",
+                   help="declare that the kernel takes inputs whose size is a multiple of N only")
+    p.add_argument("--max-numel", type=int, default=None, metavar="N",
+                   help="declare the largest input the kernel takes (the large call shrinks to it)")
     p.add_argument("--max-examples", type=int, default=200, metavar="N",
                    help="Hypothesis examples on top of the sweep (default 200; 0: sweep and hazards only)")
     p.add_argument("--seed", type=int, default=0, metavar="N", help="Hypothesis seed (default 0: reproducible)")
     p.add_argument("--max-listed", type=int, default=100, metavar="N",
                    help="reproducers listed in --json (default 100, simplest of each category first; counts stay exact)")
-    p.add_argument("--json", metavar="PATH", help="write the result (CheckResult + environment) as JSON")
+    p.add_argument("--json", metavar="PATH", help="write the result(s) (with the environment) as JSON")
     p.add_argument("--html", metavar="OUT", help="write a self-contained HTML divergence report")
     p.set_defaults(run=run)
 
@@ -45,80 +66,202 @@ def run(args: argparse.Namespace) -> int:
     from fp8check.cli import EXIT_DIVERGED, EXIT_OK
     from fp8check.errors import InvalidValueError
     from fp8check.outputs import check_writable
+    from fp8check.terminal import console
+    from fp8check.terminal.divergences import print_result
 
     for path, option in ((args.json, "--json"), (args.html, "--html")):
         check_writable(path, option)
     if args.max_examples < 0:
         raise InvalidValueError(f"--max-examples {args.max_examples}: must be >= 0")
-    if args.kind == "quantize":
-        result = _quantize(args)
-    elif args.recipe:
+    if args.numel_multiple_of < 1:
+        raise InvalidValueError(f"--numel-multiple-of {args.numel_multiple_of}: must be >= 1")
+    if args.recipe and args.kind != "quantize":
         raise InvalidValueError("--recipe is only for --kind quantize")
-    else:
-        result = _cast(args)
-    from fp8check.terminal.divergences import print_result
+    if args.kind != "fused" and args.ulps:
+        raise InvalidValueError("--ulps is only for --kind fused")
+    if args.kind == "cast" and (args.reference or args.args):
+        raise InvalidValueError("--reference and --args are for --kind fused (or a fused quantizer)")
+    out = console()
+    with _triton_watch(args, out):
+        results = _quantize(args) if args.kind == "quantize" else _fused(args) if args.kind == "fused" else _cast(args)
+    for i, result in enumerate(results):
+        if i:
+            out.print()
+        print_result(result, out)
+    _write_outputs(args, results)
+    return EXIT_OK if all(r.passed for r in results) else EXIT_DIVERGED
 
-    print_result(result)
-    _write_outputs(args, result)
-    return EXIT_OK if result.passed else EXIT_DIVERGED
+
+class _triton_watch:
+    """Around a run: an unpatched Triton interpreter doing FP8 conversions gets a warning (one line)."""
+
+    def __init__(self, args: argparse.Namespace, out: Any) -> None:
+        self.args, self.out, self.ctx, self.w = args, out, None, None
+
+    def __enter__(self) -> None:
+        import os
+
+        if self.args.triton_target or os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+            return
+        try:
+            import fp8check.triton as ft
+
+            self.ctx = ft.watch()
+            self.w = self.ctx.__enter__()
+        except Exception:  # no Triton, or a version the watch cannot hook: nothing to warn about
+            self.ctx = None
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.ctx is None:
+            return
+        self.ctx.__exit__(*exc)
+        warning = getattr(self.w, "warning", None)
+        if warning and exc[0] is None:
+            from rich.text import Text
+
+            self.out.print(Text(f"warning: {warning}", style="yellow"))
 
 
-def _cast(args: argparse.Namespace) -> Any:
+def _supports(args: argparse.Namespace) -> dict[str, Any]:
+    s: dict[str, Any] = {}
+    if args.contiguous_only:
+        s["contiguous_only"] = True
+    if args.numel_multiple_of > 1:
+        s["numel_multiple_of"] = args.numel_multiple_of
+    if args.max_numel is not None:
+        s["max_numel"] = args.max_numel
+    return s
+
+
+def _dtypes(args: argparse.Namespace) -> tuple[str, ...] | None:
+    from fp8check import inputs
+
+    if not args.input_dtype:
+        return None
+    dtypes = tuple(d.strip() for d in args.input_dtype.split(",") if d.strip())
+    for d in dtypes:
+        inputs.source_format(d)
+    return dtypes
+
+
+def _cast(args: argparse.Namespace) -> list[Any]:
     from fp8check import formats, profiles
     from fp8check.casts import engine
-    from fp8check.casts.adapters import get_kernel
-    from fp8check.casts.adapters.user import check_callable
+    from fp8check.casts.adapters import builtin_names, get_kernel
     from fp8check.commands._shared import require_formats
-    from fp8check.errors import InvalidValueError
+    from fp8check.declarations import cast_kernel
+    from fp8check.errors import InvalidValueError, KernelCallError
+    from fp8check.results import Refusal
 
     if not args.format:
         raise InvalidValueError("a cast check needs --format FMT (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz, ...)")
     fmt = formats.get(args.format)
-    kernel = get_kernel(args.kernel, device=args.device, profile=args.profile or "ieee")
-    require_formats(kernel, fmt)
-    # A built-in adapter's own profile is known by its name too.
-    claimed = kernel.profile_for(fmt)
-    profile = claimed if args.profile in (None, claimed.name) else profiles.get(args.profile)
-    profile.resolve(fmt)
-    if args.input_dtype not in kernel.input_dtypes:
-        raise InvalidValueError(f"{kernel.name} does not take {args.input_dtype} inputs")
-    check_callable(kernel, fmt, args.input_dtype)
-    result, _ = engine.run_check(kernel, fmt, profile, input_dtype=args.input_dtype,
-                                 max_examples=args.max_examples, seed=args.seed,
-                                 cap=args.max_listed if args.max_listed > 0 else None)
-    result.command = result.command.replace(f"check {kernel.name}", f"check {args.kernel}", 1)
-    return result
+    requested = _dtypes(args)
+    if args.kernel in builtin_names():
+        kernel = get_kernel(args.kernel, device=args.device)
+        require_formats(kernel, fmt)
+        claimed = kernel.profile_for(fmt)
+        profile = claimed if args.profile in (None, claimed.name) else profiles.get(args.profile)
+        dtypes = requested or tuple(d for d in _CAST_DTYPES if d in kernel.input_dtypes)
+        for d in dtypes:
+            if d not in kernel.input_dtypes:
+                raise InvalidValueError(f"{kernel.name} does not take {d} inputs")
+        run_one = lambda d: engine.run_check(kernel, fmt, profile, input_dtype=d,  # noqa: E731
+                                             max_examples=args.max_examples, seed=args.seed,
+                                             cap=args.max_listed if args.max_listed > 0 else None)[0]
+    else:
+        if ":" not in args.kernel:
+            get_kernel(args.kernel)  # raises the one-line "unknown kernel" error
+        decl = cast_kernel(args.kernel, format=fmt.name, profile=args.profile or "ieee", device=args.device,
+                           input_dtypes=requested or _CAST_DTYPES, triton_target=args.triton_target,
+                           supports=_supports(args), name=args.kernel)
+        profiles.get(decl.profile).resolve(fmt)
+        dtypes = decl.input_dtypes
+        from fp8check.declarations import run_declaration
+
+        def run_one(d: str) -> Any:
+            result = run_declaration(decl, input_dtype=d, max_examples=args.max_examples, seed=args.seed,
+                                     cap=args.max_listed if args.max_listed > 0 else None)
+            result.kernel = args.kernel
+            return result
+    results, refused = [], []
+    for d in dtypes:
+        try:
+            results.append(run_one(d))
+        except KernelCallError as exc:
+            if requested:  # asked for by name: its refusal is the answer
+                raise KernelCallError(_hint(str(exc))) from None
+            refused.append(Refusal(condition=f"every {d} input", error=str(exc)))
+    if not results:
+        raise KernelCallError(_hint(refused[0].error))
+    results[0].refusals = refused + results[0].refusals  # dtypes the kernel refuses: findings
+    return results
 
 
-def _quantize(args: argparse.Namespace) -> Any:
+def _hint(error: str) -> str:
+    if "active drivers" in error or "0 active driver" in error:
+        return (error + " (a Triton kernel on a machine without a GPU: run it in fp8check's faithful interpreter "
+                "with --triton-target sm90, gfx942, ...)")
+    return error
+
+
+def _quantize(args: argparse.Namespace) -> list[Any]:
+    from fp8check.declarations import quantizer_kernel, run_declaration
     from fp8check.errors import InvalidValueError
     from fp8check.loader import load_callable
     from fp8check.profiles import get as get_profile
     from fp8check.quantizers import get as get_recipe
-    from fp8check.quantizers.conformance import check_quantizer
 
     if not args.recipe:
         raise InvalidValueError("--kind quantize needs --recipe NAME (see docs/recipes.md for the names)")
-    recipe = get_recipe(args.recipe, args.format or None)
+    get_recipe(args.recipe, args.format or None)
     if args.profile:
         get_profile(args.profile)
-    kernel = load_callable(args.kernel)
-    return check_quantizer(kernel, recipe, profile=args.profile or None, device=args.device,
-                           max_examples=args.max_examples, seed=args.seed, kernel_name=args.kernel)
+    load_callable(args.kernel)  # a kernel that cannot be imported: one line, before any work
+    decl = quantizer_kernel(args.kernel, recipe=args.recipe, format=args.format or None, profile=args.profile,
+                            device=args.device, args=args.args, reference=args.reference,
+                            triton_target=args.triton_target, supports=_supports(args))
+    result = run_declaration(decl, max_examples=args.max_examples, seed=args.seed)
+    result.kernel = args.kernel
+    return [result]
 
 
-def _write_outputs(args: argparse.Namespace, result: Any) -> None:
+def _fused(args: argparse.Namespace) -> list[Any]:
+    from fp8check.declarations import fused_kernel, run_declaration
+    from fp8check.errors import InvalidValueError
+    from fp8check.loader import load_callable
+
+    if not args.format or not args.reference:
+        raise InvalidValueError("--kind fused needs --format FMT and --reference MODULE:FUNC (the values before "
+                                "the kernel's cast)")
+    load_callable(args.kernel)
+    decl = fused_kernel(args.kernel, reference=args.reference, args=args.args, format=args.format,
+                        profile=args.profile or "ieee", ulps=args.ulps, device=args.device,
+                        input_dtypes=_dtypes(args) or ("float32",), triton_target=args.triton_target,
+                        supports=_supports(args))
+    results = []
+    for d in decl.input_dtypes:
+        result = run_declaration(decl, input_dtype=d, seed=args.seed)
+        result.kernel = args.kernel
+        results.append(result)
+    return results
+
+
+def _write_outputs(args: argparse.Namespace, results: list[Any]) -> None:
     from fp8check.outputs import write_json
-    from fp8check.results import environment
+    from fp8check.results import dump_results, environment
 
     env = environment()
     if args.json:
-        data = result.to_dict()
-        data["environment"] = env
-        write_json(args.json, data)
+        if len(results) == 1:
+            data = results[0].to_dict()
+            data["environment"] = env
+            write_json(args.json, data)
+        else:
+            dump_results(args.json, results, env)
     if args.html:
         from fp8check.report import Source, divergence_report, write_html
 
-        what = " --kind quantize" if result.kind == "quantize" else ""
+        what = "" if args.kind == "cast" else f" --kind {args.kind}"
         write_html(args.html, divergence_report([Source(name=f"fp8check check {args.kernel}{what}", environment=env,
-                                                        checks=[result])]))
+                                                        checks=results)]))

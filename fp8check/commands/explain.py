@@ -164,11 +164,10 @@ def outcome(source: str, bits: int, code: int, fmt, profile) -> str:
     if p.subnormals == "flush" and magnitude_out < arriving and below and below < Fraction(fmt.smallest_normal):
         return prefix + "flushed to zero"
     # magnitudes: -0.001 -> -0.00195 went away from zero, which "up" would misname for a negative value
-    direction = ("rounded to a larger magnitude (away from zero)" if magnitude_out > arriving
-                 else "rounded to a smaller magnitude (toward zero)")
+    way = "away from zero" if magnitude_out > arriving else "toward zero"
     if tie and p.rounding in ("rne", "rna"):
-        direction += {"rne": " (tie: to even)", "rna": " (tie: away)"}[p.rounding]
-    return prefix + direction
+        way += {"rne": "; tie: to even", "rna": "; tie: away"}[p.rounding]
+    return prefix + f"rounded to a {'larger' if magnitude_out > arriving else 'smaller'} magnitude ({way})"
 
 
 def run(args: argparse.Namespace) -> int:

@@ -190,5 +190,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         checks = [c for r in rows for c in r["checks"]]
         dump_results(args.json, checks, env)
-        out.print(f"wrote {len(checks)} checks to {args.json}")
+        out.print(f"wrote {len(checks)} {'check' if len(checks) == 1 else 'checks'} to {args.json}")
     return EXIT_OK

@@ -2,8 +2,10 @@
 
 On a GPU both sides run on the device: the kernel on CUDA tensors and the
 reference through :func:`fp8check.reference.encode_tensor`, chunk by chunk,
-so only the mismatches travel to the host. ``--start/--stop`` (or
-``--limit``) sweep a range of bit patterns instead, e.g. on a CPU.
+so only the mismatches travel to the host. On the CPU a NumPy kernel
+(``ml_dtypes``) is called through its own array path on the same bit
+patterns. ``--start/--stop`` (or ``--limit``) sweep a range of bit patterns
+instead.
 Exit 0 when every input matches, 1 when any diverges, 2 for usage errors.
 """
 
@@ -17,16 +19,17 @@ from fp8check.commands._shared import KERNEL_HELP
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "sweep",
-        help="cast all 2^32 float32 inputs with a kernel and compare with the reference (GPU)",
+        help="cast all 2^32 float32 inputs with a kernel and compare with the reference (GPU, or CPU)",
         description="Exhaustive float32 sweep: every bit pattern (or the range --start..--stop) cast by KERNEL "
-        "and by the reference, compared bit for bit on the device.",
+        "and by the reference, compared bit for bit on the device. NumPy kernels (ml_dtypes) sweep on the CPU "
+        "through their own array path.",
     )
     p.add_argument("kernel", metavar="MODULE:FUNC", help=KERNEL_HELP)
     p.add_argument("--format", required=True, metavar="FMT")
     p.add_argument("--profile", metavar="NAME", default=None,
                    help="the profile the kernel claims (default: ieee; for a built-in adapter, what it claims)")
     p.add_argument("--device", choices=("cpu", "cuda"), default=None,
-                   help="where to sweep (default: cuda when available, else cpu)")
+                   help="where to sweep (default: cuda when available and the kernel runs there, else cpu)")
     p.add_argument("--start", default="0", metavar="BITS", help="first float32 bit pattern (decimal or 0x hex; default 0)")
     p.add_argument("--stop", default=None, metavar="BITS", help="one past the last pattern (default 2^32)")
     p.add_argument("--limit", default=None, metavar="N", help="sweep N patterns from --start (instead of --stop)")
@@ -51,6 +54,16 @@ def _range(args: argparse.Namespace) -> tuple[int, int]:
     if not 0 <= start < stop <= 1 << 32:
         raise InvalidValueError(f"the range [{start:#x}, {stop:#x}) is empty or outside [0, 2^32)")
     return start, stop
+
+
+def _numpy_tensor_path(kernel: Any) -> Any:
+    """``kernel`` with a tensor path through its NumPy one (CPU tensors only: ``x.numpy()`` shares the memory)."""
+    import dataclasses
+
+    def through_numpy(x: Any, fmt: Any) -> Any:
+        return kernel.cast(x.numpy(), fmt)
+
+    return dataclasses.replace(kernel, tensor_fn=through_numpy)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -82,10 +95,13 @@ def run(args: argparse.Namespace) -> int:
     fmt = formats.get(args.format)
     kernel = get_kernel(args.kernel, device=device, profile=args.profile or "ieee")
     require_formats(kernel, fmt)
-    if kernel.tensor_fn is None:
-        raise InvalidValueError(f"{kernel.name} cannot take torch tensors; sweep needs a tensor kernel")
+    if args.device is None and kernel.device == "cpu":  # a CPU-only kernel sweeps where it runs
+        device = "cpu"
     if kernel.device != device:
         raise InvalidValueError(f"{kernel.name} runs on {kernel.device}, not {device}")
+    if kernel.tensor_fn is None:
+        # a NumPy kernel (ml_dtypes): on the CPU its own array path sees the same bit patterns
+        kernel = _numpy_tensor_path(kernel)
     # A built-in adapter's own profile is known by its name too.
     claimed = kernel.profile_for(fmt)
     profile = claimed if args.profile in (None, claimed.name) else profiles.get(args.profile)

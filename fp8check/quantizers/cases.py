@@ -37,10 +37,15 @@ class QuantCase:
     x: np.ndarray
     dtype: str = "float32"
     offsets: np.ndarray | None = None
+    # How the kernel receives x (fp8check.casts.harness.layout_base), and
+    # what a divergence seen only in this case needs ("" for none).
+    layout: str = "contiguous"
+    condition: str = ""
 
     def __repr__(self) -> str:
         off = "" if self.offsets is None else f", offsets={self.offsets.tolist()}"
-        return f"QuantCase({self.name!r}, {self.x.shape[0]}x{self.x.shape[1]} {self.dtype}{off})"
+        lay = "" if self.layout == "contiguous" else f", {self.layout}"
+        return f"QuantCase({self.name!r}, {self.x.shape[0]}x{self.x.shape[1]} {self.dtype}{off}{lay})"
 
 
 def to_dtype(x: np.ndarray, dtype: str) -> np.ndarray:

@@ -25,12 +25,14 @@ line of :func:`check_quantizer`.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from fp8check.casts.harness import Supports
 from fp8check.errors import FP8CheckError, InvalidValueError, KernelError
 from fp8check.formats import E8M0FNU, Format, get as get_format
 from fp8check.profiles import get as get_profile
@@ -40,7 +42,7 @@ from fp8check.quantizers.edge_cases import HazardTally, edge_cases, nan_code_tab
 from fp8check.quantizers.recipe import Recipe
 from fp8check.quantizers.scaling import block_amax, element_blocks, quantize
 from fp8check.quantizers.cases import QuantCase, quantizer_inputs
-from fp8check.results import QUANTIZE_CATEGORIES, CheckResult, Divergence
+from fp8check.results import CALL_CATEGORIES, QUANTIZE_CATEGORIES, CheckResult, Divergence, Refusal
 
 __all__ = ["run_kernel", "check_quantizer", "reference_kernel"]
 
@@ -120,16 +122,26 @@ def _scales_of(out: Any, recipe: Recipe, expected_shape: tuple[int, ...], name: 
 
 
 def run_kernel(kernel: Callable[..., Any], case: QuantCase, recipe: Recipe, *, device: str = "cpu",
-               name: str = "kernel") -> tuple[np.ndarray, np.ndarray]:
-    """Call ``kernel`` on ``case``; return (uint8 codes, float64 scales in the canonical shape)."""
+               name: str = "kernel", args: Sequence[Any] = ()) -> tuple[np.ndarray, np.ndarray, Any]:
+    """Call ``kernel`` on a private copy of ``case.x`` laid out as ``case.layout``, with ``args`` after it.
+
+    Returns (uint8 codes, float64 scales in the canonical shape, the write
+    the kernel made to its input or None: (elements changed, first before,
+    first after) as float32 bits).
+    """
     import torch
 
-    x = torch.from_numpy(np.ascontiguousarray(case.x)).to(getattr(torch, case.dtype)).to(device)
+    from fp8check.casts.harness import layout_base, mutation
+
+    base_np, view = layout_base(np.array(case.x, dtype=np.float32, copy=True), case.layout)
+    base = torch.from_numpy(base_np).to(getattr(torch, case.dtype)).to(device)
+    x = view(base)
+    snapshot = base.clone()
     try:
         if recipe.grouped:
-            out = kernel(x, torch.from_numpy(case.offsets.astype(np.int32)).to(device))
+            out = kernel(x, torch.from_numpy(case.offsets.astype(np.int32)).to(device), *args)
         else:
-            out = kernel(x)
+            out = kernel(x, *args)
     except FP8CheckError:
         raise
     except Exception as exc:
@@ -138,7 +150,41 @@ def run_kernel(kernel: Callable[..., Any], case: QuantCase, recipe: Recipe, *, d
         raise KernelError(f"kernel {name} returned {type(out).__name__}; a quantize kernel returns (fp8 tensor, scales)")
     groups = 0 if case.offsets is None else case.offsets.size
     shape = recipe.granularity.scale_shape(case.x.shape, groups)
-    return _codes_of(out[0], recipe, case.x.shape, name), _scales_of(out[1], recipe, shape, name)
+    moved = mutation(snapshot.float(), base.float())
+    return _codes_of(out[0], recipe, case.x.shape, name), _scales_of(out[1], recipe, shape, name), moved
+
+
+def harness_cases(recipe: Recipe, cases: Sequence[QuantCase], *, device: str = "cpu",
+                  seed: int = 0) -> list[QuantCase]:
+    """The cases that drive a quantizer as real callers do, beyond the edge cases (issue: shapes, layouts,
+    large tensors): two of ``cases`` again as non-contiguous inputs (transposed, every other column, a
+    storage offset), shapes that are not multiples of the block, and one large tensor (2^22 elements on
+    the CPU, 2^24 on a GPU). The large one comes last: :func:`check_quantizer` calls it twice."""
+    rng = np.random.default_rng(seed)
+    out: list[QuantCase] = []
+    plain = [c for c in cases if c.layout == "contiguous" and min(c.x.shape) >= 2][:2]
+    for c in plain:
+        for layout in ("transposed", "strided", "offset"):
+            out.append(QuantCase(c.name, c.x, c.dtype, c.offsets, layout=layout,
+                                 condition=f"only for non-contiguous input ({layout})"))
+    g = recipe.granularity
+    rows, cols = (g.rows, g.cols) if g.kind == "block" else (32, 32)
+    if not recipe.grouped and (g.kind != "block" or recipe.ragged):
+        for shape in ((1, 1), (3, 1001), (2 * rows + 3, 2 * cols + 5)):
+            x = (rng.standard_normal(shape) * 3).astype(np.float32)
+            out.append(QuantCase("odd shape", x, "float32", condition=f"only for shape {shape}"))
+    side = 4096 if device != "cpu" else 2048
+    if g.kind == "block" and not recipe.ragged:
+        side = -(-side // max(g.rows, g.cols)) * max(g.rows, g.cols)
+    big = (rng.standard_normal((side, side)) * 3).astype(np.float32)
+    big[7, 11] = 500.0
+    offsets = None
+    if recipe.grouped:
+        length = side if g.kind == "group_rowwise" else side
+        offsets = np.array([length // 4, length // 4, length // 2, length], dtype=np.int64)
+    out.append(QuantCase("large", big, "float32", offsets,
+                         condition=f"only for a large input ({side}x{side}, {side * side:,} elements)"))
+    return out
 
 
 # -- comparing --------------------------------------------------------------------
@@ -269,7 +315,9 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
                     max_examples: int = 100, seed: int | None = None, device: str = "cpu",
                     kernel_name: str | None = None, edge: bool = True,
                     dtypes: tuple[str, ...] = ("float32", "bfloat16"),
-                    cases: Sequence[QuantCase] | None = None) -> CheckResult:
+                    cases: Sequence[QuantCase] | None = None, thorough: bool = True,
+                    supports: Supports | None = None, args: Any = None,
+                    precast: Callable[..., Any] | None = None) -> CheckResult:
     """Check ``kernel`` against ``recipe`` (a name or a :class:`Recipe`).
 
     ``fmt``/``profile`` override the recipe's target format and element
@@ -277,7 +325,16 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
     cases (``edge=False`` skips those; ``cases`` replaces them with your
     own :class:`~fp8check.quantizers.cases.QuantCase` list); ``seed``
     makes the Hypothesis draw reproducible (without it the draw is
-    derandomized: the same every run).
+    derandomized: the same every run). ``thorough`` (default) adds the
+    calls of :func:`harness_cases`: non-contiguous inputs, odd shapes, a
+    large tensor called twice. The kernel always receives a private copy;
+    a write to it is an ``in_place`` divergence, a call it raises on a
+    refusal (a divergence inside the ``supports`` its author declared).
+
+    A fused quantizer (pre-processing before the quantization, e.g. RMSNorm
+    + quantize) takes more arguments: ``args`` (a tuple, or a function of
+    the input tensor returning one) follow the input, and ``precast(x,
+    *args)`` computes the values the recipe applies to.
     """
     r = get_recipe(recipe, fmt)
     if profile is not None:
@@ -292,25 +349,91 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
     found: list[_Found] = []
     tally = HazardTally()
     seen = {"checked": 0, "cases": 0, "dtypes": set()}
+    refusals: list[Refusal] = []
+    sup = supports or Supports()
+    outputs: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
-    def one(case: QuantCase) -> None:
-        codes, scales = run_kernel(kernel, case, r, device=device, name=name)
-        _compare(case, r, codes, scales, seen["cases"], counts, found)
-        tally.observe(case, r, codes, scales)
+    def call_args(case: QuantCase) -> tuple[Any, ...]:
+        if args is None:
+            return ()
+        if callable(args):
+            import torch
+
+            return tuple(args(torch.from_numpy(np.array(case.x, dtype=np.float32)).to(getattr(torch, case.dtype))))
+        return tuple(args)
+
+    def one(case: QuantCase, repeat_of: int | None = None) -> None:
+        if not sup.allows_shape(case.x.shape, case.layout):
+            return
+        a = call_args(case)
+        try:
+            codes, scales, moved = run_kernel(kernel, case, r, device=device, name=name, args=a)
+        except KernelError as exc:
+            declared = sup.declared
+            refusals.append(Refusal(condition=repr(case), error=str(exc), declared=declared))
+            if declared:
+                counts["refused"] = counts.get("refused", 0) + 1
+                found.append(_Found((case.x.size, 3, seen["cases"]), Divergence(
+                    category="refused", input_hex="-", expected_hex="-", actual_hex="-", input_dtype=case.dtype,
+                    detail=str(exc), condition=f"inside the declared domain: {case!r}")))
+            return
+        compared = case
+        if precast is not None:  # a fused quantizer: the recipe applies to the values before its quantization
+            compared = dataclasses.replace(case, x=_precast_values(precast, case, a, device))
+        n_before = len(found)
+        _compare(compared, r, codes, scales, seen["cases"], counts, found)
+        for f in found[n_before:]:
+            if case.condition:
+                f.divergence = dataclasses.replace(f.divergence, condition=case.condition)
+        if moved is not None:
+            changed, before, after = moved
+            counts["in_place"] = counts.get("in_place", 0) + changed
+            found.append(_Found((0, -1, seen["cases"]), Divergence(
+                category="in_place", input_hex=f"0x{before:08x}", expected_hex=f"0x{before:08x}",
+                actual_hex=f"0x{after:08x}", input_dtype="float32",
+                input_value=repr(float(np.uint32(before).view(np.float32))),
+                expected_value=repr(float(np.uint32(before).view(np.float32))),
+                actual_value=repr(float(np.uint32(after).view(np.float32))),
+                detail=f"the kernel wrote {changed:,} elements of its input ({case!r})", condition=repr(case))))
+        if repeat_of is not None and repeat_of in outputs:
+            c0, s0 = outputs[repeat_of]
+            differ = int(np.count_nonzero(c0.reshape(-1) != codes.reshape(-1)))
+            with np.errstate(invalid="ignore"):
+                sdiff = int(np.count_nonzero(~((s0 == scales) | (np.isnan(s0) & np.isnan(scales)))))
+            if differ or sdiff:
+                counts["nondeterministic"] = counts.get("nondeterministic", 0) + differ + sdiff
+                found.append(_Found((0, -1, seen["cases"]), Divergence(
+                    category="nondeterministic", input_hex="-", expected_hex="-", actual_hex="-",
+                    input_dtype=case.dtype,
+                    detail=f"a second call on an identical copy of {case!r} gave {differ:,} other codes and "
+                           f"{sdiff:,} other scales", condition=repr(case))))
+        outputs[seen["cases"]] = (codes, scales)
+        tally.observe(compared, r, codes, scales)
         seen["checked"] += case.x.size
         seen["cases"] += 1
         seen["dtypes"].add(case.dtype)
 
-    for case in cases if cases is not None else (edge_cases(r) if edge else []):
+    base_cases = list(cases) if cases is not None else (edge_cases(r) if edge else [])
+    for case in base_cases:
         one(case)
     if max_examples > 0:
         _run_hypothesis(r, one, max_examples, seed, dtypes)
+    if thorough and cases is None:
+        extra_cases = harness_cases(r, base_cases, device=device, seed=seed or 0)
+        for case in extra_cases:
+            one(case)
+        if extra_cases:  # the large case again, on an identical copy: the same bytes
+            large_index = seen["cases"] - 1
+            one(dataclasses.replace(extra_cases[-1], condition="a repeated call"), repeat_of=large_index)
+    if seen["cases"] == 0 and refusals:
+        raise KernelError(refusals[0].error)
 
     found.sort(key=lambda f: f.key)
     # The most minimal first, but every category that diverged is represented.
-    quota = MAX_DIVERGENCES // len(QUANTIZE_CATEGORIES)
-    by_cat = {c: [f for f in found if f.divergence.category == c] for c in QUANTIZE_CATEGORIES}
-    chosen = [f for c in QUANTIZE_CATEGORIES for f in by_cat[c][:quota]]
+    all_categories = QUANTIZE_CATEGORIES + CALL_CATEGORIES
+    quota = MAX_DIVERGENCES // len(all_categories)
+    by_cat = {c: [f for f in found if f.divergence.category == c] for c in all_categories}
+    chosen = [f for c in all_categories for f in by_cat[c][:quota]]
     rest = [f for f in found if f not in chosen]
     found = sorted(chosen + rest[: max(0, MAX_DIVERGENCES - len(chosen))], key=lambda f: f.key)
     result = CheckResult(
@@ -319,7 +442,7 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
         profile=r.profile.name,
         passed=not any(counts.values()),
         checked=int(seen["checked"]),
-        categories=dict(counts),
+        categories={c: n for c, n in counts.items() if n or c in QUANTIZE_CATEGORIES},
         divergences=[f.divergence for f in found],
         kind="quantize",
         input_dtype=",".join(sorted(seen["dtypes"])) or "float32",
@@ -328,6 +451,7 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
         command=(f"fp8check check {name} --kind quantize --recipe {r.name} --format {r.format.name}"
                  + (f" --profile {r.profile.name}" if profile is not None else "")
                  + f" --max-examples {max_examples}" + (f" --seed {seed}" if seed is not None else "")),
+        refusals=refusals,
         extra={
             "recipe": r.to_dict(),
             "recipe_summary": r.summary(),
@@ -337,6 +461,18 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
         },
     )
     return result
+
+
+def _precast_values(precast: Callable[..., Any], case: QuantCase, args: tuple[Any, ...], device: str) -> np.ndarray:
+    """``precast(x, *args)`` on a private copy of the case's input, as float32 values."""
+    import torch
+
+    x = torch.from_numpy(np.array(case.x, dtype=np.float32)).to(getattr(torch, case.dtype)).to(device)
+    y = precast(x, *[a.clone() if isinstance(a, torch.Tensor) else a for a in args])
+    y = y.detach().float().cpu().numpy() if isinstance(y, torch.Tensor) else np.asarray(y, dtype=np.float32)
+    if y.shape != case.x.shape:
+        raise KernelError(f"the pre-cast reference returned shape {y.shape} for an input of shape {case.x.shape}")
+    return y.astype(np.float32)
 
 
 def _run_hypothesis(recipe: Recipe, one: Callable[[QuantCase], None], max_examples: int, seed: int | None,

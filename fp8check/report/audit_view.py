@@ -157,7 +157,8 @@ def _verdict(summary: dict[str, Any], portability: Sequence[dict[str, Any]] = ()
     errors, warnings, infos = (int(summary.get(k, 0) or 0) for k in ("errors", "warnings", "infos"))
     unreadable = int(summary.get("unreadable_files", 0) or 0)
     parts = [_n(errors, "error"), _n(warnings, "warning"), _n(infos, "info")]
-    where = (f" in {summary.get('fp8_tensors', 0)} FP8 tensors ({_n(int(summary.get('tensors', 0) or 0), 'tensor')}, "
+    where = (f" in {_n(int(summary.get('fp8_tensors', 0) or 0), 'FP8 tensor')} "
+             f"({_n(int(summary.get('tensors', 0) or 0), 'tensor')}, "
              f"{_n(int(summary.get('files', 0) or 0), 'file')})")
     text = ", ".join(parts) + where
     unknown = [str(u) for u in summary.get("unknown") or []] if isinstance(summary.get("unknown"), list) else []

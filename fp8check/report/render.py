@@ -31,6 +31,7 @@ def environment() -> Any:
         lstrip_blocks=True,
     )
     env.filters["num"] = _num
+    env.filters["count"] = _count
     env.filters["signed"] = _signed
     env.filters["bytes"] = _bytes
     env.filters["pct"] = _pct
@@ -77,6 +78,17 @@ def _num(value: Any) -> str:
         return f"{int(value):,}"
     except (TypeError, ValueError):
         return str(value)
+
+
+def _count(value: Any, word: str, plural: str | None = None) -> str:
+    """``1 error``, ``2 errors``, ``1,024 tensors``: a number with its noun in the right number."""
+    if _missing(value):
+        return ""
+    try:
+        one = int(value) == 1 and float(value) == 1
+    except (TypeError, ValueError):
+        one = False
+    return f"{_num(value)} {word if one else (plural or word + 's')}"
 
 
 def _signed(value: Any) -> str:

@@ -307,7 +307,8 @@ def _error_plot(c: CheckResult, fmt: Format | None, m: InputMap16 | None) -> dic
         cats = [d.category for d in rows]
         x = graphics.value_position(bits, width)
         total = sum(c.categories.values())
-        basis = (f"the {len(rows):,} listed reproducers of {total:,} divergences (the list is capped; "
+        basis = (f"the {len(rows):,} listed {'reproducer' if len(rows) == 1 else 'reproducers'} of {total:,} "
+                 f"{'divergence' if total == 1 else 'divergences'} (the list is capped; "
                  f"a 16-bit input dtype plots every input)")
     finite = np.isfinite(err)
     svg = graphics.error_plot_svg(x, err, cats, title=f"error in ulps against the input, {c.kernel} → {c.format}",
@@ -575,7 +576,8 @@ def comparison_context(a: Source, b: Source, *, title: str | None = None, cap: i
         verdict = {"status": "pass", "headline": "NO REGRESSION"}
     parts = [f"{tally[k]} {'check' if tally[k] == 1 else 'checks'} {CHANGE_TEXT[k]}"
              for k in ("newly_fails", "changed", "newly_passes", "only_a", "only_b") if tally[k]]
-    verdict["text"] = "; ".join(parts) if parts else f"all {len(rows)} checks unchanged"
+    verdict["text"] = "; ".join(parts) if parts else ("the check unchanged" if len(rows) == 1
+                                                      else f"all {len(rows)} checks unchanged")
     env_keys = list(dict.fromkeys(list(a.environment) + list(b.environment)))
     env = [{"key": k, "a": str(a.environment.get(k, "")), "b": str(b.environment.get(k, "")),
             "differs": a.environment.get(k) != b.environment.get(k)} for k in env_keys]

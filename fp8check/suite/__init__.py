@@ -26,7 +26,7 @@ from fp8check.stacks import KnownDivergence
 from fp8check.profiles import Profile
 from fp8check.results import CheckResult
 
-__all__ = ["Target", "DecodeTarget", "Collector", "targets_for", "hypothesis_settings", "HYPOTHESIS_PROFILES",
+__all__ = ["Target", "DecodeTarget", "DeclaredTarget", "Collector", "targets_for", "hypothesis_settings", "HYPOTHESIS_PROFILES",
            "FNUZ", "OCP", "MX"]
 
 FNUZ = frozenset({"e4m3fnuz", "e5m2fnuz"})
@@ -84,6 +84,11 @@ class Collector:
         self.checks: dict[tuple[str, str, str, str, str], dict[str, Any]] = {}
         # Decodes: (kernel, format, device) -> {"checked": n, "divergences": {code: dict}, "reasons": set}
         self.decodes: dict[tuple[str, str, str], dict[str, Any]] = {}
+        # Whole checks of declared kernels (quantizers, fused kernels, casts driven by the harness).
+        self.whole: list[CheckResult] = []
+
+    def add_result(self, result: CheckResult) -> None:
+        self.whole.append(result)
 
     def add_decode(self, key: tuple[str, str, str], checked: int, divergences: list[Any]) -> None:
         e = self.decodes.setdefault(key, {"checked": 0, "divergences": {}, "reasons": set()})
@@ -119,7 +124,8 @@ class Collector:
         """Plain data (bytes, ints, strings) for pytest-xdist's workeroutput."""
         decodes = [{"decode_key": list(k), "checked": e["checked"], "divergences": list(e["divergences"].values()),
                     "reasons": sorted(e["reasons"])} for k, e in self.decodes.items()]
-        return decodes + [
+        whole = [{"whole": r.to_dict()} for r in self.whole]
+        return decodes + whole + [
             {"key": list(key), "tests": e["tests"], "failed_tests": e["failed_tests"], "reasons": sorted(e["reasons"]),
              "profile": e["rec"].profile.to_dict() if e["rec"] is not None else None,
              "divergences": e["rec"].to_state() if e["rec"] is not None else None}
@@ -131,6 +137,9 @@ class Collector:
         from fp8check.results import Divergence
 
         for item in state:
+            if "whole" in item:
+                self.add_result(CheckResult.from_dict(item["whole"]))
+                continue
             if "decode_key" in item:
                 self.add_decode(tuple(item["decode_key"]), item["checked"],  # type: ignore[arg-type]
                                 [Divergence.from_dict(d) for d in item["divergences"]])
@@ -177,7 +186,7 @@ class Collector:
             )
             result.extra["checked_means"] = "codes decoded (input_hex: the code; expected/actual_hex: float32 bits)"
             out.append(result)
-        return out
+        return out + self.whole
 
 
 @dataclass(frozen=True)
@@ -189,6 +198,7 @@ class Target:
     input_dtype: str
     profile: Profile
     collector: Collector | None = field(default=None, compare=False, repr=False)
+    declaration: Any = field(default=None, compare=False, repr=False)  # a repository's declared kernel
 
     @property
     def id(self) -> str:
@@ -239,6 +249,8 @@ class Target:
         return head + "\n" + result_text(result, header=False)
 
     def command(self) -> str:
+        if self.declaration is not None:
+            return self.declaration.command(self.input_dtype)
         return (f"fp8check check {self.kernel.name} --format {self.fmt.name} --profile {self.profile.name} "
                 f"--input-dtype {self.input_dtype}")
 
@@ -269,6 +281,45 @@ class DecodeTarget:
                 f"{self.kernel.name} decodes {len(wrong)} {self.fmt.name} codes wrongly: " + "; ".join(
                     f"{d.input_hex} [{d.input_value}] -> {d.actual_value} (expected {d.expected_value})"
                     for d in wrong[:8]))
+
+
+@dataclass(frozen=True)
+class DeclaredTarget:
+    """A repository's declared kernel (and, for casts and fused kernels, one input dtype), checked whole:
+    the kernel driven as real callers drive it (:func:`fp8check.declarations.run_declaration`)."""
+
+    declaration: Any
+    input_dtype: str | None = None
+    collector: Collector | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def id(self) -> str:
+        return self.declaration.name + (f"-{self.input_dtype}" if self.input_dtype else "")
+
+    @property
+    def fmt_name(self) -> str:
+        return self.declaration.fmt_name
+
+    def check(self, *, max_examples: int = 60) -> CheckResult:
+        """Run the check; fail (AssertionError) with what ``fp8check check`` prints."""
+        from fp8check.declarations import run_cast_declaration, run_declaration
+        from fp8check.terminal.divergences import result_text
+
+        decl = self.declaration
+        if decl.kind == "cast":
+            # One check per kernel, format and input dtype: the properties' record and this one merge.
+            result, record = run_cast_declaration(decl, input_dtype=self.input_dtype, max_examples=max_examples)
+            if self.collector is not None:
+                key = (decl.name, record.fmt.name, record.profile.name, record.input_dtype, decl.device)
+                self.collector.add(key, record)
+                self.collector.note_test(key, failed=not result.passed)
+        else:
+            result = run_declaration(decl, input_dtype=self.input_dtype, max_examples=max_examples)
+            if self.collector is not None:
+                self.collector.add_result(result)
+        if not result.passed:
+            raise AssertionError("\n" + result_text(result) + f"\n  or: pytest -k '{self.id}'")
+        return result
 
 
 def targets_for(kernels: Iterable[CastKernel], *, input_dtypes: Iterable[str] | None = None,

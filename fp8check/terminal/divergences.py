@@ -13,7 +13,7 @@ from typing import Any
 
 from fp8check.codes import bit_fields
 from fp8check.formats import get as get_format
-from fp8check.results import QUANTIZE_CATEGORIES, CheckResult, Divergence
+from fp8check.results import CALL_CATEGORIES, QUANTIZE_CATEGORIES, CheckResult, Divergence
 
 __all__ = ["result_lines", "result_text", "print_result"]
 
@@ -35,17 +35,51 @@ def _cast_body(result: CheckResult) -> list[Line]:
     pad = " " * (width + 2)
     for cat, n in result.categories.items():
         d = first.get(cat)
-        head = f"{cat:<{width}}  {n:>12,} inputs"
+        unit = {"in_place": "element", "nondeterministic": "element", "refused": "call"}.get(cat, "input")
+        head = f"{cat:<{width}}  {n:>12,} {unit if n == 1 else unit + 's'}"
         if d is None:
             lines.append((head, "bold"))
             continue
+        if cat in CALL_CATEGORIES:  # a divergence of a call, not of an input value
+            lines.append((f"{head}   {d.detail}", "bold"))
+            if cat == "in_place":
+                lines.append((f"{pad}first: input {d.input_hex} = {d.input_value} became {d.actual_hex} = "
+                              f"{d.actual_value}", "red"))
+            elif cat == "nondeterministic":
+                lines.append((f"{pad}input {d.input_hex} = {d.input_value}", "red"))
+            if d.condition:
+                lines.append((f"{pad}{d.condition}", "yellow"))
+            continue
         lines.append((f"{head}   smallest: {d.input_dtype} {d.input_hex} = {d.input_value}", "bold"))
-        if d.detail and d.detail.startswith("only "):  # the condition the divergence needs
-            lines.append((f"{pad}{d.detail}", "yellow"))
+        if d.condition:  # the condition the divergence needs
+            lines.append((f"{pad}{d.condition}", "yellow"))
         e, a = int(d.expected_hex, 16), int(d.actual_hex, 16)
         lines.append((f"{pad}expected {d.expected_hex} [{bit_fields(e, fmt)}] = {d.expected_value}", ""))
         lines.append((f"{pad}actual   {d.actual_hex} [{bit_fields(a, fmt)}] = {d.actual_value}", "red"))
     return lines
+
+
+def _summary(result: CheckResult) -> str:
+    cats = result.categories
+    values = sum(n for c, n in cats.items() if c not in CALL_CATEGORIES)
+    parts = [f"{values:,} {'input gives' if values == 1 else 'inputs give'} a different code"] if values else []
+    if cats.get("in_place"):
+        parts.append(f"the kernel wrote its input ({cats['in_place']:,} elements)")
+    if cats.get("nondeterministic"):
+        parts.append(f"repeated calls differ ({cats['nondeterministic']:,} elements)")
+    if cats.get("refused"):
+        parts.append(f"{cats['refused']:,} call{'s' if cats['refused'] != 1 else ''} refused inside the declared domain")
+    return "; ".join(parts) or "see the categories"
+
+
+def _refusal_lines(result: CheckResult) -> list[Line]:
+    found = [r for r in result.refusals if not r.declared]
+    if not found:
+        return []
+    first = found[0]
+    return [(f"refused {len(found):,} call{'s' if len(found) != 1 else ''} (a finding, not a divergence: declare "
+             f"what the kernel supports to make refusals inside it fail); first: {first.condition}: {first.error}",
+             "yellow")]
 
 
 def _quantize_body(result: CheckResult) -> list[Line]:
@@ -72,7 +106,8 @@ def _quantize_body(result: CheckResult) -> list[Line]:
     if br and br["blocks_with_nonfinite"]:
         w = br["worst_case"]
         lines.append((f"blast radius: {br['finite_values_lost']:,} of {br['finite_values_in_them']:,} finite values "
-                      f"in {br['blocks_with_nonfinite']} blocks holding Inf/NaN were lost"
+                      f"in {br['blocks_with_nonfinite']} {'block' if br['blocks_with_nonfinite'] == 1 else 'blocks'} "
+                      f"holding Inf/NaN were lost"
                       + (f"; worst: {w['lost']:,} of {w['finite']:,} in {w['case']}" if w["lost"] else ""), ""))
     return lines
 
@@ -92,7 +127,9 @@ def result_lines(result: CheckResult, *, header: bool = True) -> list[Line]:
             lines.append((f"fp8check: {result.kernel}  recipe {extra['recipe']['name']} on {result.device}", "bold"))
             lines.append((f"  {extra['recipe_summary']}", ""))
         verdict = "CONFORMS" if result.passed else "DIVERGES"
-        lines.append((f"checked {result.checked:,} values in {extra['cases']} inputs ({result.input_dtype}): {verdict}",
+        inputs = "input" if extra["cases"] == 1 else "inputs"
+        lines.append((f"checked {result.checked:,} values in {extra['cases']} {inputs} ({result.input_dtype}): "
+                      f"{verdict}",
                       "bold green" if result.passed else "bold red"))
         lines.extend(_quantize_body(result))
     else:
@@ -104,12 +141,13 @@ def result_lines(result: CheckResult, *, header: bool = True) -> list[Line]:
             lines.append((f"checked {result.checked:,} {what}", ""))
         if result.passed:
             lines.append(("CONFORMS: every output equals the reference bit for bit", "bold green"))
+            lines.extend(_refusal_lines(result))
         else:
-            total = sum(result.categories.values())
-            lines.append((f"DIVERGES: {total:,} inputs give a different code", "bold red"))
+            lines.append((f"DIVERGES: {_summary(result)}", "bold red"))
             if result.expected_failure:
                 lines.append((f"known upstream: {result.expected_failure}", "yellow"))
             lines.extend(_decode_body(result) if result.kind == "decode" else _cast_body(result))
+            lines.extend(_refusal_lines(result))
     if not result.passed or result.kind == "quantize":
         lines.append((f"reproduce: {result.command}", ""))
     return lines

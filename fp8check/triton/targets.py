@@ -61,40 +61,10 @@ class UnknownTargetError(FP8CheckError, LookupError):
 # -- the profiles -------------------------------------------------------------
 
 TRITON_SM90 = profiles.TRITON_SM90
-TRITON_SM90_RTZ = Profile(
-    name="triton-sm90-rtz",
-    rounding="rtz",
-    nan="all_ones_positive",
-    formats=frozenset({"e5m2"}),
-    description="Triton compiled for sm90, float32 -> e5m2 with fp_downcast_rounding='rtz': cvt.rz.f16.f32 "
-    "then the upper byte (finite overflow -> ±max, ±Inf -> ±Inf, every NaN -> +0x7F)",
-)
-TRITON_GFX942 = Profile(
-    name="triton-gfx942",
-    overflow="satfinite",
-    infinity="satfinite",
-    nan="quiet",
-    description="Triton compiled for gfx942 (MI300), derived from source, not pinned on hardware: RNE; finite "
-    "overflow and ±Inf -> ±max; fnuz through v_cvt_pk_fp8/bf8_f32 with MODE.FP16_OVFL clamping (NaN -> 0x80, "
-    "-0 -> 0x00), e4m3fn/e5m2 in software (NaN keeps its sign: 0x7F/0xFF, 0x7E/0xFE)",
-)
-TRITON_GFX950 = Profile(
-    name="triton-gfx950",
-    overflow="satfinite",
-    infinity="satfinite",
-    nan="all_ones",
-    description="Triton compiled for gfx950 (MI355), derived from source, not pinned on hardware: RNE; e4m3fn/e5m2 "
-    "through v_cvt_scalef32_pk_* with MODE.FP16_OVFL clamping (finite overflow and ±Inf -> ±max, NaN -> 0x7F/0xFF); "
-    "fnuz in software (finite overflow -> ±max, ±Inf -> NaN 0x80, -0 -> 0x00)",
-).with_overrides("e4m3fnuz", infinity="nan").with_overrides("e5m2fnuz", infinity="nan")
-RTZ_TRUNCATE = Profile(
-    name="triton-amd-rtz",
-    rounding="rtz",
-    nan="quiet",
-    formats=frozenset({"e5m2"}),
-    description="Triton on AMD, float32 -> e5m2 with fp_downcast_rounding='rtz': v_cvt_pkrtz_f16_f32 then the "
-    "upper byte (finite overflow -> ±max, ±Inf -> ±Inf; NaN keeps sign and its top payload bits)",
-)
+TRITON_SM90_RTZ = profiles.TRITON_SM90_RTZ
+TRITON_GFX942 = profiles.TRITON_GFX942
+TRITON_GFX950 = profiles.TRITON_GFX950
+RTZ_TRUNCATE = profiles.TRITON_AMD_RTZ
 
 
 # -- the table entries ----------------------------------------------------------

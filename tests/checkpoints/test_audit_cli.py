@@ -50,7 +50,7 @@ def test_json_contract(files, tmp_path):
     t = [t for t in r["tensors"] if t["name"] == "l.weight"][0]
     assert {"name", "file", "dtype", "format", "shape", "scale", "findings", "stats"} <= set(t)
     assert t["findings"] == [{"code": "NAN_CODES", "severity": "error", "count": 1,
-                              "message": "1 of 64 codes are NaN in e4m3fn"}]
+                              "message": "1 of 64 codes is NaN in e4m3fn"}]
     assert len(t["stats"]["histogram"]) == 256
     assert [p["target"] for p in r["portability"]] == ["mi300", "h100"]
     assert set(r["finding_codes"]["NAN_CODES"]) == {"severity", "title", "rule"}
@@ -68,7 +68,7 @@ def test_terminal_output_names_findings_and_verdicts(files, capsys):
     assert main(["audit", files["nan"], "--target", "mi300"]) == 1
     out = capsys.readouterr().out
     assert "NAN_CODES" in out and "l.weight" in out and "runs after conversion" in out
-    assert "keeps them NaN" in out and "exit 1" in out
+    assert "the conversion keeps it NaN" in out and "exit 1" in out  # one NaN code: "it", not "them"
 
 
 def test_progress_bar_runs(files, capsys):
@@ -88,7 +88,8 @@ def test_parallel_modes_and_chunking_agree(tmp_path):
 
     base = hists(jobs=1)
     assert hists(jobs=2, chunk_bytes=4096) == base  # many chunks on two threads
-    assert hists(jobs=2, parallel="processes") == base
+    # one spawned worker for the three files: each worker pays torch's import (about 3 CPU seconds here)
+    assert hists(jobs=1, parallel="processes") == base
     # and the histogram itself against numpy
     for path, h in base:
         from safetensors import safe_open

@@ -12,6 +12,9 @@ implement, for which formats and input dtypes. The built-in adapters:
 ``triton-interpreter`` the casts this project ships as Triton kernels
                      (:mod:`fp8check.casts.adapters.triton_casts`), run by Triton's
                      interpreter on the CPU.
+``triton-faithful``  the same kernels in fp8check's faithful interpreter
+                     (:mod:`fp8check.triton`) with the sm90 target: what
+                     compiled Triton does on Hopper, on a CPU.
 ``triton-cuda``      the same kernels compiled for a CUDA GPU; fnuz types do
                      not compile for NVIDIA and are reported unsupported.
 ==================== ===========================================================
@@ -172,6 +175,19 @@ class CastKernel:
             ) from exc
         return _codes_from_output(out, x.shape, f, self.name)
 
+    def call(self, x: Any, fmt: Format) -> np.ndarray:
+        """Codes (uint8, NumPy, in ``x``'s logical order and shape) for ``x`` as the kernel gives them.
+
+        ``x``: a torch tensor (any layout, on the kernel's device) where the
+        kernel takes tensors, else a NumPy array. What the kernel raises
+        propagates: the caller decides whether it is a refusal.
+        """
+        if self.tensor_fn is not None and not isinstance(x, np.ndarray):
+            out = self.tensor_fn(x, fmt)
+        else:
+            out = self.cast_fn(x, fmt)
+        return _codes_from_output(out, tuple(x.shape), fmt, self.name)
+
     def cast_tensor(self, x: Any, fmt: object) -> Any:
         """torch uint8 codes for the torch tensor ``x``, computed on its device."""
         f = get_format(fmt)
@@ -219,7 +235,7 @@ def _one_line(exc: BaseException) -> str:
 
 
 def builtin_names() -> tuple[str, ...]:
-    return ("torch-cpu", "torch-cuda", "ml_dtypes", "triton-interpreter", "triton-cuda")
+    return ("torch-cpu", "torch-cuda", "ml_dtypes", "triton-interpreter", "triton-faithful", "triton-cuda")
 
 
 def builtin_kernels(*, include_unavailable: bool = False) -> list[CastKernel]:

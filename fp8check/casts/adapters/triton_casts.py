@@ -89,7 +89,7 @@ def triton_kernel(mode: str) -> CastKernel:
         import torch
     except ImportError:
         raise KernelLoadError("the Triton adapters need torch") from None
-    interpret = mode == "interpreter"
+    interpret = mode in ("interpreter", "faithful")
     if not interpret and not torch.cuda.is_available():
         raise KernelLoadError("triton-cuda needs a CUDA device; none is available")
     device = "cpu" if interpret else "cuda"
@@ -114,15 +114,21 @@ def triton_kernel(mode: str) -> CastKernel:
         _launch(decode_jit, c, y, interpret)
         return y.cpu().numpy()
 
+    if mode == "faithful":  # every FP8 conversion by the reference, as compiled Triton does it on sm90
+        import fp8check.triton as ft
+
+        ft.check_triton_version()  # a version the patch was not tested with: one clear line
+        cast, cast_tensor, decode = (_faithful(fn, ft) for fn in (cast, cast_tensor, decode))
     unsupported: tuple[tuple[str, str], ...] = ()
-    if not interpret and torch.version.hip is None:
+    if (not interpret or mode == "faithful") and torch.version.hip is None:
         unsupported = tuple(
             (f.name, f"Triton does not compile {f.name} (tl.{name}) casts for NVIDIA GPUs")
             for f, name in ((formats.E4M3FNUZ, "float8e4b8"), (formats.E5M2FNUZ, "float8e5b16"))
         )
     version = getattr(triton, "__version__", "?")
-    claim = stacks.claim("triton-interpreter" if interpret else "triton", device=device, version=version)
-    if interpret:
+    stack = {"interpreter": "triton-interpreter", "faithful": "triton-faithful"}.get(mode, "triton")
+    claim = stacks.claim(stack, device=device, version=version)
+    if mode == "interpreter":
         # Some interpreter versions cannot even build some fp8 types (Triton
         # 3.6: "fail to convert fp8e4b8 to ir type"): report, don't crash.
         failing = []
@@ -137,7 +143,9 @@ def triton_kernel(mode: str) -> CastKernel:
         name=f"triton-{mode}",
         description=(
             f"Triton {version} x.to(fp8) kernels, "
-            + ("interpreted on the CPU (TRITON_INTERPRET=1)" if interpret else f"compiled for {torch.cuda.get_device_name(0)}")
+            + {"interpreter": "interpreted on the CPU (TRITON_INTERPRET=1)",
+               "faithful": "in fp8check's faithful interpreter (target sm90) on the CPU"}.get(
+                mode, f"compiled for {torch.cuda.get_device_name(0) if not interpret else ''}")
         ),
         claims=claim.profile,
         observation=claim.observation,
@@ -151,3 +159,13 @@ def triton_kernel(mode: str) -> CastKernel:
         unsupported=unsupported,
         known=claim.known,
     )
+
+
+def _faithful(fn: Any, ft: Any) -> Any:
+    """``fn`` run inside the faithful interpreter with the sm90 target."""
+
+    def wrapped(*args: Any) -> Any:
+        with ft.faithful("sm90"):
+            return fn(*args)
+
+    return wrapped

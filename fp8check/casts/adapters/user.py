@@ -21,6 +21,12 @@ from fp8check.loader import load_callable
 
 def user_kernel(spec: str, *, device: str = "cpu", profile: object = "ieee",
                 input_dtypes: tuple[str, ...] | None = None) -> CastKernel:
+    """The cast kernel ``spec`` (``MODULE:FUNC``) names, as a :class:`CastKernel`."""
+    _require_torch(device)
+    return wrap_callable(load_callable(spec), name=spec, device=device, profile=profile, input_dtypes=input_dtypes)
+
+
+def _require_torch(device: str) -> None:
     try:
         import torch
     except ImportError:
@@ -29,8 +35,16 @@ def user_kernel(spec: str, *, device: str = "cpu", profile: object = "ieee",
         raise KernelLoadError(f"--device {device!r}: use cpu or cuda")
     if device == "cuda" and not torch.cuda.is_available():
         raise KernelLoadError("--device cuda: no CUDA device is available")
+
+
+def wrap_callable(fn: Any, *, name: str | None = None, device: str = "cpu", profile: object = "ieee",
+                  input_dtypes: tuple[str, ...] | None = None) -> CastKernel:
+    """A cast function object ``fn(x) -> fp8 tensor or uint8 codes`` as a :class:`CastKernel`."""
+    import torch
+
+    _require_torch(device)
     claims = profiles.get(profile)
-    fn = load_callable(spec)
+    spec = name or getattr(fn, "__name__", repr(fn))
 
     def cast_tensor(x: Any, fmt: Format) -> Any:
         return fn(x)

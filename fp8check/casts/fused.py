@@ -1,0 +1,217 @@
+"""Fused kernels: FP8 codes that follow other arithmetic (RMSNorm + cast, scale + cast, SiLU·mul + cast).
+
+A fused kernel ``kernel(x, *args)`` returns FP8 codes of values it computed
+itself; its author gives a *pre-cast reference* ``reference(x, *args)``
+returning those values just before the cast (float32 or float64). The codes
+must equal the reference's values encoded under the claimed profile, bit for
+bit. Where the author declares that the arithmetic before the cast may differ
+by up to ``ulps`` units in the last place of the pre-cast dtype, a code
+passes when it is one that some value within that interval encodes to:
+encoding is monotone, so those are the codes of the interval's two ends and
+every code whose value lies strictly between them. Saturation, NaN, -0,
+fnuz and rounding-policy bugs stay exact failures (no value within a few
+ulps of 1000.0 encodes to 448, and no tiny negative to fnuz 0x80), while a
+different summation order passes.
+
+The inputs: 2-D activations of many shapes and layouts (see
+:mod:`fp8check.casts.harness`), whose values cover the format's hazards
+scaled into ordinary magnitudes and also plain normal draws, rows with
+NaN, ±Inf, zeros and huge values, one large tensor called twice (the
+second call must give the same bytes); ``args(x)`` gives the other
+arguments for each input. The kernel always receives a private copy: a
+write to ``x`` is an ``in_place`` divergence.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from fp8check import hazards, inputs, reference
+from fp8check.casts import harness
+from fp8check.casts.adapters import _codes_from_output
+from fp8check.casts.engine import DEFAULT_CAP, Divergences, _one_line
+from fp8check.errors import KernelCallError, KernelOutputError
+from fp8check.formats import Format, get as get_format
+from fp8check.profiles import Profile, get as get_profile
+from fp8check.results import CheckResult, Divergence, Refusal
+
+__all__ = ["check_fused", "allowed_codes"]
+
+_SHAPES = ((1, 1), (3, 64), (7, 129), (16, 1024), (1, 4099), (33, 257))
+
+
+def _step(y: np.ndarray, k: int) -> np.ndarray:
+    """``y`` moved ``k`` ulps of its own dtype (k < 0: down), through ±0 and at most to ±Inf; NaN and ±Inf stay."""
+    width = y.dtype.itemsize * 8
+    uint = {32: np.uint32, 64: np.uint64}[width]
+    sign_bit = uint(1) << uint(width - 1)
+    inf_bits = np.array([np.inf], dtype=y.dtype).view(uint)[0]
+    u = y.view(uint)
+    mag = (u & ~sign_bit).astype(np.int64)
+    moved = np.where((u & sign_bit) != 0, -mag, mag) + k  # a monotone line through ±0
+    out_mag = np.minimum(np.abs(moved), np.int64(inf_bits)).astype(uint)
+    out = (out_mag | np.where(moved < 0, sign_bit, uint(0))).view(y.dtype)
+    return np.where(np.isfinite(y), out, y)
+
+
+def allowed_codes(y: np.ndarray, actual: np.ndarray, fmt: Format, profile: Profile, ulps: int) -> np.ndarray:
+    """Mask of the ``actual`` codes that some value within ``ulps`` of ``y`` encodes to under ``profile``."""
+    exact = reference.encode(y, fmt, profile)
+    ok = actual == exact
+    if ulps <= 0:
+        return ok
+    lo, hi = reference.encode(_step(y, -ulps), fmt, profile), reference.encode(_step(y, ulps), fmt, profile)
+    ok |= (actual == lo) | (actual == hi)
+    table = reference.decode_table(fmt)
+    with np.errstate(invalid="ignore"):
+        vlo, vhi, va = table[lo], table[hi], table[actual.astype(np.intp)]
+        finite_ends = np.isfinite(vlo) & np.isfinite(vhi)
+        between = finite_ends & np.isfinite(va) & (va > np.minimum(vlo, vhi)) & (va < np.maximum(vlo, vhi))
+    # A zero strictly inside is produced only where the interval has values of both signs.
+    zero = between & (va == 0)
+    ok |= between & ~zero
+    ok |= zero & (np.minimum(vlo, vhi) < 0) & (np.maximum(vlo, vhi) > 0)
+    return ok
+
+
+def _activations(rng: np.random.Generator, fmt: Format, dtype: str, hazard: np.ndarray) -> list[np.ndarray]:
+    """2-D inputs: hazard values and normal draws at many scales, rows of specials, many shapes."""
+    hz = inputs.from_bits(hazard, dtype).astype(np.float32)
+    hz = hz[np.isfinite(hz)]
+    out = []
+    for shape in _SHAPES:
+        x = rng.standard_normal(shape).astype(np.float32) * np.float32(10.0 ** rng.integers(-3, 3))
+        if hz.size:
+            flat = x.reshape(-1)
+            k = min(flat.size, 64)
+            flat[-k:] = hz[rng.integers(0, hz.size, k)] / np.float32(max(float(fmt.max), 1.0))
+        out.append(x)
+    specials = rng.standard_normal((8, 64)).astype(np.float32)
+    specials[0, 3], specials[1, 5], specials[2, 7] = np.nan, np.inf, -np.inf
+    specials[3] = 0.0
+    specials[4, :] = -0.0
+    specials[5, 9] = 1e30
+    specials[6] *= 1e-30
+    specials[7, 0] = 3e38
+    out.append(specials)
+    spikes = np.zeros((4, 4099), np.float32)  # one large value per row: normalisations peak there
+    spikes[np.arange(4), rng.integers(0, 4099, 4)] = np.float32([1.0, -3.0, 1e20, -1e-20])
+    out.append(spikes)
+    scaled = rng.standard_normal((64, 256)).astype(np.float32)
+    out.extend(scaled * np.float32(s) for s in (1e-6, 1e-2, 1e2, 1e4))
+    return [inputs.from_bits(inputs.to_bits(x.astype(inputs.numpy_dtype(dtype)), dtype), dtype) for x in out]
+
+
+def check_fused(kernel: Callable[..., Any], *, reference_fn: Callable[..., Any], format: object,
+                profile: object = "ieee", args: Any = None, ulps: int = 0, input_dtype: str = "float32",
+                device: str = "cpu", seed: int = 0, name: str | None = None, cap: int | None = DEFAULT_CAP,
+                supports: harness.Supports | None = None, thorough: bool = True) -> CheckResult:
+    """Check the fused kernel ``kernel(x, *args)`` against ``reference_fn(x, *args)`` (values before its cast).
+
+    ``args``: a tuple of the other arguments, or a function of ``x`` giving
+    one (called on a private copy of each input), or None. ``ulps``: how far
+    the kernel's arithmetic before the cast may stray from the reference's,
+    in ulps of the reference's dtype. Returns a cast
+    :class:`~fp8check.results.CheckResult` whose inputs are the pre-cast
+    values.
+    """
+    import torch
+
+    f, p = get_format(format), get_profile(profile)
+    p.resolve(f)
+    supports = supports or harness.Supports()
+    name = name or getattr(kernel, "__name__", repr(kernel))
+    rng = np.random.default_rng(seed)
+    hazard = hazards.all_hazard_bits(f, input_dtype)
+    xs = _activations(rng, f, input_dtype, hazard)
+    layouts = [("contiguous", x, "") for x in xs]
+    if thorough:
+        two_d = [x for x in xs if x.shape[0] > 1 and x.shape[1] > 1][:2]
+        layouts += [(lay, x, f"only for non-contiguous input ({lay})") for x in two_d
+                    for lay in ("transposed", "strided", "offset")]
+        side = 4096 if device != "cpu" else 2048
+        big = rng.standard_normal((side, side)).astype(np.float32) * np.float32(3.0)
+        layouts += [("contiguous", big.astype(inputs.numpy_dtype(input_dtype)),
+                     f"only for a large input ({side}x{side})")] * 2  # called twice: the same bytes
+
+    def arguments(x_private: Any) -> tuple[Any, ...]:
+        if args is None:
+            return ()
+        return tuple(args(x_private)) if callable(args) else tuple(args)
+
+    pre_dtype: str | None = None
+    rec: Divergences | None = None
+    refusals: list[Refusal] = []
+    previous: dict[int, np.ndarray] = {}
+    checked = 0
+    for number, (layout, x, condition) in enumerate(layouts, 1):
+        if not supports.allows_shape(x.shape, layout):
+            continue
+        describe = f"{input_dtype} input of shape {x.shape}, {layout}, call {number}"
+        x_ref = harness.to_torch(np.ascontiguousarray(x), device)
+        a = arguments(x_ref.clone())
+        y = reference_fn(x_ref.clone(), *[v.clone() if isinstance(v, torch.Tensor) else v for v in a])
+        y = y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
+        if y.dtype not in (np.float32, np.float64):
+            y = y.astype(np.float32)
+        if tuple(y.shape) != tuple(x.shape):
+            raise KernelOutputError(f"the pre-cast reference returned shape {tuple(y.shape)} for an input of shape "
+                                    f"{tuple(x.shape)}")
+        pre_dtype = pre_dtype or y.dtype.name
+        if rec is None:
+            rec = Divergences(fmt=f, profile=p, input_dtype=pre_dtype)
+        base_np, view = harness.layout_base(np.ascontiguousarray(x), layout)
+        base = harness.to_torch(base_np, device)
+        xk = view(base)
+        snapshot = base.clone()
+        try:
+            out = kernel(xk, *[v.clone() if isinstance(v, torch.Tensor) else v for v in a])
+            codes = _codes_from_output(out, tuple(x.shape), f, name).reshape(-1)
+        except Exception as exc:
+            declared = supports.declared
+            refusals.append(Refusal(condition=describe, error=_one_line(exc), declared=declared))
+            if declared:
+                rec.add_call("refused", 1, Divergence(category="refused", input_hex="-", expected_hex="-",
+                                                      actual_hex="-", input_dtype=input_dtype, detail=_one_line(exc),
+                                                      condition=f"inside the declared domain: {describe}"))
+            continue
+        moved = harness.mutation(snapshot, base)
+        if moved is not None:
+            changed, before, after = moved
+            rec.add_call("in_place", changed, Divergence(
+                category="in_place", input_hex=f"{before:#x}", expected_hex=f"{before:#x}", actual_hex=f"{after:#x}",
+                input_dtype=input_dtype, detail=f"the kernel wrote {changed:,} elements of its input",
+                condition=describe))
+        key = id(x)
+        if key in previous:
+            differ = np.flatnonzero(previous[key] != codes)
+            if differ.size:
+                i = int(differ[0])
+                rec.add_call("nondeterministic", int(differ.size), Divergence(
+                    category="nondeterministic", input_hex="-", expected_hex=f"0x{int(previous[key][i]):02x}",
+                    actual_hex=f"0x{int(codes[i]):02x}", input_dtype=input_dtype,
+                    detail=f"a repeated call on an identical copy gave {differ.size:,} other codes",
+                    condition=describe))
+        previous[key] = codes
+        yf = y.reshape(-1).astype(pre_dtype)
+        ok = allowed_codes(yf, codes, f, p, ulps)
+        expected = reference.encode(yf, f, p)
+        expected = np.where(ok, codes, expected)  # an allowed code counts as the reference's
+        rec.add(inputs.to_bits(yf, pre_dtype), expected, codes, condition, record_map=False)
+        checked += yf.size
+    if rec is None:
+        raise KernelCallError(f"{name}: every call was refused or outside the declared domain"
+                              + (f" ({refusals[0].error})" if refusals else ""))
+    if checked == 0 and refusals:
+        raise KernelCallError(f"{name} raised on every input: {refusals[0].error}")
+    result = rec.result(kernel=name, checked=checked, device=device, seed=seed, cap=cap,
+                        command=f"fp8check check {name} --kind fused --format {f.name} --profile {p.name}"
+                                + (f" --ulps {ulps}" if ulps else ""))
+    result.kind = "cast"
+    result.refusals = refusals
+    result.extra["checked_means"] = (f"output values, compared with the pre-cast reference's {pre_dtype} values"
+                                     + (f" (within {ulps} ulps)" if ulps else " (exactly)"))
+    result.extra["fused"] = {"ulps": ulps, "precast_dtype": pre_dtype}
+    return result

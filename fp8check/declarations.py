@@ -1,0 +1,329 @@
+"""Kernels a repository declares, and the checks that run them.
+
+A kernel author declares the kernels fp8check should check, any number of
+them, in ``[tool.fp8check]`` of the repository's ``pyproject.toml``::
+
+    [[tool.fp8check.cast]]
+    kernel = "mykernels.casts:cast_e4m3fnuz"
+    format = "e4m3fnuz"
+    profile = "satfinite"
+
+    [[tool.fp8check.quantizer]]
+    kernel = "mykernels.quant:tensorwise_fnuz"
+    recipe = "tensorwise"
+    format = "e4m3fnuz"
+
+    [[tool.fp8check.fused]]
+    kernel = "mykernels.fused:rmsnorm_quant"
+    reference = "mykernels.fused:rmsnorm_reference"
+    args = "mykernels.fused:rmsnorm_args"
+    format = "e4m3fn"
+    profile = "satfinite"
+    ulps = 2
+
+or returns them from a ``pytest_fp8check_kernels()`` hook in a
+``conftest.py`` (:func:`cast_kernel`, :func:`quantizer_kernel`,
+:func:`fused_kernel`, where a kernel may be a function object too). Every
+key: ``name`` (the test ids' name for the kernel; default the function's),
+``kernel``, ``format``, ``profile`` (default ``ieee``), ``input-dtypes``
+(casts; default float32, float16, bfloat16), ``device`` (``cpu`` or
+``cuda``), ``recipe`` (quantizers), ``reference``/``args``/``ulps`` (fused
+kernels; ``args`` also for quantizers with fused pre-processing, with
+``reference`` the values the recipe applies to), ``triton-target`` (run a
+Triton kernel in fp8check's faithful interpreter with that GPU's FP8
+semantics), and a ``supports`` table declaring the kernel's domain
+(``input-dtypes``, ``contiguous-only``, ``numel-multiple-of``,
+``max-numel``): calls outside it are not tried, a refusal inside it fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from fp8check.errors import InvalidValueError
+
+__all__ = ["KernelDeclaration", "cast_kernel", "quantizer_kernel", "fused_kernel", "from_pyproject", "from_table",
+           "run_declaration", "KINDS"]
+
+KINDS = ("cast", "quantizer", "fused")
+_CAST_DTYPES = ("float32", "float16", "bfloat16")
+
+
+@dataclass(frozen=True)
+class KernelDeclaration:
+    """One kernel a repository declares (see the module docstring for the keys)."""
+
+    kind: str
+    kernel: Any  # "MODULE:FUNC" or a callable
+    format: str | None = None
+    profile: str | None = None
+    name: str = ""
+    input_dtypes: tuple[str, ...] = _CAST_DTYPES
+    device: str = "cpu"
+    recipe: str | None = None
+    reference: Any = None
+    args: Any = None
+    ulps: int = 0
+    triton_target: str | None = None
+    supports: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+    def __post_init__(self) -> None:
+        from fp8check import formats, profiles
+
+        if self.kind not in KINDS:
+            raise InvalidValueError(f"kernel kind {self.kind!r}: use one of {', '.join(KINDS)}")
+        if not self.kernel:
+            raise InvalidValueError(f"a declared {self.kind} kernel needs 'kernel = \"MODULE:FUNC\"'")
+        if self.kind in ("cast", "fused") and not self.format:
+            raise InvalidValueError(f"{self.label}: a {self.kind} kernel needs 'format'")
+        if self.kind == "quantizer" and not self.recipe:
+            raise InvalidValueError(f"{self.label}: a quantizer needs 'recipe'")
+        if self.kind == "fused" and self.reference is None:
+            raise InvalidValueError(f"{self.label}: a fused kernel needs 'reference' (the values before its cast)")
+        if self.format:
+            formats.get(self.format)
+        if self.profile:
+            profiles.get(self.profile)
+        if self.device not in ("cpu", "cuda"):
+            raise InvalidValueError(f"{self.label}: device {self.device!r}: use cpu or cuda")
+        from fp8check import inputs
+
+        for d in self.input_dtypes:
+            inputs.source_format(d)
+        if self.ulps < 0:
+            raise InvalidValueError(f"{self.label}: ulps must be >= 0")
+        if self.triton_target:
+            from fp8check.triton import targets
+
+            targets.get(self.triton_target)
+        unknown = set(self.supports) - {"input_dtypes", "contiguous_only", "numel_multiple_of", "max_numel"}
+        if unknown:
+            raise InvalidValueError(f"{self.label}: unknown 'supports' key(s) {', '.join(sorted(unknown))}")
+        if not self.name:
+            object.__setattr__(self, "name", _default_name(self.kernel))
+
+    @property
+    def label(self) -> str:
+        return self.name or _default_name(self.kernel)
+
+    @property
+    def fmt_name(self) -> str:
+        """The format the kernel produces (a quantizer: its recipe's, unless ``format`` overrides it)."""
+        if self.format:
+            from fp8check import formats
+
+            return formats.get(self.format).name
+        from fp8check import quantizers
+
+        return quantizers.get(self.recipe).format.name
+
+    def harness_supports(self) -> Any:
+        from fp8check.casts.harness import Supports
+
+        s = self.supports
+        dtypes = s.get("input_dtypes")
+        return Supports(input_dtypes=tuple(dtypes) if dtypes is not None else None,
+                        contiguous_only=bool(s.get("contiguous_only", False)),
+                        numel_multiple_of=int(s.get("numel_multiple_of", 1)), max_numel=s.get("max_numel"))
+
+    def resolve(self, what: Any) -> Any:
+        if what is None or callable(what):
+            return what
+        from fp8check.loader import load_callable
+
+        return load_callable(str(what))
+
+    @contextlib.contextmanager
+    def context(self) -> Iterator[None]:
+        """Where the kernel runs: the faithful Triton interpreter for a declared target, else as is."""
+        if not self.triton_target:
+            yield
+            return
+        import fp8check.triton as ft
+
+        with ft.interpreting(), ft.faithful(self.triton_target):
+            yield
+
+    def call_with_context(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        if not self.triton_target:
+            return fn
+
+        def wrapped(*a: Any, **k: Any) -> Any:
+            with self.context():
+                return fn(*a, **k)
+
+        wrapped.__name__ = getattr(fn, "__name__", "kernel")
+        return wrapped
+
+    def command(self, input_dtype: str | None = None, *, max_examples: int | None = None,
+                seed: int | None = None) -> str:
+        """An ``fp8check check`` command that reproduces this kernel's check from the repository root."""
+        import shlex
+
+        spec = self.kernel if isinstance(self.kernel, str) else _default_name(self.kernel)
+        parts = ["fp8check", "check", spec]
+        if self.kind == "quantizer":
+            parts += ["--kind", "quantize", "--recipe", str(self.recipe)]
+            if self.format:
+                parts += ["--format", self.format]
+        else:
+            parts += ["--format", str(self.format), "--profile", self.profile or "ieee"]
+        if self.kind == "fused":
+            parts += ["--kind", "fused", "--reference", _spec(self.reference)]
+            if self.args is not None:
+                parts += ["--args", _spec(self.args)]
+            if self.ulps:
+                parts += ["--ulps", str(self.ulps)]
+        if input_dtype and self.kind in ("cast", "fused"):
+            parts += ["--input-dtype", input_dtype]
+        if self.device != "cpu":
+            parts += ["--device", self.device]
+        if self.triton_target:
+            parts += ["--triton-target", self.triton_target]
+        for key, value in self.supports.items():
+            if key == "contiguous_only" and value:
+                parts += ["--contiguous-only"]
+            elif key == "numel_multiple_of":
+                parts += ["--numel-multiple-of", str(value)]
+            elif key == "max_numel":
+                parts += ["--max-numel", str(value)]
+        if max_examples is not None:
+            parts += ["--max-examples", str(max_examples)]
+        if seed is not None:
+            parts += ["--seed", str(seed)]
+        return shlex.join(parts)
+
+
+def _spec(what: Any) -> str:
+    return what if isinstance(what, str) else f"{getattr(what, '__module__', '?')}:{getattr(what, '__qualname__', '?')}"
+
+
+def _default_name(kernel: Any) -> str:
+    if isinstance(kernel, str):
+        return kernel.rpartition(":")[2] or kernel
+    return getattr(kernel, "__name__", type(kernel).__name__)
+
+
+def cast_kernel(kernel: Any, *, format: str, profile: str = "ieee", **kw: Any) -> KernelDeclaration:
+    """Declare a cast kernel: ``kernel(x) -> fp8 tensor or uint8 codes``."""
+    return KernelDeclaration(kind="cast", kernel=kernel, format=format, profile=profile, **kw)
+
+
+def quantizer_kernel(kernel: Any, *, recipe: str, format: str | None = None, **kw: Any) -> KernelDeclaration:
+    """Declare a quantizer: ``kernel(x) -> (codes, scales)`` under ``recipe``."""
+    return KernelDeclaration(kind="quantizer", kernel=kernel, recipe=recipe, format=format, **kw)
+
+
+def fused_kernel(kernel: Any, *, reference: Any, format: str, profile: str = "ieee", args: Any = None,
+                 ulps: int = 0, **kw: Any) -> KernelDeclaration:
+    """Declare a fused kernel: ``kernel(x, *args) -> codes``, ``reference(x, *args)`` the values before its cast."""
+    return KernelDeclaration(kind="fused", kernel=kernel, reference=reference, format=format, profile=profile,
+                             args=args, ulps=ulps, **kw)
+
+
+_KEYS = {"name", "kernel", "format", "profile", "input-dtypes", "device", "recipe", "reference", "args", "ulps",
+         "triton-target", "supports"}
+
+
+def from_table(kind: str, entry: dict[str, Any], where: str = "pyproject.toml") -> KernelDeclaration:
+    """A declaration from one ``[[tool.fp8check.KIND]]`` table (dashes or underscores in keys)."""
+    if not isinstance(entry, dict):
+        raise InvalidValueError(f"{where}: [[tool.fp8check.{kind}]] entries must be tables")
+    norm = {str(k).replace("_", "-"): v for k, v in entry.items()}
+    unknown = set(norm) - _KEYS
+    if unknown:
+        raise InvalidValueError(f"{where}: [[tool.fp8check.{kind}]] has unknown key(s) {', '.join(sorted(unknown))}; "
+                                f"known: {', '.join(sorted(_KEYS))}")
+    supports = {str(k).replace("-", "_"): v for k, v in dict(norm.pop("supports", {}) or {}).items()}
+    kw = {k.replace("-", "_"): v for k, v in norm.items()}
+    if "input_dtypes" in kw:
+        kw["input_dtypes"] = tuple(kw["input_dtypes"])
+    try:
+        return KernelDeclaration(kind=kind, supports=supports, **kw)
+    except TypeError as exc:
+        raise InvalidValueError(f"{where}: [[tool.fp8check.{kind}]]: {exc}") from None
+
+
+def from_pyproject(path: str | Path) -> tuple[list[KernelDeclaration], dict[str, Any]]:
+    """The kernels ``[tool.fp8check]`` of ``path`` declares, and its other settings."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+
+    p = Path(path)
+    try:
+        doc = tomllib.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InvalidValueError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidValueError(f"{p}: not valid TOML: {exc}") from None
+    table = doc.get("tool", {}).get("fp8check", {})
+    if not isinstance(table, dict):
+        raise InvalidValueError(f"{p}: [tool.fp8check] must be a table")
+    out = []
+    for kind in KINDS:
+        entries = table.get(kind, [])
+        if isinstance(entries, dict):
+            entries = [entries]
+        out.extend(from_table(kind, e, str(p)) for e in entries)
+    settings = {k: v for k, v in table.items() if k not in KINDS}
+    return out, settings
+
+
+def run_cast_declaration(decl: KernelDeclaration, *, input_dtype: str | None = None, max_examples: int = 200,
+                         seed: int = 0, thorough: bool = True, cap: int | None = 100) -> tuple[Any, Any]:
+    """Run the check of a declared cast on one input dtype: the result and its full divergence record
+    (:class:`~fp8check.casts.engine.Divergences`, which the pytest suite merges with its properties')."""
+    from fp8check.casts import engine
+    from fp8check.casts.adapters.user import wrap_callable
+
+    kernel = wrap_callable(decl.call_with_context(decl.resolve(decl.kernel)), name=decl.name, device=decl.device,
+                           profile=decl.profile or "ieee", input_dtypes=decl.input_dtypes)
+    with decl.context():
+        result, record = engine.run_check(kernel, decl.format, decl.profile or "ieee",
+                                          input_dtype=input_dtype or decl.input_dtypes[0], max_examples=max_examples,
+                                          seed=seed, thorough=thorough, supports=decl.harness_supports(), cap=cap)
+    result.command = decl.command(input_dtype or decl.input_dtypes[0], max_examples=max_examples, seed=seed)
+    return result, record
+
+
+def run_declaration(decl: KernelDeclaration, *, input_dtype: str | None = None, max_examples: int = 200,
+                    seed: int = 0, thorough: bool = True, cap: int | None = 100) -> Any:
+    """Run the check of ``decl`` (one input dtype for casts); a :class:`~fp8check.results.CheckResult`."""
+    if decl.kind == "cast":
+        return run_cast_declaration(decl, input_dtype=input_dtype, max_examples=max_examples, seed=seed,
+                                    thorough=thorough, cap=cap)[0]
+    fn = decl.call_with_context(decl.resolve(decl.kernel))
+    name = decl.name
+    if decl.kind == "quantizer":
+        from fp8check.quantizers.conformance import check_quantizer
+
+        result = check_quantizer(fn, decl.recipe, fmt=decl.format, profile=decl.profile, device=decl.device,
+                                 max_examples=max_examples, seed=seed, kernel_name=name, thorough=thorough,
+                                 supports=decl.harness_supports(), args=_args_of(decl),
+                                 precast=decl.resolve(decl.reference))
+        result.command = decl.command(max_examples=max_examples, seed=seed)
+        return result
+    from fp8check.casts.fused import check_fused
+
+    result = check_fused(fn, reference_fn=decl.resolve(decl.reference), format=decl.format,
+                         profile=decl.profile or "ieee", args=_args_of(decl), ulps=decl.ulps,
+                         input_dtype=input_dtype or decl.input_dtypes[0], device=decl.device, seed=seed, name=name,
+                         supports=decl.harness_supports(), thorough=thorough, cap=cap)
+    result.command = decl.command(input_dtype or decl.input_dtypes[0], max_examples=max_examples, seed=seed)
+    return result
+
+
+def _args_of(decl: KernelDeclaration) -> Any:
+    if decl.args is None or isinstance(decl.args, (tuple, list)):
+        return decl.args
+    return decl.resolve(decl.args)
+
+
+def with_changes(decl: KernelDeclaration, **changes: Any) -> KernelDeclaration:
+    return dataclasses.replace(decl, **changes)
