@@ -117,21 +117,27 @@ def cast_e4m3fnuz_sign_bug(x: torch.Tensor) -> torch.Tensor:
 @triton.jit
 def tensorwise_kernel(x_ptr, y_ptr, d_ptr, n, FMAX: tl.constexpr, MULTIPLY: tl.constexpr,
                       SIGN_TRICK: tl.constexpr, BLOCK: tl.constexpr):
-    offs = tl.arange(0, BLOCK)
-    mask = offs < n
-    x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    ax = tl.abs(x)
-    amax = tl.max(tl.where(ax < float("inf"), ax, 0.0), axis=0)
+    # One program walks the whole tensor in BLOCK-sized steps: amax first, then the codes.
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for start in range(0, n, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        ax = tl.abs(tl.load(x_ptr + offs, mask=offs < n, other=0.0).to(tl.float32))
+        acc = tl.maximum(acc, tl.where(ax < float("inf"), ax, 0.0))
+    amax = tl.max(acc, axis=0)
     d = tl.maximum(amax, 1e-12) / FMAX
-    if MULTIPLY:  # planted bug: multiplies by the stored scale_inv instead of dividing
-        y = x * d
-    else:
-        y = x / d
-    if SIGN_TRICK:  # planted bug: -0 (and tiny negatives) become 0x80, NaN in fnuz
-        code = tl.abs(y).to(tl.float8e4b8).to(tl.uint8, bitcast=True) | ((y.to(tl.uint32, bitcast=True) >> 24) & 0x80).to(tl.uint8)
-        tl.store(y_ptr + offs, code.to(tl.float8e4b8, bitcast=True), mask=mask)
-    else:
-        tl.store(y_ptr + offs, y.to(tl.float8e4b8), mask=mask)
+    for start in range(0, n, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        mask = offs < n
+        x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+        if MULTIPLY:  # planted bug: multiplies by the stored scale_inv instead of dividing
+            y = x * d
+        else:
+            y = x / d
+        if SIGN_TRICK:  # planted bug: -0 (and tiny negatives) become 0x80, NaN in fnuz
+            code = tl.abs(y).to(tl.float8e4b8).to(tl.uint8, bitcast=True) | ((y.to(tl.uint32, bitcast=True) >> 24) & 0x80).to(tl.uint8)
+            tl.store(y_ptr + offs, code.to(tl.float8e4b8, bitcast=True), mask=mask)
+        else:
+            tl.store(y_ptr + offs, y.to(tl.float8e4b8), mask=mask)
     tl.store(d_ptr, d)
 
 
