@@ -177,7 +177,22 @@ def check_against_oracles(x, codes, fmt, profile):
         assert ((codes == t) | skip).all(), "torch: " + "; ".join(first_differences(x, codes, t, codes != t))
 
 
-ENCODE_FILES = [pytest.param(f, p, s, id=f"{f.name}-{p.name}-{s}") for f in golden.ENCODE_FORMATS
+def _default_lane_profiles() -> set[str]:
+    """ieee and the profiles of the ml_dtypes and torch installed here (where the registry pins them):
+    the default lane compares those with the real stacks; the others, gfloat-only, run in the slow lane."""
+    names = {"ieee"}
+    for stack in ("ml_dtypes", "torch"):
+        if importlib.util.find_spec(stack):
+            obs = installed_observation(stack)
+            if obs is not None:
+                names.add(obs.profile.name)
+    return names
+
+
+_DEFAULT_LANE = _default_lane_profiles()
+ENCODE_FILES = [pytest.param(f, p, s, id=f"{f.name}-{p.name}-{s}",
+                             marks=[] if p.name in _DEFAULT_LANE else [pytest.mark.slow])
+                for f in golden.ENCODE_FORMATS
                 for p in profiles.PROFILES.values() if p.supports(f) for s in golden.SIXTEEN_BIT_SOURCES]
 
 

@@ -36,8 +36,9 @@ VARIANTS = (
 NAMED = tuple(profiles.PROFILES.values())
 
 
-def _pairs(profile_list):
-    return [pytest.param(f, p, id=f"{f.name}-{p.name}")
+def _pairs(profile_list, slow=False):
+    marks = [pytest.mark.slow] if slow else []
+    return [pytest.param(f, p, id=f"{f.name}-{p.name}", marks=marks)
             for p in profile_list for f in formats.ALL_FORMATS if p.supports(f)]
 
 
@@ -82,20 +83,20 @@ def test_16bit_sample_named_profiles(source, fmt, profile):
 
 
 @pytest.mark.parametrize("source", ["float16", "bfloat16"])
-@pytest.mark.parametrize("fmt, profile", _pairs(VARIANTS))
+@pytest.mark.parametrize("fmt, profile", _pairs(VARIANTS, slow=True))  # the default lane: named profiles
 def test_16bit_sample_variant_profiles(source, fmt, profile):
     # A quarter of the inputs: the variants add rules, not input classes.
     rng = np.random.default_rng(7)
     check(all_16bit(source)[rng.permutation(1 << 16)[:1 << 14]], fmt, profile)
 
 
-@pytest.mark.parametrize("fmt, profile", _pairs(NAMED + VARIANTS))
+@pytest.mark.parametrize("fmt, profile", _pairs(NAMED) + _pairs(VARIANTS, slow=True))
 def test_float32_sample(fmt, profile):
     n = 5000 if profile in NAMED else 2000
     check(random_float32(n, seed=zlib.crc32(f"{fmt.name}/{profile.name}".encode()), fmt=fmt), fmt, profile)
 
 
-@pytest.mark.parametrize("fmt, profile", _pairs(NAMED + VARIANTS))
+@pytest.mark.parametrize("fmt, profile", _pairs(NAMED) + _pairs(VARIANTS, slow=True))
 def test_float64_sample_near_ties(fmt, profile):
     check(random_float64(2000, seed=zlib.crc32(f"{profile.name}/{fmt.name}/64".encode()), fmt=fmt), fmt, profile)
 
@@ -126,7 +127,7 @@ def test_stochastic_rounding_every_float16_input_with_random_bits(fmt, profile):
     check(x, fmt, profile, random)
 
 
-@pytest.mark.parametrize("fmt, profile", _pairs(STOCHASTIC))
+@pytest.mark.parametrize("fmt, profile", _pairs(STOCHASTIC[:1]) + _pairs(STOCHASTIC[1:], slow=True))
 def test_stochastic_rounding_samples_with_random_bits(fmt, profile):
     rng = np.random.default_rng(11)
     sixteen = all_16bit("float16")[rng.permutation(1 << 16)[:6000]]
