@@ -46,6 +46,7 @@ def test_every_16bit_input_equals_gfloat(source, fmt, profile):
     compare(all_16bit(source), fmt, profile)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt, profile", PAIRS)
 def test_float32_sample_equals_gfloat(fmt, profile):
     compare(random_float32(1 << 17, 23, fmt), fmt, profile)
@@ -60,6 +61,7 @@ def test_ieee_float64_near_ties_equals_gfloat(fmt):
 STOCHASTIC_BITS = (1, 4, 8, 13)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bits", STOCHASTIC_BITS)
 @pytest.mark.parametrize("fmt", formats.ALL_FORMATS, ids=str)
 def test_stochastic_rounding_is_gfloats_stochastic_fastest(fmt, bits):

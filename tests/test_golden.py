@@ -191,7 +191,8 @@ def _default_lane_profiles() -> set[str]:
 
 _DEFAULT_LANE = _default_lane_profiles()
 ENCODE_FILES = [pytest.param(f, p, s, id=f"{f.name}-{p.name}-{s}",
-                             marks=[] if p.name in _DEFAULT_LANE else [pytest.mark.slow])
+                             marks=[] if p.name in _DEFAULT_LANE and (s == "float16" or p.name == "ieee")
+                             else [pytest.mark.slow])
                 for f in golden.ENCODE_FORMATS
                 for p in profiles.PROFILES.values() if p.supports(f) for s in golden.SIXTEEN_BIT_SOURCES]
 

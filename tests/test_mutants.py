@@ -42,7 +42,11 @@ CONTROLS = [
 ]
 
 
-@pytest.mark.parametrize("mutant, fmt, profile, must, allowed, prop", MUTANTS, ids=[m[0] for m in MUTANTS])
+_QUICK = {"round_toward_zero_e4m3fnuz", "saturate_at_448_e4m3fnuz", "negative_zero_to_0x80_e4m3fnuz", "inf_to_max_e5m2"}
+
+
+@pytest.mark.parametrize("mutant, fmt, profile, must, allowed, prop",
+                         [pytest.param(*m, id=m[0], marks=[] if m[0] in _QUICK else [pytest.mark.slow]) for m in MUTANTS])
 def test_check_catches_each_mutant_with_the_right_category(mutant, fmt, profile, must, allowed, prop, tmp_path, capsys):
     out = tmp_path / "result.json"
     code = cli.main(["check", f"fp8_mutants:{mutant}", "--format", fmt, "--profile", profile,

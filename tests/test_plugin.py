@@ -307,6 +307,7 @@ def test_ci_profile_is_the_default_and_derandomized(suite, monkeypatch):
     assert 20 <= len(first) <= 60 + 1  # max_examples=60, plus the load-time probe
 
 
+@pytest.mark.slow  # two pytest runs of the thorough profile
 @pytest.mark.parametrize("ci_env", [None, "true"], ids=["no-CI-variable", "CI=true"])
 def test_thorough_settings_are_selected_with_the_fp8check_option(suite, monkeypatch, ci_env):
     # A subprocess, under this environment: Hypothesis loads its own
@@ -336,7 +337,7 @@ def test_print_the_settings_in_force():
 """
 
 
-@pytest.mark.parametrize("ci_env", [None, "true"], ids=["no-CI-variable", "CI=true"])
+@pytest.mark.parametrize("ci_env", [pytest.param(None, marks=pytest.mark.slow), "true"], ids=["no-CI-variable", "CI=true"])
 def test_an_unrelated_project_keeps_hypothesis_s_own_profile(pytester, monkeypatch, ci_env):
     # With fp8check installed (its plugin loads through the pytest11 entry
     # point) and without it, another project's Hypothesis tests run under

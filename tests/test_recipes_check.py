@@ -34,7 +34,12 @@ def _only(result, category):
 # -- conforming kernels ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", [n for n in quantizers.names() if n != "block-128x128"])
+# The default lane: one recipe of each family; every named recipe in the slow lane.
+_QUICK_RECIPES = {"tensorwise", "rowwise", "block-1x128", "group-rowwise", "torchao-colwise", "deepseek-ue8m0", "mx-e8m0-rceil"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[] if n in _QUICK_RECIPES else [pytest.mark.slow])
+                                  for n in quantizers.names() if n != "block-128x128"])
 def test_torch_quantizer_conforms_to_every_named_recipe(name):
     r = quantizers.get(name)
     result = check_quantizer(torch_quantizer(r), r, **FAST)
@@ -49,7 +54,9 @@ def test_torch_quantizer_conforms_to_block_128x128():
 
 
 @pytest.mark.parametrize("fmt", ["e4m3fnuz", "e5m2", "e5m2fnuz"])
-@pytest.mark.parametrize("name", ["tensorwise", "rowwise", "block-1x128", "group-colwise", "torchao-colwise-pow2"])
+@pytest.mark.parametrize("name", [pytest.param("tensorwise", marks=pytest.mark.slow), pytest.param("rowwise", marks=pytest.mark.slow),
+                                  pytest.param("block-1x128", marks=pytest.mark.slow), "group-colwise",
+                                  pytest.param("torchao-colwise-pow2", marks=pytest.mark.slow)])
 def test_torch_quantizer_conforms_for_other_formats(name, fmt):
     r = quantizers.get(name, fmt)
     assert check_quantizer(torch_quantizer(r), r, **FAST).passed

@@ -63,7 +63,8 @@ def test_torchao_power_of_two_divergence_is_the_float32_log2():
     assert float(d.actual_value) == 2 * float(d.expected_value)  # rounded up, not down
 
 
-@pytest.mark.parametrize("mode", ["floor", "ceil", "rceil"])
+@pytest.mark.parametrize("mode", [pytest.param("floor", marks=pytest.mark.slow), pytest.param("ceil", marks=pytest.mark.slow),
+                                  "rceil"])
 def test_torchao_to_mx_matches_ordinary_blocks(mode):
     r = quantizers.get(f"mx-e8m0-{mode}")
     result = check_quantizer(adapters.torchao_to_mx(mode=mode), r, **FAST)
@@ -79,7 +80,8 @@ def test_torchao_to_mx_matches_ordinary_blocks(mode):
 @pytest.mark.xfail(strict=True, reason="torchao 0.18 to_mx divides blocks whose e8m0 scale is 2**-127 by 2**-126 "
                    "(F32_MIN_NORMAL clamp; the source comment cites pytorch/pytorch#125557), so tiny blocks dequantize "
                    "to half their value; RCEIL multiplies such blocks by 1.0 instead of 2**127")
-@pytest.mark.parametrize("mode", ["floor", "ceil", "rceil"])
+@pytest.mark.parametrize("mode", [pytest.param("floor", marks=pytest.mark.slow), pytest.param("ceil", marks=pytest.mark.slow),
+                                  "rceil"])
 def test_torchao_to_mx_tiny_blocks(mode):
     result = check_quantizer(adapters.torchao_to_mx(mode=mode), f"mx-e8m0-{mode}", **FAST)
     assert result.categories["codes"] == 0
@@ -124,6 +126,7 @@ def test_probe_refuses_an_unknown_input_set_in_one_line():
         "error: unknown --kinds bogus (known: aligned, unaligned, large-group, pow2, full)"]
 
 
+@pytest.mark.slow  # torchao's per-group Triton kernels in the interpreter: a minute and more
 def test_triton_per_group_scales_conform_on_aligned_shapes(probe):
     for which in ("rowwise", "colwise"):
         entry = probe[f"{which}/aligned"]
@@ -134,18 +137,21 @@ def test_triton_per_group_scales_conform_on_aligned_shapes(probe):
 @pytest.mark.xfail(strict=True, reason="torchao 0.18 jagged kernels mask the scale store with "
                    "tl.arange(0, BLOCK_SIZE) < M instead of the row offsets: when M is not a multiple of BLOCK_SIZE the "
                    "last row block overwrites the next group's first scales and writes past the buffer; " + NO_ISSUE)
+@pytest.mark.slow  # torchao's per-group Triton kernels in the interpreter
 @pytest.mark.parametrize("which", ["rowwise", "colwise"])
 def test_triton_per_group_scales_on_unaligned_shapes(probe, which):
     entry = probe[f"{which}/unaligned"]
     assert entry["bytes_past_end"] == 0 and entry["categories"]["scale"] == 0, entry
 
 
+@pytest.mark.slow  # the torchao probe: its Triton kernels in the interpreter
 def test_triton_per_group_unaligned_overrun_is_measured(probe):
     entry = probe["rowwise/unaligned"]
     assert entry["bytes_past_end"] > 0 and entry["categories"]["scale"] > 0
     assert "447999985582080.0" == entry["first"]["scale"]["actual_value"]  # 448/eps from a row that does not exist
 
 
+@pytest.mark.slow  # the torchao probe: its Triton kernels in the interpreter
 @pytest.mark.xfail(strict=True, reason="torchao 0.18 triton_fp8_per_group_colwise_scales sizes its fused one-pass "
                    "kernel from ceil(rows/groups), so rows of a group larger than that are neither in the amax nor "
                    "written; " + NO_ISSUE)
@@ -153,18 +159,21 @@ def test_triton_colwise_fused_kernel_covers_large_groups(probe):
     assert probe["colwise/large-group"]["categories"]["scale"] == 0
 
 
+@pytest.mark.slow  # the torchao probe: its Triton kernels in the interpreter
 @pytest.mark.xfail(strict=True, reason="torchao 0.18 triton_fp8_per_group_rowwise_scales writes element (r, c) to "
                    "out[r + c] (STRIDE_OUTPUT_ROW=1): pytorch/ao#4900")
 def test_triton_rowwise_codes(probe):
     assert probe["rowwise/aligned"]["categories"]["codes"] == 0
 
 
+@pytest.mark.slow  # the torchao probe: its Triton kernels in the interpreter
 @pytest.mark.xfail(strict=True, reason="the Triton 3.9 interpreter's fp8 casts round ties away and lose mantissa "
                    "carries (triton-lang/triton#11897, #8322), so interpreted codes differ from RNE")
 def test_triton_colwise_codes_in_the_interpreter(probe):
     assert probe["colwise/aligned"]["categories"]["codes"] == 0
 
 
+@pytest.mark.slow  # the torchao probe: its Triton kernels in the interpreter
 @pytest.mark.xfail(strict=True, reason="torchao 0.18 jagged kernels round scales to powers of two with "
                    "exp2(floor(log2(s))) in float32 (as round_scales_to_power_of_2); " + NO_ISSUE)
 @pytest.mark.parametrize("which", ["rowwise", "colwise"])

@@ -42,7 +42,7 @@ def assert_codes_equal(x, expected, actual):
     assert not bad.any(), "; ".join(first_differences(x, actual, expected, bad))
 
 
-@pytest.mark.parametrize("source", ["float16", "bfloat16", "float32", "float64"])
+@pytest.mark.parametrize("source", ["float16", "bfloat16", "float32", pytest.param("float64", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("fmt, profile", PAIRS)
 def test_model_on_torch_cpu_tensors_equals_model_on_numpy(source, fmt, profile):
     x = inputs(source, fmt)

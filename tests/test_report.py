@@ -116,6 +116,7 @@ def test_a_map_that_inflates_beyond_65536_bytes_is_refused():
         InputMap16.from_dict(good)
 
 
+@pytest.mark.slow  # a pytest run on two workers and a check
 def test_the_map_survives_the_plugin_under_xdist_and_equals_the_engines(pytester, tmp_path):
     """Several properties (hazards, Hypothesis, the sweep) on two workers fill one map: the same as
     ``fp8check check``'s single exhaustive run of the same kernel."""

@@ -23,6 +23,10 @@ from report_support import build_checkpoint, chromium, has_class, load_png, pars
 
 pytest.importorskip("torch")
 
+# Chromium renders every kind of report: minutes on 2 cores, so CI's slow lane
+# (`pytest -m slow`, with FP8CHECK_REQUIRE_BROWSER=1) runs them.
+pytestmark = pytest.mark.slow
+
 if chromium() is None:
     if os.environ.get("FP8CHECK_REQUIRE_BROWSER") == "1":
         raise RuntimeError("FP8CHECK_REQUIRE_BROWSER=1 but no chromium on PATH (apt-get install -y chromium)")

@@ -320,6 +320,7 @@ def test_a_correct_e4m3fnuz_cast_kernel_conforms_under_gfx942(dtype):
     assert result.passed, result.categories
 
 
+@pytest.mark.slow  # a whole check in the interpreter
 def test_a_sign_magnitude_cast_kernel_is_caught_as_signed_zero():
     from fp8check.casts.engine import run_check
 
@@ -351,6 +352,7 @@ def test_the_same_quantizer_diverges_under_gfx950_where_fnuz_inf_becomes_nan():
     assert not result.passed and result.categories["nonfinite"] + result.categories["codes"] > 0
 
 
+@pytest.mark.slow  # whole quantizer checks in the interpreter
 @pytest.mark.parametrize("kernel,category", [("tensorwise_e4m3fnuz_448", "scale"),
                                              ("tensorwise_e4m3fnuz_multiplies", "codes"),
                                              ("tensorwise_e4m3fnuz_sign_trick", "codes")])
