@@ -47,14 +47,14 @@ part environment 60 python3 -c '
 import json, fp8check.results as r
 print(json.dumps(r.environment(), indent=1))'
 part suite 330 python3 gpu/suite.py --out "$OUT/suite"
-part tests-gpu 90 python3 -m pytest -p fp8check.plugin -m gpu -q -rxX -p no:cacheprovider tests
+part tests-gpu 200 python3 -m pytest -p fp8check.plugin -m gpu -q -rxX -p no:cacheprovider tests
 # Last but the benchmark: compiling torchao's Triton kernels is slow.
-part recipes 300 python3 gpu/recipes.py --max-examples 10 --json "$OUT/recipes.json"
+part recipes 200 python3 gpu/recipes.py --max-examples 10 --json "$OUT/recipes.json"
 # The faithful Triton interpreter's sm90 target against compiled Triton: every
 # float32 input per format and direction, quantizer kernels (< 3 min).
 part triton-faithful 240 python3 gpu/triton_faithful.py --json "$OUT/triton-faithful.json"
 # Third-party packages' FP8 quantizers (fp8check.zoo), compiled Triton on the GPU.
-part zoo 180 python3 gpu/zoo.py --max-examples 5 --json "$OUT/zoo.json"
+part zoo 170 python3 gpu/zoo.py --max-examples 5 --json "$OUT/zoo.json"
 # The audit's speed on a quiet many-core machine (no GPU needed; the CI
 # machine has 2 cores): audit throughput against a raw read, same run.
 part audit-bench 150 python3 benchmarks/audit_throughput.py --size-gb 4 --shards 8 --jobs 8
