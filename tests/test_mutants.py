@@ -63,6 +63,7 @@ def test_check_catches_each_mutant_with_the_right_category(mutant, fmt, profile,
             assert f"{cat}" in text and f"{n:,}" in text
 
 
+@pytest.mark.slow
 def test_check_shows_the_simplest_reproducer_first(tmp_path):
     out = tmp_path / "r.json"
     cli.main(["check", "fp8_mutants:negative_zero_to_0x80_e4m3fnuz", "--format", "e4m3fnuz", "--input-dtype", "float32", "--max-examples", "0",

@@ -291,6 +291,7 @@ def test_json_under_xdist_merges_every_worker_and_loses_nothing(suite):
         assert listed == sum(cats.values()) > 0
 
 
+@pytest.mark.slow  # a pytest run in a child process
 def test_ci_profile_is_the_default_and_derandomized(suite, monkeypatch):
     (suite.path / "counting.py").write_text(COUNTING_KERNEL)
     args = ["-k", "hypothesis", "--fp8check-kernel", "counting:cast",

@@ -129,6 +129,7 @@ def test_cast_input_arrays_have_the_dtype_and_size(x):
     assert x.dtype == np.float16 and 3 <= x.size <= 7
 
 
+@pytest.mark.slow  # many Hypothesis draws
 def test_every_hazard_is_reachable_by_the_default_strategy():
     # find() searches the default strategy: each named hazard value comes up.
     s = fst.cast_input_bits("e4m3fnuz")
