@@ -113,3 +113,11 @@ def rowwise_ignores_strides(x):
     amax = torch.where(torch.isfinite(flat), flat.abs(), torch.zeros_like(flat)).amax(dim=1, keepdim=True)
     scale = amax.clamp(min=1e-12) / 448.0
     return (flat / scale).clamp(-448.0, 448.0).to(torch.float8_e4m3fn), scale
+
+
+def tensorwise_amax_of_whole_storage(x):
+    """A tensorwise quantizer that takes amax over the input's whole storage, not the view it was given."""
+    storage = torch.tensor([], dtype=x.dtype).set_(x.untyped_storage()).float()
+    amax = torch.where(torch.isfinite(storage), storage.abs(), torch.zeros_like(storage)).amax().clamp(min=1e-12)
+    scale = amax / 448.0
+    return _cast(x.float() / scale, torch.float8_e4m3fn), scale

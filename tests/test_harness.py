@@ -170,6 +170,14 @@ def test_a_quantizer_ignoring_strides_needs_non_contiguous_input():
     assert all(d.condition.startswith("only for non-contiguous input") for d in result.divergences)
 
 
+def test_a_quantizer_reading_past_its_view_is_caught_on_views_only():
+    # The storage around a view holds large values (fp8check.casts.harness.layout_base): zeros there
+    # would hide a whole-storage amax.
+    result = check_quantizer(qm.tensorwise_amax_of_whole_storage, "tensorwise", max_examples=5)
+    assert result.categories["scale"] > 0
+    assert all(d.condition.startswith("only for non-contiguous input") for d in result.divergences)
+
+
 def test_a_quantizer_refusing_ragged_shapes_is_still_checked_on_the_rest():
     from fp8check import quantizers
     from fp8check.quantizers.adapters import torch_quantizer

@@ -240,23 +240,32 @@ def layout_base(x: np.ndarray, layout: str) -> tuple[np.ndarray, Callable[[Any],
         return np.ascontiguousarray(x), lambda b: b
     if layout == "transposed":  # logical (m, n) stored as (n, m)
         return np.ascontiguousarray(x.T), lambda b: b.T if hasattr(b, "T") else b
+    # The storage around a view holds a large finite value, not zeros: a kernel that reads
+    # past the view (ignores strides, takes the amax of the whole storage) then diverges.
     if layout == "strided":  # every other column of a (m, 2n) buffer
         m, n = x.shape
-        base = np.zeros((m, 2 * n), dtype=x.dtype)
+        base = _padding((m, 2 * n), x.dtype)
         base[:, ::2] = x
         return base, lambda b: b[:, ::2]
     if layout == "offset":
         if x.ndim == 1:  # a slice starting 3 elements into its storage
-            base = np.zeros(x.size + 3, dtype=x.dtype)
+            base = _padding((x.size + 3,), x.dtype)
             base[3:] = x
             return base, lambda b: b[3:]
         m, n = x.shape  # rows 1.. and columns 3.. of a larger matrix
-        base = np.zeros((m + 1, n + 3), dtype=x.dtype)
+        base = _padding((m + 1, n + 3), x.dtype)
         base[1:, 3:] = x
         return base, lambda b: b[1:, 3:]
     if layout == "channels_last":  # NCHW values stored NHWC
         return np.ascontiguousarray(x.transpose(0, 2, 3, 1)), _nhwc_to_nchw
     raise ValueError(f"unknown layout {layout!r}")
+
+
+def _padding(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """A buffer filled with a quarter of the dtype's largest finite value."""
+    import ml_dtypes
+
+    return np.full(shape, float(ml_dtypes.finfo(dtype).max) / 4, dtype=dtype)
 
 
 def _nhwc_to_nchw(b: Any) -> Any:
