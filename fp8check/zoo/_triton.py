@@ -82,3 +82,16 @@ def mode_context(mode: str) -> Iterator[None]:
         else:
             with ft.faithful(target):
                 yield
+
+
+def interpreter_conversions_issue(group: str) -> "KnownIssue":
+    """The known divergence every Triton entry shows in the stock interpreter: its own fp8
+    conversions (``group``: the entry's group, e.g. "1x128"), shown on a tie."""
+    from fp8check.zoo import KnownIssue
+    from fp8check.zoo._adapters import example
+
+    return KnownIssue(summary="the Triton interpreter's own fp8 conversions (ties away, lost carry)",
+                      upstream="triton-lang/triton#8322", categories=frozenset({"codes", "scale", "nonfinite"}),
+                      modes=frozenset({"interpret"}), interpreter_only=True,
+                      example=lambda: example(f"{group} group, a tie", [[448.0, 400.0, 3.0]]),
+                      shown_by="400 in a group with amax 448 (a tie: RNE 384, the interpreter 416)")

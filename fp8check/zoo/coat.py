@@ -32,7 +32,7 @@ from typing import Any
 
 from fp8check.zoo import KnownIssue, ZooEntry, ZooUnavailable
 from fp8check.zoo._adapters import example, import_package, lazy
-from fp8check.zoo._triton import mode_context, require_mode
+from fp8check.zoo._triton import interpreter_conversions_issue, mode_context, require_mode
 
 NO = "no upstream issue found (searched the issues corpus, 2026-12-01)"
 QUANTIZE = "coat.activation.real_quantization._quantize"
@@ -112,11 +112,7 @@ ENTRIES = (
                        upstream=NO, categories=frozenset({"nonfinite"}), modes=_TRITON,
                        example=lambda: example("1x16 group holding NaN", [[3.5, float("nan"), 1.0]]),
                        shown_by="a 1x16 group holding 3.5, NaN, 1.0"),
-            KnownIssue(summary="the Triton interpreter's own fp8 conversions (ties away, lost carry)",
-                       upstream="triton-lang/triton#8322", categories=frozenset({"codes", "scale", "nonfinite"}),
-                       modes=frozenset({"interpret"}), interpreter_only=True,
-                       example=lambda: example("1x16 group, a tie", [[448.0, 400.0, 3.0]]),
-                       shown_by="400 in a group with amax 448 (a tie: RNE 384, the interpreter 416)"),
+            interpreter_conversions_issue("1x16"),
         ),
         note="rows padded to a multiple of 32 in the interpreted modes (the kernel has no boundary checks)",
     ),

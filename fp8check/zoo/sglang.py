@@ -27,7 +27,7 @@ from typing import Any, Iterator
 
 from fp8check.zoo import KnownIssue, ZooEntry
 from fp8check.zoo._adapters import example, import_package, lazy
-from fp8check.zoo._triton import mode_context, require_mode
+from fp8check.zoo._triton import interpreter_conversions_issue, mode_context, require_mode
 
 NO = "no upstream issue found (searched the issues corpus, 2026-12-01)"
 
@@ -127,11 +127,7 @@ ENTRIES = (
                        upstream="by design (the kernel's formula); " + NO, categories=frozenset({"codes"}),
                        modes=frozenset({"faithful:sm90", "interpret", "compiled"}), example=_tie,
                        shown_by="a 1x128 group holding 3.0625 (the amax) and 2.734375"),
-            KnownIssue(summary="the Triton interpreter's own fp8 conversions (ties away, lost carry)",
-                       upstream="triton-lang/triton#8322", categories=frozenset({"codes", "scale", "nonfinite"}),
-                       modes=frozenset({"interpret"}), interpreter_only=True,
-                       example=lambda: example("1x128 group, a tie", [[448.0, 400.0, 3.0]]),
-                       shown_by="400 in a group with amax 448 (a tie: RNE 384, the interpreter 416)"),
+            interpreter_conversions_issue("1x128"),
         ),
     ),
     ZooEntry(

@@ -20,7 +20,7 @@ from typing import Any
 
 from fp8check.zoo import KnownIssue, ZooEntry, ZooUnavailable
 from fp8check.zoo._adapters import example, import_package, lazy
-from fp8check.zoo._triton import is_interpreted, mode_context, require_mode
+from fp8check.zoo._triton import interpreter_conversions_issue, is_interpreted, mode_context, require_mode
 
 NO = "no upstream issue found (searched the issues corpus, 2026-12-01)"
 
@@ -122,11 +122,7 @@ ENTRIES = (
                        modes=frozenset({"faithful:sm90", "interpret", "compiled"}),
                        example=lambda: example("1x128 group holding +Inf", [[1.0, float("inf"), -2.0]]),
                        shown_by="a 1x128 group holding 1.0, +Inf, -2.0"),
-            KnownIssue(summary="the Triton interpreter's own fp8 conversions (ties away, lost carry)",
-                       upstream="triton-lang/triton#8322", categories=frozenset({"codes", "scale", "nonfinite"}),
-                       modes=frozenset({"interpret"}), interpreter_only=True,
-                       example=lambda: example("1x128 group, a tie", [[448.0, 400.0, 3.0]]),
-                       shown_by="400 in a group with amax 448 (a tie: RNE 384, the interpreter 416)"),
+            interpreter_conversions_issue("1x128"),
         ),
         note="on CUDA vLLM itself calls its compiled op; 'compiled' launches the Triton fallback kernel",
     ),
