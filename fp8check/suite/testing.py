@@ -28,7 +28,7 @@ def kernel_tests(*declarations: Any, name: str = "KernelTests") -> type:
     :func:`fp8check.fused_kernel`). Assign it to a module-level name that
     starts with ``Test`` so that pytest collects it."""
     from fp8check.declarations import KernelDeclaration
-    from fp8check.plugin import build_targets
+    from fp8check.plugin import _FIXTURES, build_targets
 
     if not declarations:
         raise InvalidValueError("kernel_tests() needs at least one declaration (fp8check.cast_kernel(...), ...)")
@@ -47,13 +47,7 @@ def kernel_tests(*declarations: Any, name: str = "KernelTests") -> type:
         for attr, fn in vars(module).items():
             if not attr.startswith("test_") or not callable(fn):
                 continue
-            wanted = set(inspect.signature(fn).parameters) & _fixture_names()
+            wanted = set(inspect.signature(fn).parameters) & set(_FIXTURES)
             if wanted and wanted <= present:
                 namespace[attr] = staticmethod(fn)
     return type(name, (), namespace)
-
-
-def _fixture_names() -> set[str]:
-    from fp8check.plugin import _FIXTURES
-
-    return set(_FIXTURES)
