@@ -118,6 +118,23 @@ def test_a_path_for_large_inputs_needs_a_large_call():
     assert all("only for a large input" in d.condition for d in result.divergences)
 
 
+def test_while_triton_interprets_the_large_call_is_smaller_and_the_result_says_so():
+    """The interpreter costs milliseconds per program: the large call shrinks to 2^18 elements, and the
+    result (its text too) says that a path taken only above that size was not reached."""
+    pytest.importorskip("triton")
+    from fp8check.triton import interpreting
+
+    assert harness.large_numel("cpu") == (harness.LARGE_CPU, "")
+    with interpreting():
+        assert harness.large_numel("cpu")[0] == harness.LARGE_INTERPRETED
+        assert harness.large_numel("cuda")[0] == harness.LARGE_GPU
+        result = run(m.large_inputs_via_bfloat16_e4m3fnuz)
+    assert result.passed  # the 2^20 path is not reached at 2^18 elements ...
+    assert "262,144 elements, not 4,194,304" in result.extra["scope_note"]
+    assert "Triton kernels run in its interpreter" in str(result)  # ... and the result says so
+    assert "scope_note" not in run(m.large_inputs_via_bfloat16_e4m3fnuz).extra
+
+
 def test_a_bug_of_one_input_dtype_shows_in_that_dtype():
     assert run(m.float16_subnormals_flushed_e5m2fnuz, dtype="bfloat16", fmt="e5m2fnuz").passed
     result = run(m.float16_subnormals_flushed_e5m2fnuz, dtype="float16", fmt="e5m2fnuz")

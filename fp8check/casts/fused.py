@@ -24,6 +24,7 @@ write to ``x`` is an ``in_place`` divergence.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 import numpy as np
@@ -131,7 +132,7 @@ def check_fused(kernel: Callable[..., Any], *, reference_fn: Callable[..., Any],
         two_d = [x for x in xs if x.shape[0] > 1 and x.shape[1] > 1][:2]
         layouts += [(lay, x, f"only for non-contiguous input ({lay})") for x in two_d
                     for lay in ("transposed", "strided", "offset")]
-        side = 4096 if device != "cpu" else 2048
+        side = math.isqrt(harness.large_numel(device, gpu=1 << 24)[0])
         big = rng.standard_normal((side, side)).astype(np.float32) * np.float32(3.0)
         layouts += [("contiguous", big.astype(inputs.numpy_dtype(input_dtype)),
                      f"only for a large input ({side}x{side})")] * 2  # called twice: the same bytes
@@ -214,4 +215,6 @@ def check_fused(kernel: Callable[..., Any], *, reference_fn: Callable[..., Any],
     result.extra["checked_means"] = (f"output values, compared with the pre-cast reference's {pre_dtype} values"
                                      + (f" (within {ulps} ulps)" if ulps else " (exactly)"))
     result.extra["fused"] = {"ulps": ulps, "precast_dtype": pre_dtype}
+    if thorough and (note := harness.large_numel(device)[1]):
+        result.extra["scope_note"] = note
     return result

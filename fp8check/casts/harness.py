@@ -20,9 +20,11 @@ some caller builds it:
                range, all finite and non-negative, all of magnitude at most
                1: the fast paths a kernel takes when it can rule out NaN,
                Inf, overflow or negatives.
-``large``      one tensor of 2^22 elements (2^26 on a GPU) of tiled patterns,
-               for paths taken only for large inputs, called twice: the
-               second call on an identical copy must give the same bytes.
+``large``      one tensor of 2^22 elements (2^26 on a GPU; 2^18 while Triton
+               kernels run in its interpreter, which costs milliseconds per
+               program) of tiled patterns, for paths taken only for large
+               inputs, called twice: the second call on an identical copy
+               must give the same bytes.
 ``refill``     the first size call's tensor again, its contents replaced in
                place by other patterns: a kernel that caches by address or
                shape returns stale codes.
@@ -44,11 +46,14 @@ import numpy as np
 
 from fp8check import inputs
 
-__all__ = ["Call", "Supports", "Outcome", "plan", "run", "layout_base", "to_torch", "mutation", "LARGE_CPU",
-           "LARGE_GPU"]
+__all__ = ["Call", "Supports", "Outcome", "plan", "run", "layout_base", "to_torch", "mutation", "large_numel",
+           "LARGE_CPU", "LARGE_GPU", "LARGE_INTERPRETED"]
 
 LARGE_CPU = 1 << 22
 LARGE_GPU = 1 << 26
+# Triton's interpreter runs each program in Python (about 3-10 ms each): 2^22
+# elements are 1,024-4,096 programs per call. 2^18 still launches 64-256 of them.
+LARGE_INTERPRETED = 1 << 18
 _COVERAGE_CHUNK = 1 << 16  # coverage calls: 64 Ki elements, a multiple of every block size here
 _CONTENT_BATCH = 1 << 14
 
@@ -137,6 +142,26 @@ class Outcome:
     skipped: bool = False  # outside the declared domain: not tried
 
 
+def large_numel(device: str = "cpu", *, gpu: int = LARGE_GPU, cpu: int = LARGE_CPU) -> tuple[int, str]:
+    """The size of the large call on ``device`` and, when it is smaller than
+    usual because Triton kernels run in its interpreter now, why (else "")."""
+    usual = gpu if device != "cpu" else cpu
+    if device == "cpu" and _triton_interpreting() and usual > LARGE_INTERPRETED:
+        return LARGE_INTERPRETED, (f"the large call has {LARGE_INTERPRETED:,} elements, not {usual:,}: Triton "
+                                   f"kernels run in its interpreter here (a compiled run checks the full size)")
+    return usual, ""
+
+
+def _triton_interpreting() -> bool:
+    import sys
+
+    if "triton" not in sys.modules:  # nothing can launch a Triton kernel
+        return False
+    from fp8check.triton.faithful import interpreter_active
+
+    return interpreter_active()
+
+
 def _sizes() -> list[int]:
     sizes = {1, 2, 3, 5, 7, 13, 31, 97}
     sizes.update(16 * 7 + r for r in range(1, 16))  # every remainder mod 16
@@ -215,7 +240,7 @@ def plan(bits: np.ndarray, hazard_bits: np.ndarray, dtype: str, fmt: Any, *, see
         add("layout", _pick(rng, bits, hz, int(np.prod(shape))).reshape(shape), layout=layout)
     for note, pool, pool_hz in _content_pools(bits, hz, dtype, fmt):
         add("content", _pick(rng, pool, pool_hz, min(_CONTENT_BATCH, max(1024, pool.size))), note=note)
-    large = LARGE_GPU if device != "cpu" else LARGE_CPU
+    large = large_numel(device)[0]
     if max_numel is not None:
         large = min(large, int(max_numel))
     first = add("large", np.resize(shuffled, large))

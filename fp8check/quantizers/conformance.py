@@ -26,12 +26,14 @@ line of :func:`check_quantizer`.
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from fp8check.casts import harness
 from fp8check.casts.harness import Supports
 from fp8check.errors import FP8CheckError, InvalidValueError, KernelError
 from fp8check.formats import E8M0FNU, Format, get as get_format
@@ -173,7 +175,7 @@ def harness_cases(recipe: Recipe, cases: Sequence[QuantCase], *, device: str = "
         for shape in ((1, 1), (3, 1001), (2 * rows + 3, 2 * cols + 5)):
             x = (rng.standard_normal(shape) * 3).astype(np.float32)
             out.append(QuantCase("odd shape", x, "float32", condition=f"only for shape {shape}"))
-    side = 4096 if device != "cpu" else 2048
+    side = math.isqrt(harness.large_numel(device, gpu=1 << 24)[0])
     if g.kind == "block" and not recipe.ragged:
         side = -(-side // max(g.rows, g.cols)) * max(g.rows, g.cols)
     big = (rng.standard_normal((side, side)) * 3).astype(np.float32)
@@ -460,6 +462,8 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
             "blast_radius": tally.blast_radius(),
         },
     )
+    if thorough and cases is None and (note := harness.large_numel(device)[1]):
+        result.extra["scope_note"] = note
     return result
 
 

@@ -112,6 +112,11 @@ def _quantize_body(result: CheckResult) -> list[Line]:
     return lines
 
 
+def _scope_lines(result: CheckResult) -> list[Line]:
+    note = result.extra.get("scope_note")
+    return [(f"note: {note}", "yellow")] if note else []
+
+
 def _decode_body(result: CheckResult) -> list[Line]:
     return [(f"  {d.category:<11} code {d.input_hex} [{d.input_value}] -> {d.actual_value} "
              f"(expected {d.expected_value})", "red") for d in result.divergences[:8]]
@@ -131,6 +136,7 @@ def result_lines(result: CheckResult, *, header: bool = True) -> list[Line]:
         lines.append((f"checked {result.checked:,} values in {extra['cases']} {inputs} ({result.input_dtype}): "
                       f"{verdict}",
                       "bold green" if result.passed else "bold red"))
+        lines.extend(_scope_lines(result))
         lines.extend(_quantize_body(result))
     else:
         if header:
@@ -139,6 +145,7 @@ def result_lines(result: CheckResult, *, header: bool = True) -> list[Line]:
                           f"profile {result.profile}: {summary}", "bold"))
             what = result.extra.get("checked_means", "distinct inputs")
             lines.append((f"checked {result.checked:,} {what}", ""))
+            lines.extend(_scope_lines(result))
         if result.passed:
             lines.append(("CONFORMS: every output equals the reference bit for bit", "bold green"))
             lines.extend(_refusal_lines(result))
