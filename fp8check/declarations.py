@@ -148,6 +148,22 @@ class KernelDeclaration:
         with ft.interpreting(), ft.faithful(self.triton_target):
             yield
 
+    @contextlib.contextmanager
+    def division_watch(self) -> Iterator[Callable[[Any], None]]:
+        """Around a run in the faithful interpreter: yields a function that adds to a result the note on
+        float32 divisions the target compiles approximately (the interpreter divides exactly)."""
+        if not self.triton_target:
+            yield lambda result: None
+            return
+        import fp8check.triton as ft
+
+        with ft.watch() as w:
+            def noted(result: Any) -> None:
+                if w.division_note and w.division_note not in result.extra.get("notes", ()):
+                    result.extra.setdefault("notes", []).append(w.division_note)
+
+            yield noted
+
     def call_with_context(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         if not self.triton_target:
             return fn
@@ -284,11 +300,12 @@ def run_cast_declaration(decl: KernelDeclaration, *, input_dtype: str | None = N
 
     kernel = wrap_callable(decl.call_with_context(decl.resolve(decl.kernel)), name=decl.name, device=decl.device,
                            profile=decl.profile or "ieee", input_dtypes=decl.input_dtypes)
-    with decl.context():
+    with decl.context(), decl.division_watch() as noted:
         result, record = engine.run_check(kernel, decl.format, decl.profile or "ieee",
                                           input_dtype=input_dtype or decl.input_dtypes[0], max_examples=max_examples,
                                           seed=seed, thorough=thorough, supports=decl.harness_supports(), cap=cap)
     result.command = decl.command(input_dtype or decl.input_dtypes[0], max_examples=max_examples, seed=seed)
+    noted(result)
     return result, record
 
 
@@ -298,6 +315,15 @@ def run_declaration(decl: KernelDeclaration, *, input_dtype: str | None = None, 
     if decl.kind == "cast":
         return run_cast_declaration(decl, input_dtype=input_dtype, max_examples=max_examples, seed=seed,
                                     thorough=thorough, cap=cap)[0]
+    with decl.division_watch() as noted:
+        result = _run_other(decl, input_dtype=input_dtype, max_examples=max_examples, seed=seed, thorough=thorough,
+                            cap=cap)
+    noted(result)
+    return result
+
+
+def _run_other(decl: KernelDeclaration, *, input_dtype: str | None, max_examples: int, seed: int, thorough: bool,
+               cap: int | None) -> Any:
     fn = decl.call_with_context(decl.resolve(decl.kernel))
     name = decl.name
     if decl.kind == "quantizer":

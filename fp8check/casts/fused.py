@@ -216,5 +216,5 @@ def check_fused(kernel: Callable[..., Any], *, reference_fn: Callable[..., Any],
                                      + (f" (within {ulps} ulps)" if ulps else " (exactly)"))
     result.extra["fused"] = {"ulps": ulps, "precast_dtype": pre_dtype}
     if thorough and (note := harness.large_numel(device)[1]):
-        result.extra["scope_note"] = note
+        result.extra.setdefault("notes", []).append(note)
     return result

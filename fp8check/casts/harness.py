@@ -25,9 +25,10 @@ some caller builds it:
                program) of tiled patterns, for paths taken only for large
                inputs, called twice: the second call on an identical copy
                must give the same bytes.
-``refill``     the first size call's tensor again, its contents replaced in
-               place by other patterns: a kernel that caches by address or
-               shape returns stale codes.
+``refill``     a size call's tensor again, right after that call, its
+               contents replaced in place by other patterns: a kernel that
+               caches by address or shape (even one entry) returns stale
+               codes.
 
 Every pattern in a non-coverage call is also in a coverage call, so a
 pattern that diverges only there diverges *because of* that call's shape,
@@ -171,6 +172,7 @@ def _sizes() -> list[int]:
     return sorted(sizes)
 
 
+_REFILLED = 2 * 512 + 511  # the size whose tensor the refill call reuses
 _SHAPES = ((37, 129), (3, 17, 41), (2, 3, 5, 7))
 
 
@@ -232,7 +234,10 @@ def plan(bits: np.ndarray, hazard_bits: np.ndarray, dtype: str, fmt: Any, *, see
     if not thorough or bits.size == 0:
         return calls
     for size in _sizes():
-        add("size", _pick(rng, bits, hz, size))
+        call = add("size", _pick(rng, bits, hz, size))
+        if size == _REFILLED:  # next call: the same tensor, refilled (a one-entry cache sees it too)
+            add("refill", _pick(rng, bits, hz, size), note=f"the tensor of call {call.number} refilled",
+                repeat_of=call.number)
     for shape in _SHAPES:
         add("shape", _pick(rng, bits, hz, int(np.prod(shape))).reshape(shape))
     for layout, shape in (("transposed", (64, 129)), ("strided", (64, 67)), ("offset", (4099,)),
@@ -245,9 +250,6 @@ def plan(bits: np.ndarray, hazard_bits: np.ndarray, dtype: str, fmt: Any, *, see
         large = min(large, int(max_numel))
     first = add("large", np.resize(shuffled, large))
     add("repeat", first.bits, note=f"an identical copy of call {first.number}", repeat_of=first.number)
-    sized = next(c for c in calls if c.kind == "size" and c.numel > 1000)
-    add("refill", _pick(rng, bits, hz, sized.numel), note=f"the tensor of call {sized.number} refilled",
-        repeat_of=sized.number)
     return calls
 
 

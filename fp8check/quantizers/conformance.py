@@ -160,8 +160,9 @@ def harness_cases(recipe: Recipe, cases: Sequence[QuantCase], *, device: str = "
                   seed: int = 0) -> list[QuantCase]:
     """The cases that drive a quantizer as real callers do, beyond the edge cases (issue: shapes, layouts,
     large tensors): two of ``cases`` again as non-contiguous inputs (transposed, every other column, a
-    storage offset), shapes that are not multiples of the block, and one large tensor (2^22 elements on
-    the CPU, 2^24 on a GPU). The large one comes last: :func:`check_quantizer` calls it twice."""
+    storage offset), shapes that are not multiples of the block, and two large tensors, one tall, one wide
+    (2^22 elements each on the CPU, 2^24 on a GPU). The last comes last: :func:`check_quantizer` calls it
+    twice."""
     rng = np.random.default_rng(seed)
     out: list[QuantCase] = []
     plain = [c for c in cases if c.layout == "contiguous" and min(c.x.shape) >= 2][:2]
@@ -175,17 +176,21 @@ def harness_cases(recipe: Recipe, cases: Sequence[QuantCase], *, device: str = "
         for shape in ((1, 1), (3, 1001), (2 * rows + 3, 2 * cols + 5)):
             x = (rng.standard_normal(shape) * 3).astype(np.float32)
             out.append(QuantCase("odd shape", x, "float32", condition=f"only for shape {shape}"))
-    side = math.isqrt(harness.large_numel(device, gpu=1 << 24)[0])
-    if g.kind == "block" and not recipe.ragged:
-        side = -(-side // max(g.rows, g.cols)) * max(g.rows, g.cols)
-    big = (rng.standard_normal((side, side)) * 3).astype(np.float32)
-    big[7, 11] = 500.0
-    offsets = None
-    if recipe.grouped:
-        length = side if g.kind == "group_rowwise" else side
-        offsets = np.array([length // 4, length // 4, length // 2, length], dtype=np.int64)
-    out.append(QuantCase("large", big, "float32", offsets,
-                         condition=f"only for a large input ({side}x{side}, {side * side:,} elements)"))
+    # Two large inputs of the same size, tall then wide: real weights are (N, K) with N or K in the
+    # thousands, and a kernel may chunk its rows or its columns only from some size on.
+    numel = harness.large_numel(device, gpu=1 << 24)[0]
+    short = math.isqrt(numel // 32)  # 512 of 8192 on the CPU
+    multiple = max(g.rows, g.cols) if g.kind == "block" and not recipe.ragged else 1
+    for rows, cols in ((numel // short, short), (short, numel // short)):
+        rows, cols = -(-rows // multiple) * multiple, -(-cols // multiple) * multiple
+        big = (rng.standard_normal((rows, cols)) * 3).astype(np.float32)
+        big[7, 11] = 500.0
+        offsets = None
+        if recipe.grouped:
+            length = cols if g.kind == "group_rowwise" else rows  # the split dimension
+            offsets = np.array([length // 4, length // 4, length // 2, length], dtype=np.int64)
+        out.append(QuantCase("large", big, "float32", offsets,
+                             condition=f"only for a large input ({rows}x{cols}, {rows * cols:,} elements)"))
     return out
 
 
@@ -463,7 +468,7 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
         },
     )
     if thorough and cases is None and (note := harness.large_numel(device)[1]):
-        result.extra["scope_note"] = note
+        result.extra.setdefault("notes", []).append(note)
     return result
 
 

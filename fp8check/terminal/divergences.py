@@ -113,8 +113,7 @@ def _quantize_body(result: CheckResult) -> list[Line]:
 
 
 def _scope_lines(result: CheckResult) -> list[Line]:
-    note = result.extra.get("scope_note")
-    return [(f"note: {note}", "yellow")] if note else []
+    return [(f"note: {note}", "yellow") for note in result.extra.get("notes", ())]
 
 
 def _decode_body(result: CheckResult) -> list[Line]:

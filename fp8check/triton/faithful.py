@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import types
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -347,7 +348,22 @@ def _install() -> None:
             return interp.TensorHandle(_f32_to_bf16(np.asarray(src.data, dtype=np.float32), active.target.name), d)
         return orig_cast(self, src, dst_type)
 
+    orig_fdiv = builder.__dict__["create_fdiv"]
+
+    def create_fdiv(self: Any, lhs: Any, rhs: Any) -> Any:
+        with _LOCK:
+            active = _STACK[-1] if _STACK else None
+            if active is not None and active.target.approximate_fp32_division and _WATCHES:
+                import triton.language as tl
+
+                if lhs.dtype.scalar == tl.float32:
+                    for w in _WATCHES:
+                        w.approximate_divisions += 1
+                        w.division_lowering = f"{active.target.name}: {active.target.approximate_fp32_division}"
+        return orig_fdiv(self, lhs, rhs)
+
     _set(_SAVED, builder, "create_fp_to_fp", create_fp_to_fp)
+    _set(_SAVED, builder, "create_fdiv", create_fdiv)
     _set(_SAVED, builder, "create_dot", create_dot)
     _set(_SAVED, builder, "cast_impl", cast_impl)
     orig_core = getattr(interp, "_patch_lang_core", None)
@@ -454,6 +470,7 @@ class _Interpreting:
 
     depth = 0
     saved: list[tuple[object, str, object]] = []
+    language: list[tuple[Any, dict[str, Any]]] = []
     env: str | None = None
     twins: dict[Any, Any] = {}
 
@@ -482,6 +499,7 @@ class _Interpreting:
 
                 _set(cls.saved, JITFunction, "__call__", __call__)
                 _set(cls.saved, JITFunction, "run", run)
+                cls.language = _language_snapshot()
             cls.depth += 1
         try:
             yield
@@ -490,10 +508,38 @@ class _Interpreting:
                 cls.depth -= 1
                 if cls.depth == 0:
                     _restore(cls.saved)
+                    _language_restore(cls.language)
                     if cls.env is None:
                         os.environ.pop("TRITON_INTERPRET", None)
                     else:
                         os.environ["TRITON_INTERPRET"] = cls.env
+
+
+def _language_objects() -> list[Any]:
+    """What Triton's interpreter patches in ``triton.language`` to run a kernel."""
+    import triton.language as tl
+
+    objs: list[Any] = [tl, tl.core, tl.math, tl.core.tensor, tl.core.dtype]
+    base = getattr(tl.core, "tensor_descriptor_base", None)
+    return objs + ([base] if base is not None else [])
+
+
+def _language_snapshot() -> list[tuple[Any, dict[str, Any]]]:
+    return [(obj, dict(vars(obj))) for obj in _language_objects()]
+
+
+def _language_restore(snapshot: list[tuple[Any, dict[str, Any]]]) -> None:
+    """Undo what the interpreter left patched. Its device-function calls (``tl.max`` inside a kernel,
+    a user's ``@triton.jit`` helper) patch ``triton.language`` without restoring it, so after an
+    interpreted launch, compiling a kernel in the same process failed ("'block_argument' object has
+    no attribute 'dtype'")."""
+    for obj, before in snapshot:
+        now = vars(obj)
+        for name in [n for n in now if n not in before and not isinstance(now[n], types.ModuleType)]:
+            delattr(obj, name)  # (a submodule imported meanwhile stays)
+        for name, value in before.items():
+            if now.get(name, _MISSING) is not value:
+                setattr(obj, name, value)
 
 
 @contextlib.contextmanager
@@ -596,6 +642,19 @@ class Watch:
     unpatched_conversions: int = 0
     faithful_conversions: int = 0
     examples: list[str] = field(default_factory=list)
+    approximate_divisions: int = 0  # float32 ``/`` the target compiles to an approximate division
+    division_lowering: str = ""
+
+    @property
+    def division_note(self) -> str | None:
+        """What to tell the user when the kernel divided float32 values that the target divides
+        approximately (the interpreter's quotient is correctly rounded, the compiled one may not be)."""
+        if not self.approximate_divisions:
+            return None
+        target, _, lowering = self.division_lowering.partition(": ")
+        return (f"the kernel divides float32 values with `/`, which Triton compiles for {target} to {lowering}: "
+                f"this interpreter's quotients are correctly rounded, so codes at rounding boundaries may differ "
+                f"from the compiled kernel's (tl.div_rn makes them agree)")
 
     @property
     def warning(self) -> str | None:

@@ -124,6 +124,9 @@ class Target:
     upcasts: Mapping[tuple[str, str], Upcast]
     triton_versions: tuple[str, ...]
     notes: tuple[str, ...] = field(default=())
+    # What float32 ``/`` compiles to when it is not correctly rounded ("" when it is): the interpreter
+    # divides exactly, so quotients can differ in the last bit from the compiled kernel's.
+    approximate_fp32_division: str = ""
 
     def downcast(self, source: str, fmt: str, rounding: str) -> Downcast:
         """The entry for ``source`` -> ``fmt`` with ``rounding`` (``rtne``/``rtz``)."""
@@ -194,6 +197,7 @@ def _sm(arch: str) -> Target:
         downcasts=_freeze(down),
         upcasts=_freeze(up),
         triton_versions=_VERSIONS,
+        approximate_fp32_division="div.full.f32 (within 2 ulp; triton-lang/triton#10661)",
         notes=("fnuz types do not compile on NVIDIA (\"type fp8e4b8 not supported in this architecture\")",
                "fp_downcast_rounding='rtz' compiles only for float32 -> e5m2",
                "e5m2 -> bfloat16 decodes +Inf 0x7C to 65536 and NaN codes to finite values"),

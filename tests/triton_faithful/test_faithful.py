@@ -400,6 +400,37 @@ def test_interpreter_mode_is_restored_after_an_interpreted_launch(monkeypatch):
     assert not ft.interpreter_active()
 
 
+def test_triton_language_is_restored_after_a_launch_that_calls_device_functions():
+    """Triton's interpreter patches triton.language for each device-function call (tl.max here) and never
+    restores it: compiling a kernel afterwards in the same process failed ("'block_argument' object has no
+    attribute 'dtype'", seen on an H200). The launch leaves triton.language as it found it."""
+    import triton.language as tl
+
+    objects = [tl, tl.core, tl.math, tl.core.tensor, tl.core.dtype]
+    before = [dict(vars(o)) for o in objects]
+    tk.tensorwise_e4m3fnuz(torch.linspace(-3, 3, 50))  # tl.max: a device-function call
+    changed = [name for o, b in zip(objects, before) for name, v in vars(o).items()
+               if b.get(name) is not v and not isinstance(v, type(tl))]
+    assert changed == []
+
+
+@pytest.mark.parametrize("target,noted", [("sm90", True), ("gfx942", False)])
+def test_float32_division_is_noted_where_the_target_divides_approximately(target, noted):
+    """NVIDIA targets compile float32 ``/`` to div.full.f32 (within 2 ulp, triton-lang/triton#10661); the
+    interpreter divides exactly, so a check says so. AMD's lowering is correctly rounded: nothing to say."""
+    x = torch.linspace(-3, 3, 50)
+    with ft.watch() as w, ft.faithful(target, strict=False):
+        ft.interpreted(tk.tensorwise_kernel)[(1,)](x, torch.empty(50, dtype=torch.float8_e4m3fnuz), torch.empty(1),
+                                                   50, FMAX=240.0, MULTIPLY=False, SIGN_TRICK=False, BLOCK=64)
+    assert bool(w.division_note) is noted
+    if noted:
+        assert "div.full.f32" in w.division_note and "tl.div_rn" in w.division_note
+    with ft.watch() as w, ft.faithful(target, strict=False):  # the multiplying variant divides once, for the scale
+        ft.interpreted(tk.tensorwise_kernel)[(1,)](x, torch.empty(50, dtype=torch.float8_e4m3fnuz), torch.empty(1),
+                                                   50, FMAX=240.0, MULTIPLY=True, SIGN_TRICK=False, BLOCK=64)
+    assert w.approximate_divisions == (1 if noted else 0)
+
+
 def test_an_unsupported_triton_version_is_refused_in_one_line(monkeypatch):
     monkeypatch.setattr(triton, "__version__", "3.7.1")
     with pytest.raises(ft.TritonVersionError) as info:
