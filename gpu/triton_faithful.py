@@ -77,14 +77,19 @@ def _kernels() -> Any:
         tl.store(y_ptr + offs, x.to(y_ptr.dtype.element_ty, fp_downcast_rounding="rtz"), mask=mask)
 
     @triton.jit
-    def tensorwise_kernel(x_ptr, y_ptr, d_ptr, n, FMAX: tl.constexpr, BLOCK: tl.constexpr):
+    def tensorwise_kernel(x_ptr, y_ptr, d_ptr, n, FMAX: tl.constexpr, BLOCK: tl.constexpr, RN: tl.constexpr):
         offs = tl.arange(0, BLOCK)
         mask = offs < n
         x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
         ax = tl.abs(x)
         amax = tl.max(tl.where(ax < float("inf"), ax, 0.0), axis=0)
-        d = tl.maximum(amax, 1e-12) / FMAX
-        tl.store(y_ptr + offs, (x / d).to(y_ptr.dtype.element_ty), mask=mask)
+        if RN:  # correctly rounded division
+            d = tl.div_rn(tl.maximum(amax, 1e-12), FMAX)
+            y = tl.div_rn(x, tl.full([BLOCK], 1.0, tl.float32) * d)
+        else:  # `/`: div.full.f32 on NVIDIA (triton-lang/triton#10661)
+            d = tl.maximum(amax, 1e-12) / FMAX
+            y = x / d
+        tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
         tl.store(d_ptr, d)
 
     return cast_kernel, cast_rtz_kernel, tensorwise_kernel
@@ -200,10 +205,10 @@ def quantizers(max_examples: int) -> None:
     from fp8check.quantizers.edge_cases import edge_cases
 
     _, _, tensorwise_kernel = _kernels()
-    for fmt, fmax in (("e4m3fn", 448.0), ("e5m2", 57344.0)):
+    for (fmt, fmax), rn in ((f, rn) for f in (("e4m3fn", 448.0), ("e5m2", 57344.0)) for rn in (False, True)):
         recipe = quantizers.get("tensorwise", fmt)
         t0 = time.time()
-        total, differ, note = 0, 0, ""
+        total, differ, note, noted = 0, 0, "", False
         for case in edge_cases(recipe)[:40]:
             x = torch.from_numpy(np.ascontiguousarray(case.x)).to(getattr(torch, case.dtype)).reshape(-1)
             n = x.numel()
@@ -216,17 +221,20 @@ def quantizers(max_examples: int) -> None:
                 d = torch.empty(1, dtype=torch.float32, device=y.device)
                 xi = x if interpret else x.cuda()
                 if interpret:
-                    with ft.faithful("sm90"):
-                        ft.interpreted(tensorwise_kernel)[(1,)](xi, y, d, n, FMAX=fmax, BLOCK=block)
+                    with ft.watch() as w, ft.faithful("sm90"):
+                        ft.interpreted(tensorwise_kernel)[(1,)](xi, y, d, n, FMAX=fmax, BLOCK=block, RN=rn)
+                    noted = noted or bool(w.division_note)
                 else:
-                    tensorwise_kernel[(1,)](xi, y, d, n, FMAX=fmax, BLOCK=block)
+                    tensorwise_kernel[(1,)](xi, y, d, n, FMAX=fmax, BLOCK=block, RN=rn)
                 outs.append((y.view(torch.uint8).cpu().numpy(), d.cpu().numpy().view(np.uint32)))
             bad = int((outs[0][0] != outs[1][0]).sum()) + int((outs[0][1] != outs[1][1]).sum())
             if bad and not note:
                 note = f"first case: {case.name}"
             differ += bad
             total += n + 1
-        _row("quantizer", f"fp8check tensorwise/{fmt}", total, differ, time.time() - t0, note)
+        how = "tl.div_rn" if rn else "x / d"
+        note = (note + "; " if note else "") + ("division noted" if noted else "no division note")
+        _row("quantizer", f"tensorwise/{fmt} {how}", total, differ, time.time() - t0, note)
     del triton
     torchao_per_group(max_examples)
 
@@ -242,7 +250,7 @@ from torchao_triton_probe import _cases
 cases = json.loads(sys.argv[2])
 out = {}
 for which in ("rowwise", "colwise"):
-    fn = getattr(kernels, f"torchao_triton_group_{which}")("e4m3fn", interpret=True)
+    fn = getattr(adapters, f"torchao_triton_group_{which}")("e4m3fn", interpret=True)
     for kind in ("aligned", "unaligned"):
         for i, case in enumerate(_cases(kind, which, np.random.default_rng(0))):
             x = torch.from_numpy(np.ascontiguousarray(case.x)).to(getattr(torch, case.dtype))
@@ -278,7 +286,7 @@ def torchao_per_group(max_examples: int) -> None:
         return
     interp = json.loads(child.stdout.strip().splitlines()[-1])
     for which in ("rowwise", "colwise"):
-        fn = getattr(kernels, f"torchao_triton_group_{which}")("e4m3fn", interpret=False)
+        fn = getattr(adapters, f"torchao_triton_group_{which}")("e4m3fn", interpret=False)
         total, differ, note = 0, 0, ""
         for kind in ("aligned", "unaligned"):
             for i, case in enumerate(_cases(kind, which, np.random.default_rng(0))):
@@ -335,9 +343,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
             REPORT.setdefault("errors", []).append(f"{type(exc).__name__}: {exc}")
             _save()
-    differ = sum(r.get("differ", 0) for sec in REPORT.values() if isinstance(sec, dict)
-                 for r in sec.values() if isinstance(r, dict))
-    print(f"\n{'ALL IDENTICAL' if differ == 0 else f'{differ:,} bytes differ'}")
+    rows = [r for sec in REPORT.values() if isinstance(sec, dict) for r in sec.values() if isinstance(r, dict)]
+    differ = sum(r.get("differ", 0) for r in rows if "division noted" not in str(r.get("note", "")))
+    noted = sum(r.get("differ", 0) for r in rows if "division noted" in str(r.get("note", "")))
+    print(f"\n{'ALL IDENTICAL' if differ == 0 else f'{differ:,} bytes differ'}"
+          + (f" ({noted:,} more where the interpreter noted float32 division it does not model)" if noted else ""))
     _save()
     return 0
 

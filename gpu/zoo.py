@@ -21,6 +21,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", default="zoo-gpu.json")
     p.add_argument("--max-examples", type=int, default=5)
     p.add_argument("--budget", type=float, default=170.0, help="seconds; stop starting entries after this")
+    p.add_argument("--entry", action="append", default=[], help="only this entry id (repeatable)")
     args = p.parse_args(argv)
     import torch
 
@@ -31,6 +32,8 @@ def main(argv=None) -> int:
     started = time.time()
     rows = []
     for entry in zoo.installed():
+        if args.entry and entry.id not in args.entry:
+            continue
         for mode in entry.modes_for(device):
             if time.time() - started > args.budget:
                 rows.append({"id": entry.id, "mode": mode, "status": "skipped: time budget"})
@@ -40,6 +43,10 @@ def main(argv=None) -> int:
             rows.append(d)
             print(f"{entry.id:40} {mode:14} {r.version or '-':10} {r.verdict:28} {d['categories']} {r.detail[:80]}",
                   flush=True)
+            if r.status == "diverges":  # beyond the entry's known issues: what the check printed, to reduce
+                for check in r.checks:
+                    if not check.passed:
+                        print("\n".join("    " + line for line in str(check).splitlines()[:40]), flush=True)
     with open(args.json, "w", encoding="utf-8") as f:
         json.dump({"environment": environment(), "device": device, "results": rows}, f, indent=1, default=str)
     print(f"wrote {len(rows)} rows to {args.json} in {time.time() - started:.0f}s")
