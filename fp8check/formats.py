@@ -17,6 +17,8 @@ One module-level constant per format::
 
 from __future__ import annotations
 
+import functools
+
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -198,7 +200,7 @@ class Format:
             value = significand * Fraction(2) ** (e_field - self.bias)
         return -value if negative else value
 
-    @property
+    @functools.cached_property
     def max(self) -> float:
         """The largest finite value (``numpy.finfo.max``)."""
         return float(self.exact_value(self.max_code))

@@ -242,7 +242,7 @@ def quantizers(max_examples: int) -> None:
 _CHILD = r"""
 import os, sys, json, numpy as np
 os.environ["TRITON_INTERPRET"] = "1"
-sys.path.insert(0, sys.argv[1])
+sys.path[:0] = [sys.argv[1], os.path.join(sys.argv[1], "gpu")]
 import torch
 import fp8check.triton as ft
 from fp8check.quantizers import adapters

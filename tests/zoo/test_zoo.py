@@ -82,6 +82,26 @@ def test_known_divergence_still_shows(entry, mode, index, request):
     assert not shown, f"{entry.id} [{mode}] on {issue.shown_by or 'its check'}: {shown}"
 
 
+GPU_ISSUES = [(e, m, i) for e in ENTRIES for m in e.modes_for("cuda") if m == "compiled"
+              for i, k in enumerate(e.known) if k.categories and k.applies(m, None)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("entry, mode, index", GPU_ISSUES, ids=[f"{e.id}[{m}]-{i}" for e, m, i in GPU_ISSUES])
+def test_known_divergence_of_the_compiled_kernel_still_shows(entry, mode, index, request):
+    """The same on a CUDA GPU, for what the compiled Triton kernels do (``gpu/run_all.sh tests-gpu``)."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device (none found)")
+    issue = entry.known[index]
+    _usable(entry, mode)
+    request.applymarker(pytest.mark.xfail(strict=True, raises=AssertionError,
+                                          reason=f"{issue.summary} [{issue.upstream}]"))
+    cases = issue.example() if issue.example is not None else None
+    r = _ran(zoo.run_entry(entry, mode=mode, device="cuda", cases=cases, max_examples=0))
+    shown = {c: n for c, n in r.categories.items() if c in issue.categories and n}
+    assert not shown, f"{entry.id} [{mode}] on the GPU, {issue.shown_by or 'its check'}: {shown}"
+
+
 CASES = [(e, m) for e in ENTRIES for m in e.modes_for("cpu")]
 IDS = [f"{e.id}[{m}]" for e, m in CASES]
 
