@@ -115,7 +115,7 @@ def bits_dtype(name: str) -> np.dtype:
 
 def from_bits(bits: np.ndarray | list[int], name: str) -> np.ndarray:
     """Bit patterns (any integer array) as an array of input dtype ``name``."""
-    return np.asarray(bits).astype(bits_dtype(name)).view(numpy_dtype(name))
+    return np.asarray(bits).astype(bits_dtype(name)).view(numpy_dtype(name))  # a copy: callers write to it
 
 
 def to_bits(x: np.ndarray, name: str) -> np.ndarray:

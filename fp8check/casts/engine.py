@@ -164,7 +164,7 @@ class Divergences:
         :mod:`fp8check.casts.harness`); an input keeps the first record made
         of it, so inputs already seen diverging keep theirs.
         """
-        bits = np.asarray(bits).astype(np.uint64)
+        bits = np.asarray(bits).astype(np.uint64, copy=False)
         expected, actual = np.asarray(expected), np.asarray(actual)
         if record_map:
             self.checked_count += int(bits.size)
@@ -480,7 +480,7 @@ def _record(rec: Divergences, outcomes: list[Any], fmt: Format, profile: Profile
                     category="refused", input_hex="-", expected_hex="-", actual_hex="-", input_dtype=input_dtype,
                     detail=o.error, condition=f"inside the declared domain: {call.describe()}"))
             continue
-        bits = call.bits.reshape(-1).astype(np.uint64)
+        bits = call.bits.reshape(-1).astype(np.uint64, copy=False)
         actual = o.codes.reshape(-1)
         codes_of[call.number] = actual
         if o.mutated is not None:
@@ -495,6 +495,8 @@ def _record(rec: Divergences, outcomes: list[Any], fmt: Format, profile: Profile
         if call.kind == "repeat" and call.repeat_of in codes_of:
             first = codes_of[call.repeat_of]
             differ = np.flatnonzero(first != actual)
+            if not differ.size:  # the same codes as the call it repeats: compared there already
+                continue
             if differ.size:
                 i = int(differ[0])
                 rec.add_call("nondeterministic", int(differ.size), Divergence(

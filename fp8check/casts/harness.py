@@ -321,6 +321,10 @@ def _as_int(t: Any) -> Any:
 def mutation(before: Any, after: Any) -> tuple[int, int, int] | None:
     a, b = _as_int(before), _as_int(after)
     if hasattr(a, "cpu"):
+        import torch
+
+        if torch.equal(a, b):  # on the tensors' device: nothing crosses to the host when nothing changed
+            return None
         a, b = a.cpu().numpy(), b.cpu().numpy()
     diff = a.reshape(-1) != b.reshape(-1)
     if not diff.any():
