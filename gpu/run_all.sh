@@ -49,7 +49,7 @@ print(json.dumps(r.environment(), indent=1))'
 part suite 330 python3 gpu/suite.py --out "$OUT/suite"
 part tests-gpu 200 python3 -m pytest -p fp8check.plugin -m gpu -q -rxX -p no:cacheprovider tests
 # Last but the benchmark: compiling torchao's Triton kernels is slow.
-part recipes 200 python3 gpu/recipes.py --max-examples 10 --json "$OUT/recipes.json"
+part recipes 300 python3 gpu/recipes.py --max-examples 10 --json "$OUT/recipes.json"
 # The faithful Triton interpreter's sm90 target against compiled Triton: every
 # float32 input per format and direction, quantizer kernels (< 3 min).
 part triton-faithful 240 python3 gpu/triton_faithful.py --json "$OUT/triton-faithful.json"

@@ -161,7 +161,7 @@ def harness_cases(recipe: Recipe, cases: Sequence[QuantCase], *, device: str = "
     """The cases that drive a quantizer as real callers do, beyond the edge cases (issue: shapes, layouts,
     large tensors): two of ``cases`` again as non-contiguous inputs (transposed, every other column, a
     storage offset), shapes that are not multiples of the block, and two large tensors, one tall, one wide
-    (2^22 elements each on the CPU, 2^24 on a GPU). The last comes last: :func:`check_quantizer` calls it
+    (2^22 elements each on the CPU, 2^23 on a GPU). The last comes last: :func:`check_quantizer` calls it
     twice."""
     rng = np.random.default_rng(seed)
     out: list[QuantCase] = []
@@ -178,7 +178,7 @@ def harness_cases(recipe: Recipe, cases: Sequence[QuantCase], *, device: str = "
             out.append(QuantCase("odd shape", x, "float32", condition=f"only for shape {shape}"))
     # Two large inputs of the same size, tall then wide: real weights are (N, K) with N or K in the
     # thousands, and a kernel may chunk its rows or its columns only from some size on.
-    numel = harness.large_numel(device, gpu=1 << 24)[0]
+    numel = harness.large_numel(device, gpu=1 << 23)[0]  # each of two; on the CPU 2^22
     short = math.isqrt(numel // 32)  # 512 of 8192 on the CPU
     multiple = max(g.rows, g.cols) if g.kind == "block" and not recipe.ragged else 1
     for rows, cols in ((numel // short, short), (short, numel // short)):
