@@ -384,6 +384,10 @@ def _install() -> None:
                 return below(self, builder)
 
             scope.set_attr(lang.dtype, "to_ir", to_ir)
+            # Triton 3.6 converts a loaded scalar to an index with int() of its 1-element array,
+            # which NumPy >= 2.4 refuses ("only 0-dimensional arrays can be converted to Python
+            # scalars": a `range(tl.load(ptr), ...)` loop fails); later Tritons squeeze it first.
+            scope.set_attr(lang.tensor, "__index__", lambda self: int(np.asarray(self.handle.data).squeeze()))
             return result
 
         _set(_SAVED, interp, "_patch_lang_core", _patch_lang_core)

@@ -431,6 +431,16 @@ def test_float32_division_is_noted_where_the_target_divides_approximately(target
     assert w.approximate_divisions == (1 if noted else 0)
 
 
+def test_a_loop_over_loaded_bounds_runs_on_every_supported_triton():
+    """Triton 3.6's interpreter turned a loaded scalar into a loop bound with int() of a 1-element array,
+    which NumPy >= 2.4 refuses: torchao's per-group kernels failed under it (seen on the H200)."""
+    x = torch.arange(10, dtype=torch.float32)
+    out = torch.zeros(1)
+    with ft.faithful("sm90"):
+        ft.interpreted(tk.sum_between_loaded_bounds_kernel)[(1,)](x, torch.tensor([2, 5], dtype=torch.int32), out)
+    assert out.item() == 2 + 3 + 4
+
+
 def test_an_unsupported_triton_version_is_refused_in_one_line(monkeypatch):
     monkeypatch.setattr(triton, "__version__", "3.7.1")
     with pytest.raises(ft.TritonVersionError) as info:

@@ -173,3 +173,12 @@ def tensorwise_e4m3fnuz_multiplies(x):
 def tensorwise_e4m3fnuz_sign_trick(x):
     """Planted bug: the sign OR-ed back on, so -0 becomes 0x80 (NaN)."""
     return _tensorwise(x, sign_trick=True)
+
+
+@triton.jit
+def sum_between_loaded_bounds_kernel(x_ptr, bounds_ptr, out_ptr):
+    # Loop bounds loaded from memory, as torchao's per-group kernels read their group offsets.
+    total = tl.zeros([1], dtype=tl.float32)
+    for i in range(tl.load(bounds_ptr), tl.load(bounds_ptr + 1)):
+        total += tl.load(x_ptr + i + tl.arange(0, 1))
+    tl.store(out_ptr + tl.arange(0, 1), total)
