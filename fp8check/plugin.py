@@ -331,13 +331,17 @@ def _float64_reason(target: Any) -> str:
 def fp8_settings(request: pytest.FixtureRequest) -> Any:
     """Hypothesis settings for a property: ``--fp8check-hypothesis-profile``
     (``fp8check-ci`` by default); no shrinking where a strict xfail is already
-    known to fail (shrinking a broken stack only costs time)."""
+    known to fail (shrinking a broken stack only costs time), nor for a kernel
+    declared to run in Triton's interpreter (each shrink step is an interpreted
+    launch; the failure's record still lists the smallest divergent inputs)."""
     from fp8check.errors import FP8CheckError
     from fp8check.suite import hypothesis_settings
 
+    target = request.getfixturevalue("fp8_target") if "fp8_target" in request.fixturenames else None
+    interpreted = bool(getattr(getattr(target, "declaration", None), "triton_target", None))
     try:
         return hypothesis_settings(_option(request.config, "hypothesis-profile"),
-                                   shrink=request.node.get_closest_marker("xfail") is None)
+                                   shrink=request.node.get_closest_marker("xfail") is None and not interpreted)
     except FP8CheckError as exc:
         raise pytest.UsageError(f"fp8check: {exc}") from None
 
