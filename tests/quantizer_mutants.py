@@ -121,3 +121,26 @@ def tensorwise_amax_of_whole_storage(x):
     amax = torch.where(torch.isfinite(storage), storage.abs(), torch.zeros_like(storage)).amax().clamp(min=1e-12)
     scale = amax / 448.0
     return _cast(x.float() / scale, torch.float8_e4m3fn), scale
+
+
+def tensorwise_big_path_bf16_scale(x):
+    """Recipe ``tensorwise``: from 2^22 elements a "big tensor" path computes the scale in bfloat16."""
+    if x.numel() < 1 << 22:
+        return tensorwise_e4m3fn(x)
+    d = (_amax_finite(x).to(torch.bfloat16).clamp(min=1e-12) / 448.0).to(torch.bfloat16).float()
+    return _cast(x.float() / d, torch.float8_e4m3fn), d
+
+
+def rowwise_chunks_rows_from_4096(x):
+    """Recipe ``rowwise``: from 4,096 rows it works in chunks of 1,024 rows and skips each chunk's last
+    row (an inclusive end written as ``s + 1023``), which keeps torch.empty's bytes."""
+    if x.shape[0] < 4096:
+        return torch_quantizer(quantizers.get("rowwise", "e4m3fn"))(x)
+    out = torch.empty(x.shape, dtype=torch.float8_e4m3fn)
+    scales = torch.empty(x.shape[0], 1)
+    for s in range(0, x.shape[0], 1024):
+        rows = slice(s, min(s + 1023, x.shape[0]))
+        d = torch.where(torch.isfinite(x[rows].float().abs()), x[rows].float().abs(), 0).amax(dim=1, keepdim=True)
+        d = d.clamp(min=1e-12) / 448.0
+        out[rows], scales[rows] = _cast(x[rows].float() / d, torch.float8_e4m3fn), d
+    return out, scales

@@ -195,6 +195,18 @@ def test_a_quantizer_reading_past_its_view_is_caught_on_views_only():
     assert all(d.condition.startswith("only for non-contiguous input") for d in result.divergences)
 
 
+def test_a_quantizer_path_from_2_22_elements_needs_the_large_inputs():
+    result = check_quantizer(qm.tensorwise_big_path_bf16_scale, "tensorwise", max_examples=5)
+    assert result.categories["scale"] > 0
+    assert all(d.condition.startswith("only for a large input") for d in result.divergences)
+
+
+def test_a_quantizer_chunking_its_rows_from_4096_needs_the_tall_large_input():
+    result = check_quantizer(qm.rowwise_chunks_rows_from_4096, "rowwise", max_examples=5)
+    assert not result.passed
+    assert all("8192x512" in d.condition for d in result.divergences)
+
+
 def test_a_quantizer_refusing_ragged_shapes_is_still_checked_on_the_rest():
     from fp8check import quantizers
     from fp8check.quantizers.adapters import torch_quantizer

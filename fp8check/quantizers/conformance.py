@@ -26,7 +26,6 @@ line of :func:`check_quantizer`.
 from __future__ import annotations
 
 import dataclasses
-import math
 import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -179,7 +178,7 @@ def harness_cases(recipe: Recipe, cases: Sequence[QuantCase], *, device: str = "
     # Two large inputs of the same size, tall then wide: real weights are (N, K) with N or K in the
     # thousands, and a kernel may chunk its rows or its columns only from some size on.
     numel = harness.large_numel(device, gpu=1 << 23)[0]  # each of two; on the CPU 2^22
-    short = math.isqrt(numel // 32)  # 512 of 8192 on the CPU
+    short = 1 << (numel.bit_length() - 5) // 2  # a power of two: 512 x 8192 = 2^22 exactly on the CPU
     multiple = max(g.rows, g.cols) if g.kind == "block" and not recipe.ragged else 1
     for rows, cols in ((numel // short, short), (short, numel // short)):
         rows, cols = -(-rows // multiple) * multiple, -(-cols // multiple) * multiple
@@ -431,7 +430,9 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
             one(case)
         if extra_cases:  # the large case again, on an identical copy: the same bytes
             large_index = seen["cases"] - 1
-            one(dataclasses.replace(extra_cases[-1], condition="a repeated call"), repeat_of=large_index)
+            last = extra_cases[-1]
+            one(dataclasses.replace(last, condition=f"{last.condition}, called again on an identical copy"),
+                repeat_of=large_index)
     if seen["cases"] == 0 and refusals:
         raise KernelError(refusals[0].error)
 
