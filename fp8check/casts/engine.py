@@ -497,16 +497,15 @@ def _record(rec: Divergences, outcomes: list[Any], fmt: Format, profile: Profile
             differ = np.flatnonzero(first != actual)
             if not differ.size:  # the same codes as the call it repeats: compared there already
                 continue
-            if differ.size:
-                i = int(differ[0])
-                rec.add_call("nondeterministic", int(differ.size), Divergence(
-                    category="nondeterministic", input_hex=inputs.hex_bits(int(bits[i]), input_dtype),
-                    expected_hex=f"0x{int(first[i]):02x}", actual_hex=f"0x{int(actual[i]):02x}",
-                    input_dtype=input_dtype, input_value=inputs.describe(int(bits[i]), input_dtype),
-                    expected_value=code_value(int(first[i]), fmt), actual_value=code_value(int(actual[i]), fmt),
-                    detail=f"element {i:,}: call {call.repeat_of} gave {int(first[i]):#04x}, this call "
-                           f"{int(actual[i]):#04x} ({differ.size:,} elements differ)",
-                    condition=call.describe()))
+            i = int(differ[0])
+            rec.add_call("nondeterministic", int(differ.size), Divergence(
+                category="nondeterministic", input_hex=inputs.hex_bits(int(bits[i]), input_dtype),
+                expected_hex=f"0x{int(first[i]):02x}", actual_hex=f"0x{int(actual[i]):02x}",
+                input_dtype=input_dtype, input_value=inputs.describe(int(bits[i]), input_dtype),
+                expected_value=code_value(int(first[i]), fmt), actual_value=code_value(int(actual[i]), fmt),
+                detail=f"element {i:,}: call {call.repeat_of} gave {int(first[i]):#04x}, this call "
+                       f"{int(actual[i]):#04x} ({differ.size:,} elements differ)",
+                condition=call.describe()))
         expected = expected_codes(bits, input_dtype, fmt, profile)
         coverage = call.kind == "coverage"
         rec.add(bits, expected, actual, "" if coverage else call.condition(), record_map=coverage)
