@@ -359,7 +359,7 @@ def _install() -> None:
                 if lhs.dtype.scalar == tl.float32:
                     for w in _WATCHES:
                         w.approximate_divisions += 1
-                        w.division_lowering = f"{active.target.name}: {active.target.approximate_fp32_division}"
+                        w.division_target = active.target
         return orig_fdiv(self, lhs, rhs)
 
     _set(_SAVED, builder, "create_fp_to_fp", create_fp_to_fp)
@@ -647,16 +647,17 @@ class Watch:
     faithful_conversions: int = 0
     examples: list[str] = field(default_factory=list)
     approximate_divisions: int = 0  # float32 ``/`` the target compiles to an approximate division
-    division_lowering: str = ""
+    division_target: Target | None = None  # the target they were counted under
 
     @property
     def division_note(self) -> str | None:
         """What to tell the user when the kernel divided float32 values that the target divides
         approximately (the interpreter's quotient is correctly rounded, the compiled one may not be)."""
-        if not self.approximate_divisions:
+        t = self.division_target
+        if not self.approximate_divisions or t is None:
             return None
-        target, _, lowering = self.division_lowering.partition(": ")
-        return (f"the kernel divides float32 values with `/`, which Triton compiles for {target} to {lowering}: "
+        return (f"the kernel divides float32 values with `/`, which Triton compiles for {t.name} to "
+                f"{t.approximate_fp32_division}: "
                 f"this interpreter's quotients are correctly rounded, so codes at rounding boundaries may differ "
                 f"from the compiled kernel's (tl.div_rn makes them agree)")
 
