@@ -158,11 +158,7 @@ class KernelDeclaration:
         import fp8check.triton as ft
 
         with ft.watch() as w:
-            def noted(result: Any) -> None:
-                if w.division_note and w.division_note not in result.extra.get("notes", ()):
-                    result.extra.setdefault("notes", []).append(w.division_note)
-
-            yield noted
+            yield lambda result: result.add_note(w.division_note)
 
     def call_with_context(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         if not self.triton_target:

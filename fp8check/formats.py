@@ -18,7 +18,6 @@ One module-level constant per format::
 from __future__ import annotations
 
 import functools
-
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction

@@ -119,6 +119,11 @@ class CheckResult:
     refusals: list[Refusal] = field(default_factory=list)  # calls the kernel raised on
     extra: dict[str, Any] = field(default_factory=dict)
 
+    def add_note(self, note: str | None) -> None:
+        """Add a line the result shows under its header (``extra["notes"]``); empty or repeated notes are left out."""
+        if note and note not in self.extra.get("notes", ()):
+            self.extra.setdefault("notes", []).append(note)
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(dataclasses.replace(self, divergences=[], refusals=[]))
         data["divergences"] = [d.to_dict() for d in self.divergences]

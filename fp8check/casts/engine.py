@@ -451,8 +451,8 @@ def run_check(kernel: Any, fmt: object, profile: object | None = None, *, input_
         result.expected_failure = "; ".join(known)
     result.extra["checked_means"] = _checked_means(input_dtype, sweep, hypothesis and max_examples > 0, seed)
     result.extra["calls"] = sum(not o.skipped for o in outcomes)
-    if thorough and (note := harness.large_numel(device)[1]):
-        result.extra.setdefault("notes", []).append(note)
+    if thorough:
+        result.add_note(harness.large_numel(device)[1])
     return result, rec
 
 

@@ -215,6 +215,6 @@ def check_fused(kernel: Callable[..., Any], *, reference_fn: Callable[..., Any],
     result.extra["checked_means"] = (f"output values, compared with the pre-cast reference's {pre_dtype} values"
                                      + (f" (within {ulps} ulps)" if ulps else " (exactly)"))
     result.extra["fused"] = {"ulps": ulps, "precast_dtype": pre_dtype}
-    if thorough and (note := harness.large_numel(device)[1]):
-        result.extra.setdefault("notes", []).append(note)
+    if thorough:
+        result.add_note(harness.large_numel(device)[1])
     return result

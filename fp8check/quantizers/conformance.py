@@ -468,8 +468,8 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
             "blast_radius": tally.blast_radius(),
         },
     )
-    if thorough and cases is None and (note := harness.large_numel(device)[1]):
-        result.extra.setdefault("notes", []).append(note)
+    if thorough and cases is None:
+        result.add_note(harness.large_numel(device)[1])
     return result
 
 
