@@ -78,6 +78,11 @@ class Format:
     ml_dtypes_name: str | None = field(default=None, compare=False)
     aliases: tuple[str, ...] = field(default=(), compare=False)
 
+    def __hash__(self) -> int:
+        # equal formats have equal names; the generated hash of every field costs more than the
+        # lookups keyed by a format (an audit makes several per tensor)
+        return hash(self.name)
+
     # -- layout -----------------------------------------------------------
 
     @property

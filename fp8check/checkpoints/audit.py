@@ -20,6 +20,7 @@ every verdict is ``unknown`` (DESIGN rule 12: a verdict only for what was read).
 from __future__ import annotations
 
 import collections
+import copy
 import os
 import threading
 import time
@@ -49,6 +50,7 @@ _KEEP_SCALE_VALUES = 1 << 12  # keep small scale values; larger ones are read ag
 _PREAD_BYTES = 1 << 20  # one read: stays in a core's cache between pread and bincount
 _INLINE_BYTES = 1 << 16  # tensors up to this size are counted at once by the audit's own thread
 _SCALE_ROLES = (cv.ROLE_SCALE, cv.ROLE_ACTIVATION_SCALE, cv.ROLE_KV_SCALE)
+_MEMO_ENTRIES = 1024  # histograms remembered: many small tensors share one (empty, constant, copied experts)
 
 
 @dataclass
@@ -153,6 +155,7 @@ class Auditor:
         self.bytes_read = 0
         self._started = time.perf_counter()
         self._torch_threads: int | None = None
+        self._memo: dict[tuple[Any, ...], Any] = {}
 
     # -- file bookkeeping --
 
@@ -369,7 +372,8 @@ class Auditor:
                 got += k
             return np.bincount(small[:n], minlength=256)
 
-        def submit(rec: Record) -> list[Future[Any]]:
+        def submit(rec: Record) -> list[Future[Any]] | np.ndarray:
+            """The futures of a tensor's chunk counts, or (a small tensor) its counts."""
             entry = rec.entry
             assert entry is not None
             futures: list[Future[Any]] = []
@@ -386,12 +390,7 @@ class Auditor:
                     # a small tensor is counted here at once: handing it to a worker costs more than
                     # counting it (measured: 100,000 tensors of 160 bytes spent most of their time in
                     # the pool's locks and queues)
-                    done: Future[Any] = Future()
-                    try:
-                        done.set_result(count_small(fd, entry.offset, entry.nbytes, rec.key[1], entry.file))
-                    except CheckpointError as exc:
-                        done.set_exception(exc)
-                    return [done]
+                    return count_small(fd, entry.offset, entry.nbytes, rec.key[1], entry.file)
                 if hasattr(os, "posix_fadvise") and entry.nbytes:
                     # start reading the whole tensor now, so the disk works
                     # while the workers count the chunks before it
@@ -409,15 +408,22 @@ class Auditor:
                 futures.append(pool.submit(count, part, reader))
             return futures
 
-        pending: collections.deque[tuple[Checkpoint, Record, list[Future[Any]] | None]] = collections.deque()
+        Work = list[Future[Any]] | np.ndarray | None
+        pending: collections.deque[tuple[Checkpoint, Record, Work]] = collections.deque()
 
-        def finish(item: tuple[Checkpoint, Record, list[Future[Any]] | None]) -> tuple[Checkpoint, Record]:
-            ck, rec, futures = item
-            if futures is not None:
-                hist = np.zeros(256, dtype=np.int64)
+        def ready(work: Work) -> bool:
+            return not isinstance(work, list) or all(f.done() for f in work)
+
+        def finish(item: tuple[Checkpoint, Record, Work]) -> tuple[Checkpoint, Record]:
+            ck, rec, work = item
+            if work is not None:
                 try:
-                    for fut in futures:
-                        hist += fut.result()
+                    if isinstance(work, np.ndarray):
+                        hist = work
+                    else:
+                        hist = np.zeros(256, dtype=np.int64)
+                        for fut in work:
+                            hist += fut.result()
                 except CheckpointError as exc:
                     self._file_error(exc)
                     rec.unread = exc.reason
@@ -436,30 +442,24 @@ class Auditor:
 
         try:
             for ck, rec in self._records():
-                futures: list[Future[Any]] | None = None
                 if self._counts_data(rec):
                     try:
-                        futures = submit(rec)
+                        pending.append((ck, rec, submit(rec)))
                     except CheckpointError as exc:
                         self._file_error(exc)
                         rec.unread = exc.reason
-                        futures = []
                         remaining[rec.key[0]] -= 1
                         self._finish(ck, rec, None)
                         pending.append((ck, rec, None))
-                        futures = None
-                    else:
-                        pending.append((ck, rec, futures))
                 else:
                     pending.append((ck, rec, None))
-                while pending and (len(pending) > window or
-                                   (pending[0][2] is None or all(f.done() for f in pending[0][2]))):
+                while pending and (len(pending) > window or ready(pending[0][2])):
                     yield finish(pending.popleft())
             while pending:
                 yield finish(pending.popleft())
         finally:
-            for _, _, futures in pending:
-                for fut in futures or ():
+            for _, _, work in pending:
+                for fut in work if isinstance(work, list) else ():
                     fut.cancel()
             pool.shutdown(wait=True)
             for fd in fds.values():
@@ -521,7 +521,9 @@ class Auditor:
                     fd.ERROR if ck.strict_missing else fd.WARNING))
         if rec.hist is None:
             return
-        cs = st.code_stats(rec.hist, fmt)
+        hist_key = rec.hist.tobytes()
+        # shared by the tensors of one histogram; copied before the dequantization fields are set
+        cs = self._remember((fmt, hist_key), lambda: st.code_stats(rec.hist, fmt))
         rec.code_stats = cs  # type: ignore[attr-defined]
         n = cs.numel
         if cs.nan:
@@ -556,8 +558,10 @@ class Auditor:
         ocp_target = any(t.ocp for t in self.targets)
         dst = tg.COUNTERPART.get(fmt)
         if dst is not None:
-            plan = tg.plan_conversion(fmt, dst, rec.hist, scaled=usable_scale,
-                                      factor_exact=sc.stats.factor_exact if usable_scale and sc and sc.stats else None)
+            factor_exact = sc.stats.factor_exact if usable_scale and sc and sc.stats else None
+            plan = self._remember(  # shared by the tensors of one histogram: never changed once made
+                (fmt, dst, hist_key, usable_scale, tuple(sorted((factor_exact or {}).items()))),
+                lambda: tg.plan_conversion(fmt, dst, rec.hist, scaled=usable_scale, factor_exact=factor_exact))
             rec.plans[dst.name] = plan
             if plan.inexact:
                 if dst in tg.FNUZ:
@@ -576,6 +580,7 @@ class Auditor:
                 and sc.stats.absmax is not None:
             threshold = st.overflow_threshold(ck.dequant_dtype)
             bound = cs.max_abs * sc.stats.absmax
+            cs = rec.code_stats = copy.copy(cs)  # type: ignore[attr-defined]
             cs.dequant_absmax_bound = bound
             if bound < threshold:
                 cs.dequant_overflow = 0
@@ -592,6 +597,15 @@ class Auditor:
                         f"{fd.plural(cs.dequant_overflow, 'value')} x scale "
                         f"overflow{'s' if cs.dequant_overflow == 1 else ''} {ck.dequant_dtype} "
                         f"(|v| >= {threshold:.6g})"))
+
+    def _remember(self, key: tuple[Any, ...], make: Any) -> Any:
+        """``make()``, or what it gave for ``key`` before: a pure function of a histogram, once per histogram."""
+        found = self._memo.get(key)
+        if found is None:
+            if len(self._memo) >= _MEMO_ENTRIES:
+                self._memo.clear()
+            found = self._memo[key] = make()
+        return found
 
     def _exact_overflow(self, ck: Checkpoint, rec: Record, threshold: float) -> int:
         sc = rec.scale

@@ -13,22 +13,24 @@ process) and gives them back one at a time.
 
 from __future__ import annotations
 
-import pickle
+import array
+import json
+import os
 import tempfile
 from dataclasses import dataclass, field
-from typing import IO, Any, Iterator
+from typing import IO, Any, Iterator, NamedTuple
 
 from fp8check.checkpoints import findings as fd
 from fp8check.checkpoints.conventions import QuantConfig
 from fp8check.checkpoints.granularity import Granularity
 from fp8check.checkpoints.stats import CodeStats, ScaleStats
 from fp8check.checkpoints.targets import ConversionPlan, Verdict
-from fp8check.outputs import JsonStream, json_ready
+from fp8check.outputs import JsonStream, json_line, json_ready
 
 AUDIT_SCHEMA_VERSION = 1
 
 __all__ = ["AUDIT_SCHEMA_VERSION", "AuditResult", "FileResult", "CheckpointResult", "ScaleRef", "TensorResult",
-           "TensorRows", "Summary", "Verdict"]
+           "TensorRows", "RowBrief", "Summary", "Verdict"]
 
 
 @dataclass
@@ -92,6 +94,13 @@ class ScaleRef:
                 "convention": "multiply", "named_inverse": self.name.endswith("_inv"),
                 "stats": self.stats.to_dict() if self.stats else None}
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ScaleRef:
+        """Read back from :meth:`to_dict`'s JSON form."""
+        return cls(name=d["name"], file=d["file"], dtype=d["dtype"], shape=tuple(d["shape"]), read_as=d["read_as"],
+                   granularity=Granularity.from_dict(d["granularity"]) if d["granularity"] else None,
+                   stats=ScaleStats.from_dict(d["stats"]) if d["stats"] else None)
+
 
 @dataclass
 class TensorResult:
@@ -118,77 +127,132 @@ class TensorResult:
     def severity(self) -> str | None:
         return fd.worst(self.findings)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, histogram: bool = True) -> dict[str, Any]:
         return {
             "name": self.name, "file": self.file, "dtype": self.dtype, "format": self.format,
             "shape": list(self.shape) if self.shape is not None else None, "numel": self.numel, "nbytes": self.nbytes,
             "role": self.role, "format_source": self.format_source, "note": self.note,
             "scale": self.scale.to_dict() if self.scale else None, "scale_of": self.scale_of,
-            "stats": self.stats.to_dict() if self.stats else None,
+            "stats": self.stats.to_dict(histogram=histogram) if self.stats else None,
             "scale_stats": self.scale_stats.to_dict() if self.scale_stats else None,
             "conversions": {k: v.to_dict() for k, v in self.conversions.items()},
             "severity": self.severity, "findings": [f.to_dict() for f in self.findings],
         }
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TensorResult:
+        """Read back from :meth:`to_dict`'s JSON form (what ``fp8check audit --json`` writes per tensor)."""
+        return cls(
+            name=d["name"], file=d["file"], role=d["role"], dtype=d["dtype"], format=d["format"],
+            shape=tuple(d["shape"]) if d["shape"] is not None else None, numel=d["numel"], nbytes=d["nbytes"],
+            format_source=d["format_source"], note=d["note"],
+            scale=ScaleRef.from_dict(d["scale"]) if d["scale"] else None, scale_of=d["scale_of"],
+            stats=CodeStats.from_dict(d["stats"]) if d["stats"] else None,
+            scale_stats=ScaleStats.from_dict(d["scale_stats"]) if d["scale_stats"] else None,
+            conversions={k: ConversionPlan.from_dict(v) for k, v in d["conversions"].items()},
+            findings=[fd.Finding(**f) for f in d["findings"]])
+
+
+def _row_json(row: TensorResult) -> str:
+    """``row.to_dict()`` as one line of JSON, its code counts written by :meth:`CodeStats.histogram_json`
+    (so ``histogram`` comes last in ``stats``, and ``stats`` last in the row)."""
+    if row.stats is None:
+        return json_line(row.to_dict())
+    d = row.to_dict(histogram=False)
+    stats = json_line(d.pop("stats"))
+    return f'{json_line(d)[:-1]},"stats":{stats[:-1]},"histogram":{row.stats.histogram_json()}}}}}'
+
+
+class RowBrief(NamedTuple):
+    """What selecting a row needs, kept in memory for every row: its name, role and worst severity."""
+
+    name: str
+    role: str
+    severity: str | None
+
 
 class TensorRows:
     """The tensors of an audit, in order, given back one at a time.
 
-    Up to ``keep`` of them stay in memory; past that they go to an
-    anonymous temporary file (unlinked at once, readable only through this
-    object; pickled by this process and unpickled only by it), so that the
-    memory an audit holds does not grow with its number of tensors.
+    Up to ``keep`` of them stay in memory; past that each is written, as the
+    line of JSON the report holds for it, to an anonymous temporary file
+    (unlinked at once, readable only through this object), so that the
+    memory an audit holds does not grow with its tensors' statistics. The
+    JSON report copies those lines (:meth:`json_lines`); the terminal and the
+    HTML report pick the rows they show from :meth:`briefs` and read back only
+    those (:meth:`get`).
     """
 
     def __init__(self, keep: int = 1000) -> None:
         self._keep = keep
         self._rows: list[TensorResult] = []
+        self._briefs: list[RowBrief] = []
         self._spool: IO[bytes] | None = None
-        self._count = 0
+        self._offsets = array.array("q")  # where each spooled row starts; one more: where the spool ends
 
     def append(self, row: TensorResult) -> None:
-        self._count += 1
+        self._briefs.append(RowBrief(row.name, row.role, row.severity))
         if self._spool is None and len(self._rows) < self._keep:
             self._rows.append(row)
             return
         if self._spool is None:
             self._spool = tempfile.TemporaryFile(prefix="fp8check-audit-")
+            self._offsets.append(0)
             for r in self._rows:
                 self._write(r)
             self._rows = []
         self._write(row)
 
     def _write(self, row: TensorResult) -> None:
-        assert self._spool is not None
-        data = pickle.dumps(row, protocol=pickle.HIGHEST_PROTOCOL)
-        self._spool.write(len(data).to_bytes(8, "little") + data)
+        if self._spool is None:
+            raise RuntimeError("TensorRows: closed")
+        data = _row_json(row).encode("utf-8") + b"\n"
+        self._spool.write(data)
+        self._offsets.append(self._offsets[-1] + len(data))
 
     def __len__(self) -> int:
-        return self._count
+        return len(self._briefs)
+
+    def briefs(self) -> list[RowBrief]:
+        return self._briefs
+
+    def _line(self, i: int) -> bytes:
+        assert self._spool is not None
+        start, end = self._offsets[i], self._offsets[i + 1]
+        return os.pread(self._spool.fileno(), end - start, start)  # by offset: iterations may interleave
+
+    def json_lines(self) -> Iterator[str]:
+        """Each row as one compact line of strict JSON (:func:`fp8check.outputs.json_line`), in order."""
+        if self._spool is None:
+            for r in list(self._rows):
+                yield _row_json(r)
+            return
+        self._spool.flush()
+        for i in range(len(self._offsets) - 1):
+            yield self._line(i)[:-1].decode("utf-8")
+
+    def get(self, indices: list[int]) -> list[TensorResult]:
+        """The rows at ``indices`` (in that order)."""
+        if self._spool is None:
+            return [self._rows[i] for i in indices]
+        self._spool.flush()
+        return [TensorResult.from_dict(json.loads(self._line(i))) for i in indices]
 
     def __iter__(self) -> Iterator[TensorResult]:
         if self._spool is None:
             yield from list(self._rows)
             return
-        spool = self._spool
-        spool.flush()
-        pos = 0
-        while True:
-            spool.seek(pos)
-            head = spool.read(8)
-            if len(head) < 8:
-                return
-            n = int.from_bytes(head, "little")
-            row = pickle.loads(spool.read(n))  # written by this process above, never by a file's author
-            pos += 8 + n
-            yield row
+        self._spool.flush()
+        for i in range(len(self._offsets) - 1):
+            yield TensorResult.from_dict(json.loads(self._line(i)))
 
     def close(self) -> None:
         if self._spool is not None:
             self._spool.close()
             self._spool = None
         self._rows = []
-        self._count = 0
+        self._briefs = []
+        self._offsets = array.array("q")
 
 
 @dataclass
@@ -276,13 +340,13 @@ class AuditResult:
     def to_dict(self) -> dict[str, Any]:
         """The whole JSON document in memory (strict JSON: non-finite floats as strings)."""
         d = json_ready(self._head())
-        d["tensors"] = [json_ready(t.to_dict()) for t in self.tensors]
+        d["tensors"] = [json.loads(line) for line in self.tensors.json_lines()]
         return d
 
     def json_data(self) -> dict[str, Any]:
         """The JSON document with its tensors streamed: for :func:`fp8check.outputs.write_json`."""
         d = json_ready(self._head())
-        d["tensors"] = JsonStream(t.to_dict() for t in self.tensors)  # the writer makes non-finite floats strings
+        d["tensors"] = JsonStream(self.tensors.json_lines(), encoded=True)
         return d
 
     def close(self) -> None:

@@ -230,11 +230,15 @@ def pair(entries_by_file: dict[str, dict[str, Any]], *, config: QuantConfig, byt
         return None
 
     # Pass 1: who has a scale partner (any dtype of data).
+    name_roles: dict[str, str | None] = {}  # three regular expressions per name, once
     for f, entries in entries_by_file.items():
         for name, e in entries.items():
-            if e.dtype == dtypes.E8M0_DTYPE or scale_role_by_name(name) in (ROLE_ACTIVATION_SCALE, ROLE_KV_SCALE):
+            by_name = name_roles.get(name, "")
+            if by_name == "":
+                by_name = name_roles[name] = scale_role_by_name(name)
+            if e.dtype == dtypes.E8M0_DTYPE or by_name in (ROLE_ACTIVATION_SCALE, ROLE_KV_SCALE):
                 continue
-            if scale_role_by_name(name) is not None and dtypes.fp8_format_of(e.dtype) is None:
+            if by_name is not None and dtypes.fp8_format_of(e.dtype) is None:
                 continue  # a scale is not data (an FP8-typed "scale" may still be NVFP4's block scale)
             hinted = [e.scale_hint] if getattr(e, "scale_hint", None) else []
             found = [loc for c in hinted + scale_candidates(name) if (loc := locate(c, f)) is not None]
@@ -252,7 +256,7 @@ def pair(entries_by_file: dict[str, dict[str, Any]], *, config: QuantConfig, byt
         for name, e in entries.items():
             key = (f, name)
             fmt = dtypes.fp8_format_of(e.dtype)
-            by_name = scale_role_by_name(name)
+            by_name = name_roles[name]
             if key in p.scaled:
                 p.roles[key] = ROLE_SCALE
             elif by_name in (ROLE_ACTIVATION_SCALE, ROLE_KV_SCALE):

@@ -44,6 +44,12 @@ class Granularity:
         return {"name": self.name, "block": [self.block_rows, self.block_cols], "batches": self.batches,
                 "layout": self.layout or None}
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Granularity:
+        """Read back from :meth:`to_dict`'s JSON form."""
+        rows, cols = d["block"]
+        return cls(name=d["name"], block_rows=rows, block_cols=cols, batches=d["batches"], layout=d["layout"] or "")
+
 
 def data_dims(shape: tuple[int, ...]) -> tuple[tuple[int, ...], int, int]:
     """(batch dims, out, in) of a data tensor: 1-D data is one row; 0-D one element."""

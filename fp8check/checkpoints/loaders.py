@@ -241,6 +241,19 @@ def read_safetensors_header(path: str) -> tuple[dict[str, Any], int, int]:
     return header, 8 + n, size
 
 
+class _Shown:
+    """A tensor name as an error message shows it (JSON-quoted, at most 200 characters): made only
+    when a message needs it (a header may name 100,000s of tensors)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __str__(self) -> str:
+        return json.dumps(self.name)[:200]
+
+
 def _validate_safetensors(path: str, header: dict[str, Any], data_start: int, size: int) -> tuple[
         dict[str, TensorEntry], dict[str, str]]:
     data_len = size - data_start
@@ -258,7 +271,7 @@ def _validate_safetensors(path: str, header: dict[str, Any], data_start: int, si
     for name, info in header.items():
         if name == "__metadata__":
             continue
-        shown = json.dumps(name)[:200]
+        shown = _Shown(name)
         if not isinstance(info, dict):
             raise CheckpointError(path, f"tensor {shown}: header entry is not an object")
         code, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
@@ -293,7 +306,7 @@ def _validate_safetensors(path: str, header: dict[str, Any], data_start: int, si
         spans.append((start, end, shown))
         entries[name] = TensorEntry(name=name, file=path, dtype=dtype_name, shape=tuple(shape), nbytes=end - start,
                                     offset=data_start + start)
-    spans.sort()
+    spans.sort(key=lambda span: span[:2])
     position = 0
     for start, end, shown in spans:
         if start != position:

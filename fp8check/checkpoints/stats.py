@@ -25,6 +25,7 @@ from fp8check.formats import Format
 from fp8check.reference import decode_table
 from fp8check.checkpoints import dtypes
 from fp8check.checkpoints import granularity as gr
+from fp8check.outputs import json_float, json_line
 
 CHUNK_BYTES = 16 << 20  # one bincount task; also the unit of page release
 
@@ -119,14 +120,45 @@ class CodeStats:
     def subnormal_share(self) -> float:
         return self.subnormals / self.numel if self.numel else 0.0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, histogram: bool = True) -> dict[str, Any]:
+        """The JSON form; ``histogram=False`` leaves out the 256 counts (see :meth:`histogram_json`)."""
         d = {k: getattr(self, k) for k in (
             "format", "numel", "codes_used", "nan", "inf", "zeros", "neg_zeros", "subnormals", "saturated",
             "min", "max", "min_abs_nonzero", "max_abs", "dequant_absmax_bound", "dequant_overflow")}
         d["zero_share"] = self.zero_share
         d["subnormal_share"] = self.subnormal_share
-        d["histogram"] = np.asarray(self.histogram, dtype=np.int64).tolist()
+        if histogram:
+            d["histogram"] = np.asarray(self.histogram, dtype=np.int64).tolist()
         return d
+
+    def histogram_json(self) -> str:
+        """The 256 counts as compact JSON, the text ``json.dumps`` gives. Formatting an int costs about
+        0.1 us, so a table of 100,000s of small tensors spent most of its time on the zeros: those are
+        one shared string here."""
+        hist = np.asarray(self.histogram, dtype=np.int64)
+        used = np.flatnonzero(hist)
+        if not used.size:
+            return _ZERO_COUNTS_JSON
+        if used.size > 64:
+            return json_line(hist.tolist())
+        parts = list(_ZERO_COUNTS)
+        for i, n in zip(used.tolist(), hist[used].tolist()):
+            parts[i] = str(n)
+        return "[" + ",".join(parts) + "]"
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CodeStats:
+        """Read back from :meth:`to_dict`'s JSON form."""
+        return cls(format=d["format"], numel=d["numel"], histogram=np.asarray(d["histogram"], dtype=np.int64),
+                   codes_used=d["codes_used"], nan=d["nan"], inf=d["inf"], zeros=d["zeros"], neg_zeros=d["neg_zeros"],
+                   subnormals=d["subnormals"], saturated=d["saturated"], min=json_float(d["min"]),
+                   max=json_float(d["max"]), min_abs_nonzero=json_float(d["min_abs_nonzero"]),
+                   max_abs=json_float(d["max_abs"]), dequant_overflow=d["dequant_overflow"],
+                   dequant_absmax_bound=json_float(d["dequant_absmax_bound"]))
+
+
+_ZERO_COUNTS = ("0",) * 256
+_ZERO_COUNTS_JSON = "[" + ",".join(_ZERO_COUNTS) + "]"
 
 
 @lru_cache(maxsize=None)
@@ -222,7 +254,10 @@ def _multiply_exact(values: np.ndarray, kind: str, factor: float) -> bool:
     ``factor`` (a power of two) is exact in its own dtype. NumPy, not torch: audits call this
     twice per scale tensor, and most scale tensors are tiny."""
     finite = np.isfinite(values)
-    scaled = values[finite] * factor  # exact in float64 for every scale dtype here
+    with np.errstate(over="ignore"):
+        scaled = values[finite] * factor  # exact in float64 unless a float64 scale overflows
+    if not np.isfinite(scaled).all():
+        return False
     if kind == "e8m0":  # powers of two 2^-127 .. 2^127
         return bool(((scaled >= 2.0 ** -127) & (scaled <= 2.0 ** 127)).all())
     if kind == "float8_e4m3fn":
@@ -270,6 +305,18 @@ class ScaleStats:
                                     "counts": self.log2_fine_counts},
             "factor_exact": self.factor_exact,
         }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ScaleStats:
+        """Read back from :meth:`to_dict`'s JSON form."""
+        coarse, fine = d["log2_histogram"], d["log2_histogram_fine"]
+        return cls(dtype=d["dtype"], kind=d["read_as"], shape=list(d["shape"]), numel=d["numel"],
+                   min=json_float(d["min"]), max=json_float(d["max"]), absmax=json_float(d["absmax"]),
+                   nonfinite=d["nonfinite"], nonpositive=d["nonpositive"], subnormal=d["subnormal"],
+                   absent_sentinel=d["absent_sentinel"], not_pow2=d["not_pow2"],
+                   log2_min_exponent=coarse["min_exponent"], log2_counts=list(coarse["counts"]),
+                   factor_exact=dict(d["factor_exact"]), log2_fine_min_bin=fine["min_bin"],
+                   log2_fine_counts=list(fine["counts"]))
 
 
 LOG2_FINE_BINS = 8
@@ -342,5 +389,6 @@ def dequant_overflow(flat_bytes: Any, fmt: Format, scale: np.ndarray, g: gr.Gran
         r1 = min(rows, r0 + step)
         v = absval[data[r0 * i: r1 * i].reshape(r1 - r0, i)]
         s = gr.expand_rows(scale3, g, data_shape, r0, r1)
-        count += int(np.count_nonzero(v * s >= threshold))
+        with np.errstate(over="ignore"):  # a product past float64's range is past the threshold too
+            count += int(np.count_nonzero(v * s >= threshold))
     return count

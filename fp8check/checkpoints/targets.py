@@ -25,6 +25,7 @@ from fp8check import formats
 from fp8check.checkpoints.stats import code_values
 from fp8check.errors import InvalidValueError
 from fp8check.formats import Format
+from fp8check.outputs import json_float
 from fp8check import reference
 
 RUNS_AS_IS = "runs_as_is"
@@ -145,6 +146,11 @@ class ConversionPlan:
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ConversionPlan:
+        """Read back from :meth:`to_dict`'s JSON form."""
+        return cls(**dict(d, factor=json_float(d["factor"])))
 
 
 def plan_conversion(src: Format, dst: Format, hist: np.ndarray, *, scaled: bool,

@@ -87,9 +87,9 @@ def _bounded_document(result: object, rows: int = 2000) -> dict:
 
     rank = {"error": 0, "warning": 1, "info": 2}
     doc = json_ready(result._head())  # type: ignore[attr-defined]
-    keyed = ((rank.get(t.severity or "", 3), t.role != "fp8", t.name, i, t)
-             for i, t in enumerate(result.tensors))  # type: ignore[attr-defined]
-    kept = heapq.nsmallest(rows, keyed, key=lambda k: k[:4])
-    doc["tensors"] = [json_ready(k[4].to_dict()) for k in kept]
+    keyed = ((rank.get(b.severity or "", 3), b.role != "fp8", b.name, i)
+             for i, b in enumerate(result.tensors.briefs()))  # type: ignore[attr-defined]
+    kept = [k[3] for k in heapq.nsmallest(rows, keyed)]
+    doc["tensors"] = [json_ready(t.to_dict()) for t in result.tensors.get(kept)]  # type: ignore[attr-defined]
     doc["tensors_omitted"] = len(result.tensors) - len(kept)  # type: ignore[attr-defined]
     return doc

@@ -89,16 +89,18 @@ def print_report(result: AuditResult, *, file: TextIO | None = None, show_all: b
             console.print(f"  [dim]skipped {clean(f.path)}: {clean(f.reason or '')}[/]")
 
     shown_severities = ("error", "warning", "info") if (show_all or verbose) else ("error", "warning")
-    rows: list[TensorResult] = []
+    # picked from each row's brief (name, role, worst severity); only the rows shown are read back
+    picked: list[int] = []
     n_rows = 0
-    for t in result.tensors:
-        if not (t.role == "fp8" or t.findings):
+    for i, b in enumerate(result.tensors.briefs()):
+        if not (b.role == "fp8" or b.severity):
             continue
-        if not show_all and not any(f.severity in shown_severities for f in t.findings):
+        if not show_all and b.severity not in shown_severities:
             continue
         n_rows += 1
-        if len(rows) < max_rows:
-            rows.append(t)
+        if len(picked) < max_rows:
+            picked.append(i)
+    rows: list[TensorResult] = result.tensors.get(picked)
     if rows:
         table = Table(title="tensors" if show_all else "tensors with findings", title_justify="left",
                       show_lines=False, header_style="bold")
