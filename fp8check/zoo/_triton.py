@@ -24,10 +24,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from fp8check.errors import FP8CheckError
 from fp8check.zoo import ZooUnavailable
+
+if TYPE_CHECKING:
+    from fp8check.zoo import KnownIssue
 
 __all__ = ["require_mode", "mode_context", "is_interpreted", "faithful_target"]
 
@@ -84,7 +87,7 @@ def mode_context(mode: str) -> Iterator[None]:
                 yield
 
 
-def interpreter_conversions_issue(group: str) -> "KnownIssue":
+def interpreter_conversions_issue(group: str) -> KnownIssue:
     """The known divergence every Triton entry shows in the stock interpreter: its own fp8
     conversions (``group``: the entry's group, e.g. "1x128"), shown on a tie."""
     from fp8check.zoo import KnownIssue

@@ -73,6 +73,21 @@ def make_per_token_group_quant_fp8(mode: str = "faithful:sm90") -> Any:
     return kernel
 
 
+def _launch_compiled(m: Any, x: Any) -> tuple[Any, Any]:
+    import torch
+    import triton
+
+    x = x.contiguous()
+    fp8_min, fp8_max = m.get_fp8_min_max()
+    q = torch.empty(x.shape, device=x.device, dtype=torch.float8_e4m3fn)
+    s = torch.empty(x.shape[:-1] + (x.shape[-1] // 128,), device=x.device, dtype=torch.float32)
+    block = triton.next_power_of_2(128)
+    m._per_token_group_quant_fp8[(x.numel() // 128,)](
+        x, q, s, 128, x.shape[1], x.stride(0), 1e-10, fp8_min=fp8_min, fp8_max=fp8_max, use_ue8m0=False,
+        BLOCK=block, num_warps=min(max(block // 256, 1), 8), num_stages=1)
+    return q, s
+
+
 def make_normalize_e4m3fn_to_e4m3fnuz(mode: str = "eager") -> Any:
     """``normalize_e4m3fn_to_e4m3fnuz(weight, weight_scale)`` (what vLLM applies on MI300)."""
     m = import_package(W8A8_UTILS, "vllm", _HINT)
