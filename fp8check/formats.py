@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from fractions import Fraction
-from typing import Literal
+from typing import Any, Literal
 
 from fp8check.errors import UnknownFormatError
 
@@ -82,6 +82,17 @@ class Format:
         # equal formats have equal names; the generated hash of every field costs more than the
         # lookups keyed by a format (an audit makes several per tensor)
         return hash(self.name)
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:  # the usual case: the module's own instances
+            return True
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._compared == other._compared  # type: ignore[attr-defined]
+
+    @functools.cached_property
+    def _compared(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, f.name) for f in fields(self) if f.compare)
 
     # -- layout -----------------------------------------------------------
 

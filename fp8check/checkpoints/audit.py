@@ -86,7 +86,7 @@ class ScaleInfo:
     granularity: gr.Granularity | None = None
 
 
-@dataclass
+@dataclass(slots=True)  # one per tensor of the checkpoint, all held until the end: no __dict__ each
 class Record:
     """One tensor while it is being audited."""
 
@@ -105,6 +105,8 @@ class Record:
     plans: dict[str, tg.ConversionPlan] = field(default_factory=dict)
     format_source: str | None = None
     unpaired: list[str] = field(default_factory=list)  # scale-like names nearby that pair with nothing
+    code_stats: st.CodeStats | None = None  # from hist, until the tensor's result is made
+    finished: bool = False  # its findings are made
 
 
 @dataclass
@@ -148,6 +150,8 @@ class Auditor:
         if options.fail_on not in fd.SEVERITIES:
             raise InvalidValueError(f"fail_on must be one of {', '.join(fd.SEVERITIES)}, got {options.fail_on!r}")
         self.targets = [tg.get_target(t) for t in options.targets]
+        self.fnuz_target = any(t.fnuz for t in self.targets)  # a fnuz range finding is an error, not info
+        self.ocp_target = any(t.ocp for t in self.targets)
         self.bytes_format = _bytes_format(options.bytes_format)
         self.files: dict[str, FileResult] = {}
         self.checkpoints: list[Checkpoint] = []
@@ -360,6 +364,8 @@ class Auditor:
         small = np.empty(_INLINE_BYTES, dtype=np.uint8)
 
         def count_small(fd: int, pos: int, n: int, name: str, path: str) -> np.ndarray:
+            if n == 0:
+                return np.zeros(256, dtype=np.int64)
             view = memoryview(small)[:n]
             got = 0
             while got < n:
@@ -430,7 +436,8 @@ class Auditor:
                 else:
                     rec.hist = hist
                     rec.counted = True
-                    n = int(hist.sum())
+                    # a small tensor was read whole, in one go: its size is the count
+                    n = rec.entry.nbytes if isinstance(work, np.ndarray) and rec.entry else int(hist.sum())
                     self.bytes_read += n
                     self.progress.advance(n)
                 f = rec.key[0]
@@ -501,9 +508,9 @@ class Auditor:
 
     def _finish(self, ck: Checkpoint, rec: Record, _: None) -> None:
         """The findings and conversion plans of one FP8 tensor, from its code counts."""
-        if rec.role != cv.ROLE_FP8 or rec.entry is None or getattr(rec, "_finished", False):
+        if rec.role != cv.ROLE_FP8 or rec.entry is None or rec.finished:
             return
-        rec._finished = True  # type: ignore[attr-defined]
+        rec.finished = True
         fmt = rec.fmt
         assert fmt is not None
         name = rec.key[1]
@@ -524,7 +531,7 @@ class Auditor:
         hist_key = rec.hist.tobytes()
         # shared by the tensors of one histogram; copied before the dequantization fields are set
         cs = self._remember((fmt, hist_key), lambda: st.code_stats(rec.hist, fmt))
-        rec.code_stats = cs  # type: ignore[attr-defined]
+        rec.code_stats = cs
         n = cs.numel
         if cs.nan:
             rec.findings.append(fd.make("NAN_CODES", cs.nan,
@@ -554,8 +561,6 @@ class Auditor:
                 "UNDERFLOW", cs.zeros,
                 f"{cs.zero_share:.2%} of codes are zero while {cs.subnormal_share:.2%} are subnormal: "
                 "values underflowed (scale too large for this data)"))
-        fnuz_target = any(t.fnuz for t in self.targets)
-        ocp_target = any(t.ocp for t in self.targets)
         dst = tg.COUNTERPART.get(fmt)
         if dst is not None:
             factor_exact = sc.stats.factor_exact if usable_scale and sc and sc.stats else None
@@ -566,10 +571,10 @@ class Auditor:
             if plan.inexact:
                 if dst in tg.FNUZ:
                     rec.findings.append(fd.make("FNUZ_RANGE", plan.inexact, f"{fmt.name} -> {dst.name}: {plan.reason}",
-                                                fd.ERROR if fnuz_target else fd.INFO))
+                                                fd.ERROR if self.fnuz_target else fd.INFO))
                 else:
                     rec.findings.append(fd.make("OCP_RANGE", plan.inexact, f"{fmt.name} -> {dst.name}: {plan.reason}",
-                                                fd.ERROR if ocp_target else fd.INFO))
+                                                fd.ERROR if self.ocp_target else fd.INFO))
         for t in self.targets:
             if fmt not in t.formats and (dst is None or dst not in t.formats):
                 rec.findings.append(fd.make(
@@ -580,7 +585,7 @@ class Auditor:
                 and sc.stats.absmax is not None:
             threshold = st.overflow_threshold(ck.dequant_dtype)
             bound = cs.max_abs * sc.stats.absmax
-            cs = rec.code_stats = copy.copy(cs)  # type: ignore[attr-defined]
+            cs = rec.code_stats = copy.copy(cs)
             cs.dequant_absmax_bound = bound
             if bound < threshold:
                 cs.dequant_overflow = 0
@@ -669,8 +674,8 @@ class Auditor:
                     summary.fp8_tensors += 1
                     summary.fp8_bytes += rec.entry.nbytes
                     summary.formats[rec.fmt.name] = summary.formats.get(rec.fmt.name, 0) + 1
-                    if rec.counted and rec.hist is not None:
-                        cs = rec.code_stats  # type: ignore[attr-defined]
+                    if rec.counted and rec.code_stats is not None:
+                        cs = rec.code_stats
                         item = tg.TensorPortability(name=rec.key[1], file=rec.key[0], format=rec.fmt,
                                                     numel=cs.numel, nan=cs.nan, neg_zeros=cs.neg_zeros, plans=rec.plans)
                         for tally in tallies:
@@ -679,7 +684,7 @@ class Auditor:
                     summary.scale_tensors += 1
                 # the counts and statistics live on in the row only
                 rec.hist = None
-                rec.code_stats = None  # type: ignore[attr-defined]
+                rec.code_stats = None
                 rec.scale_values = None
                 rec.findings = []
         finally:
@@ -799,7 +804,7 @@ def _tensor_result(rec: Record) -> TensorResult:
         format_source=rec.format_source or ("dtype" if rec.fmt else None), note=note,
         scale=ScaleRef(name=sc.key[1], file=sc.key[0], dtype=sc.entry.dtype, shape=tuple(sc.entry.shape),
                        read_as=sc.kind, granularity=sc.granularity, stats=sc.stats) if sc is not None else None,
-        scale_of=rec.scale_of, stats=getattr(rec, "code_stats", None) if rec.counted else None,
+        scale_of=rec.scale_of, stats=rec.code_stats if rec.counted else None,
         scale_stats=rec.scale_stats, conversions=dict(rec.plans), findings=list(rec.findings))
 
 

@@ -71,7 +71,7 @@ def _parse_json(path: str, raw: bytes, what: str) -> Any:
 # -- tensors and files -------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per tensor of a file, all held while the audit runs
 class TensorEntry:
     """What a file says about one tensor, before any of its data is read."""
 
