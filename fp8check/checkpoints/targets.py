@@ -124,12 +124,12 @@ def conversion_table(src: Format, dst: Format, factor: float) -> tuple[np.ndarra
 
 
 @lru_cache(maxsize=None)
-def _plan_masks(src: Format, dst: Format, factor: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """0/1 int64 vectors over the codes of ``src``: not exact, NaN, -0 that becomes +0 (dot them with a histogram)."""
+def _plan_masks(src: Format, dst: Format, factor: float) -> np.ndarray:
+    """Three 0/1 int64 rows over the codes of ``src``: not exact, NaN, -0 that becomes +0 (times a histogram:
+    their counts, in one product)."""
     _, exact, dropped = conversion_table(src, dst, factor)
-    out = ((~exact).astype(np.int64), np.isnan(code_values(src)).astype(np.int64), dropped.astype(np.int64))
-    for arr in out:
-        arr.setflags(write=False)
+    out = np.stack([~exact, np.isnan(code_values(src)), dropped]).astype(np.int64)
+    out.setflags(write=False)
     return out
 
 
@@ -163,9 +163,8 @@ def plan_conversion(src: Format, dst: Format, hist: np.ndarray, *, scaled: bool,
         candidates = [f for f in candidates if f == 1.0 or (factor_exact or {}).get(f"{f:g}", False)]
     best: ConversionPlan | None = None
     for f in dict.fromkeys(candidates):
-        inexact, nans, dropped = _plan_masks(src, dst, f)
-        bad = int(inexact @ hist)
-        plan = ConversionPlan(src.name, dst.name, f, bad == 0, bad, int(nans @ hist), int(dropped @ hist))
+        bad, nans, dropped = (_plan_masks(src, dst, f) @ hist).tolist()
+        plan = ConversionPlan(src.name, dst.name, f, bad == 0, bad, nans, dropped)
         if bad == 0:
             return plan
         if best is None:
