@@ -254,28 +254,30 @@ def scale_values(tensor: Any, kind: str) -> np.ndarray:
 _NUMPY_SCALE_DTYPES = {"float32": np.float32, "float16": np.float16, "float64": np.float64}
 
 
-def _multiply_exact(values: np.ndarray, kind: str, factor: float) -> bool:
-    """Whether every finite element of the scale (``values``: its exact float64 values) times
-    ``factor`` (a power of two) is exact in its own dtype. NumPy, not torch: audits call this
-    twice per scale tensor, and most scale tensors are tiny."""
-    finite = np.isfinite(values)
-    with np.errstate(over="ignore"):
-        scaled = values[finite] * factor  # exact in float64 unless a float64 scale overflows
-    if not np.isfinite(scaled).all():
-        return False
-    if kind == "e8m0":  # powers of two 2^-127 .. 2^127
-        return bool(((scaled >= 2.0 ** -127) & (scaled <= 2.0 ** 127)).all())
-    if kind == "float8_e4m3fn":
-        return False  # e4m3 scales belong to NVFP4, which convert does not touch
-    if kind == "bfloat16":
-        import ml_dtypes
+_FACTORS = np.array([[2.0], [0.5]])  # the powers of two convert may fold into a scale, as rows
 
-        dtype: Any = ml_dtypes.bfloat16
-    else:
-        dtype = _NUMPY_SCALE_DTYPES[kind]
+
+def _factors_exact(values: np.ndarray, kind: str) -> dict[str, bool]:
+    """``{"2": ..., "0.5": ...}``: whether every finite element of the scale (``values``: its exact
+    float64 values) times that power of two is exact in its own dtype. NumPy, not torch, both factors
+    in one pass: an audit calls this once per scale tensor, and most scale tensors are tiny."""
+    if kind == "float8_e4m3fn":
+        return {"2": False, "0.5": False}  # e4m3 scales belong to NVFP4, which convert does not touch
+    finite = values.reshape(1, -1)[:, np.isfinite(values.reshape(-1))]
     with np.errstate(over="ignore", under="ignore"):
-        back = scaled.astype(dtype).astype(np.float64)
-    return bool((back == scaled).all())
+        scaled = finite * _FACTORS  # exact in float64, unless a float64 scale overflows (then not exact)
+        if kind == "e8m0":  # powers of two 2^-127 .. 2^127
+            ok = (scaled >= 2.0 ** -127) & (scaled <= 2.0 ** 127)
+        else:
+            if kind == "bfloat16":
+                import ml_dtypes
+
+                dtype: Any = ml_dtypes.bfloat16
+            else:
+                dtype = _NUMPY_SCALE_DTYPES[kind]
+            ok = (scaled.astype(dtype).astype(np.float64) == scaled) & np.isfinite(scaled)
+    exact = ok.all(axis=1).tolist()
+    return {"2": exact[0], "0.5": exact[1]}
 
 
 @dataclass
@@ -361,7 +363,7 @@ def scale_stats(tensor: Any, dtype_name: str, kind: str, *, kv: bool = False) ->
         subnormal=int(np.count_nonzero(subnormal)), absent_sentinel=int(np.count_nonzero(sentinel)),
         not_pow2=not_pow2, log2_min_exponent=lo, log2_counts=counts,
         log2_fine_min_bin=fine_lo, log2_fine_counts=fine_counts,
-        factor_exact={"2": _multiply_exact(flat, kind, 2.0), "0.5": _multiply_exact(flat, kind, 0.5)},
+        factor_exact=_factors_exact(flat, kind),
     )
     return stats, values
 
