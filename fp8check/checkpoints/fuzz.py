@@ -78,9 +78,42 @@ def make_seeds(directory: str) -> dict[str, str]:
     torch.save({"model": {"l.weight": w.clone(), "l.weight_scale": s.clone(), "l.bias": torch.zeros(16)}}, pt)
     out["torch-zip"] = pt
     legacy = os.path.join(directory, "seed_legacy.pt")
-    torch.save({"l.weight": w.clone(), "l.weight_scale": s.clone()}, legacy, _use_new_zipfile_serialization=False)
+    for _ in range(64):  # torch orders the storages by address: until that is the order they are used in
+        torch.save({"l.weight": w.clone(), "l.weight_scale": s.clone()}, legacy, _use_new_zipfile_serialization=False)
+        if _fixed_storage_keys(legacy):
+            break
     out["torch-legacy"] = legacy
     return out
+
+
+def _fixed_storage_keys(path: str) -> bool:
+    """Rename the storages of a legacy torch file "0", "1", ...: torch names (and orders) them by
+    memory address, so the same seed would differ from run to run, and so would every mutation of it
+    (a case's "reproduce" line must reproduce it). False when the storages are not stored in the
+    order the object uses them (then the file is the same only up to that order)."""
+    import io
+    import pickle
+
+    class _Skip(pickle.Unpickler):
+        def persistent_load(self, pid: Any) -> None:
+            return None
+
+        def find_class(self, module: str, name: str) -> Any:
+            return lambda *args, **kwargs: None  # nothing is built: only the key list is wanted
+
+    data = open(path, "rb").read()
+    f = io.BytesIO(data)
+    for _ in range(4):  # magic number, protocol, system info, the object
+        _Skip(f).load()
+    keys = pickle.Unpickler(f).load()  # written by torch.save just above: a list of strings
+    texts = [b"X" + len(k.encode()).to_bytes(4, "little") + k.encode() for k in keys]
+    in_order = [data.find(t) for t in texts] == sorted(data.find(t) for t in texts)
+    for i, text in enumerate(texts):
+        new = str(i).encode()
+        data = data.replace(text, b"X" + len(new).to_bytes(4, "little") + new)
+    with open(path, "wb") as out:
+        out.write(data)
+    return in_order
 
 
 # -- mutations ------------------------------------------------------------------------
