@@ -627,15 +627,18 @@ class Auditor:
 
     def prepare(self, paths: list[str]) -> None:
         """Steps 1-3; the files stay open (for counting and convert) until :meth:`close`."""
-        torch = require_torch()
         self._started = time.perf_counter()
-        # The audit runs its own workers over single-threaded kernels; torch's
-        # intra-op pool would only spin on the same cores (measured: 3.5x
-        # slower on 2 cores). Restored in close().
-        self._torch_threads = torch.get_num_threads()
-        torch.set_num_threads(1)
         disc = discover(paths)
         self._open(disc)
+        if any(ck.readers for ck in self.checkpoints):
+            # torch only once there is something to read: a refused or missing file is
+            # answered without its import (3 s of a 3.5 s run).
+            torch = require_torch()
+            # The audit runs its own workers over single-threaded kernels; torch's
+            # intra-op pool would only spin on the same cores (measured: 3.5x
+            # slower on 2 cores). Restored in close().
+            self._torch_threads = torch.get_num_threads()
+            torch.set_num_threads(1)
         total = sum(rec.entry.nbytes for _, rec in self._records()
                     if rec.entry is not None and (self._counts_data(rec) or rec.role in _SCALE_ROLES))
         self.progress.start(total, sum(len(ck.readers) for ck in self.checkpoints))

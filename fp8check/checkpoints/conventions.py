@@ -214,7 +214,7 @@ def pair(entries_by_file: dict[str, dict[str, Any]], *, config: QuantConfig, byt
     p = Pairing()
     # Where each name lives when it is not in the data tensor's own file.
     elsewhere: dict[str, list[str]] = {}
-    for f, entries in entries_by_file.items():
+    for f, entries in entries_by_file.items() if len(entries_by_file) > 1 else ():  # one file: nowhere else
         for name in entries:
             elsewhere.setdefault(name, []).append(f)
     for name, f in (weight_map or {}).items():
