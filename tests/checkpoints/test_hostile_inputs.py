@@ -123,6 +123,14 @@ def test_many_tensors_stream_in_bounded_memory(tmp_path, capsys):
     with open(tmp_path / "r.json") as f:
         r = json.load(f)
     assert len(r["tensors"]) == n and r["summary"]["fp8_tensors"] == n
+    assert [t["name"] for t in r["tensors"]] == list(header)
+    # the terminal and the HTML report read back only the rows they show, from the spool
+    assert main(["audit", str(path), "--jobs", "1", "--max-rows", "1300", "--html", str(tmp_path / "r.html")]) == 0
+    out = capsys.readouterr().out
+    assert "t1234.weight" in out and "t1299.weight" in out and "t1300.weight" not in out
+    assert f"… {n - 1300} more" in out
+    html = (tmp_path / "r.html").read_text()
+    assert "t1499.weight" in html  # within the 2,000 rows the report keeps
 
 
 # -- the two crafted files that read past their zip records -----------------------------------
