@@ -112,9 +112,9 @@ print(json.dumps({
     "cpu_seconds": cpu() - cpu0,
     "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     "children_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
-    "fp8_tensors": report["summary"]["fp8_tensors"],
-    "bytes_read": report["summary"]["bytes_read"],
-    "errors": report["summary"]["errors"],
+    "fp8_tensors": report.summary.fp8_tensors,
+    "bytes_read": report.summary.bytes_read,
+    "errors": report.summary.errors,
 }))
 """
 
