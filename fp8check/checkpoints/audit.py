@@ -39,7 +39,7 @@ from fp8check.checkpoints import targets as tg
 from fp8check.checkpoints.audit_result import (AUDIT_SCHEMA_VERSION, AuditResult, CheckpointResult, FileResult,
                                                ScaleRef, Summary, TensorResult, TensorRows)
 from fp8check.checkpoints.loaders import (CheckpointFile, Discovery, TensorEntry, discover, open_checkpoint,
-                                          read_config, require_torch)
+                                          pread_into, read_config, require_torch)
 from fp8check.errors import CheckpointError, InvalidValueError
 
 __all__ = ["AUDIT_SCHEMA_VERSION", "AuditOptions", "Auditor", "ProgressSink", "audit"]
@@ -366,16 +366,12 @@ class Auditor:
         def count_small(fd: int, pos: int, n: int, name: str, path: str) -> np.ndarray:
             if n == 0:
                 return np.zeros(256, dtype=np.int64)
-            view = memoryview(small)[:n]
-            got = 0
-            while got < n:
-                try:
-                    k = os.preadv(fd, [view[got:]], pos + got)
-                except OSError as exc:
-                    raise CheckpointError(path, f"cannot read tensor {name!r}: {exc.strerror or exc}") from None
-                if k <= 0:
-                    raise CheckpointError(path, f"tensor {name!r}: the file ended before its data did")
-                got += k
+            try:
+                got = pread_into(fd, memoryview(small)[:n], pos)
+            except OSError as exc:
+                raise CheckpointError(path, f"cannot read tensor {name!r}: {exc.strerror or exc}") from None
+            if got < n:
+                raise CheckpointError(path, f"tensor {name!r}: the file ended before its data did")
             return np.bincount(small[:n], minlength=256)
 
         def submit(rec: Record) -> list[Future[Any]] | np.ndarray:

@@ -230,12 +230,11 @@ def pair(entries_by_file: dict[str, dict[str, Any]], *, config: QuantConfig, byt
         return None
 
     # Pass 1: who has a scale partner (any dtype of data).
-    name_roles: dict[str, str | None] = {}  # three regular expressions per name, once
+    # three regular expressions per name, once
+    name_roles = {name: scale_role_by_name(name) for entries in entries_by_file.values() for name in entries}
     for f, entries in entries_by_file.items():
         for name, e in entries.items():
-            by_name = name_roles.get(name, "")
-            if by_name == "":
-                by_name = name_roles[name] = scale_role_by_name(name)
+            by_name = name_roles[name]
             if e.dtype == dtypes.E8M0_DTYPE or by_name in (ROLE_ACTIVATION_SCALE, ROLE_KV_SCALE):
                 continue
             if by_name is not None and dtypes.fp8_format_of(e.dtype) is None:

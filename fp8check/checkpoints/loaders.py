@@ -241,17 +241,21 @@ def read_safetensors_header(path: str) -> tuple[dict[str, Any], int, int]:
     return header, 8 + n, size
 
 
-class _Shown:
-    """A tensor name as an error message shows it (JSON-quoted, at most 200 characters): made only
-    when a message needs it (a header may name 100,000s of tensors)."""
+def pread_into(fd: int, view: memoryview, offset: int) -> int:
+    """Fill ``view`` from ``offset`` of ``fd`` (``os.preadv``: no shared file position); the bytes
+    read, fewer only where the file ends. OSError as ``preadv`` raises it."""
+    got = 0
+    while got < len(view):
+        k = os.preadv(fd, [view[got:]], offset + got)
+        if k <= 0:
+            break
+        got += k
+    return got
 
-    __slots__ = ("name",)
 
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __str__(self) -> str:
-        return json.dumps(self.name)[:200]
+def _shown(name: str) -> str:
+    """A tensor name as an error message shows it: JSON-quoted, at most 200 characters."""
+    return json.dumps(name)[:200]
 
 
 def _validate_safetensors(path: str, header: dict[str, Any], data_start: int, size: int) -> tuple[
@@ -271,27 +275,26 @@ def _validate_safetensors(path: str, header: dict[str, Any], data_start: int, si
     for name, info in header.items():
         if name == "__metadata__":
             continue
-        shown = _Shown(name)
         if not isinstance(info, dict):
-            raise CheckpointError(path, f"tensor {shown}: header entry is not an object")
+            raise CheckpointError(path, f"tensor {_shown(name)}: header entry is not an object")
         code, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
         if not isinstance(code, str) or code not in dtypes.SAFETENSORS_DTYPES:
-            raise CheckpointError(path, f"tensor {shown}: unknown dtype {json.dumps(code)[:40]}")
+            raise CheckpointError(path, f"tensor {_shown(name)}: unknown dtype {json.dumps(code)[:40]}")
         if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
                                                    for d in shape):
-            raise CheckpointError(path, f"tensor {shown}: shape {json.dumps(shape)[:80]} is not a list of sizes")
+            raise CheckpointError(path, f"tensor {_shown(name)}: shape {json.dumps(shape)[:80]} is not a list of sizes")
         if len(shape) > MAX_DIMS:
-            raise CheckpointError(path, f"tensor {shown}: {len(shape)} dimensions (at most {MAX_DIMS})")
+            raise CheckpointError(path, f"tensor {_shown(name)}: {len(shape)} dimensions (at most {MAX_DIMS})")
         if math.prod(max(d, 1) for d in shape) > MAX_ELEMENTS:
-            raise CheckpointError(path, f"tensor {shown}: shape {json.dumps(shape)[:80]} is too large to be "
+            raise CheckpointError(path, f"tensor {_shown(name)}: shape {json.dumps(shape)[:80]} is too large to be "
                                         "addressed (more than 2^56 elements)")
         if (not isinstance(offsets, list) or len(offsets) != 2
                 or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)):
-            raise CheckpointError(path, f"tensor {shown}: data_offsets {json.dumps(offsets)[:80]} is not [start, end]")
+            raise CheckpointError(path, f"tensor {_shown(name)}: data_offsets {json.dumps(offsets)[:80]} is not [start, end]")
         start, end = offsets
         if not 0 <= start <= end <= data_len:
             raise CheckpointError(
-                path, f"tensor {shown}: data_offsets [{start}, {end}] lie outside the data section ({data_len} bytes)")
+                path, f"tensor {_shown(name)}: data_offsets [{start}, {end}] lie outside the data section ({data_len} bytes)")
         dtype_name, bits = dtypes.SAFETENSORS_DTYPES[code]
         numel = 1
         for d in shape:
@@ -300,18 +303,18 @@ def _validate_safetensors(path: str, header: dict[str, Any], data_start: int, si
         if nbits % 8 or nbits // 8 != end - start:
             raise CheckpointError(
                 path,
-                f"tensor {shown}: shape {json.dumps(shape)[:80]} of {code} needs "
+                f"tensor {_shown(name)}: shape {json.dumps(shape)[:80]} of {code} needs "
                 f"{_bits_text(nbits)} bytes but its data_offsets span {end - start}",
             )
-        spans.append((start, end, shown))
+        spans.append((start, end, name))
         entries[name] = TensorEntry(name=name, file=path, dtype=dtype_name, shape=tuple(shape), nbytes=end - start,
                                     offset=data_start + start)
     spans.sort(key=lambda span: span[:2])
     position = 0
-    for start, end, shown in spans:
+    for start, end, name in spans:
         if start != position:
             what = "overlaps the previous tensor" if start < position else f"leaves a gap of {start - position} bytes"
-            raise CheckpointError(path, f"tensor {shown}: data {what}")
+            raise CheckpointError(path, f"tensor {_shown(name)}: data {what}")
         position = end
     if position != data_len:
         raise CheckpointError(path, f"{data_len - position} bytes after the last tensor are not described by the header")
@@ -357,7 +360,7 @@ class SafetensorsFile(CheckpointFile):
             # reads the whole file (a 500 MB shard for a 200-byte scale).
             data = bytearray(entry.nbytes)
             if self._read_at(data, entry.offset) != entry.nbytes:
-                raise CheckpointError(self.path, f"tensor {json.dumps(name)[:200]}: the file ended before its data did")
+                raise CheckpointError(self.path, f"tensor {_shown(name)}: the file ended before its data did")
             if not data:
                 return torch.empty(entry.shape, dtype=dtype)
             return torch.frombuffer(data, dtype=dtype).reshape(entry.shape)
@@ -365,7 +368,7 @@ class SafetensorsFile(CheckpointFile):
         try:
             return handle.get_tensor(name)
         except Exception as exc:
-            raise CheckpointError(self.path, f"tensor {json.dumps(name)[:200]}: {_first_line(exc)}") from None
+            raise CheckpointError(self.path, f"tensor {_shown(name)}: {_first_line(exc)}") from None
 
     def _read_at(self, data: bytearray, offset: int) -> int:
         """Fill ``data`` from ``offset``; the bytes read. One descriptor for every read where the
@@ -377,13 +380,7 @@ class SafetensorsFile(CheckpointFile):
                     return f.readinto(data) or 0
             if self._fd is None:
                 self._fd = os.open(self.path, os.O_RDONLY)
-            got = 0
-            while got < len(data):
-                k = os.preadv(self._fd, [memoryview(data)[got:]], offset + got)
-                if k <= 0:
-                    break
-                got += k
-            return got
+            return pread_into(self._fd, memoryview(data), offset)
         except OSError as exc:
             raise CheckpointError(self.path, f"cannot read: {exc.strerror or exc}") from None
 
@@ -592,7 +589,7 @@ class TorchFile(CheckpointFile):
         if not note and ref.storage is not None:
             rec = self._records[ref.storage.key]
             if ref.extent() * ref.itemsize > min(ref.storage.nbytes, rec.size):
-                raise CheckpointError(self.path, f"tensor {json.dumps(name)[:200]}: shape {list(ref.shape)} at offset "
+                raise CheckpointError(self.path, f"tensor {_shown(name)}: shape {list(ref.shape)} at offset "
                                                  f"{ref.offset} reaches past its storage of {ref.storage.numel} "
                                                  "elements")
             if ref.contiguous():
@@ -629,7 +626,7 @@ class TorchFile(CheckpointFile):
         def tensor(key: str) -> pickles.TensorRef:
             value = st.get(key)
             if not isinstance(value, pickles.TensorRef):
-                raise CheckpointError(self.path, f"{sub.cls} {json.dumps(name)[:200]}: no tensor {key!r} in its state")
+                raise CheckpointError(self.path, f"{sub.cls} {_shown(name)}: no tensor {key!r} in its state")
             return value
 
         def block(value: Any) -> tuple[int, int] | None:
@@ -642,14 +639,14 @@ class TorchFile(CheckpointFile):
             impl = st.get("tensor_impl")
             if not isinstance(impl, pickles.SubclassRef) or \
                     pickles.TORCHAO_SUBCLASSES.get(impl.cls) != "Float8AQTTensorImpl":
-                raise CheckpointError(self.path, f"{sub.cls} {json.dumps(name)[:200]}: its layout is not a float8 "
+                raise CheckpointError(self.path, f"{sub.cls} {_shown(name)}: its layout is not a float8 "
                                                  "layout fp8check reads")
             data, scale = impl.state.get("float8_data"), impl.state.get("scale")
             if not isinstance(data, pickles.TensorRef) or not isinstance(scale, pickles.TensorRef):
-                raise CheckpointError(self.path, f"{sub.cls} {json.dumps(name)[:200]}: float8 layout without "
+                raise CheckpointError(self.path, f"{sub.cls} {_shown(name)}: float8 layout without "
                                                  "float8_data and scale tensors")
             if impl.state.get("transposed"):
-                raise CheckpointError(self.path, f"{sub.cls} {json.dumps(name)[:200]}: a transposed float8 layout, "
+                raise CheckpointError(self.path, f"{sub.cls} {_shown(name)}: a transposed float8 layout, "
                                                  "which fp8check does not read")
             self._add(f"{name}.float8_data", data, scale_hint=f"{name}.scale", block=block(st.get("block_size")))
             self._add(f"{name}.scale", scale)
@@ -666,7 +663,7 @@ class TorchFile(CheckpointFile):
             scale = tensor("scale")
             bs = st.get("block_size", st.get("_block_size"))
             if not isinstance(bs, int) or isinstance(bs, bool) or bs <= 0:
-                raise CheckpointError(self.path, f"{sub.cls} {json.dumps(name)[:200]}: block_size is not a size")
+                raise CheckpointError(self.path, f"{sub.cls} {_shown(name)}: block_size is not a size")
             packed = "nvfp4" if kind == "NVFP4Tensor" else ("mxfp4" if data.dtype in ("uint8", "float4_e2m1fn_x2")
                                                             else "")
             rows = data.shape[-2] if len(data.shape) >= 2 else 1
@@ -677,7 +674,7 @@ class TorchFile(CheckpointFile):
                 self._add(f"{name}.scale", scale)
                 padded = -(-logical[0] // 128) * 128 * (-(-logical[1] // 4) * 4)
                 if scale.numel != padded:
-                    raise CheckpointError(self.path, f"{sub.cls} {json.dumps(name)[:200]}: swizzled scale of "
+                    raise CheckpointError(self.path, f"{sub.cls} {_shown(name)}: swizzled scale of "
                                                      f"{scale.numel} elements for {logical[0]} x {logical[1]} blocks")
                 e = self.entries[f"{name}.scale"]
                 self.entries[f"{name}.scale"] = TensorEntry(name=e.name, file=e.file, dtype=e.dtype, shape=logical,
@@ -691,18 +688,18 @@ class TorchFile(CheckpointFile):
                 self._add(f"{name}.per_tensor_scale", st["per_tensor_scale"])
             self.notes.append(f"{name}: torchao {kind} read as {name}.qdata x {name}.scale (block {bs})")
             return
-        raise CheckpointError(self.path, f"{sub.cls} {json.dumps(name)[:200]}: a tensor subclass fp8check does not read")
+        raise CheckpointError(self.path, f"{sub.cls} {_shown(name)}: a tensor subclass fp8check does not read")
 
     def tensor(self, name: str) -> Any:
         torch = require_torch()
         ref = self._tensors.get(name)
         if ref is None:
-            raise CheckpointError(self.path, f"tensor {json.dumps(name)[:200]}: not in this file")
+            raise CheckpointError(self.path, f"tensor {_shown(name)}: not in this file")
         if ref.note or ref.storage is None:
-            raise CheckpointError(self.path, f"tensor {json.dumps(name)[:200]}: {ref.note or 'holds no data'}")
+            raise CheckpointError(self.path, f"tensor {_shown(name)}: {ref.note or 'holds no data'}")
         dtype = getattr(torch, ref.dtype, None)
         if not isinstance(dtype, torch.dtype):
-            raise CheckpointError(self.path, f"tensor {json.dumps(name)[:200]}: this torch has no dtype {ref.dtype}")
+            raise CheckpointError(self.path, f"tensor {_shown(name)}: this torch has no dtype {ref.dtype}")
         rec = self._records[ref.storage.key]
         lo = ref.offset * ref.itemsize
         hi = ref.extent() * ref.itemsize
@@ -711,7 +708,7 @@ class TorchFile(CheckpointFile):
             with open(self.path, "rb", buffering=0) as f:
                 f.seek(rec.start + lo)
                 if f.readinto(data) != len(data):
-                    raise CheckpointError(self.path, f"tensor {json.dumps(name)[:200]}: the file ended before its "
+                    raise CheckpointError(self.path, f"tensor {_shown(name)}: the file ended before its "
                                                      "data did")
         if ref.numel == 0:
             t = torch.empty(ref.shape, dtype=dtype)
