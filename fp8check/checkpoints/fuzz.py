@@ -78,42 +78,54 @@ def make_seeds(directory: str) -> dict[str, str]:
     torch.save({"model": {"l.weight": w.clone(), "l.weight_scale": s.clone(), "l.bias": torch.zeros(16)}}, pt)
     out["torch-zip"] = pt
     legacy = os.path.join(directory, "seed_legacy.pt")
-    for _ in range(64):  # torch orders the storages by address: until that is the order they are used in
-        torch.save({"l.weight": w.clone(), "l.weight_scale": s.clone()}, legacy, _use_new_zipfile_serialization=False)
-        if _fixed_storage_keys(legacy):
-            break
+    torch.save({"l.weight": w.clone(), "l.weight_scale": s.clone()}, legacy, _use_new_zipfile_serialization=False)
+    _canonical_legacy_file(legacy)
     out["torch-legacy"] = legacy
     return out
 
 
-def _fixed_storage_keys(path: str) -> bool:
-    """Rename the storages of a legacy torch file "0", "1", ...: torch names (and orders) them by
-    memory address, so the same seed would differ from run to run, and so would every mutation of it
-    (a case's "reproduce" line must reproduce it). False when the storages are not stored in the
-    order the object uses them (then the file is the same only up to that order)."""
+def _canonical_legacy_file(path: str) -> None:
+    """Name the storages of a legacy torch file "0", "1", ... in the order its object uses them, and
+    store them in that order. torch names them by memory address and stores them sorted by name, so
+    the same seed differed from run to run, and so did every mutation of it (a case's "reproduce"
+    line must reproduce it). The file is our own seed, just written by torch.save."""
     import io
     import pickle
 
-    class _Skip(pickle.Unpickler):
+    import torch
+
+    sizes: dict = {}  # storage key -> its bytes, in the order the object uses them
+
+    class _Object(pickle.Unpickler):
         def persistent_load(self, pid: Any) -> None:
-            return None
+            _, kind, key, _, numel = pid[:5]  # ("storage", storage class, key, location, numel, ...)
+            per = 1 if kind == "UntypedStorage" else getattr(torch, kind).dtype.itemsize
+            sizes.setdefault(key, numel * per)
 
         def find_class(self, module: str, name: str) -> Any:
-            return lambda *args, **kwargs: None  # nothing is built: only the key list is wanted
+            return name if name.endswith("Storage") else (lambda *args, **kwargs: None)  # nothing is built
+
+    def text(key: str) -> bytes:
+        return b"X" + len(key.encode()).to_bytes(4, "little") + key.encode()
 
     data = open(path, "rb").read()
     f = io.BytesIO(data)
-    for _ in range(4):  # magic number, protocol, system info, the object
-        _Skip(f).load()
-    keys = pickle.Unpickler(f).load()  # written by torch.save just above: a list of strings
-    texts = [b"X" + len(k.encode()).to_bytes(4, "little") + k.encode() for k in keys]
-    in_order = [data.find(t) for t in texts] == sorted(data.find(t) for t in texts)
-    for i, text in enumerate(texts):
-        new = str(i).encode()
-        data = data.replace(text, b"X" + len(new).to_bytes(4, "little") + new)
+    for _ in range(3):  # magic number, protocol, system info
+        pickle.load(f)
+    head = data[:f.tell()]
+    _Object(f).load()
+    obj = data[len(head):f.tell()]
+    keys = pickle.load(f)  # the storage keys, sorted, then each storage: an 8-byte count and its bytes
+    records, at = {}, f.tell()
+    for key in keys:
+        records[key], at = data[at:at + 8 + sizes[key]], at + 8 + sizes[key]
+    if at != len(data):
+        raise ValueError(f"{path}: {len(data) - at} bytes after the storages (not a legacy torch file?)")
+    for i, key in enumerate(sizes):
+        obj = obj.replace(text(key), text(str(i)))
+    names = pickle.dumps([str(i) for i in range(len(sizes))], protocol=2)  # as torch.save pickles the keys
     with open(path, "wb") as out:
-        out.write(data)
-    return in_order
+        out.write(head + obj + names + b"".join(records[key] for key in sizes))
 
 
 # -- mutations ------------------------------------------------------------------------
