@@ -28,6 +28,7 @@ import contextlib
 import io
 import json
 import os
+import pickle
 import random
 import shutil
 import signal
@@ -37,6 +38,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
+
+from fp8check.checkpoints import pickles
 
 KINDS = ("safetensors", "sharded", "torch-zip", "torch-legacy")
 MANY_TENSORS = [1000, 20000, 200000]  # headers with this many tensors (the last one once ended in a MemoryError)
@@ -89,17 +92,12 @@ def _canonical_legacy_file(path: str) -> None:
     store them in that order. torch names them by memory address and stores them sorted by name, so
     the same seed differed from run to run, and so did every mutation of it (a case's "reproduce"
     line must reproduce it). The file is our own seed, just written by torch.save."""
-    import io
-    import pickle
-
-    import torch
-
     sizes: dict = {}  # storage key -> its bytes, in the order the object uses them
 
     class _Object(pickle.Unpickler):
         def persistent_load(self, pid: Any) -> None:
             _, kind, key, _, numel = pid[:5]  # ("storage", storage class, key, location, numel, ...)
-            per = 1 if kind == "UntypedStorage" else getattr(torch, kind).dtype.itemsize
+            per = 1 if kind == "UntypedStorage" else pickles.DTYPE_ITEMSIZE[pickles.STORAGE_CLASSES[kind]]
             sizes.setdefault(key, numel * per)
 
         def find_class(self, module: str, name: str) -> Any:
@@ -240,8 +238,8 @@ def _rezip(src: str, dst: str, edit: Callable[[str, bytes], bytes]) -> None:
     import zipfile
 
     with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", compression=zipfile.ZIP_STORED) as zout:
-        for info in zin.infolist():
-            zout.writestr(info.filename, edit(info.filename, zin.read(info)))
+        for info in zin.infolist():  # the source's date, not now: a case must be the same every run
+            zout.writestr(zipfile.ZipInfo(info.filename, info.date_time), edit(info.filename, zin.read(info)))
 
 
 def _storage_size_mutation(pkl: bytes, rng: random.Random) -> bytes:
@@ -251,8 +249,7 @@ def _storage_size_mutation(pkl: bytes, rng: random.Random) -> bytes:
     ops = list(pickletools.genops(pkl))
     for i, (op, arg, pos) in enumerate(ops):
         if op.name == "BINPERSID" and i >= 2:
-            _, _, p = ops[i - 2]  # the count is the last item of the persistent-id tuple
-            o, a, p = ops[i - 2]
+            o, a, p = ops[i - 2]  # the count is the last item of the persistent-id tuple
             if o.name in ("BININT1", "BININT2", "BININT"):
                 new = rng.choice((2 ** 31 - 1, 10 ** 6, (a or 0) + 1, (a or 0) * 2 + 64))
                 end = ops[i - 1][2]

@@ -3,6 +3,9 @@ fixed seed. (torchao checkpoints read without torchao: test_torchao_checkpoints.
 
 import json
 import os
+import stat
+import subprocess
+import sys
 import zipfile
 
 import numpy as np
@@ -306,3 +309,36 @@ def test_fuzz_seeds_are_the_same_every_run(tmp_path):
     runs = [fuzz.make_seeds(str(tmp_path / f"run{i}")) for i in range(4)]
     for kind in ("safetensors", "torch-zip", "torch-legacy"):
         assert len({open(r[kind], "rb").read() for r in runs}) == 1, kind
+
+
+_WRITE_CASES = """
+import os, sys, time
+from fp8check.checkpoints import fuzz
+now = time.time
+time.time = lambda: now() + {shift}  # a later clock
+seeds = fuzz.make_seeds(os.path.join(sys.argv[1], "seeds"))
+for case in range({cases}):
+    fuzz.mutate(seeds, case, 7, sys.argv[1])
+"""
+
+
+def _case_files(directory):
+    found = {}
+    for root, _, files in os.walk(directory):
+        for name in files:
+            path = os.path.join(root, name)
+            mode = os.lstat(path).st_mode
+            found[os.path.relpath(path, directory)] = open(path, "rb").read() if stat.S_ISREG(mode) else mode
+    return found
+
+
+def test_fuzz_cases_are_the_same_in_another_process_at_another_time(tmp_path):
+    # a case's "reproduce" line names its seed and number: the case it writes must not depend on the
+    # clock (zip entries' dates) or on the interpreter's string hashing
+    for i, hash_seed in enumerate(("1", "2")):
+        env = dict(os.environ, PYTHONHASHSEED=hash_seed)
+        code = _WRITE_CASES.format(shift=i * 40_000_000, cases=24)
+        subprocess.run([sys.executable, "-c", code, str(tmp_path / f"run{i}")], env=env, check=True, timeout=300)
+    first, second = _case_files(tmp_path / "run0"), _case_files(tmp_path / "run1")
+    assert len(first) > 24 and first.keys() == second.keys()
+    assert [name for name in first if first[name] != second[name]] == []
