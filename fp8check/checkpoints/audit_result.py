@@ -203,11 +203,14 @@ class TensorRows:
             self._rows = []
         self._write(row)
 
-    def _write(self, row: TensorResult) -> None:
+    def _spooled(self) -> IO[bytes]:
         if self._spool is None:
-            raise RuntimeError("TensorRows: closed")
+            raise RuntimeError("TensorRows: no spool (closed, or its rows are in memory)")
+        return self._spool
+
+    def _write(self, row: TensorResult) -> None:
         data = _row_json(row).encode("utf-8") + b"\n"
-        self._spool.write(data)
+        self._spooled().write(data)
         self._offsets.append(self._offsets[-1] + len(data))
 
     def __len__(self) -> int:
@@ -217,9 +220,8 @@ class TensorRows:
         return self._briefs
 
     def _line(self, i: int) -> bytes:
-        assert self._spool is not None
         start, end = self._offsets[i], self._offsets[i + 1]
-        return os.pread(self._spool.fileno(), end - start, start)  # by offset: iterations may interleave
+        return os.pread(self._spooled().fileno(), end - start, start)  # by offset: iterations may interleave
 
     def json_lines(self) -> Iterator[str]:
         """Each row as one compact line of strict JSON (:func:`fp8check.outputs.json_line`), in order."""
@@ -242,9 +244,8 @@ class TensorRows:
         if self._spool is None:
             yield from list(self._rows)
             return
-        self._spool.flush()
-        for i in range(len(self._offsets) - 1):
-            yield TensorResult.from_dict(json.loads(self._line(i)))
+        for line in self.json_lines():
+            yield TensorResult.from_dict(json.loads(line))
 
     def close(self) -> None:
         if self._spool is not None:

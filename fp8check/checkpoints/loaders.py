@@ -122,12 +122,29 @@ class CheckpointFile:
         self.metadata: dict[str, str] = {}
         self.notes: list[str] = []
         self._region: tuple[int, int] | None | bool = False  # False: not looked up yet
+        self._fd: int | None = None
 
     def tensor(self, name: str) -> Any:
         raise NotImplementedError
 
+    def _read_at(self, data: bytearray, offset: int) -> int:
+        """Fill ``data`` from ``offset``; the bytes read. One descriptor for every read where the
+        platform has ``preadv`` (an audit reads each of 100,000s of scales this way)."""
+        try:
+            if not hasattr(os, "preadv"):
+                with open(self.path, "rb", buffering=0) as f:
+                    f.seek(offset)
+                    return f.readinto(data) or 0
+            if self._fd is None:
+                self._fd = os.open(self.path, os.O_RDONLY)
+            return pread_into(self._fd, memoryview(data), offset)
+        except OSError as exc:
+            raise CheckpointError(self.path, f"cannot read: {exc.strerror or exc}") from None
+
     def close(self) -> None:
-        pass
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
 
     def __enter__(self) -> CheckpointFile:
         return self
@@ -338,7 +355,6 @@ class SafetensorsFile(CheckpointFile):
                 "cannot read; install safetensors>=0.8",
             )
         self._handle: Any = None
-        self._fd: int | None = None
 
     def _open(self) -> Any:
         if self._handle is None:
@@ -370,24 +386,8 @@ class SafetensorsFile(CheckpointFile):
         except Exception as exc:
             raise CheckpointError(self.path, f"tensor {_shown(name)}: {_first_line(exc)}") from None
 
-    def _read_at(self, data: bytearray, offset: int) -> int:
-        """Fill ``data`` from ``offset``; the bytes read. One descriptor for every read where the
-        platform has ``preadv`` (an audit reads each of 100,000s of scales this way)."""
-        try:
-            if not hasattr(os, "preadv"):
-                with open(self.path, "rb", buffering=0) as f:
-                    f.seek(offset)
-                    return f.readinto(data) or 0
-            if self._fd is None:
-                self._fd = os.open(self.path, os.O_RDONLY)
-            return pread_into(self._fd, memoryview(data), offset)
-        except OSError as exc:
-            raise CheckpointError(self.path, f"cannot read: {exc.strerror or exc}") from None
-
     def close(self) -> None:
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            os.close(fd)
+        super().close()
         handle, self._handle = self._handle, None
         if handle is not None and hasattr(handle, "__exit__"):
             try:
@@ -704,12 +704,8 @@ class TorchFile(CheckpointFile):
         lo = ref.offset * ref.itemsize
         hi = ref.extent() * ref.itemsize
         data = bytearray(max(hi - lo, 0))
-        if data:
-            with open(self.path, "rb", buffering=0) as f:
-                f.seek(rec.start + lo)
-                if f.readinto(data) != len(data):
-                    raise CheckpointError(self.path, f"tensor {_shown(name)}: the file ended before its "
-                                                     "data did")
+        if data and self._read_at(data, rec.start + lo) != len(data):
+            raise CheckpointError(self.path, f"tensor {_shown(name)}: the file ended before its data did")
         if ref.numel == 0:
             t = torch.empty(ref.shape, dtype=dtype)
         else:
@@ -719,9 +715,6 @@ class TorchFile(CheckpointFile):
         if view is not None:
             t = _unswizzle(t, view[1])
         return t
-
-    def close(self) -> None:
-        pass
 
 
 def _unswizzle(t: Any, logical: tuple[int, int]) -> Any:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from fp8check.errors import FP8CheckError
 from fp8check.zoo import ZooUnavailable
