@@ -66,7 +66,10 @@ class Report:
         return [x for r in self.results for x in r.refusals]
 
     def __str__(self) -> str:
-        return "\n\n".join(str(r) for r in self.results)
+        """What ``fp8check check`` prints for each result."""
+        from fp8check.terminal.divergences import result_text
+
+        return "\n\n".join(result_text(r) for r in self.results)
 
     def __bool__(self) -> bool:
         return self.passed
@@ -121,4 +124,8 @@ def check_fused(kernel: Any, *, reference: Any, format: str, profile: str = "iee
 def assert_conforms(report: Report | CheckResult) -> None:
     """Raise AssertionError, its message what ``fp8check check`` prints, unless ``report`` passed."""
     if not report.passed:
+        if isinstance(report, CheckResult):
+            from fp8check.terminal.divergences import result_text
+
+            raise AssertionError("\n" + result_text(report))
         raise AssertionError("\n" + str(report))

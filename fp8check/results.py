@@ -139,10 +139,14 @@ class CheckResult:
         return cls(**kept)
 
     def __str__(self) -> str:
-        """What ``fp8check check`` prints for this result."""
-        from fp8check.terminal.divergences import result_text
-
-        return result_text(self)
+        """One line: what was checked and the verdict. The full text, divergences and
+        reproducers included, is the terminal printer's (``fp8check.terminal.divergences.result_text``,
+        which ``fp8check.assert_conforms`` and ``str(Report)`` use): the core renders nothing."""
+        what = f"{self.kernel} ({self.kind}, {self.format}/{self.profile}, {self.input_dtype} in, {self.device})"
+        if self.passed:
+            return f"{what}: conforms ({self.checked:,} values checked)"
+        found = ", ".join(f"{c} {n:,}" for c, n in self.categories.items() if n) or "no divergence counted"
+        return f"{what}: diverges ({found}; {self.checked:,} values checked)"
 
 
 _DIVERGENCE_FIELDS = tuple(f.name for f in fields(Divergence))

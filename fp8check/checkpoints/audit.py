@@ -41,8 +41,9 @@ from fp8check.checkpoints.audit_result import (AUDIT_SCHEMA_VERSION, AuditResult
 from fp8check.checkpoints.loaders import (CheckpointFile, Discovery, TensorEntry, discover, open_checkpoint,
                                           pread_into, read_config, require_torch)
 from fp8check.errors import CheckpointError, InvalidValueError
+from fp8check.progress import ProgressSink
 
-__all__ = ["AUDIT_SCHEMA_VERSION", "AuditOptions", "Auditor", "ProgressSink", "audit"]
+__all__ = ["AUDIT_SCHEMA_VERSION", "AuditOptions", "Auditor", "audit"]
 
 DEFAULT_DEQUANT_DTYPE = "bfloat16"
 MAX_DEFAULT_JOBS = 32
@@ -62,18 +63,6 @@ class AuditOptions:
     parallel: str = "threads"  # or "processes"
     chunk_bytes: int = st.CHUNK_BYTES
     fail_on: str = fd.ERROR
-
-
-class ProgressSink:
-    """What the engine tells a progress display (all no-ops here)."""
-
-    def start(self, total_bytes: int, total_files: int) -> None: ...
-
-    def advance(self, nbytes: int) -> None: ...
-
-    def file_done(self, path: str) -> None: ...
-
-    def close(self) -> None: ...
 
 
 @dataclass

@@ -39,7 +39,8 @@ from fp8check.checkpoints import granularity as gr
 from fp8check.checkpoints import stats as st
 from fp8check.checkpoints import targets as tg
 from fp8check.checkpoints import safetensors_writer as writer
-from fp8check.checkpoints.audit import AuditOptions, Auditor, Checkpoint, ProgressSink, Record
+from fp8check.checkpoints.audit import AuditOptions, Auditor, Checkpoint, Record
+from fp8check.progress import ProgressSink
 from fp8check.errors import CheckpointError, MissingDependencyError
 from fp8check.checkpoints.loaders import SafetensorsFile
 from fp8check.errors import InvalidValueError

@@ -44,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
     from fp8check.checkpoints.audit import AuditOptions, audit
     from fp8check.errors import InvalidValueError
     from fp8check.outputs import check_writable, write_json
-    from fp8check.terminal.checkpoints import RichProgress, plain, print_report
+    from fp8check.terminal.checkpoints import plain, print_report
+    from fp8check.terminal.progress import RichProgress
 
     check_writable(args.json, "--json")  # before any work: a typo must not cost a long audit
     check_writable(args.html, "--html")

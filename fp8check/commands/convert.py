@@ -39,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
     from fp8check.checkpoints.convert import ConvertOptions, convert
     from fp8check.checkpoints.convert import check_destination
     from fp8check.outputs import check_writable, json_ready, write_json
-    from fp8check.terminal.checkpoints import RichProgress, clean, plain
+    from fp8check.terminal.checkpoints import clean, plain
+    from fp8check.terminal.progress import RichProgress
 
     check_writable(args.json, "--json")  # before any work
     check_destination(args.dst, force=args.force)

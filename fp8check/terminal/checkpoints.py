@@ -1,4 +1,4 @@
-"""Terminal output of an audit (rich) and the progress bar.
+"""Terminal output of an audit (rich): renders the audit's result types only.
 
 Everything taken from a file (tensor names, paths, metadata, messages that
 quote them) is untrusted: control and format characters are shown as
@@ -9,13 +9,11 @@ markup is escaped (``rich.markup.escape``) before printing.
 from __future__ import annotations
 
 import os
-import sys
 import unicodedata
-from typing import Any, TextIO
+from typing import TextIO
 
 from rich.markup import escape
 
-from fp8check.checkpoints.audit import ProgressSink
 from fp8check.checkpoints.audit_result import AuditResult, TensorResult
 from fp8check.checkpoints.findings import CODES as FINDING_CODES
 from fp8check.terminal import console as terminal_console
@@ -168,41 +166,3 @@ def _no_scale(t: TensorResult) -> str:
             parent = t.name.rpartition(".")[0].rpartition(".")[0]  # keep the module's own name
             return "unpaired scale " + (name[len(parent) + 1:] if parent and name.startswith(parent + ".") else name)
     return "missing"
-
-
-class RichProgress(ProgressSink):
-    """A progress bar on stderr across files and bytes; silent when stderr is not a terminal."""
-
-    def __init__(self, enabled: bool | None = None) -> None:
-        self.enabled = sys.stderr.isatty() if enabled is None else enabled
-        self._progress: Any = None
-        self._task: Any = None
-        self._files = 0
-        self._done_files = 0
-
-    def start(self, total_bytes: int, total_files: int) -> None:
-        if not self.enabled:
-            return
-        from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
-                                   TransferSpeedColumn)
-
-        self._files = total_files
-        self._progress = Progress(
-            TextColumn("[bold]audit[/] {task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-            TimeRemainingColumn(), console=terminal_console(stderr=True), transient=True)
-        self._progress.start()
-        self._task = self._progress.add_task(f"files 0/{total_files}", total=max(total_bytes, 1))
-
-    def advance(self, nbytes: int) -> None:
-        if self._progress is not None:
-            self._progress.advance(self._task, nbytes)
-
-    def file_done(self, path: str) -> None:
-        if self._progress is not None:
-            self._done_files += 1
-            self._progress.update(self._task, description=f"files {self._done_files}/{self._files}")
-
-    def close(self) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-            self._progress = None

@@ -10,7 +10,7 @@ import torch
 
 from checkpoint_builders import codes, fp8, plant, quantize, save_st
 from fp8check.checkpoints import AuditOptions, audit
-from fp8check.terminal.checkpoints import RichProgress
+from fp8check.terminal.progress import RichProgress
 from fp8check.cli import main
 
 

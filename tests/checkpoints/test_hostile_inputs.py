@@ -16,6 +16,7 @@ from checkpoint_builders import codes, codes_of, fp8, quantize, save_pt, save_st
 from fp8check.checkpoints import fuzz
 from fp8check.checkpoints.loaders import open_checkpoint
 from fp8check.cli import main
+from fp8check.commands import fuzz as fuzz_command
 
 
 def cli(capsys, *args):
@@ -273,9 +274,9 @@ def test_convert_failure_leaves_nothing(tmp_path, capsys, monkeypatch):
 
 
 def test_fuzzing_fixed_seed(tmp_path):
-    # 200 cases, about 3 CPU seconds (most of it the headers of 200 and 1,000 tensors); the long run: fuzz --help
-    outcomes = fuzz.run(200, seed=1, jobs=1, timeout=30, work=str(tmp_path), many=[200, 1000])
-    summary = fuzz.summarise(outcomes)
+    # 200 cases, about 3 CPU seconds (most of it the headers of 200 and 1,000 tensors); the long run: fp8check fuzz
+    outcomes = fuzz_command.run(200, seed=1, jobs=1, timeout=30, work=str(tmp_path), many=[200, 1000])
+    summary = fuzz_command.summarise(outcomes)
     broken = [(o.case, o.what, o.problems) for o in outcomes if o.problems]
     assert not broken, broken[:5]
     assert summary["tracebacks"] == 0 and summary["hangs"] == 0 and summary["positive_verdicts_for_unread"] == 0
