@@ -33,6 +33,7 @@ COMMANDS = (
     "audit",
     "convert",
     "report",
+    "train",
 )
 
 
