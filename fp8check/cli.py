@@ -34,6 +34,7 @@ COMMANDS = (
     "convert",
     "report",
     "fuzz",
+    "train",
 )
 
 

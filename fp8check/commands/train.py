@@ -1,0 +1,124 @@
+"""``fp8check train``: FP8 training numerics of a tiny decoder (or a CONFIG.json) under torchao.
+
+    fp8check train --model tiny-llama --recipe rowwise --formats bf16,e4m3fn,e4m3fnuz --steps 50 \
+        --seed 0 --json OUT.json --html OUT.html
+
+Checks one training step cast by cast (every FP8 format given), trains every format ``--steps``
+steps, judges the loss against BF16 (DeepSeek-V3's 0.25 %) and torchao's SQNR gates, and compares
+with the committed golden curves of this platform when they exist. Exit 0 when every gate passes,
+1 when one fails, 2 for bad usage (one line, no traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "train", help="FP8 training numerics: a torchao step cast by cast, e4m3fn vs e4m3fnuz twins, loss vs BF16",
+        description="Check a torchao float8 training step cast by cast and GEMM by GEMM, the format twins of every "
+        "operand, and the loss of N steps in BF16 and FP8 against the anchors' gates and the golden curves.")
+    p.add_argument("--model", default="tiny-llama", metavar="tiny-llama|CONFIG.json")
+    p.add_argument("--recipe", default="rowwise", help="torchao recipe: tensorwise, rowwise, rowwise_with_gw_hp")
+    p.add_argument("--formats", default="bf16,e4m3fn,e4m3fnuz", help="comma-separated: bf16, e4m3fn, e4m3fnuz")
+    p.add_argument("--steps", default="50", help="training steps per format")
+    p.add_argument("--seed", default="0")
+    p.add_argument("--device", default="cpu", help="cpu (emulated FP8 GEMMs) or cuda (torchao's real kernels)")
+    p.add_argument("--json", default=None, metavar="OUT.json")
+    p.add_argument("--html", default=None, metavar="OUT.html")
+    p.add_argument("--goldens", default=None, metavar="DIR", help="golden loss files (default: the shipped ones)")
+    p.add_argument("--write-goldens", default=None, metavar="DIR",
+                   help="write this run's curves as golden files <platform>.json into DIR")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from fp8check.cli import EXIT_DIVERGED, EXIT_OK
+    from fp8check.commands._shared import parse_int
+    from fp8check.errors import InvalidValueError
+    from fp8check.outputs import check_writable, write_json
+
+    steps, seed = parse_int(args.steps, "--steps"), parse_int(args.seed, "--seed")
+    if steps < 1:
+        raise InvalidValueError(f"--steps {steps}: must be >= 1")
+    check_writable(args.json, "--json")
+    check_writable(args.html, "--html")
+    for opt, d in (("--goldens", args.goldens), ("--write-goldens", args.write_goldens)):
+        if d is not None and not Path(d).is_dir():
+            raise InvalidValueError(f"{opt} {d}: not a directory")
+    from fp8check import training
+    from fp8check.training.goldens import compare_golden, golden_document, golden_path, load_golden
+    from fp8check.training.run import FORMATS
+
+    cfg = training.load_config(args.model)
+    recipe = training.get_recipe(args.recipe).name
+    formats = [f.strip() for f in args.formats.split(",") if f.strip()]
+    bad = [f for f in formats if f not in FORMATS]
+    if bad or not formats:
+        raise InvalidValueError(f"--formats {args.formats}: unknown {', '.join(bad) or 'empty'} (known: {', '.join(FORMATS)})")
+    if args.device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise InvalidValueError(f"--device {args.device}: no CUDA device here")
+    elif args.device != "cpu":
+        raise InvalidValueError(f"--device {args.device}: give cpu or cuda")
+    try:
+        import torchao  # noqa: F401
+    except Exception as exc:
+        raise InvalidValueError(f"fp8check train needs torchao: {exc}") from None
+
+    total = steps * len(formats)
+    done = [0]
+
+    def progress(fmt: str, step: int) -> None:
+        done[0] += 1
+        width = 30
+        n = width * done[0] // total
+        if total >= 20 and (n != width * (done[0] - 1) // total or done[0] == total):  # long runs: a bar
+            end = "\n" if done[0] == total else ""
+            print(f"\r{fmt:>9} [{'#' * n}{'.' * (width - n)}] {done[0]}/{total} steps", end=end, file=sys.stderr,
+                  flush=True)
+
+    report = training.TrainingReport()
+    for fmt in formats:
+        if fmt != "bf16":
+            report.step.append(training.check_step(cfg, recipe=recipe, fmt=fmt, steps=2, seed=seed, device=args.device))
+    report.parity = training.loss_parity(cfg, formats=formats, recipe=recipe, steps=steps, seed=seed,
+                                         device=args.device, on_step=progress)
+    for fmt, run_ in report.parity.runs.items():
+        platform = training.platform_key(fmt, args.device)
+        if args.write_goldens:
+            write_json(golden_path(platform, Path(args.write_goldens)),
+                       golden_document(run_, cfg, platform=platform, seed=seed, device=args.device))
+        path = golden_path(platform, Path(args.goldens) if args.goldens else None)
+        if path.is_file():
+            doc = load_golden(path)
+            if doc["model"] == cfg.to_json() and doc["recipe"] == recipe and doc["seed"] == seed:
+                report.goldens.append(compare_golden(doc, run_, device=args.device, prefix=True).to_json())
+    for s in report.step:
+        cats = ", ".join(f"{k} {v}" for k, v in s.categories.items() if v) or "none"
+        print(f"step {s.recipe} {s.format}: {len(s.casts)} casts, {len(s.gemms)} GEMMs, "
+              f"{'conform' if s.passed else 'DIVERGE'} (flagged: {cats})")
+    for g in report.parity.gates:
+        print(f"{'pass' if g.passed else 'FAIL'}  {g.name}: {g.value:.6g} (gate {g.threshold:g}; {g.source})")
+    for d in report.parity.divergences:
+        print(f"{d.a} vs {d.b}: loss parts at step {d.step}; first layer output differs at step {d.layer_step} "
+              f"in {d.layer}")
+    for g in report.goldens:
+        print(f"{'pass' if g['passed'] else 'FAIL'}  golden {g['platform']}: {g['mode']}, first difference at step "
+              f"{g['first_difference']}")
+    doc = report.to_json()
+    if args.json:
+        write_json(args.json, doc)
+    if args.html:
+        from fp8check.report import write_html
+        from fp8check.report.training_view import training_report
+
+        write_html(args.html, training_report(doc), what="--html")
+    return EXIT_OK if report.passed else EXIT_DIVERGED
