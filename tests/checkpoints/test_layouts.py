@@ -226,3 +226,17 @@ def test_torchao_bin_shards_with_their_index_pair_every_tensor(tmp_path, run_aud
     r = run_audit(d)
     assert "INDEX_MISSING_TENSOR" not in r["summary"]["findings_by_code"]
     assert r["summary"]["unknown"] == [] and r["summary"]["fp8_tensors"] == 2
+
+
+def test_convert_leaves_nvfp4_intact(tmp_path, capsys):
+    from safetensors.torch import load_file
+
+    from fp8check.cli import main
+
+    src, _, _ = ct_nvfp4(tmp_path / "nv")
+    assert main(["convert", str(src), str(tmp_path / "nv-out"), "--to", "e4m3fnuz", "-q"]) == 0
+    a, b = load_file(str(src / "model.safetensors")), load_file(str(tmp_path / "nv-out" / "model.safetensors"))
+    assert set(a) == set(b) and all(torch.equal(a[k].view(torch.uint8) if a[k].element_size() == 1 else a[k],
+                                                b[k].view(torch.uint8) if b[k].element_size() == 1 else b[k])
+                                    for k in a)
+    assert b["l.weight_scale"].dtype == torch.float8_e4m3fn  # still NVFP4's e4m3 block scale
