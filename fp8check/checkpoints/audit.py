@@ -34,6 +34,7 @@ from fp8check import formats
 from fp8check.checkpoints import conventions as cv
 from fp8check.checkpoints import findings as fd
 from fp8check.checkpoints import granularity as gr
+from fp8check.checkpoints import layouts as lo
 from fp8check.checkpoints import stats as st
 from fp8check.checkpoints import targets as tg
 from fp8check.checkpoints.audit_result import (AUDIT_SCHEMA_VERSION, AuditResult, CheckpointResult, FileResult,
@@ -96,6 +97,11 @@ class Record:
     unpaired: list[str] = field(default_factory=list)  # scale-like names nearby that pair with nothing
     code_stats: st.CodeStats | None = None  # from hist, until the tensor's result is made
     finished: bool = False  # its findings are made
+    layout: lo.Layout | None = None  # packed data: the producer layout it was read as
+    second_scale: tuple[str, str] | None = None  # NVFP4's per-tensor scale
+    broken: str = ""  # why no loader can dequantize this tensor (its scale is missing or does not fit)
+    beyond_fnuz: int = 0
+    packed_logical: tuple[int, ...] | None = None  # packed data: the logical shape of its e2m1 values
 
 
 @dataclass
@@ -206,7 +212,7 @@ class Auditor:
             data = by_key[data_key]
             if data.role in (cv.ROLE_FP8, cv.ROLE_BYTES, cv.ROLE_PACKED, cv.ROLE_OTHER):
                 by_key[scale_key].scale_of = data_key[1]
-            if data.role == cv.ROLE_FP8:
+            if data.role in (cv.ROLE_FP8, cv.ROLE_PACKED):
                 ck.fp8_scales.add(scale_key)
                 sc = by_key[scale_key].entry
                 data.scale = ScaleInfo(key=scale_key, entry=sc, kind=st.scale_kind(sc.dtype))
@@ -222,8 +228,20 @@ class Auditor:
                     f"(pass --bytes-format to audit it as FP8)"))
         for data_key, names in pairing.unpaired.items():
             by_key[data_key].unpaired = list(names)
+        for rec in ck.records:
+            if rec.role != cv.ROLE_PACKED or rec.entry is None:
+                continue
+            rec.layout = lo.packed_layout(ck.config.packed, ck.config.quant_method, name=rec.key[1],
+                                          scale_dtype=rec.scale.entry.dtype if rec.scale else None,
+                                          file_packed=rec.entry.packed)
+            for cand in lo.second_scale_names(rec.key[1]):
+                if cand in ck.readers[rec.key[0]].entries:
+                    rec.second_scale = (rec.key[0], cand)
+                    break
+        # a torchao tensor subclass X.weight is read as X.weight.qdata + X.weight.scale: the index's X.weight is there
+        subclass_roots = {name.rpartition(".")[0] for f in ck.readers for name in ck.readers[f].entries}
         for name, f in weight_map.items():
-            if f in ck.readers and name not in ck.readers[f].entries:
+            if f in ck.readers and name not in ck.readers[f].entries and name not in subclass_roots:
                 rec = Record(key=(f, name), entry=None, role="missing")
                 rec.findings.append(fd.make("INDEX_MISSING_TENSOR", 1,
                                             f"the index maps this tensor to {os.path.basename(f)}, which lacks it"))
@@ -258,7 +276,7 @@ class Auditor:
         by_key = {r.key: r for r in ck.records}
         for rec in ck.records:
             sc = rec.scale
-            if rec.role != cv.ROLE_FP8 or sc is None:
+            if rec.role not in (cv.ROLE_FP8, cv.ROLE_PACKED) or sc is None:
                 continue
             srec = by_key[sc.key]
             sc.stats = srec.scale_stats
@@ -268,21 +286,86 @@ class Auditor:
             if sc.kind is None:
                 rec.findings.append(fd.make("SCALE_DTYPE", 1, f"scale {sc.key[1]} is stored as {sc.entry.dtype}, "
                                                               "which no FP8 convention uses"))
+                rec.broken = f"its scale {sc.key[1]} is stored as {sc.entry.dtype}"
                 continue
-            sc.granularity = gr.match(rec.entry.shape, sc.entry.shape, e8m0=sc.kind == "e8m0",
-                                      block_hint=rec.entry.block or ck.config.block, group_hint=ck.config.group_size)
-            if sc.granularity is None:
-                rec.findings.append(fd.make(
-                    "SCALE_SHAPE", sc.entry.numel,
-                    f"scale {sc.key[1]} {list(sc.entry.shape)} fits no granularity of data {list(rec.entry.shape)}; "
-                    f"expected e.g. {gr.expected_shapes(rec.entry.shape)}"))
+            if rec.role == cv.ROLE_PACKED:
+                self._packed_scale_shape(rec)
+            else:
+                self._fp8_scale_shape(ck, rec)
             if sc.stats is not None:
                 rec.findings.extend(_scale_findings(sc.stats, sc.key[1], ck.config))
+        _outlier_findings([r for r in ck.records if r.role == cv.ROLE_FP8 and r.scale is not None
+                           and r.scale.granularity is not None and r.scale.stats is not None])
+
+    def _fp8_scale_shape(self, ck: Checkpoint, rec: Record) -> None:
+        """The granularity of an FP8 tensor's scale, bound to the block size the file or the config declares."""
+        sc = rec.scale
+        assert sc is not None and rec.entry is not None
+        declared = rec.entry.block or ck.config.block
+        g = gr.match(rec.entry.shape, sc.entry.shape, e8m0=sc.kind == "e8m0", block_hint=declared,
+                     group_hint=ck.config.group_size)
+        why = ""
+        if g is None:
+            why = f"fits no granularity of data {list(rec.entry.shape)}; expected e.g. {gr.expected_shapes(rec.entry.shape)}"
+        elif g.name != gr.TENSORWISE and g.name != gr.ROWWISE and declared and not rec.entry.block \
+                and (g.block_rows, g.block_cols) != declared:
+            _, o, i = gr.data_dims(rec.entry.shape)
+            want = [-(-o // declared[0]), -(-i // declared[1])]
+            why = (f"is read as {g.block_rows}x{g.block_cols} blocks, but {ck.config.source} declares "
+                   f"{list(declared)} blocks: expected {want}")
+            g = None
+        elif g.name not in (gr.TENSORWISE, gr.ROWWISE, gr.COLWISE) and ck.config.group_size and not declared \
+                and g.block_rows == 1 and g.block_cols != ck.config.group_size:
+            why = (f"is read as groups of {g.block_cols}, but {ck.config.source} declares group_size "
+                   f"{ck.config.group_size}")
+            g = None
+        elif sc.kind == "e8m0" and g.name not in (gr.TENSORWISE, gr.MX_E8M0) and not rec.entry.block \
+                and ck.config.block is None and ck.config.group_size is None:
+            why = (f"holds e8m0 (MX) scales read as {g.block_rows}x{g.block_cols} blocks; MX blocks are "
+                   f"1x{gr.MX_BLOCK}")
+            g = None
+        sc.granularity = g
+        if why:
+            rec.findings.append(fd.make("SCALE_SHAPE", sc.entry.numel, f"scale {sc.key[1]} {list(sc.entry.shape)} {why}"))
+            rec.broken = f"its scale {sc.key[1]} {list(sc.entry.shape)} does not fit the data (SCALE_SHAPE)"
+
+    def _packed_scale_shape(self, rec: Record) -> None:
+        """Packed fp4 data: its block scale must have the layout's shape exactly."""
+        sc = rec.scale
+        lay = rec.layout
+        assert sc is not None and rec.entry is not None
+        shape = tuple(rec.entry.shape)
+        if lay is None or not shape:
+            return
+        block = (rec.entry.block[1] if rec.entry.block else None) or lay.block or 32
+        if lay.name == "gpt-oss-mxfp4":
+            ok = len(shape) >= 2 and shape[-1] == block // 2 and tuple(sc.entry.shape) == shape[:-1]
+            want = list(shape[:-1])
+            logical = shape[:-2] + (shape[-2] * block,) if len(shape) >= 2 else shape
+            batch_dims = shape[:-3]
+        else:
+            logical = shape[:-1] + (shape[-1] * 2,)
+            want = list(logical[:-1]) + [-(-logical[-1] // block)]
+            ok = list(sc.entry.shape) == want
+            batch_dims = shape[:-2]
+        if not ok:
+            rec.findings.append(fd.make(
+                "SCALE_SHAPE", sc.entry.numel,
+                f"scale {sc.key[1]} {list(sc.entry.shape)} does not fit {lay.name} data {list(shape)}: expected "
+                f"{want} (one {lay.scale_format} scale per {block} e2m1 values)"))
+            rec.broken = f"its scale {sc.key[1]} {list(sc.entry.shape)} does not fit the data (expected {want})"
+            return
+        nb = 1
+        for d in batch_dims:
+            nb *= d
+        sc.granularity = gr.Granularity(gr.MX_E8M0 if lay.scale_format == "e8m0" else gr.GROUP, 1, block,
+                                        nb if batch_dims else 1)
+        rec.packed_logical = logical
 
     # -- 4: code counts, 5: per-tensor results --
 
     def _counts_data(self, rec: Record) -> bool:
-        return rec.role == cv.ROLE_FP8 and rec.entry is not None and not rec.entry.note
+        return rec.role in (cv.ROLE_FP8, cv.ROLE_PACKED) and rec.entry is not None and not rec.entry.note
 
     def _records(self) -> Iterator[tuple[Checkpoint, Record]]:
         for ck in self.checkpoints:
@@ -493,12 +576,23 @@ class Auditor:
 
     def _finish(self, ck: Checkpoint, rec: Record, _: None) -> None:
         """The findings and conversion plans of one FP8 tensor, from its code counts."""
+        if rec.role == cv.ROLE_PACKED and rec.entry is not None and not rec.finished:
+            rec.finished = True
+            self._finish_packed(ck, rec)
+            return
         if rec.role != cv.ROLE_FP8 or rec.entry is None or rec.finished:
             return
         rec.finished = True
         fmt = rec.fmt
         assert fmt is not None
         name = rec.key[1]
+        declared = ck.config.weight_format
+        if declared is not None and fmt != declared and rec.format_source in (None, "dtype"):
+            rec.findings.append(fd.make(
+                "CONFIG_FORMAT", rec.entry.numel,
+                f"{ck.config.source} declares {declared.name} weights, but this tensor is stored as {fmt.name}"))
+        if rec.scale is None and ck.strict_missing and not rec.unpaired:
+            rec.broken = "it has no scale, and the checkpoint's other tensors (or its config) say it needs one"
         if rec.scale is None:
             if rec.unpaired:
                 rec.findings.append(fd.make(
@@ -535,7 +629,9 @@ class Auditor:
         excess = cs.saturated - blocks
         below = fmt.max_code - 1
         neighbour = int(rec.hist[below] + (rec.hist[below | fmt.sign_mask] if fmt.signed else 0))
-        if (excess >= fd.SATURATION_MIN_COUNT and n and excess / n > fd.SATURATION_SHARE
+        # without the scale it was quantized with, a pile at ±max says nothing of clipping (one per block is normal)
+        scale_expected = rec.scale is not None or ck.strict_missing
+        if (not rec.broken and (usable_scale or not scale_expected) and excess >= fd.SATURATION_MIN_COUNT and n and excess / n > fd.SATURATION_SHARE
                 and excess > fd.SATURATION_PILEUP * neighbour):
             rec.findings.append(fd.make(
                 "SATURATION", excess,
@@ -552,7 +648,13 @@ class Auditor:
             plan = self._remember(  # shared by the tensors of one histogram: never changed once made
                 (fmt, dst, hist_key, usable_scale, tuple(sorted((factor_exact or {}).items()))),
                 lambda: tg.plan_conversion(fmt, dst, rec.hist, scaled=usable_scale, factor_exact=factor_exact))
+            if rec.broken and plan.inexact:
+                plan = copy.copy(plan)
+                plan.reason = (f"{plan.inexact:,} values do not fit {dst.name} at the same scale, and {rec.broken}, "
+                               "so the scale cannot absorb them")
             rec.plans[dst.name] = plan
+            if fmt is formats.E4M3FN:
+                rec.beyond_fnuz = int(rec.hist @ _beyond_fnuz_mask())
             if plan.inexact:
                 if dst in tg.FNUZ:
                     rec.findings.append(fd.make("FNUZ_RANGE", plan.inexact, f"{fmt.name} -> {dst.name}: {plan.reason}",
@@ -587,6 +689,70 @@ class Auditor:
                         f"{fd.plural(cs.dequant_overflow, 'value')} x scale "
                         f"overflow{'s' if cs.dequant_overflow == 1 else ''} {ck.dequant_dtype} "
                         f"(|v| >= {threshold:.6g})"))
+
+    def _finish_packed(self, ck: Checkpoint, rec: Record) -> None:
+        """Packed e2m1 (FP4) data of a known layout: its 16 code counts, its block scale and (NVFP4) its
+        per-tensor scale, and whether value x scales overflows the dequantized dtype."""
+        lay = rec.layout
+        if lay is None:
+            return
+        if rec.scale is None:
+            rec.findings.append(fd.make("SCALE_MISSING", 1, f"{lay.name} data without its block scale "
+                                                            f"{(lo.scale_names(rec.key[1]) or ['?'])[0]}"))
+            rec.broken = "its block scale is missing"
+        second = None
+        if lay.second_scale:
+            if rec.second_scale is None:
+                rec.findings.append(fd.make("SCALE_MISSING", 1, f"{lay.name} data without its per-tensor scale "
+                                                                f"{(lo.second_scale_names(rec.key[1]) or ['?'])[0]}"))
+                rec.broken = rec.broken or "its per-tensor scale is missing"
+            else:
+                try:
+                    t = ck.readers[rec.second_scale[0]].tensor(rec.second_scale[1])
+                    kind = st.scale_kind(self._entry(ck, rec.second_scale).dtype)
+                    second = st.scale_values(t, kind) if kind else None
+                except CheckpointError as exc:
+                    self._file_error(exc)
+                    rec.unread = exc.reason
+        if rec.hist is None:
+            return
+        fmt = formats.E2M1FN
+        cs = st.code_stats(st.fp4_histogram(rec.hist), fmt)
+        rec.code_stats = cs
+        sc = rec.scale
+        if rec.broken or sc is None or sc.stats is None or sc.granularity is None or cs.max_abs is None \
+                or sc.stats.absmax is None or rec.packed_logical is None:
+            return
+        factor = 1.0
+        if second is not None and second.size == 1 and np.isfinite(second).all() and float(second.reshape(-1)[0]):
+            g = float(second.reshape(-1)[0])
+            factor = abs(1.0 / g if lay.second_direction == lo.DIVIDE else g)
+        threshold = st.overflow_threshold(ck.dequant_dtype)
+        cs = rec.code_stats = copy.copy(cs)
+        cs.dequant_absmax_bound = cs.max_abs * sc.stats.absmax * factor
+        if cs.dequant_absmax_bound < threshold:
+            cs.dequant_overflow = 0
+            return
+        try:
+            values = sc.values
+            if values is None:
+                values = st.scale_values(ck.readers[sc.key[0]].tensor(sc.key[1]), sc.kind)
+            codes = st.unpack_fp4(ck.readers[rec.key[0]].tensor(rec.key[1])).reshape(-1)
+            cs.dequant_overflow = st.dequant_overflow(codes, fmt, np.where(np.isfinite(values), values, 0.0) * factor,
+                                                      sc.granularity, rec.packed_logical, threshold)
+        except CheckpointError as exc:
+            self._file_error(exc)
+            rec.unread = exc.reason
+            return
+        if cs.dequant_overflow:
+            rec.findings.append(fd.make(
+                "DEQUANT_OVERFLOW", cs.dequant_overflow,
+                f"{fd.plural(cs.dequant_overflow, 'value')} x scale overflow{'s' if cs.dequant_overflow == 1 else ''} "
+                f"{ck.dequant_dtype} (|v| >= {threshold:.6g}; largest block scale {sc.stats.absmax:g})"))
+
+    @staticmethod
+    def _entry(ck: Checkpoint, key: tuple[str, str]) -> TensorEntry:
+        return ck.readers[key[0]].entries[key[1]]
 
     def _remember(self, key: tuple[Any, ...], make: Any) -> Any:
         """``make()``, or what it gave for ``key`` before: a pure function of a histogram, once per histogram."""
@@ -664,8 +830,19 @@ class Auditor:
                     summary.formats[rec.fmt.name] = summary.formats.get(rec.fmt.name, 0) + 1
                     if rec.counted and rec.code_stats is not None:
                         cs = rec.code_stats
+                        g = rec.scale.granularity if rec.scale is not None else None
+                        kind = lo.MXFP8 if g is not None and g.name == gr.MX_E8M0 else lo.FP8
                         item = tg.TensorPortability(name=rec.key[1], file=rec.key[0], format=rec.fmt,
-                                                    numel=cs.numel, nan=cs.nan, neg_zeros=cs.neg_zeros, plans=rec.plans)
+                                                    numel=cs.numel, nan=cs.nan, neg_zeros=cs.neg_zeros, plans=rec.plans,
+                                                    kind=kind, broken=rec.broken, beyond_fnuz=rec.beyond_fnuz)
+                        for tally in tallies:
+                            tally.add(item)
+                elif rec.role == cv.ROLE_PACKED and rec.entry is not None and rec.layout is not None:
+                    summary.formats[rec.layout.kind] = summary.formats.get(rec.layout.kind, 0) + 1
+                    if rec.counted and rec.code_stats is not None:
+                        item = tg.TensorPortability(name=rec.key[1], file=rec.key[0], format=formats.E2M1FN,
+                                                    numel=rec.code_stats.numel, nan=0, kind=rec.layout.kind,
+                                                    broken=rec.broken)
                         for tally in tallies:
                             tally.add(item)
                 elif rec.role in _SCALE_ROLES:
@@ -680,6 +857,13 @@ class Auditor:
         for ck in self.checkpoints:
             for problem in ck.config_problems:
                 unknown.reasons.setdefault(f"config: {problem}", None)
+            for what in ck.config.not_understood:
+                unknown.reasons.setdefault(f"{ck.config.source or 'config'}: {what}, not understood", None)
+            quantized = any(r.role in (cv.ROLE_FP8, cv.ROLE_PACKED, cv.ROLE_BYTES) for r in ck.records)
+            if (ck.config.quant_method or ck.config.packed) and not quantized and ck.readers:
+                unknown.reasons.setdefault(
+                    f"{ck.config.source} declares quantization ({ck.config.quant_method or ck.config.packed}) but no "
+                    "tensor was recognised as quantized data of a known layout", None)
         unreadable = sum(1 for f in self.files.values() if f.status == "error")
         portability = [t.result() for t in tallies]
         nothing_read = not any(f.status == "ok" for f in self.files.values())
@@ -716,6 +900,58 @@ class Auditor:
             summary=summary, portability=portability, tensors=rows)
 
 
+def _beyond_fnuz_mask() -> np.ndarray:
+    """1 for the e4m3fn codes whose magnitude is beyond e4m3fnuz's 240 (256 ... 448)."""
+    v = np.abs(st.code_values(formats.E4M3FN))
+    return (np.nan_to_num(v, nan=0.0) > formats.E4M3FNUZ.max).astype(np.int64)
+
+
+OUTLIER_FACTOR = 64.0  # a weight scale this far from its siblings' median is a finding
+OUTLIER_MIN_SIBLINGS = 3
+
+
+def _median_scale(stats: st.ScaleStats) -> float | None:
+    """The median of a scale's elements, to an eighth of an octave, from its fine log2 histogram."""
+    counts = stats.log2_fine_counts
+    if not counts or stats.log2_fine_min_bin is None:
+        return None
+    half = (sum(counts) + 1) // 2
+    seen = 0
+    for i, c in enumerate(counts):
+        seen += c
+        if seen >= half:
+            return float(2.0 ** ((stats.log2_fine_min_bin + i + 0.5) / st.LOG2_FINE_BINS))
+    return None
+
+
+def _outlier_findings(recs: list[Record]) -> None:
+    """SCALE_OUTLIER: a weight scale whose median is >= 64x from the median over its siblings (the
+    checkpoint's other weight scales of the same dtype), with the factor and whether it looks inverted."""
+    by_dtype: dict[str, list[tuple[Record, float]]] = {}
+    for r in recs:
+        assert r.scale is not None and r.scale.stats is not None
+        m = _median_scale(r.scale.stats)
+        if m is not None and r.scale.kind != "e8m0":  # MX scales follow each block's amax: no common level
+            by_dtype.setdefault(r.scale.entry.dtype, []).append((r, m))
+    for group in by_dtype.values():
+        if len(group) < OUTLIER_MIN_SIBLINGS + 1:
+            continue
+        logs = np.log2([m for _, m in group])
+        for k, (r, m) in enumerate(group):
+            others = np.delete(logs, k)
+            level = float(2.0 ** np.median(others))
+            factor = m / level
+            if 1 / OUTLIER_FACTOR < factor < OUTLIER_FACTOR:
+                continue
+            assert r.scale is not None
+            inverted = 0.25 <= (1 / m) / level <= 4.0
+            how = f"{factor:.3g}x" if factor >= 1 else f"1/{1 / factor:.3g}x"
+            r.findings.append(fd.make(
+                "SCALE_OUTLIER", r.scale.entry.numel,
+                f"scale {r.scale.key[1]}: median {m:.3g}, {how} the median of {len(others)} sibling weight scales "
+                f"({level:.3g})" + ("; 1/scale matches them: stored inverted?" if inverted else "")))
+
+
 class _UnknownTally:
     """Why no verdict can be given: what was not read, counted by kind."""
 
@@ -736,8 +972,8 @@ class _UnknownTally:
         elif rec.role == cv.ROLE_BYTES:
             key = "one-byte tensors with a scale whose format nothing declares (--bytes-format FMT audits them)"
             self.not_audited[key] = self.not_audited.get(key, 0) + 1
-        elif rec.role == cv.ROLE_PACKED:
-            key = "packed tensors (fp4 and the like) that the audit does not read"
+        elif rec.role == cv.ROLE_PACKED and rec.layout is None:
+            key = "packed one-byte tensors (fp4 and the like) of a layout fp8check does not know"
             self.not_audited[key] = self.not_audited.get(key, 0) + 1
 
     def messages(self, unreadable_files: int, nothing_read: bool) -> list[str]:

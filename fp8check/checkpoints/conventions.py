@@ -31,6 +31,7 @@ from typing import Any
 
 from fp8check import formats
 from fp8check.checkpoints import dtypes
+from fp8check.checkpoints import layouts as lo
 from fp8check.formats import Format
 
 ROLE_FP8 = "fp8"
@@ -56,6 +57,7 @@ def scale_candidates(name: str) -> list[str]:
         out.append(name[: -len("weight")] + "weights_scaling_factor")
     if name.endswith("qdata"):
         out.append(name[: -len("qdata")] + "scale")
+    out.extend(c for c in lo.scale_names(name) if c not in out)  # X_blocks -> X_scales, weight_packed -> weight_scale
     return out
 
 
@@ -85,6 +87,7 @@ class QuantConfig:
     group_size: int | None = None
     ue8m0_scales: bool = False
     dequant_dtype: str | None = None
+    not_understood: list[str] = field(default_factory=list)  # what the config says that no layout describes
     raw: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -97,6 +100,7 @@ class QuantConfig:
             "group_size": self.group_size,
             "ue8m0_scales": self.ue8m0_scales,
             "dequant_dtype": self.dequant_dtype,
+            "not_understood": list(self.not_understood),
         }
 
 
@@ -150,7 +154,12 @@ def parse_config(docs: dict[str, Any]) -> QuantConfig:
                         if bits == 8 and kind == "float":
                             q.weight_format = formats.E4M3FN
                         elif bits == 4 and kind == "float":
-                            q.packed = "nvfp4"
+                            q.packed = lo.NVFP4 if w.get("group_size") in (16, None) else "fp4"
+                            if q.packed != lo.NVFP4:
+                                q.not_understood.append(f"compressed-tensors 4-bit float weights with group_size "
+                                                        f"{w.get('group_size')!r} (NVFP4 uses 16)")
+                        elif bits is not None or kind:
+                            q.not_understood.append(f"compressed-tensors weights num_bits {bits!r} type {kind!r}")
                         q.block = _int_pair(w.get("block_structure")) or q.block
                         if isinstance(w.get("group_size"), int) and w["group_size"] > 0:
                             q.group_size = w["group_size"]
@@ -161,13 +170,22 @@ def parse_config(docs: dict[str, Any]) -> QuantConfig:
                     d = str(w.get("dtype", "")).lower()
                     if d in _FP8_NAMES:
                         q.weight_format = _FP8_NAMES[d]
-                    elif "fp4" in d or "mx" in d:
-                        q.packed = d
+                    elif d == "fp4" and str(w.get("scale_format", "e8m0")).lower() == "e8m0":
+                        q.packed = lo.MXFP4
+                    elif d:
+                        q.not_understood.append(f"quark weight dtype {d!r}")
                     if isinstance(w.get("group_size"), int) and w["group_size"] > 0:
                         q.group_size = w["group_size"]
             elif method == "modelopt":
                 algo = str(qc.get("quant_algo", "")).upper()
                 _modelopt_algo(q, algo)
+                if isinstance(qc.get("group_size"), int) and qc["group_size"] > 0:
+                    q.group_size = qc["group_size"]
+            elif method == "mxfp4":  # gpt-oss, as transformers reads it: e2m1 in 32-blocks, e8m0 scales
+                q.packed = lo.MXFP4
+                q.group_size = 32
+            elif method:
+                q.not_understood.append(f"quant_method {method!r}, a layout fp8check does not know")
     hq = docs.get("hf_quant_config.json")
     if isinstance(hq, dict):
         quant = hq.get("quantization")
@@ -175,6 +193,8 @@ def parse_config(docs: dict[str, Any]) -> QuantConfig:
             q.source = "hf_quant_config.json quantization"
             q.quant_method = "modelopt"
             _modelopt_algo(q, str(quant.get("quant_algo", "")).upper())
+            if isinstance(quant.get("group_size"), int) and quant["group_size"] > 0:
+                q.group_size = quant["group_size"]
     return q
 
 
@@ -183,8 +203,16 @@ def _modelopt_algo(q: QuantConfig, algo: str) -> None:
         q.weight_format = formats.E4M3FN
         if "PB" in algo:  # per-block
             q.block = q.block or (128, 128)
-    elif "FP4" in algo:
-        q.packed = algo.lower()
+    elif algo == "NVFP4":
+        q.packed = lo.NVFP4
+    elif algo:
+        q.not_understood.append(f"ModelOpt quant_algo {algo!r}")
+
+
+def _packed_data(config: QuantConfig, name: str) -> bool:
+    """Whether the config's packed layout names ``name`` as its data tensor."""
+    lay = lo.packed_layout(config.packed, config.quant_method, name=name, scale_dtype=None) if config.packed else None
+    return lay is not None and name.endswith(lay.data)
 
 
 # -- roles and pairs -------------------------------------------------------------
@@ -260,11 +288,15 @@ def pair(entries_by_file: dict[str, dict[str, Any]], *, config: QuantConfig, byt
                 p.roles[key] = ROLE_SCALE
             elif by_name in (ROLE_ACTIVATION_SCALE, ROLE_KV_SCALE):
                 p.roles[key] = by_name
+            elif fmt is not None and by_name == ROLE_SCALE and config.packed == lo.NVFP4:
+                p.roles[key] = ROLE_SCALE  # an NVFP4 e4m3 block scale whose packed data is missing
             elif fmt is not None:
                 p.roles[key] = ROLE_FP8
                 p.formats[key] = fmt
             elif e.dtype in dtypes.BYTE_DTYPES and getattr(e, "packed", ""):
                 p.roles[key] = ROLE_PACKED
+            elif e.dtype in dtypes.BYTE_DTYPES and by_name is None and _packed_data(config, name):
+                p.roles[key] = ROLE_PACKED  # packed data whose scale is missing: a finding, not a skip
             elif e.dtype in dtypes.BYTE_DTYPES and key in p.scale_of:
                 if bytes_format is not None:
                     p.roles[key] = ROLE_FP8

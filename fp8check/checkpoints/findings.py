@@ -97,6 +97,13 @@ CODES: dict[str, FindingCode] = {c.code: c for c in (
     FindingCode("DEQUANT_OVERFLOW", ERROR, "dequantized values overflow",
                 "count of elements with |code value x scale| (exact) >= the overflow threshold of the "
                 "dequantized dtype (max + half an ulp: bf16 (2 - 2^-8) x 2^127, fp16 65520); fires when > 0"),
+    FindingCode("SCALE_OUTLIER", WARNING, "a scale far from its siblings",
+                "the median of a weight's scale is >= 64x (or <= 1/64x) the median over the checkpoint's other "
+                "weight scales of the same dtype (at least 3 of them); the message gives the factor and whether "
+                "1/scale would match the siblings (an inverted scale); count = scale elements"),
+    FindingCode("CONFIG_FORMAT", WARNING, "config and tensor disagree on the format",
+                "the quantization config declares one FP8 format for the weights and the tensor is stored as "
+                "another (e.g. e4m3fn declared, e4m3fnuz stored); count = numel"),
     FindingCode("KV_SCALE_ABSENT", INFO, "KV-cache scale marked absent",
                 "a KV-cache scale element equals -1, the convention for 'no calibrated scale'"),
     FindingCode("BYTES_FORMAT_UNKNOWN", INFO, "one-byte integers next to a scale",

@@ -171,7 +171,7 @@ def _code_tables(fmt: Format) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
     both zeros is -0, the largest +0), their values, and the nonzero finite codes in ascending
     magnitude order with their magnitudes."""
     cls = code_classes(fmt)
-    matrix = np.stack([np.ones(256, dtype=bool)] + [cls[k] for k in ("nan", "inf", "zero", "neg_zero", "subnormal",
+    matrix = np.stack([np.ones(fmt.code_count, dtype=bool)] + [cls[k] for k in ("nan", "inf", "zero", "neg_zero", "subnormal",
                                                                    "max")]).astype(np.int64)
     v = code_values(fmt)
     fin = np.flatnonzero(cls["finite"])
@@ -379,6 +379,23 @@ def overflow_threshold(dtype_name: str) -> float:
     nearest even): its max plus half an ulp of the top binade."""
     f = DEQUANT_DTYPES[dtype_name]
     return f.max + math.ldexp(1.0, f.emax - f.mantissa_bits - 1)
+
+
+def fp4_histogram(byte_hist: np.ndarray) -> np.ndarray:
+    """The 16 e2m1 code counts of packed fp4 data from the 256 counts of its bytes (two codes per byte)."""
+    b = np.arange(256)
+    out = np.bincount(b & 0x0F, weights=byte_hist, minlength=16) + np.bincount(b >> 4, weights=byte_hist,
+                                                                                minlength=16)
+    return out.astype(np.int64)
+
+
+def unpack_fp4(packed: Any) -> Any:
+    """Packed e2m1 bytes (torch uint8, ``[..., n]``) as one code per byte ``[..., 2n]``, the element of
+    even index in the low nibble (compressed-tensors, gpt-oss, torchao, Quark all pack so)."""
+    import torch
+
+    p = packed.contiguous().view(torch.uint8)
+    return torch.stack((p & 0x0F, p >> 4), dim=-1).reshape(*p.shape[:-1], p.shape[-1] * 2)
 
 
 def dequant_overflow(flat_bytes: Any, fmt: Format, scale: np.ndarray, g: gr.Granularity,

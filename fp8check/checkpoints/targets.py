@@ -28,11 +28,12 @@ from fp8check.formats import Format
 from fp8check.outputs import json_float
 from fp8check import reference
 
-RUNS_AS_IS = "runs_as_is"
+RUNS_AS_IS = "runs_as_is"  # natively: the target's matmul executes this format and scaling
 AFTER_CONVERSION = "runs_after_conversion"
+EMULATED = "runs_emulated"  # no matmul of this kind: a loader must dequantize (or apply block scales itself)
 CANNOT_RUN = "cannot_run"
 UNKNOWN = "unknown"  # something was not read: no verdict can be given
-VERDICT_RANK = {RUNS_AS_IS: 0, AFTER_CONVERSION: 1, CANNOT_RUN: 2, UNKNOWN: 3}
+VERDICT_RANK = {RUNS_AS_IS: 0, AFTER_CONVERSION: 1, EMULATED: 2, CANNOT_RUN: 3, UNKNOWN: 4}
 
 COUNTERPART: dict[Format, Format] = {
     formats.E4M3FN: formats.E4M3FNUZ, formats.E4M3FNUZ: formats.E4M3FN,
@@ -45,13 +46,23 @@ NATURAL_FACTOR: dict[tuple[Format, Format], float] = {
 }
 FNUZ = (formats.E4M3FNUZ, formats.E5M2FNUZ)
 OCP = (formats.E4M3FN, formats.E5M2)
+FP8_KIND = "fp8"
 
 
 @dataclass(frozen=True)
 class Target:
+    """A deployment target as capabilities: the FP8 element formats its matmuls take and the
+    scaled-matmul kinds it executes natively (``fp8`` per-tensor/row/block scales applied around the
+    matmul, ``mxfp8``/``mxfp4``: e8m0 scales of 32-element blocks inside it, ``nvfp4``: e4m3 scales of
+    16-element blocks), with the document that says so. A device target runs what it lacks emulated
+    (weights dequantized at load or per block); a format target (``e4m3fnuz``, ``fnuz``) is a format only."""
+
     name: str
     description: str
     formats: tuple[Format, ...]
+    kinds: tuple[str, ...] = (FP8_KIND,)
+    device: bool = False
+    source: str = ""
 
     @property
     def fnuz(self) -> bool:
@@ -62,21 +73,34 @@ class Target:
         return any(f in OCP for f in self.formats)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "description": self.description, "formats": [f.name for f in self.formats]}
+        return {"name": self.name, "description": self.description, "formats": [f.name for f in self.formats],
+                "kinds": list(self.kinds), "source": self.source or None}
 
 
-def _family(names: tuple[str, ...], description: str, fmts: tuple[Format, ...]) -> dict[str, Target]:
-    return {n: Target(n, description, fmts) for n in names}
+def _family(names: tuple[str, ...], description: str, fmts: tuple[Format, ...], kinds: tuple[str, ...],
+            source: str) -> dict[str, Target]:
+    return {n: Target(n, description, fmts, kinds, True, source) for n in names}
 
 
+_MX = (FP8_KIND, "mxfp8", "mxfp4")
 TARGETS: dict[str, Target] = {
     **_family(("mi300", "mi300x", "mi300a", "mi308x", "mi325", "mi325x"),
-              "AMD Instinct CDNA3 (gfx942): FP8 is e4m3fnuz/e5m2fnuz only", FNUZ),
-    **_family(("mi350", "mi350x", "mi355", "mi355x"), "AMD Instinct CDNA4 (gfx950): OCP e4m3fn/e5m2", OCP),
-    **_family(("h100", "h200", "h800", "h20", "gh200"), "NVIDIA Hopper (sm90): OCP e4m3fn/e5m2", OCP),
-    **_family(("b200", "b100", "gb200", "b300", "gb300"), "NVIDIA Blackwell (sm100): OCP e4m3fn/e5m2", OCP),
-    **_family(("l40s", "l4", "rtx4090"), "NVIDIA Ada (sm89): OCP e4m3fn/e5m2", OCP),
-    **_family(("rtx5090", "rtxpro6000"), "NVIDIA Blackwell (sm120): OCP e4m3fn/e5m2", OCP),
+              "AMD Instinct CDNA3 (gfx942): FP8 is e4m3fnuz/e5m2fnuz only; no MX, no FP4", FNUZ, (FP8_KIND,),
+              "AMD CDNA3 ISA reference guide (V_MFMA_F32_*_FP8_FP8/BF8: fnuz encodings); no block-scaled MFMA"),
+    **_family(("mi350", "mi350x", "mi355", "mi355x"),
+              "AMD Instinct CDNA4 (gfx950): OCP e4m3fn/e5m2, MXFP8, MXFP4 (no NVFP4)", OCP, _MX,
+              "AMD CDNA4 ISA reference guide (V_MFMA_SCALE_F32_16X16X128_F8F6F4 / 32X32X64: OCP FP8/FP6/FP4 "
+              "with e8m0 scales of 32-element blocks)"),
+    **_family(("h100", "h200", "h800", "h20", "gh200"),
+              "NVIDIA Hopper (sm90): OCP e4m3fn/e5m2; no MX, no FP4", OCP, (FP8_KIND,),
+              "PTX ISA wgmma.mma_async (.e4m3/.e5m2 on sm_90a); block-scaled MMA is tcgen05/sm_100a+"),
+    **_family(("b200", "b100", "gb200", "b300", "gb300"),
+              "NVIDIA Blackwell (sm100): OCP e4m3fn/e5m2, MXFP8, MXFP4, NVFP4", OCP, _MX + ("nvfp4",),
+              "PTX ISA tcgen05.mma .kind::mxf8f6f4, .kind::mxf4, .kind::mxf4nvf4 (sm_100a)"),
+    **_family(("l40s", "l4", "rtx4090"), "NVIDIA Ada (sm89): OCP e4m3fn/e5m2; no MX, no FP4", OCP, (FP8_KIND,),
+              "PTX ISA mma.sync .e4m3/.e5m2 (sm_89)"),
+    **_family(("rtx5090", "rtxpro6000"), "NVIDIA Blackwell (sm120): OCP e4m3fn/e5m2, MXFP8, MXFP4, NVFP4", OCP,
+              _MX + ("nvfp4",), "PTX ISA mma.sync .kind::mxf8f6f4 / .kind::mxf4nvf4 .block_scale (sm_120a)"),
     "fnuz": Target("fnuz", "any fnuz format (e4m3fnuz/e5m2fnuz)", FNUZ),
     "ocp": Target("ocp", "any OCP format (e4m3fn/e5m2)", OCP),
     **{f.name: Target(f.name, f"the {f.name} format only", (f,)) for f in formats.FP8_FORMATS},
@@ -198,6 +222,9 @@ class TensorPortability:
     nan: int
     neg_zeros: int = 0
     plans: dict[str, ConversionPlan] = field(default_factory=dict)  # dst format name -> plan
+    kind: str = FP8_KIND  # the scaled-matmul kind its layout needs: fp8, mxfp8, mxfp4, nvfp4
+    broken: str = ""  # why no loader can dequantize it (scale missing or of the wrong shape), if so
+    beyond_fnuz: int = 0  # e4m3fn values beyond ±240: NaN after a plain .to(float8_e4m3fnuz) under the same scale
 
 
 @dataclass
@@ -243,30 +270,59 @@ class VerdictTally:
         self.blocked: list[dict[str, str]] = []
         self.n_blocked = 0
         self.n = 0
+        self.emulated: dict[str, int] = {}  # kind -> tensors that need it emulated here
 
     def add(self, t: TensorPortability) -> None:
         target = self.target
         self.n += 1
+        if t.broken:
+            self._block(t, t.broken)
+            return
+        if t.kind in ("mxfp4", "nvfp4"):  # packed e2m1: no FP8 format question, only the matmul kind
+            if t.kind in target.kinds:
+                self.as_is += 1
+                self.as_is_formats.add(f"{t.kind}")
+            elif target.device:
+                self._emulate(t.kind)
+            else:
+                self._block(t, f"{t.kind} (packed e2m1) data; {target.name} is the "
+                               f"{', '.join(f.name for f in target.formats)} format only")
+            return
+        emulated = t.kind not in target.kinds  # e.g. MXFP8 (e8m0 block scales) where no MX matmul exists
+        if emulated and not target.device:
+            emulated = False  # a format target says nothing of matmul kinds
         if t.format in target.formats:
-            self.as_is += 1
-            self.as_is_formats.add(t.format.name)
+            if emulated:
+                self._emulate(t.kind)
+            else:
+                self.as_is += 1
+                self.as_is_formats.add(t.format.name)
             return
         dst = COUNTERPART.get(t.format)
         if dst is not None and dst in target.formats:
             plan = t.plans.get(dst.name)
             if plan is not None and plan.exact:
-                c = self.convertible.setdefault((t.format.name, dst.name, plan.factor), [0, 0, 0, 0, 0])
+                c = self.convertible.setdefault((t.format.name, dst.name, plan.factor), [0, 0, 0, 0, 0, 0])
                 c[0] += 1
                 c[1] += t.nan
                 c[2] += 1 if t.nan else 0
                 c[3] += t.neg_zeros
                 c[4] += 1 if t.neg_zeros else 0
+                c[5] += t.beyond_fnuz
+                if emulated:
+                    self._emulate(t.kind)
                 return
             why = plan.reason if plan else "no conversion plan"
             why = f"{t.format.name} -> {dst.name} is not exact: {why}"
         else:
             why = (f"{t.format.name} data; {target.name} runs {', '.join(f.name for f in target.formats)} "
                    f"and re-quantizing {t.format.name} is not exact")
+        self._block(t, why)
+
+    def _emulate(self, kind: str) -> None:
+        self.emulated[kind] = self.emulated.get(kind, 0) + 1
+
+    def _block(self, t: TensorPortability, why: str) -> None:
         self.n_blocked += 1
         if len(self.blocked) < self.MAX_BLOCKED:
             self.blocked.append({"name": t.name, "file": t.file, "why": why})
@@ -276,13 +332,17 @@ class VerdictTally:
         reasons: list[str] = []
         conversions: list[dict[str, Any]] = []
         if not self.n:
-            reasons.append("no FP8 tensors")
+            reasons.append("no quantized tensors")
         if self.as_is:
             reasons.append(f"{_n(self.as_is, 'FP8 tensor')} ({', '.join(sorted(self.as_is_formats))}) "
                            f"{'is' if self.as_is == 1 else 'are'} native on {target.name}")
-        for (src, dst, factor), (n, nan, nan_t, neg, neg_t) in sorted(self.convertible.items()):
-            how = (f"bytes reinterpreted, 0x80 -> 0x00, NaN -> 0x80, scales x {factor:g}" if factor != 1.0
-                   else "codes re-encoded to the same values, scales unchanged")
+        for (src, dst, factor), (n, nan, nan_t, neg, neg_t, beyond) in sorted(self.convertible.items()):
+            if factor == 1.0:
+                how = "codes re-encoded to the same values, scales unchanged"
+            elif src in ("e4m3fn", "e5m2"):
+                how = f"bytes reinterpreted, 0x80 -> 0x00, NaN -> 0x80, scales x {factor:g}"
+            else:
+                how = f"bytes reinterpreted, NaN 0x80 -> {formats.get(dst).name} NaN, scales x {factor:g}"
             reasons.append(f"{_n(n, src + ' tensor')} {'runs' if n == 1 else 'run'} after conversion to {dst} ({how}): "
                            f"fp8check convert SRC DST --to {dst}")
             if nan and src in ("e4m3fn", "e5m2"):
@@ -293,8 +353,20 @@ class VerdictTally:
                 reasons.append(f"{_n(neg, 'byte')} 0x80 (-0) in {_n(neg_t, 'tensor')}: the conversion maps "
                                f"{'it' if neg == 1 else 'them'} to 0x00; a bare reinterpretation of the bytes as fnuz "
                                f"makes {'it' if neg == 1 else 'each one'} NaN")
+            if src == "e4m3fn" and dst == "e4m3fnuz":
+                lost = f"{_n(beyond, 'value')} beyond ±240" if beyond else "no value beyond ±240"
+                reasons.append(f"how the common load paths would do instead: a plain .to(torch.float8_e4m3fnuz) "
+                               f"under the same scale turns {lost} into NaN (torch's fnuz overflow) and keeps "
+                               f"{_n(nan, 'NaN')}; vLLM's byte normalisation (0x80 -> 0, scale x 2) keeps every value "
+                               f"but turns {_n(nan, 'NaN code')} into finite ±240; fp8check convert: 0 values lost")
             conversions.append({"from": src, "to": dst, "factor": factor, "tensors": n,
-                                "command": f"fp8check convert SRC DST --to {dst}"})
+                                "command": f"fp8check convert SRC DST --to {dst}",
+                                "plain_cast_nan": beyond if src == "e4m3fn" else None,
+                                "byte_normalisation_nan_made_finite": nan if src in ("e4m3fn", "e5m2") else None})
+        for kind, n in sorted(self.emulated.items()):
+            reasons.append(f"{_n(n, kind + ' tensor')} {'runs' if n == 1 else 'run'} emulated: {target.name} has no "
+                           f"{kind} matmul ({', '.join(target.kinds)} natively), so a loader must dequantize "
+                           f"{'it' if n == 1 else 'them'} or apply the block scales outside the matmul")
         for b in self.blocked[:20]:
             reasons.append(f"{b['name']}: {b['why']}")
         if self.n_blocked > 20:
@@ -302,6 +374,8 @@ class VerdictTally:
             reasons.append(f"... and {more} more {'tensor that cannot' if more == 1 else 'tensors that cannot'} run")
         if self.n_blocked:
             v = CANNOT_RUN
+        elif self.emulated:
+            v = EMULATED
         elif self.convertible:
             v = AFTER_CONVERSION
         else:
@@ -310,5 +384,5 @@ class VerdictTally:
             target=target.name, description=target.description, formats=[f.name for f in target.formats],
             verdict=v, reasons=reasons, conversions=conversions,
             tensors={"as_is": self.as_is, "after_conversion": sum(c[0] for c in self.convertible.values()),
-                     "cannot_run": self.n_blocked},
+                     "emulated": sum(self.emulated.values()), "cannot_run": self.n_blocked},
             blocked=list(self.blocked))

@@ -22,10 +22,11 @@ __all__ = ["audit_context", "code_order"]
 
 SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2, None: 3, "": 3}
 VERDICT = {  # portability verdict -> (status class, words)
-    "runs_as_is": ("pass", "runs as is"),
+    "runs_as_is": ("pass", "runs natively"),
     "runs_after_conversion": ("known", "runs after conversion"),
+    "runs_emulated": ("known", "runs emulated: no native matmul for it"),
     "cannot_run": ("fail", "cannot run"),
-    "unknown": ("fail", "unknown: not everything was read"),
+    "unknown": ("fail", "unknown: not everything was read or understood"),
 }
 DEFAULT_MAX_DETAILS = 100
 

@@ -20,10 +20,11 @@ from fp8check.terminal import console as terminal_console
 from fp8check.terminal import format_bytes
 
 _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
-_VERDICT_STYLE = {"runs_as_is": "bold green", "runs_after_conversion": "bold yellow", "cannot_run": "bold red",
-                  "unknown": "bold magenta"}
-_VERDICT_TEXT = {"runs_as_is": "runs as is", "runs_after_conversion": "runs after conversion",
-                 "cannot_run": "cannot run", "unknown": "unknown (not everything was read)"}
+_VERDICT_STYLE = {"runs_as_is": "bold green", "runs_after_conversion": "bold yellow", "runs_emulated": "bold yellow",
+                  "cannot_run": "bold red", "unknown": "bold magenta"}
+_VERDICT_TEXT = {"runs_as_is": "runs natively", "runs_after_conversion": "runs after conversion",
+                 "runs_emulated": "runs emulated (no native matmul for it)",
+                 "cannot_run": "cannot run", "unknown": "unknown (not everything was read or understood)"}
 
 
 def clean(text: object, limit: int = 200) -> str:

@@ -1,6 +1,6 @@
 """torchao tensor-subclass checkpoints (issue 13), made by torchao itself and audited in a process that
 never imports torchao: Float8Tensor (weight-only, per-tensor, with activation-quantization state), MX
-with swizzled e8m0 scales, NVFP4 (packed: no verdict).
+with swizzled e8m0 scales, NVFP4 (packed e2m1, its nibbles counted).
 
 The four checkpoints are written and audited together, in one child process, by one test (each child
 pays torch's import, and a module fixture would be built once per xdist worker); each kind is checked by
@@ -104,11 +104,16 @@ def check_mx_swizzled_scales_are_read_in_their_logical_layout(made):
     assert torch.equal(to_blocked(got).reshape(-1), w.scale.view(torch.uint8).reshape(-1))
 
 
-def check_nvfp4_is_packed_and_gives_no_verdict(made):
-    _, _, r = made["nvfp4"]
-    assert tensor_of(r, "0.weight.qdata")["role"] == "packed"
-    assert r["summary"]["verdicts"] == {"mi300": "unknown"} and r["summary"]["exit_code"] == 1
-    assert "packed" in r["summary"]["unknown"][0]
+def check_nvfp4_is_audited_as_packed_e2m1(made):
+    _, sd, r = made["nvfp4"]
+    t = tensor_of(r, "0.weight.qdata")
+    assert t["role"] == "packed" and t["scale"]["name"] == "0.weight.scale"
+    # the 16 e2m1 code counts, counted here from torchao's own packed bytes (two nibbles a byte)
+    b = sd["0.weight"].qdata.view(torch.uint8).reshape(-1).numpy()
+    assert t["stats"]["histogram"] == np.bincount(np.concatenate([b & 0x0F, b >> 4]), minlength=16).tolist()
+    # NVFP4 (e4m3 scales of 16-element blocks) has no matmul on MI300: it runs only emulated
+    assert r["summary"]["verdicts"] == {"mi300": "runs_emulated"} and r["summary"]["exit_code"] == 0
+    assert r["summary"]["unknown"] == []
 
 
 def test_torchao_checkpoints_are_audited_without_torchao(tmp_path):
@@ -116,7 +121,7 @@ def test_torchao_checkpoints_are_audited_without_torchao(tmp_path):
     failed = []
     for check in (check_float8_weight_only_state_dict, check_float8_per_tensor_and_dynamic_activation_state,
                   check_mx_swizzled_scales_are_read_in_their_logical_layout,
-                  check_nvfp4_is_packed_and_gives_no_verdict):
+                  check_nvfp4_is_audited_as_packed_e2m1):
         try:
             check(made)
         except AssertionError as exc:

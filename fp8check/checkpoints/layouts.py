@@ -1,0 +1,166 @@
+"""How each producer writes a quantized checkpoint, as data (DESIGN: "layout").
+
+One row per layout: the element format (FP8, packed e2m1 FP4), the scaled-matmul
+kind a target must execute to run it natively (``fp8``, ``mxfp8``, ``mxfp4``,
+``nvfp4``), the names of the data tensor and of its scales, which way a scale is
+applied, the block size and where it is declared, the config keys that select
+the layout; each with the producer, the version read and the source it was read
+from. The audit reads the config, picks the layout and binds its block size; a
+checkpoint whose config names a method or a packed format that no row describes
+gets no verdict (``unknown``, saying what was not understood).
+
+Packed e2m1: two values per byte, the element of even index in the low nibble
+(compressed-tensors ``pack_fp4_to_uint8``, gpt-oss/transformers
+``convert_moe_packed_tensors``: ``lut[blk & 0x0F]`` then ``lut[blk >> 4]``);
+nibble ``s.ee.m``: 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives (0x8 is -0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+FP8 = "fp8"
+MXFP8 = "mxfp8"
+MXFP4 = "mxfp4"
+NVFP4 = "nvfp4"
+KINDS = (FP8, MXFP8, MXFP4, NVFP4)
+
+MULTIPLY = "multiply"
+DIVIDE = "divide"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Layout:
+    name: str
+    producer: str
+    version: str  # the version whose source was read
+    source: str  # where the naming, the packing and the scale rule were read
+    kind: str  # the scaled-matmul kind that runs it natively
+    element: str  # element format of the data: e4m3fn, e5m2, e2m1 (packed two per byte)
+    data: str  # suffix of the data tensor's name
+    scale: str  # suffix of the block (or tensor/channel) scale, replacing ``data``
+    scale_format: str  # float32/bf16/..., e8m0 (uint8 bytes 2^(b-127)), e4m3fn
+    direction: str = MULTIPLY  # value = element x scale
+    second_scale: str = ""  # NVFP4's per-tensor scale, replacing ``data``
+    second_direction: str = MULTIPLY
+    block: int | None = None  # elements per scale along the input dim when the format fixes it
+    block_declared_by: str = ""  # the config key that sets the block size, or "the format"
+    config: str = ""  # the config keys (and values) that select this layout
+    packed_shape: str = ""  # how the data's shape relates to the logical [out, in]
+
+    @property
+    def packed(self) -> bool:
+        return self.element == "e2m1"
+
+
+LAYOUTS: tuple[Layout, ...] = (
+    Layout(name="transformers-fp8", producer="transformers FineGrainedFP8 / DeepSeek-V3", version="4.57",
+           source="transformers src/transformers/integrations/finegrained_fp8.py; DeepSeek-V3 inference/model.py",
+           kind=FP8, element="e4m3fn", data="weight", scale="weight_scale_inv", scale_format="float32",
+           block_declared_by="config.json quantization_config.weight_block_size ([128, 128])",
+           config='quant_method "fp8", fmt "e4m3", weight_block_size, scale_fmt "ue8m0" (optional)'),
+    Layout(name="compressed-tensors-fp8", producer="compressed-tensors (llmcompressor)", version="0.12",
+           source="compressed-tensors src/compressed_tensors/quantization/quant_args.py (strategy, block_structure)",
+           kind=FP8, element="e4m3fn", data="weight", scale="weight_scale", scale_format="bfloat16/float16/float32",
+           block_declared_by="config_groups.*.weights.block_structure (block) or group_size (group)",
+           config='quant_method "compressed-tensors", format "float-quantized", weights {num_bits 8, type "float"}'),
+    Layout(name="compressed-tensors-nvfp4", producer="compressed-tensors (llmcompressor)", version="0.12",
+           source="compressed-tensors src/compressed_tensors/compressors/quantized_compressors/nvfp4_quantized.py "
+                  "(compression_param_names weight_packed, weight_scale, weight_global_scale)",
+           kind=NVFP4, element="e2m1", data="weight_packed", scale="weight_scale", scale_format="e4m3fn",
+           second_scale="weight_global_scale", second_direction=DIVIDE, block=16,
+           block_declared_by="config_groups.*.weights.group_size (16)",
+           config='quant_method "compressed-tensors", format "nvfp4-pack-quantized", weights {num_bits 4, '
+                  'type "float", strategy "tensor_group", group_size 16}',
+           packed_shape="[out, in/2] uint8"),
+    Layout(name="modelopt-fp8", producer="NVIDIA TensorRT Model Optimizer (HF export)", version="0.35",
+           source="TensorRT-Model-Optimizer modelopt/torch/export/unified_export_hf.py; vLLM modelopt.py",
+           kind=FP8, element="e4m3fn", data="weight", scale="weight_scale", scale_format="float32",
+           block_declared_by="hf_quant_config.json quantization.quant_algo (FP8_PB_WO: 128x128, 4-D scale)",
+           config='hf_quant_config.json quantization.quant_algo "FP8"'),
+    Layout(name="modelopt-nvfp4", producer="NVIDIA TensorRT Model Optimizer (HF export)", version="0.35",
+           source="TensorRT-Model-Optimizer modelopt/torch/export/quant_utils.py (weight_scale_2); vLLM "
+                  "modelopt.py ModelOptNvFp4LinearMethod",
+           kind=NVFP4, element="e2m1", data="weight", scale="weight_scale", scale_format="e4m3fn",
+           second_scale="weight_scale_2", second_direction=MULTIPLY, block=16,
+           block_declared_by="hf_quant_config.json quantization.group_size (16)",
+           config='hf_quant_config.json quantization.quant_algo "NVFP4"', packed_shape="[out, in/2] uint8"),
+    Layout(name="quark-fp8", producer="AMD Quark", version="0.9",
+           source="Quark docs (HF export, global_quant_config); vLLM quark/schemes/quark_w8a8_fp8.py",
+           kind=FP8, element="e4m3fn", data="weight", scale="weight_scale", scale_format="float32",
+           block_declared_by="per_tensor / per_channel (no block)",
+           config='quant_method "quark", global_quant_config.weight.dtype "fp8_e4m3"'),
+    Layout(name="quark-mxfp4", producer="AMD Quark (OCP MX)", version="0.9",
+           source="vLLM quark/schemes/quark_ocp_mx.py (weight uint8 packed fp4, weight_scale uint8 e8m0, group 32)",
+           kind=MXFP4, element="e2m1", data="weight", scale="weight_scale", scale_format="e8m0", block=32,
+           block_declared_by="global_quant_config.weight.group_size (32)",
+           config='quant_method "quark", weight {dtype "fp4", qscheme "per_group", group_size 32, '
+                  'scale_format "e8m0"}', packed_shape="[out, in/2] uint8"),
+    Layout(name="gpt-oss-mxfp4", producer="OpenAI gpt-oss (as transformers reads it)", version="transformers 4.55",
+           source="transformers src/transformers/integrations/mxfp4.py convert_moe_packed_tensors "
+                  "(scales - 127 as exponents, blocks.shape[:-1] == scales.shape, low nibble first)",
+           kind=MXFP4, element="e2m1", data="_blocks", scale="_scales", scale_format="e8m0", block=32,
+           block_declared_by="the format (16 bytes = 32 elements per scale)",
+           config='quant_method "mxfp4", modules_to_not_convert',
+           packed_shape="[..., out, in/32, 16] uint8, scales [..., out, in/32]"),
+    Layout(name="torchao-float8", producer="torchao Float8Tensor", version="0.18",
+           source="torchao torchao/quantization/quantize_/workflows/float8/float8_tensor.py",
+           kind=FP8, element="e4m3fn", data="qdata", scale="scale", scale_format="float32",
+           block_declared_by="the tensor's own block_size"),
+    Layout(name="torchao-mx", producer="torchao MXTensor", version="0.18",
+           source="torchao torchao/prototype/mx_formats/mx_tensor.py (qdata, scale e8m0, block_size 32)",
+           kind=MXFP8, element="e4m3fn", data="qdata", scale="scale", scale_format="e8m0", block=32,
+           block_declared_by="the tensor's own block_size"),
+    Layout(name="torchao-mxfp4", producer="torchao MXTensor (fp4 elements)", version="0.18",
+           source="torchao torchao/prototype/mx_formats/mx_tensor.py (qdata packed e2m1, scale e8m0, block_size 32)",
+           kind=MXFP4, element="e2m1", data="qdata", scale="scale", scale_format="e8m0", block=32,
+           block_declared_by="the tensor's own block_size", packed_shape="[out, in/2] uint8"),
+    Layout(name="torchao-nvfp4", producer="torchao NVFP4Tensor", version="0.18",
+           source="torchao torchao/prototype/mx_formats/nvfp4_tensor.py (qdata packed, scale e4m3fn, "
+                  "per_tensor_scale)",
+           kind=NVFP4, element="e2m1", data="qdata", scale="scale", scale_format="e4m3fn",
+           second_scale="per_tensor_scale", block=16, block_declared_by="the tensor's own block_size",
+           packed_shape="[out, in/2] uint8"),
+)
+BY_NAME = {lay.name: lay for lay in LAYOUTS}
+
+# quant_method values (config.json quantization_config) that some row above describes
+KNOWN_METHODS = ("fp8", "fbgemm_fp8", "compressed-tensors", "quark", "modelopt", "mxfp4", "torchao")
+
+
+def packed_layout(config_packed: str, quant_method: str, *, name: str, scale_dtype: str | None,
+                  file_packed: str = "") -> Layout | None:
+    """The packed layout a tensor ``name`` of a checkpoint with this config belongs to, or None.
+    ``file_packed``: what the file itself says the tensor holds (torchao's subclasses)."""
+    if file_packed:
+        return BY_NAME.get(f"torchao-{file_packed}")
+    if name.endswith("_blocks") and quant_method == "mxfp4":
+        return BY_NAME["gpt-oss-mxfp4"]
+    if name.endswith("weight_packed") and config_packed == NVFP4:
+        return BY_NAME["compressed-tensors-nvfp4"]
+    if config_packed == NVFP4 and quant_method == "modelopt":
+        return BY_NAME["modelopt-nvfp4"]
+    if config_packed == MXFP4 and quant_method == "quark":
+        return BY_NAME["quark-mxfp4"]
+    return None
+
+
+def scale_names(name: str) -> list[str]:
+    """The block-scale names the packed layouts give data tensor ``name``."""
+    out = []
+    for lay in LAYOUTS:
+        if lay.packed and name.endswith(lay.data):
+            cand = name[: len(name) - len(lay.data)] + lay.scale
+            if cand != name and cand not in out:
+                out.append(cand)
+    return out
+
+
+def second_scale_names(name: str) -> list[str]:
+    out = []
+    for lay in LAYOUTS:
+        if lay.second_scale and name.endswith(lay.data):
+            cand = name[: len(name) - len(lay.data)] + lay.second_scale
+            if cand not in out:
+                out.append(cand)
+    return out

@@ -1,0 +1,242 @@
+"""The producer layouts of issue 22 (gpt-oss MXFP4, compressed-tensors NVFP4, MXFP8, declared block sizes),
+written with safetensors, audited, each expected verdict written here before the audit ran and every count
+made again independently (numpy, ml_dtypes' e2m1 decoding, torch's own fnuz cast)."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+import torch
+
+from checkpoint_builders import DEEPSEEK_CONFIG, codes_of, fp8, save_st, tensor_of, write_json
+
+ALL = {"h100", "b200", "mi300", "mi355"}
+MXFP4_CONFIG = {"quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert": []},
+                "torch_dtype": "bfloat16"}
+CT_NVFP4_CONFIG = {"quantization_config": {
+    "quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized",
+    "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+        "num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16}}}}, "torch_dtype": "bfloat16"}
+BF16_OVERFLOW = (2 - 2 ** -8) * 2.0 ** 127
+
+
+def e2m1_values(codes: np.ndarray) -> np.ndarray:
+    """Independent decoding: ml_dtypes' float4_e2m1fn of each 4-bit code."""
+    return codes.astype(np.uint8).view(ml_dtypes.float4_e2m1fn).astype(np.float64)
+
+
+def nibbles(packed: np.ndarray) -> np.ndarray:
+    return np.stack([packed & 0x0F, packed >> 4], axis=-1).reshape(*packed.shape[:-1], packed.shape[-1] * 2)
+
+
+def gpt_oss(d, *, scales=None, blocks=None, config=True, drop_scale=False):
+    rng = np.random.default_rng(0)
+    blocks = rng.integers(0, 256, size=(2, 8, 4, 16), dtype=np.uint8) if blocks is None else blocks
+    scales = rng.integers(120, 130, size=(2, 8, 4), dtype=np.uint8) if scales is None else scales
+    t = {"model.layers.0.mlp.experts.down_proj_blocks": torch.from_numpy(blocks),
+         "model.layers.0.mlp.experts.down_proj_bias": torch.zeros(2, 8, dtype=torch.bfloat16)}
+    if not drop_scale:
+        t["model.layers.0.mlp.experts.down_proj_scales"] = torch.from_numpy(scales)
+    d.mkdir()
+    save_st(str(d / "model.safetensors"), t)
+    if config:
+        write_json(str(d / "config.json"), MXFP4_CONFIG)
+    return d, blocks, scales
+
+
+DATA = "model.layers.0.mlp.experts.down_proj_blocks"
+
+
+def test_gpt_oss_mxfp4_is_audited_and_runs_where_mxfp4_matmuls_exist(tmp_path, run_audit):
+    d, blocks, _ = gpt_oss(tmp_path / "m")
+    r = run_audit(d)
+    t = tensor_of(r, DATA)
+    assert t["role"] == "packed" and t["scale"]["name"] == "model.layers.0.mlp.experts.down_proj_scales"
+    assert t["stats"]["histogram"] == np.bincount(nibbles(blocks).reshape(-1), minlength=16).tolist()
+    assert r["summary"]["verdicts"] == {"h100": "runs_emulated", "b200": "runs_as_is", "mi300": "runs_emulated",
+                                        "mi355": "runs_as_is"}
+    assert r["summary"]["exit_code"] == 0 and r["summary"]["unknown"] == []
+
+
+def test_gpt_oss_scale_defects_are_findings(tmp_path, run_audit):
+    rng = np.random.default_rng(0)
+    scales = rng.integers(120, 130, size=(2, 8, 4), dtype=np.uint8)
+    scales[0, 3, 1] = 0xFF  # NaN
+    scales[1, 2, 0] = 0x00  # 2^-127
+    scales[1, 5, 2] = 254  # 2^127: every |v| >= 2 of this block overflows bfloat16
+    d, blocks, _ = gpt_oss(tmp_path / "m", scales=scales)
+    r = run_audit(d)
+    c = codes_of(r, DATA)
+    assert c["SCALE_NONFINITE"] == ("error", 1) and c["SCALE_SUBNORMAL"] == ("warning", 1)
+    v = e2m1_values(nibbles(blocks)[1, 5, 2])  # the 32 values under the 254 scale
+    expected = int(np.count_nonzero(np.abs(v) * 2.0 ** 127 >= BF16_OVERFLOW))
+    assert expected > 0 and c["DEQUANT_OVERFLOW"] == ("error", expected)
+    assert r["summary"]["exit_code"] == 1
+
+
+@pytest.mark.parametrize("defect", ["missing", "short"])
+def test_gpt_oss_missing_or_short_scale_cannot_run_anywhere(tmp_path, run_audit, defect):
+    if defect == "missing":
+        d, _, _ = gpt_oss(tmp_path / "m", drop_scale=True)
+        code = "SCALE_MISSING"
+    else:
+        d, _, _ = gpt_oss(tmp_path / "m", scales=np.full((2, 8, 3), 127, dtype=np.uint8))
+        code = "SCALE_SHAPE"
+    r = run_audit(d)
+    assert codes_of(r, DATA)[code][0] == "error"
+    assert set(r["summary"]["verdicts"].values()) == {"cannot_run"} and r["summary"]["exit_code"] == 1
+
+
+def test_packed_bytes_without_a_config_get_no_verdict(tmp_path, run_audit):
+    d, _, _ = gpt_oss(tmp_path / "m", config=False)
+    r = run_audit(d)
+    assert set(r["summary"]["verdicts"].values()) == {"unknown"}
+    assert codes_of(r, DATA)["BYTES_FORMAT_UNKNOWN"][0] == "info"
+
+
+def test_a_quant_method_no_layout_describes_is_unknown(tmp_path, run_audit):
+    d, _, _ = gpt_oss(tmp_path / "m", config=False)
+    write_json(str(d / "config.json"), {"quantization_config": {"quant_method": "awq"}})
+    r = run_audit(d)
+    assert set(r["summary"]["verdicts"].values()) == {"unknown"}
+    assert any("'awq'" in u for u in r["summary"]["unknown"]), r["summary"]["unknown"]
+
+
+def ct_nvfp4(d, *, scale_byte=None):
+    rng = np.random.default_rng(1)
+    packed = rng.integers(0, 256, size=(32, 16), dtype=np.uint8)  # [out, in/2]: in = 32
+    sb = rng.choice(np.arange(0x30, 0x48, dtype=np.uint8), size=(32, 2))  # e4m3 block scales, in/16 = 2
+    if scale_byte is not None:
+        sb[4, 1] = scale_byte
+    d.mkdir()
+    save_st(str(d / "model.safetensors"), {
+        "l.weight_packed": torch.from_numpy(packed), "l.weight_scale": fp8(sb),
+        "l.weight_global_scale": torch.tensor([448.0 * 6.0]), "l.input_global_scale": torch.tensor([100.0])})
+    write_json(str(d / "config.json"), CT_NVFP4_CONFIG)
+    return d, packed, sb
+
+
+def test_compressed_tensors_nvfp4_block_scales_are_scales_not_weights(tmp_path, run_audit):
+    d, packed, _ = ct_nvfp4(tmp_path / "m")
+    r = run_audit(d)
+    assert tensor_of(r, "l.weight_scale")["role"] == "scale"
+    t = tensor_of(r, "l.weight_packed")
+    assert t["role"] == "packed" and t["scale"]["name"] == "l.weight_scale"
+    assert t["stats"]["histogram"] == np.bincount(nibbles(packed).reshape(-1), minlength=16).tolist()
+    assert r["summary"]["fp8_tensors"] == 0
+    assert r["summary"]["verdicts"] == {"h100": "runs_emulated", "b200": "runs_as_is", "mi300": "runs_emulated",
+                                        "mi355": "runs_emulated"}
+    bad = run_audit(ct_nvfp4(tmp_path / "nan", scale_byte=0x7F)[0])
+    assert codes_of(bad, "l.weight_packed")["SCALE_NONFINITE"] == ("error", 1)
+
+
+def mx8(d, *, cols_per_scale=32):
+    rng = np.random.default_rng(2)
+    q = rng.choice(np.arange(0x08, 0x70, dtype=np.uint8), size=(64, 128))
+    s = rng.integers(118, 124, size=(64, 128 // cols_per_scale), dtype=np.uint8)
+    d.mkdir()
+    save_st(str(d / "model.safetensors"), {"l.weight": fp8(q), "l.weight_scale": torch.from_numpy(s).view(
+        torch.float8_e8m0fnu)})
+    return d
+
+
+def test_mxfp8_runs_natively_only_where_mx_matmuls_exist(tmp_path, run_audit):
+    r = run_audit(mx8(tmp_path / "m"))
+    assert tensor_of(r, "l.weight")["scale"]["granularity"]["name"] == "mx-e8m0"
+    assert r["summary"]["verdicts"] == {"h100": "runs_emulated", "b200": "runs_as_is", "mi300": "runs_emulated",
+                                        "mi355": "runs_as_is"}
+
+
+def test_mx_scales_of_64_wide_blocks_are_not_a_group_of_64(tmp_path, run_audit):
+    r = run_audit(mx8(tmp_path / "m", cols_per_scale=64))
+    assert codes_of(r, "l.weight")["SCALE_SHAPE"][0] == "error"
+    assert set(r["summary"]["verdicts"].values()) == {"cannot_run"}
+
+
+@pytest.mark.parametrize("scale_shape", [(4, 2), (2, 2)])
+def test_a_scale_that_only_fits_other_blocks_than_declared_is_scale_shape(tmp_path, run_audit, scale_shape):
+    # data [256, 512] with weight_block_size [128, 128] needs [2, 4]; [4, 2] is the transposed scale (read as
+    # 64x256 blocks before), [2, 2] fits 128x256 blocks
+    d = tmp_path / "m"
+    d.mkdir()
+    q = np.random.default_rng(3).choice(np.arange(0x08, 0x70, dtype=np.uint8), size=(256, 512))
+    save_st(str(d / "model.safetensors"), {"l.weight": fp8(q), "l.weight_scale_inv": torch.full(scale_shape, 0.01)})
+    write_json(str(d / "config.json"), DEEPSEEK_CONFIG)
+    r = run_audit(d)
+    c = codes_of(r, "l.weight")
+    assert c["SCALE_SHAPE"] == ("error", scale_shape[0] * scale_shape[1]) and "SATURATION" not in c
+    assert set(r["summary"]["verdicts"].values()) == {"cannot_run"}
+
+
+def test_scales_off_by_448x_or_inverted_are_outliers(tmp_path, run_audit):
+    d = tmp_path / "m"
+    d.mkdir()
+    rng = np.random.default_rng(4)
+    t = {}
+    for k in range(6):
+        t[f"l{k}.weight"] = fp8(rng.choice(np.arange(0x08, 0x70, dtype=np.uint8), size=(16, 32)))
+        t[f"l{k}.weight_scale"] = torch.full((16, 1), 0.002 * (1 + k / 10))
+    t["l4.weight_scale"] = t["l4.weight_scale"] * 448  # the amax stored, not amax / 448
+    t["l5.weight_scale"] = 1 / t["l5.weight_scale"]  # the quantization multiplier stored
+    save_st(str(d / "model.safetensors"), t)
+    r = run_audit(d)
+    by = {f["code"]: f for f in tensor_of(r, "l4.weight")["findings"]}
+    factor = float(by["SCALE_OUTLIER"]["message"].split(", ")[1].split("x ")[0])
+    assert 448 / 1.1 < factor < 448 * 1.1 * 1.5  # median of the siblings, to an eighth of an octave
+    inv = {f["code"]: f for f in tensor_of(r, "l5.weight")["findings"]}["SCALE_OUTLIER"]["message"]
+    assert "inverted" in inv
+    assert all("SCALE_OUTLIER" not in codes_of(r, f"l{k}.weight") for k in range(4))
+
+
+def test_fnuz_verdict_counts_what_a_plain_cast_turns_into_nan(tmp_path, run_audit):
+    d = tmp_path / "m"
+    d.mkdir()
+    rng = np.random.default_rng(5)
+    q = rng.choice(np.arange(0x08, 0x7E, dtype=np.uint8), size=(64, 64))  # up to 448, no NaN
+    save_st(str(d / "model.safetensors"), {"l.weight": fp8(q), "l.weight_scale": torch.tensor(0.01)})
+    r = run_audit(d, targets=("mi300",))
+    # what torch's own cast does to these bytes
+    nan_after_cast = int(torch.isnan(fp8(q).to(torch.float8_e4m3fnuz).float()).sum())
+    conv = r["portability"][0]["conversions"][0]
+    assert nan_after_cast > 0 and conv["plain_cast_nan"] == nan_after_cast
+    assert r["summary"]["verdicts"] == {"mi300": "runs_after_conversion"}
+
+
+def test_config_format_beside_other_tensor_format_is_remarked(tmp_path, run_audit):
+    d = tmp_path / "m"
+    d.mkdir()
+    q = np.random.default_rng(6).choice(np.arange(0x08, 0x70, dtype=np.uint8), size=(128, 128))
+    save_st(str(d / "model.safetensors"), {"l.weight": fp8(q, "e4m3fnuz"),
+                                           "l.weight_scale_inv": torch.full((1, 1), 0.01)})
+    write_json(str(d / "config.json"), DEEPSEEK_CONFIG)
+    assert codes_of(run_audit(d), "l.weight")["CONFIG_FORMAT"] == ("warning", 128 * 128)
+
+
+def test_torchao_bin_shards_with_their_index_pair_every_tensor(tmp_path, run_audit):
+    torchao_q = pytest.importorskip("torchao.quantization")
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.Linear(32, 16)).to(torch.bfloat16)
+    torchao_q.quantize_(m, torchao_q.Float8WeightOnlyConfig())
+    d = tmp_path / "m"
+    d.mkdir()
+    torch.save(m.state_dict(), d / "pytorch_model.bin")
+    write_json(str(d / "pytorch_model.bin.index.json"),
+               {"metadata": {}, "weight_map": {k: "pytorch_model.bin" for k in m.state_dict()}})
+    r = run_audit(d)
+    assert "INDEX_MISSING_TENSOR" not in r["summary"]["findings_by_code"]
+    assert r["summary"]["unknown"] == [] and r["summary"]["fp8_tensors"] == 2
+
+
+def test_convert_leaves_nvfp4_intact(tmp_path, capsys):
+    from safetensors.torch import load_file
+
+    from fp8check.cli import main
+
+    src, _, _ = ct_nvfp4(tmp_path / "nv")
+    assert main(["convert", str(src), str(tmp_path / "nv-out"), "--to", "e4m3fnuz", "-q"]) == 0
+    a, b = load_file(str(src / "model.safetensors")), load_file(str(tmp_path / "nv-out" / "model.safetensors"))
+    assert set(a) == set(b) and all(torch.equal(a[k].view(torch.uint8) if a[k].element_size() == 1 else a[k],
+                                                b[k].view(torch.uint8) if b[k].element_size() == 1 else b[k])
+                                    for k in a)
+    assert b["l.weight_scale"].dtype == torch.float8_e4m3fn  # still NVFP4's e4m3 block scale
