@@ -10,7 +10,7 @@
 # under its own time limit, and one failing part does not stop the others.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-KNOWN=" environment suite tests-gpu recipes triton-faithful zoo audit-bench "  # in the order they run
+KNOWN=" environment suite tests-gpu recipes triton-faithful zoo training audit-bench "  # in the order they run
 PARTS=" $* "
 for p in $PARTS; do
     if [[ "$KNOWN" != *" $p "* ]]; then
@@ -55,6 +55,9 @@ part recipes 300 python3 gpu/recipes.py --max-examples 10 --json "$OUT/recipes.j
 part triton-faithful 240 python3 gpu/triton_faithful.py --json "$OUT/triton-faithful.json"
 # Third-party packages' FP8 quantizers (fp8check.zoo), compiled Triton on the GPU.
 part zoo 170 python3 gpu/zoo.py --max-examples 5 --json "$OUT/zoo.json"
+# fp8check.training with torchao's real float8 kernels: step conformance, loss
+# parity against BF16 and the CPU-emulated goldens, the device's golden file.
+part training 300 python3 gpu/training.py --out "$OUT/training"
 # The audit's speed on a quiet many-core machine (no GPU needed; the CI
 # machine has 2 cores): audit throughput against a raw read, same run.
 part audit-bench 150 python3 benchmarks/audit_throughput.py --size-gb 4 --shards 8 --jobs 8
