@@ -88,8 +88,15 @@ def training_context(doc: dict[str, Any], *, title: str | None = None) -> dict[s
     passed = bool(doc.get("passed"))
     summary = {"kind": "training", "passed": passed,
                "gates": [{"name": g.get("name"), "passed": g.get("passed")} for g in parity.get("gates") or []]}
+    failed = [g.get("name") for g in parity.get("gates") or [] if not g.get("passed")]
+    failed += [f"step conformance {c['recipe']} {c['format']}" for c in conformance if not c["passed"]]
+    failed += [f"golden {g.get('platform')}" for g in doc.get("goldens") or [] if not g.get("passed")]
+    verdict = {"status": "pass", "headline": "EVERY GATE PASSED",
+               "text": f"{len(parity.get('gates') or [])} gates, {len(conformance)} step conformance checks, "
+                       f"{len(doc.get('goldens') or [])} golden curves"} if passed else \
+        {"status": "fail", "headline": "A GATE FAILED", "text": "; ".join(str(x) for x in failed) or "see below"}
     return {"title": title or f"fp8check training: {parity.get('recipe', '')} on {(parity.get('model') or {}).get('name', '')}",
-            "passed": passed, "curves": _curves(parity), "gates": parity.get("gates") or [],
+            "passed": passed, "verdict": verdict, "curves": _curves(parity), "gates": parity.get("gates") or [],
             "divergences": parity.get("divergences") or [], "goldens": doc.get("goldens") or [],
             "conformance": conformance, "model": parity.get("model") or {}, "summary": json_ready(summary)}
 
