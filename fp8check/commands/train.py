@@ -27,6 +27,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--steps", default="50", help="training steps per format")
     p.add_argument("--seed", default="0")
     p.add_argument("--device", default="cpu", help="cpu (emulated FP8 GEMMs) or cuda (torchao's real kernels)")
+    p.add_argument("--moe", action="store_true",
+                   help="also a tiny MoE layer through torchao's MXFP8 grouped-GEMM path (emulated): every cast and GEMM")
     p.add_argument("--json", default=None, metavar="OUT.json")
     p.add_argument("--html", default=None, metavar="OUT.html")
     p.add_argument("--goldens", default=None, metavar="DIR", help="golden loss files (default: the shipped ones)")
@@ -89,6 +91,10 @@ def run(args: argparse.Namespace) -> int:
     for fmt in formats:
         if fmt != "bf16":
             report.step.append(training.check_step(cfg, recipe=recipe, fmt=fmt, steps=2, seed=seed, device=args.device))
+    if args.moe:
+        from fp8check.training.moe import check_moe_step
+
+        report.step.append(check_moe_step(seed=seed))
     report.parity = training.loss_parity(cfg, formats=formats, recipe=recipe, steps=steps, seed=seed,
                                          device=args.device, on_step=progress)
     for fmt, run_ in report.parity.runs.items():

@@ -5,6 +5,7 @@ See docs/training.md. The API::
     from fp8check import training
     training.check_step(recipe="rowwise", fmt="e4m3fnuz")    # StepConformance
     training.loss_parity(steps=50)                          # LossParity (bf16, e4m3fn, e4m3fnuz)
+    training.check_moe_step()                               # StepConformance of torchao's MXFP8 MoE path
 """
 
 from fp8check.training.checks import (
@@ -22,6 +23,7 @@ from fp8check.training.checks import (
     sqnr_gates,
 )
 from fp8check.training.goldens import GoldenComparison, compare_golden, golden_document, golden_path
+from fp8check.training.moe import TINY_MOE, MoEConfig, check_moe_step
 from fp8check.training.model import TINY_LLAMA, ModelConfig, load_config
 from fp8check.training.recipes import TRAINING_RECIPES, get_recipe
 from fp8check.training.run import FORMATS, LossRun, train
@@ -29,4 +31,5 @@ from fp8check.training.run import FORMATS, LossRun, train
 __all__ = ["check_step", "loss_parity", "first_divergence", "sqnr_gates", "platform_key", "StepConformance", "Gate",
            "Divergence", "LossParity", "TrainingReport", "RELATIVE_LOSS_GATE", "SQNR_GATES", "TINY_LLAMA",
            "ModelConfig", "load_config", "TRAINING_RECIPES", "get_recipe", "FORMATS", "LossRun", "train",
-           "GoldenComparison", "compare_golden", "golden_document", "golden_path"]
+           "GoldenComparison", "compare_golden", "golden_document", "golden_path", "check_moe_step", "MoEConfig",
+           "TINY_MOE"]
