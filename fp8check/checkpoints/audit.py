@@ -643,7 +643,8 @@ class Auditor:
                 f"{cs.zero_share:.2%} of codes are zero while {cs.subnormal_share:.2%} are subnormal: "
                 "values underflowed (scale too large for this data)"))
         dst = tg.COUNTERPART.get(fmt)
-        if dst is not None:
+        mx = usable_scale and sc is not None and sc.granularity is not None and sc.granularity.name == gr.MX_E8M0
+        if dst is not None and not mx:  # MX is OCP only: no fnuz form to convert to (convert keeps it)
             factor_exact = sc.stats.factor_exact if usable_scale and sc and sc.stats else None
             plan = self._remember(  # shared by the tensors of one histogram: never changed once made
                 (fmt, dst, hist_key, usable_scale, tuple(sorted((factor_exact or {}).items()))),

@@ -42,12 +42,18 @@ from fp8check.checkpoints import safetensors_writer as writer
 from fp8check.checkpoints.audit import AuditOptions, Auditor, Checkpoint, Record
 from fp8check.progress import ProgressSink
 from fp8check.errors import CheckpointError, MissingDependencyError
-from fp8check.checkpoints.loaders import SafetensorsFile
+from fp8check.checkpoints import torch_writer
+from fp8check.checkpoints.loaders import CheckpointFile, TorchFile, open_checkpoint
 from fp8check.errors import InvalidValueError
 from fp8check.formats import Format
 
 CONVERT_SCHEMA_VERSION = 1
 _ROWS_ELEMS = 1 << 22
+CONFIG_FILES = ("config.json", "hf_quant_config.json")
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt")
+MAX_AUX_BYTES = 64 << 20  # other files of the folder (tokenizer, generation config) copied up to this size
+# how the configs that name the element format spell each FP8 format
+_FMT_SPELLING = {"e4m3fn": "e4m3", "e4m3fnuz": "e4m3fnuz", "e5m2": "e5m2", "e5m2fnuz": "e5m2fnuz"}
 
 
 @dataclass
@@ -121,6 +127,11 @@ class Converter:
         self.o = options
         self.progress = progress or ProgressSink()
         self.targets = resolve_to(options.to)
+        self.torch_back: set[str] = set()  # source torch files written back as torch files
+        self.kept: list[str] = []  # FP8 tensors left as they are, with the reason in their row
+        self.configs: list[str] = []  # config files written beside the shards (rewritten)
+        self.copied_files: list[str] = []  # other files of the source folder copied (tokenizer, ...)
+        self.src_is_folder = False
         if options.activation_scales not in ("scale", "keep"):
             raise InvalidValueError(f"--activation-scales must be scale or keep, got {options.activation_scales!r}")
         if any(f in tg.FNUZ for f in self.targets) and dtypes.safetensors_version() < dtypes.FNUZ_MIN_SAFETENSORS:
@@ -135,6 +146,7 @@ class Converter:
         if os.path.exists(dst) and os.path.exists(src) and os.path.samefile(src, dst):
             raise InvalidValueError("DST is SRC")
         aud = Auditor(AuditOptions(jobs=self.o.jobs), self.progress)
+        self.src_is_folder = os.path.isdir(src) or src.endswith(".index.json")
         staging = ""
         try:
             aud.prepare([src])
@@ -170,7 +182,10 @@ class Converter:
         single = dst.endswith(".safetensors")
         if not single and os.path.exists(dst) and not os.path.isdir(dst):
             raise InvalidValueError(f"{dst}: not a directory (name it *.safetensors for one output file)")
-        by_key = {r.key: r for r in ck.records}
+        self.torch_back = _torch_back(ck)
+        if single and self.torch_back:
+            raise InvalidValueError(f"{sorted(self.torch_back)[0]} holds torchao tensor subclasses, which convert "
+                                    "writes back as torch files: give DST as a directory")
         actions: dict[tuple[str, str], Action] = {}
         names: dict[str, str] = {}
         for rec in ck.records:
@@ -179,10 +194,16 @@ class Converter:
             if rec.entry.note:
                 raise InvalidValueError(f"{rec.key[0]}: tensor {json.dumps(rec.key[1])[:200]}: cannot convert a "
                                         f"{rec.entry.note.split(':')[0]}")
-            if rec.entry.dtype not in dtypes.SAFETENSORS_CODE:
+            back = rec.key[0] in self.torch_back
+            if not back and rec.entry.dtype not in dtypes.SAFETENSORS_CODE:
                 raise InvalidValueError(f"{rec.key[0]}: tensor {json.dumps(rec.key[1])[:200]}: dtype {rec.entry.dtype} "
                                         "has no safetensors code")
-            out_file = dst if single else os.path.join(dst, _out_name(rec.key[0]))
+            if single:
+                out_file = dst
+            elif back:
+                out_file = os.path.join(dst, os.path.basename(rec.key[0]))
+            else:
+                out_file = os.path.join(dst, _out_name(rec.key[0]))
             if single and rec.key[1] in names:
                 raise InvalidValueError(f"tensor {json.dumps(rec.key[1])[:200]} is in both {names[rec.key[1]]} and "
                                         f"{rec.key[0]}; convert them one by one")
@@ -200,8 +221,15 @@ class Converter:
                     "every format to its counterpart)")
             if not rec.counted:
                 raise CheckpointError(rec.key[0], f"tensor {json.dumps(rec.key[1])[:200]} could not be read")
-            plan = rec.plans[dst_fmt.name]
             act = actions[rec.key]
+            if rec.scale is not None and rec.scale.granularity is not None and rec.scale.granularity.name == gr.MX_E8M0:
+                # MX is an OCP format (e8m0 scales over OCP elements): no loader reads MX blocks of fnuz elements
+                act.result["reason"] = (f"kept as {rec.fmt.name}: an MX layout (e8m0 scales of 32-element blocks) has "
+                                        f"no {dst_fmt.name} form; a target without MX matmuls runs it emulated "
+                                        "(dequantized at load)")
+                self.kept.append(rec.key[1])
+                continue
+            plan = rec.plans[dst_fmt.name]
             act.kind, act.dst_fmt, act.plan, act.factor = "convert", dst_fmt, plan, plan.factor
             act.table = tg.conversion_table(rec.fmt, dst_fmt, plan.factor)[0]
             converted = True
@@ -219,7 +247,6 @@ class Converter:
                     act.kind, act.factor = "scale", natural
                 else:
                     act.result["reason"] = f"kept: x {natural:g} is not exact in {rec.entry.dtype}"
-        del by_key
         return list(actions.values())
 
     # -- writing --
@@ -232,6 +259,10 @@ class Converter:
         self.progress.start(total, len(by_file))
         try:
             for out_file, acts in by_file.items():
+                if acts[0].rec.key[0] in self.torch_back:
+                    self._write_torch(ck, acts, _staged(out_file, dst, staging))
+                    self.progress.file_done(out_file)
+                    continue
                 outs = [self._output(ck, a) for a in acts]
                 meta = {"format": "pt",
                         "fp8check.convert": f"to {self.o.to}: {sum(a.kind == 'convert' for a in acts)} FP8 tensors converted"}
@@ -241,13 +272,97 @@ class Converter:
                     meta = {**src_meta, **meta}
                 writer.write(_staged(out_file, dst, staging), outs, meta)
                 self.progress.file_done(out_file)
-            if not dst.endswith(".safetensors") and (ck.index or len(by_file) > 1):
+            if dst.endswith(".safetensors"):
+                return
+            if self.torch_back and ck.index:
+                # the index of torch shards names the state dict's keys (a subclass is one key): its file names stay
+                with open(ck.index, "rb") as f:
+                    raw = f.read()
+                with open(os.path.join(staging, os.path.basename(ck.index)), "wb") as f:
+                    f.write(raw)
+            elif ck.index or len(by_file) > 1:
                 weight_map = {a.rec.key[1]: os.path.basename(a.out_file) for a in actions}
                 index = {"metadata": {"total_size": total}, "weight_map": weight_map}
                 with open(os.path.join(staging, "model.safetensors.index.json"), "w", encoding="utf-8") as f:
                     json.dump(index, f, indent=1)
+            self._write_configs(ck, actions, staging)
         finally:
             self.progress.close()
+
+    def _write_torch(self, ck: Checkpoint, acts: list[Action], path: str) -> None:
+        """A torch file written back as a torch file: its pickle re-emitted with converted dtypes renamed, the
+        storages of converted and rescaled tensors rewritten (fp8check.checkpoints.torch_writer)."""
+        src = acts[0].rec.key[0]
+        reader = ck.readers[src]
+        renames = {f"torch.float8_{a.rec.fmt.name}": f"torch.float8_{a.dst_fmt.name}"
+                   for a in acts if a.kind == "convert" and a.rec.fmt is not None and a.dst_fmt is not None}
+        renamed = {k.split(".", 1)[1] for k in renames}
+        for a in acts:
+            if a.kind != "convert" and a.rec.entry.dtype in renamed:
+                raise InvalidValueError(
+                    f"{src}: tensor {json.dumps(a.rec.key[1])[:200]} stays {a.rec.entry.dtype} while other "
+                    f"{a.rec.entry.dtype} tensors of the file are converted, and a torch pickle names a dtype once "
+                    "for all its tensors: convert cannot write this file back")
+        _, data, _ = torch_writer.pickle_of(src)
+        pickle_data, _ = torch_writer.rename_globals(data, renames, path=src)
+        owners: dict[str, list[tuple[Action, int, int]]] = {}
+        for a in acts:
+            key, start, length = reader.storage_of(a.rec.key[1])
+            owners.setdefault(key, []).append((a, start, length))
+        storages = {}
+        for key, found in owners.items():
+            changing = [x for x in found if x[0].kind != "copy"]
+            if not changing:
+                continue
+            if len(found) > 1:
+                raise InvalidValueError(
+                    f"{src}: tensor {json.dumps(changing[0][0].rec.key[1])[:200]} shares its storage with "
+                    f"{json.dumps([x[0].rec.key[1] for x in found if x is not changing[0]][0])[:200]}: convert "
+                    "cannot rewrite one without the other")
+            storages[key] = self._splice(ck, *changing[0])
+        torch_writer.write(src, path, pickle_data, storages)
+
+    def _splice(self, ck: Checkpoint, a: Action, start: int, length: int) -> Any:
+        def new_bytes(record: bytes) -> bytes:
+            body = b"".join(np.ascontiguousarray(c).view(np.uint8).tobytes() for c in self._output(ck, a).chunks())
+            if len(body) != length:
+                raise CheckpointError(a.rec.key[0], f"tensor {a.rec.key[1]}: {len(body)} bytes made for {length}")
+            return record[:start] + body + record[start + length:]
+
+        return new_bytes
+
+    def _write_configs(self, ck: Checkpoint, actions: list[Action], staging: str) -> None:
+        """The checkpoint's other files beside the converted shards, the configs rewritten to say what the
+        tensors now are (see :func:`rewrite_config`)."""
+        folder = os.path.dirname(ck.index) if ck.index else (ck.root if os.path.isdir(ck.root) else "")
+        if not folder or not self.src_is_folder:
+            return
+        converted = {a.rec.fmt.name: a.dst_fmt.name for a in actions
+                     if a.kind == "convert" and a.rec.fmt is not None and a.dst_fmt is not None}
+        factors = sorted({a.factor for a in actions if a.kind == "convert"})
+        shards = {os.path.realpath(f) for f in ck.files}
+        for name in sorted(os.listdir(folder)):
+            path = os.path.join(folder, name)
+            out = os.path.join(staging, name)
+            if (name.startswith(".") or os.path.exists(out) or not os.path.isfile(path) or os.path.islink(path)
+                    or os.path.realpath(path) in shards or name.endswith(".index.json")
+                    or name.endswith(_WEIGHT_SUFFIXES)):
+                continue
+            if name in CONFIG_FILES:
+                from fp8check.checkpoints.loaders import _read_json
+
+                doc = _read_json(path)
+                if isinstance(doc, dict):
+                    doc = rewrite_config(name, doc, converted, factors, kept=self.kept)
+                with open(out, "w", encoding="utf-8") as f:
+                    json.dump(doc, f, indent=2)
+                    f.write("\n")
+                self.configs.append(name)
+            elif os.path.getsize(path) <= MAX_AUX_BYTES:
+                import shutil
+
+                shutil.copyfile(path, out)
+                self.copied_files.append(name)
 
     def _output(self, ck: Checkpoint, a: Action) -> writer.OutputTensor:
         rec = a.rec
@@ -279,10 +394,10 @@ class Converter:
     # -- verification --
 
     def _verify(self, ck: Checkpoint, actions: list[Action], dst: str, staging: str) -> None:
-        outs: dict[str, SafetensorsFile] = {}
+        outs: dict[str, CheckpointFile] = {}
         try:
             for out_file in dict.fromkeys(a.out_file for a in actions):
-                outs[out_file] = SafetensorsFile(_staged(out_file, dst, staging))  # validates the header we wrote
+                outs[out_file] = open_checkpoint(_staged(out_file, dst, staging))  # validates what we wrote
             by_name = {a.rec.key: a for a in actions}
             for a in actions:
                 out = outs[a.out_file]
@@ -290,7 +405,9 @@ class Converter:
                 if entry is None or list(entry.shape) != list(a.rec.entry.shape):
                     a.result.update(exact=False, reason="missing or reshaped in the output")
                     continue
-                if a.kind == "convert":
+                if a.kind == "convert" and entry.dtype != f"float8_{a.dst_fmt.name}":
+                    a.result.update(exact=False, reason=f"stored as {entry.dtype} in the output, not {a.dst_fmt.name}")
+                elif a.kind == "convert":
                     self._verify_data(ck, a, out, outs, by_name)
                 elif a.kind == "scale":
                     self._verify_scale(ck, a, out)
@@ -300,7 +417,7 @@ class Converter:
             for r in outs.values():
                 r.close()
 
-    def _scale_pair(self, ck: Checkpoint, a: Action, outs: dict[str, SafetensorsFile],
+    def _scale_pair(self, ck: Checkpoint, a: Action, outs: dict[str, CheckpointFile],
                     by_name: dict[tuple[str, str], Action]) -> tuple[np.ndarray, np.ndarray, gr.Granularity] | None:
         sc = a.rec.scale
         if sc is None or sc.granularity is None or sc.kind is None:
@@ -310,7 +427,7 @@ class Converter:
         dst = st.scale_values(outs[sact.out_file].tensor(sc.key[1]), sc.kind)
         return src, dst, sc.granularity
 
-    def _verify_data(self, ck: Checkpoint, a: Action, out: SafetensorsFile, outs: dict[str, SafetensorsFile],
+    def _verify_data(self, ck: Checkpoint, a: Action, out: CheckpointFile, outs: dict[str, CheckpointFile],
                      by_name: dict[tuple[str, str], Action]) -> None:
         rec = a.rec
         shape = rec.entry.shape
@@ -353,7 +470,7 @@ class Converter:
             a.result["reason"] = (f"{mismatch} dequantized {'value differs' if mismatch == 1 else 'values differ'} "
                                   f"(first at flat index {first}): {reason}")
 
-    def _verify_scale(self, ck: Checkpoint, a: Action, out: SafetensorsFile) -> None:
+    def _verify_scale(self, ck: Checkpoint, a: Action, out: CheckpointFile) -> None:
         rec = a.rec
         kind = st.scale_kind(rec.entry.dtype)
         src = st.scale_values(ck.readers[rec.key[0]].tensor(rec.key[1]), kind)
@@ -367,7 +484,7 @@ class Converter:
         if bad:
             a.result["reason"] = f"{bad} scale {'element is' if bad == 1 else 'elements are'} not exactly x {a.factor:g}"
 
-    def _verify_copy(self, ck: Checkpoint, a: Action, out: SafetensorsFile) -> None:
+    def _verify_copy(self, ck: Checkpoint, a: Action, out: CheckpointFile) -> None:
         src = _raw_bytes(ck.readers[a.rec.key[0]].tensor(a.rec.key[1])).numpy()
         dst = _raw_bytes(out.tensor(a.rec.key[1])).numpy()
         bad = int(np.count_nonzero(src != dst)) if src.shape == dst.shape else max(src.size, dst.size)
@@ -384,7 +501,8 @@ class Converter:
         for a in actions:
             rec = a.rec
             d = {"name": rec.key[1], "file": rec.key[0], "out_file": a.out_file, "role": rec.role,
-                 "action": {"copy": "copied", "convert": "converted", "scale": "scaled"}[a.kind],
+                 "action": "kept" if rec.key[1] in self.kept else
+                 {"copy": "copied", "convert": "converted", "scale": "scaled"}[a.kind],
                  "dtype": rec.entry.dtype, "shape": list(rec.entry.shape),
                  "from": rec.fmt.name if rec.fmt else None,
                  "to": a.dst_fmt.name if a.dst_fmt else (rec.fmt.name if rec.fmt else None),
@@ -407,10 +525,13 @@ class Converter:
                 "converted": sum(t["action"] == "converted" for t in tensors),
                 "scaled": sum(t["action"] == "scaled" for t in tensors),
                 "copied": sum(t["action"] == "copied" for t in tensors),
+                "kept": sum(t["action"] == "kept" for t in tensors),
                 "not_exact": len(bad),
                 "exit_code": 1 if bad else 0,
             },
             "problems": [],
+            "configs": list(self.configs),
+            "files_copied": list(self.copied_files),
             "tensors": tensors,
         }
 
@@ -495,6 +616,50 @@ def _discard(staging: str) -> None:
             os.unlink(staging)
         except OSError:
             pass
+
+
+def _torch_back(ck: Checkpoint) -> set[str]:
+    """The source files written back as torch files: every torch zip file of a checkpoint of which some torch
+    file holds tensor subclasses (torchao's), whose flat tensors no loader would take back from safetensors."""
+    torch_files = {path: r for path, r in ck.readers.items() if isinstance(r, TorchFile)}
+    if not any(e.scale_hint for r in torch_files.values() for e in r.entries.values()):
+        return set()
+    legacy = [p for p, r in torch_files.items() if r.kind != "torch-zip"]
+    if legacy:
+        raise InvalidValueError(f"{legacy[0]}: a legacy-format torch file of a checkpoint with tensor subclasses; "
+                                "convert writes torch zip files back only")
+    return set(torch_files)
+
+
+def rewrite_config(name: str, doc: dict[str, Any], converted: dict[str, str], factors: list[float], *,
+                   kept: list[str] = ()) -> dict[str, Any]:
+    """A config (``config.json`` or ``hf_quant_config.json``) that says what the converted tensors now are.
+
+    Where the producer's config names the element format (transformers/DeepSeek ``quant_method: fp8``'s
+    ``fmt``), it is rewritten; no producer has a spelling for fnuz elsewhere (compressed-tensors ``type:
+    float``, Quark ``fp8_e4m3``, ModelOpt ``FP8``), so those keys stay as their loaders expect them and a
+    top-level ``fp8check_convert`` record says what changed (loaders ignore keys they do not know; the audit
+    reads it). Nothing else is changed."""
+    out = json.loads(json.dumps(doc))
+    if not converted:
+        return out
+    qc = out.get("quantization_config")
+    if name == "config.json" and isinstance(qc, dict) and str(qc.get("quant_method", "")).lower() == "fp8":
+        src = str(qc.get("fmt", "e4m3")).lower()
+        for a, b in converted.items():
+            if src in (a, _FMT_SPELLING[a]) or (src == "fp8" and a == "e4m3fn"):
+                qc["fmt"] = _FMT_SPELLING[b]
+    from fp8check import __version__
+
+    out["fp8check_convert"] = {
+        "weights": dict(converted),
+        "weight_scale_factor": factors[0] if len(factors) == 1 else factors,
+        "note": "FP8 weights converted by fp8check convert (codes mapped, weight scales multiplied by the factor, "
+                "every dequantized value verified equal)" + (f"; {len(kept)} MX tensors kept as they were"
+                                                            if kept else ""),
+        "fp8check": __version__,
+    }
+    return out
 
 
 def _out_name(path: str) -> str:

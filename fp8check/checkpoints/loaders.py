@@ -690,6 +690,16 @@ class TorchFile(CheckpointFile):
             return
         raise CheckpointError(self.path, f"{sub.cls} {_shown(name)}: a tensor subclass fp8check does not read")
 
+    def storage_of(self, name: str) -> tuple[str, int, int]:
+        """(storage key, byte offset in its record, byte length) of the data of tensor ``name``, which must be
+        contiguous (what convert rewrites in place)."""
+        ref = self._tensors.get(name)
+        if ref is None or ref.storage is None or ref.note:
+            raise CheckpointError(self.path, f"tensor {_shown(name)}: holds no data of its own")
+        if not ref.contiguous() or name in self._views:
+            raise CheckpointError(self.path, f"tensor {_shown(name)}: not a contiguous run of its storage")
+        return ref.storage.key, ref.offset * ref.itemsize, ref.numel * ref.itemsize
+
     def tensor(self, name: str) -> Any:
         torch = require_torch()
         ref = self._tensors.get(name)

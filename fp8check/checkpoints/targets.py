@@ -291,6 +291,15 @@ class VerdictTally:
         emulated = t.kind not in target.kinds  # e.g. MXFP8 (e8m0 block scales) where no MX matmul exists
         if emulated and not target.device:
             emulated = False  # a format target says nothing of matmul kinds
+        if t.kind != FP8_KIND and t.format not in target.formats:
+            # MX elements are OCP: no fnuz form exists (convert keeps them); a device without MX matmuls
+            # dequantizes them at load, whatever its FP8 format
+            if target.device:
+                self._emulate(t.kind)
+            else:
+                self._block(t, f"{t.kind} data ({t.format.name} elements under e8m0 block scales) has no "
+                               f"{', '.join(f.name for f in target.formats)} form")
+            return
         if t.format in target.formats:
             if emulated:
                 self._emulate(t.kind)
