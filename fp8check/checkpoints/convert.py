@@ -464,7 +464,12 @@ class Converter:
             mismatch += n_bad
             zero_sign += int(np.count_nonzero(zs))
             nan += int(np.count_nonzero(both_nan))
-        a.result.update(exact=mismatch == 0, mismatches=mismatch, neg_zero_to_zero=zero_sign, nan_kept=nan)
+        # a loader that makes parameters of the source's dtype (the config's, which has no fnuz spelling) and casts
+        # DST's tensors into them by value rounds what the source format cannot hold at the new scale
+        back_exact = tg.conversion_table(a.dst_fmt, rec.fmt, 1.0)[1]
+        cast_back = int(np.count_nonzero(~back_exact[dst_codes]))
+        a.result.update(exact=mismatch == 0, mismatches=mismatch, neg_zero_to_zero=zero_sign, nan_kept=nan,
+                        cast_back_rounded=cast_back)
         if mismatch:
             reason = a.plan.reason if a.plan and a.plan.reason else "dequantized values differ"
             a.result["reason"] = (f"{mismatch} dequantized {'value differs' if mismatch == 1 else 'values differ'} "
@@ -508,7 +513,7 @@ class Converter:
                  "to": a.dst_fmt.name if a.dst_fmt else (rec.fmt.name if rec.fmt else None),
                  "factor": a.factor, "exact": a.result.get("exact", True), "mismatches": a.result.get("mismatches", 0),
                  "reason": a.result.get("reason", "")}
-            for k in ("neg_zero_to_zero", "nan_kept", "scale_of"):
+            for k in ("neg_zero_to_zero", "nan_kept", "scale_of", "cast_back_rounded"):
                 if k in a.result:
                     d[k] = a.result[k]
             if a.plan is not None:
@@ -526,6 +531,7 @@ class Converter:
                 "scaled": sum(t["action"] == "scaled" for t in tensors),
                 "copied": sum(t["action"] == "copied" for t in tensors),
                 "kept": sum(t["action"] == "kept" for t in tensors),
+                "cast_back_rounded": sum(t.get("cast_back_rounded", 0) for t in tensors),
                 "not_exact": len(bad),
                 "exit_code": 1 if bad else 0,
             },

@@ -77,6 +77,12 @@ def run(args: argparse.Namespace) -> int:
                       + ("[bold green]every dequantized value equals the source[/]" if not s["not_exact"]
                          else f"[bold red]{s['not_exact']} {'tensor' if s['not_exact'] == 1 else 'tensors'} "
                               "not exact[/]"))
+        if s.get("cast_back_rounded"):
+            src_fmt = next(t["from"] for t in report["tensors"] if t.get("cast_back_rounded"))
+            console.print(f"note: {s['cast_back_rounded']:,} values of DST are ones {src_fmt} cannot hold at the new "
+                          f"scale (fnuz's bottom binade): a loader that casts the tensors into {src_fmt} parameters by "
+                          "value (transformers' compressed-tensors integration does) rounds them; loaders that take "
+                          "the stored dtype (transformers' fp8 dequantize, torchao) do not")
     for t in report["tensors"]:
         if not t["exact"]:
             print(f"fp8check: not exact: {plain(t['name'])}: {plain(t['reason'])}", file=sys.stderr)

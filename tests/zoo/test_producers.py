@@ -203,3 +203,126 @@ def test_quark_fp8_export_is_paired_and_verdicts_are_given(tmp_path, capsys):
     for n, w in originals.items():
         qw, _ = kernel(w)
         assert torch.equal(qw.view(torch.uint8), ckpt[f"model.layers.0.{n}.weight"].view(torch.uint8)), n
+
+
+# -- convert, then the producer's own loader -------------------------------------------------
+#
+# What a deployer does next: fp8check convert --to e4m3fnuz, then load DST with the loader the producer
+# ships. The verdict of each test is written before it was run; values are compared as bf16/float32 bits,
+# NaN by position, and where they may differ the positions are counted independently with ml_dtypes.
+
+
+def convert(src, dst, capsys, *args):
+    out = f"{dst}.json"
+    rc = main(["convert", str(src), str(dst), "--to", "e4m3fnuz", "-q", "--json", out, *args])
+    err = capsys.readouterr().err
+    return rc, err, json.loads(open(out).read())
+
+
+def loaded(path, **kw):
+    """The model's state dict as transformers' from_pretrained gives it (dequantized where the loader does)."""
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("accelerate", reason="transformers' quantized loaders need accelerate")
+    m = transformers.AutoModelForCausalLM.from_pretrained(str(path), **kw)
+    return {k: v.detach().clone() for k, v in m.state_dict().items()}
+
+
+def differing(a, b):
+    """Positions where two tensors differ in bits; NaN equals NaN, -0 equals +0 (fnuz has no -0)."""
+    a, b = a.float(), b.float()
+    nan = torch.isnan(a) & torch.isnan(b)
+    return ~(nan | (a.view(torch.int32) == b.view(torch.int32)) | ((a == 0) & (b == 0)))
+
+
+def not_in_e4m3fn(fnuz_bytes):
+    """fnuz codes whose value e4m3fn cannot hold (ml_dtypes, independently of fp8check's tables)."""
+    import ml_dtypes
+
+    v = fnuz_bytes.view(ml_dtypes.float8_e4m3fnuz).astype(np.float32)
+    back = v.astype(ml_dtypes.float8_e4m3fn).astype(np.float32)
+    return ~((v == back) | (np.isnan(v) & np.isnan(back)))
+
+
+def fine_grained_fp8(d, originals_model):
+    """transformers' FineGrainedFP8 layout (quant_method fp8, 128x128 weight_scale_inv) of a real Llama, in two
+    shards and an index. Written with torch casts: transformers only quantizes to this layout on a GPU
+    (FineGrainedFP8HfQuantizer: "A GPU or XPU is needed for FP8 quantization"). Planted in down_proj: two fn NaN
+    codes, three -0, and a block whose scale makes values beyond 240."""
+    from safetensors.torch import save_file
+
+    cfg, model = originals_model
+    sd = model.state_dict()
+    shards = ({}, {})
+    for k, v in sd.items():
+        if k.endswith("proj.weight"):
+            w = v.float()
+            o, i = w.shape
+            s = w.reshape(o // 128, 128, i // 128, 128).abs().amax(dim=(1, 3)) / 448
+            q = (w / s.repeat_interleave(128, 0).repeat_interleave(128, 1)).to(torch.float8_e4m3fn)
+            if k.endswith("down_proj.weight"):
+                raw = q.view(torch.uint8)
+                raw[0, :2] = torch.tensor([0x7F, 0xFF], dtype=torch.uint8)
+                raw[1, :3] = 0x80
+            shards[0 if "mlp" in k else 1].update({k: q, k + "_scale_inv": s})
+        else:
+            shards[1][k] = v.clone()
+    d.mkdir()
+    names = ("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors")
+    for name, part in zip(names, shards):
+        save_file(part, str(d / name), metadata={"format": "pt"})
+    (d / "model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {}, "weight_map": {k: n for n, part in zip(names, shards) for k in part}}))
+    doc = cfg.to_dict()
+    doc["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+                                  "weight_block_size": [128, 128]}
+    doc["torch_dtype"] = "bfloat16"
+    (d / "config.json").write_text(json.dumps(doc))
+    return d
+
+
+def test_fine_grained_fp8_converted_loads_with_from_pretrained_to_the_same_values(tmp_path, capsys):
+    cfg, model, _ = tiny_llama()
+    src = fine_grained_fp8(tmp_path / "fp8", (cfg, model))
+    # written before the run: exit 0, every tensor exact; transformers (dequantizing on a CPU) gives the same
+    # bf16 weights from both folders, NaN where the two fn NaN codes were
+    rc, err, report = convert(src, tmp_path / "fnuz", capsys)
+    assert rc == 0, err
+    assert sorted(os.listdir(tmp_path / "fnuz")) == ["config.json", "model-00001-of-00002.safetensors",
+                                                     "model-00002-of-00002.safetensors", "model.safetensors.index.json"]
+    a, b = loaded(src), loaded(tmp_path / "fnuz")
+    assert set(a) == set(b)
+    for k in a:
+        assert not differing(a[k], b[k]).any(), k
+    down = b["model.layers.0.mlp.down_proj.weight"]
+    assert torch.isnan(down).sum() == 2 and torch.isnan(down[0, :2]).all()
+
+
+@pytest.mark.parametrize("scheme", ["FP8_DYNAMIC", "FP8_BLOCK"])
+def test_compressed_tensors_converted_loads_with_from_pretrained(scheme, tmp_path, capsys):
+    src, _ = llmcompressor_checkpoint(scheme, tmp_path)
+    rc, err, report = convert(src, tmp_path / "fnuz", capsys)
+    assert rc == 0, err
+    ct = pytest.importorskip("transformers.utils.quantization_config")
+    kw = {"quantization_config": ct.CompressedTensorsConfig(run_compressed=False)}  # decompressed to bf16
+    a, b = loaded(src, **kw), loaded(tmp_path / "fnuz", **kw)
+    # Written before the run: transformers' compressed-tensors integration makes float8_e4m3fn parameters (the
+    # config's "type: float, num_bits: 8") and casts the fnuz tensors into them by value, so exactly the values
+    # e4m3fn cannot hold at the doubled scale are rounded, no other; convert's report predicts their number.
+    from safetensors.torch import load_file
+
+    out = load_file(str(tmp_path / "fnuz" / "model.safetensors"))
+    rows = {t["name"]: t for t in report["tensors"]}
+    total = 0
+    for n in LINEARS:
+        k = f"model.layers.0.{n}.weight"
+        expected = not_in_e4m3fn(out[k].view(torch.uint8).numpy())
+        got = differing(a[k], b[k]).numpy()
+        assert np.array_equal(got, expected), (k, int(got.sum()), int(expected.sum()))
+        assert rows[k]["cast_back_rounded"] == int(expected.sum())
+        total += int(expected.sum())
+    assert report["summary"]["cast_back_rounded"] == total
+    for k in a:
+        if k.endswith("weight_scale"):
+            assert torch.equal(b[k], a[k] * 2), k
+        elif not k.endswith("proj.weight"):
+            assert not differing(a[k], b[k]).any(), k
