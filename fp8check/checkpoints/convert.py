@@ -84,6 +84,7 @@ class Action:
     dst_fmt: Format | None = None
     factor: float = 1.0
     plan: tg.ConversionPlan | None = None
+    block_ok: np.ndarray | None = None  # a block plan: the scale elements that take the factor (others keep theirs)
     out_file: str = ""
     result: dict[str, Any] = field(default_factory=dict)
 
@@ -105,21 +106,46 @@ def _raw_bytes(tensor: Any) -> Any:
     return t.reshape(-1).view(torch.uint8)
 
 
-def _scaled_values(tensor: Any, kind: str, factor: float, kv: bool) -> Any:
-    """The scale tensor times ``factor`` in its own dtype (e8m0: exponent shifted); -1 kept for KV scales."""
+def _scaled_values(tensor: Any, kind: str, factor: float, kv: bool, only: np.ndarray | None = None) -> Any:
+    """The scale tensor times ``factor`` in its own dtype (e8m0: exponent shifted); -1 kept for KV scales;
+    with ``only`` (a block plan), the elements where it is False keep their value."""
     import torch
 
     t = tensor.detach().contiguous()
     if kind == "e8m0":
         b = t.view(torch.uint8).to(torch.int32)
         step = int(round(np.log2(factor)))
-        out = torch.where(b == 0xFF, b, (b + step).clamp(0, 254)).to(torch.uint8)
-        return out.view(t.dtype)
+        out = torch.where(b == 0xFF, b, (b + step).clamp(0, 254))
+        if only is not None:
+            out = torch.where(torch.from_numpy(np.asarray(only, dtype=bool).reshape(tuple(t.shape))), out, b)
+        return out.to(torch.uint8).view(t.dtype)
     d = t.to(torch.float64)
     out = d * factor
     if kv:
         out = torch.where(d == -1.0, d, out)
+    if only is not None:
+        out = torch.where(torch.from_numpy(np.asarray(only, dtype=bool).reshape(tuple(t.shape))), out, d)
     return out.to(t.dtype)
+
+
+def _block_chunks(ck: Checkpoint, a: Action, tensor: Any) -> Iterator[np.ndarray]:
+    """The converted codes of a tensor under a block plan, rows at a time: the factor's table in the blocks whose
+    scale takes it, the same-value table (factor 1) in the others."""
+    rec = a.rec
+    sc = rec.scale
+    assert sc is not None and sc.granularity is not None and a.block_ok is not None and rec.fmt and a.dst_fmt
+    shape = rec.entry.shape
+    ok3 = gr.normalise(np.asarray(a.block_ok, dtype=np.float64), sc.granularity, shape)
+    one = tg.conversion_table(rec.fmt, a.dst_fmt, 1.0)[0]
+    codes = st.as_bytes(tensor).numpy()
+    _, _, i = gr.data_dims(shape)
+    rows = codes.size // max(i, 1)
+    step = max(1, _ROWS_ELEMS // max(i, 1))
+    for r0 in range(0, rows, step):
+        r1 = min(rows, r0 + step)
+        c = codes[r0 * i:r1 * i].reshape(r1 - r0, i)
+        take = gr.expand_rows(ok3, sc.granularity, shape, r0, r1) > 0.5
+        yield np.where(take, a.table[c], one[c]).astype(np.uint8).reshape(-1)
 
 
 class Converter:
@@ -233,9 +259,10 @@ class Converter:
             act.kind, act.dst_fmt, act.plan, act.factor = "convert", dst_fmt, plan, plan.factor
             act.table = tg.conversion_table(rec.fmt, dst_fmt, plan.factor)[0]
             converted = True
+            act.block_ok = rec.block_ok
             if plan.factor != 1.0 and rec.scale is not None:
                 sact = actions[rec.scale.key]
-                sact.kind, sact.factor = "scale", plan.factor
+                sact.kind, sact.factor, sact.block_ok = "scale", plan.factor, rec.block_ok
                 sact.result["scale_of"] = rec.key[1]
         if converted and self.o.activation_scales == "scale":
             natural = 2.0 if any(f in tg.FNUZ for f in self.targets) else 0.5
@@ -375,14 +402,18 @@ class Converter:
 
         def chunks() -> Iterator[Any]:
             tensor = reader.tensor(rec.key[1])
-            if a.kind == "convert":
+            if a.kind == "convert" and a.block_ok is not None:
+                yield from _block_chunks(ck, a, tensor)
+                progress.advance(e.nbytes)
+            elif a.kind == "convert":
                 table = a.table
                 for part in _chunks(st.as_bytes(tensor), reader.release):
                     yield np.take(table, part)
                     progress.advance(part.size)
             elif a.kind == "scale":
                 kind = st.scale_kind(e.dtype) or e.dtype
-                yield _raw_bytes(_scaled_values(tensor, kind, a.factor, rec.role == cv.ROLE_KV_SCALE)).numpy()
+                yield _raw_bytes(_scaled_values(tensor, kind, a.factor, rec.role == cv.ROLE_KV_SCALE,
+                                                a.block_ok)).numpy()
                 progress.advance(e.nbytes)
             else:
                 for part in _chunks(_raw_bytes(tensor), reader.release):
@@ -481,6 +512,8 @@ class Converter:
         src = st.scale_values(ck.readers[rec.key[0]].tensor(rec.key[1]), kind)
         dst = st.scale_values(out.tensor(rec.key[1]), kind)
         expect = src * a.factor
+        if a.block_ok is not None:
+            expect = np.where(np.asarray(a.block_ok, dtype=bool).reshape(src.shape), expect, src)
         if rec.role == cv.ROLE_KV_SCALE:
             expect = np.where(src == -1.0, src, expect)
         ok = (expect == dst) | (np.isnan(expect) & np.isnan(dst))
