@@ -288,6 +288,7 @@ def _validate_safetensors(path: str, header: dict[str, Any], data_start: int, si
     for k, v in list(metadata_raw.items())[:MAX_METADATA_ITEMS]:
         metadata[k[:MAX_METADATA_CHARS]] = v[:MAX_METADATA_CHARS]
     spans: list[tuple[int, int, str]] = []
+    past: list[tuple[int, str]] = []  # (end, name) of the tensors whose data ends past the file
     entries: dict[str, TensorEntry] = {}
     for name, info in header.items():
         if name == "__metadata__":
@@ -309,9 +310,10 @@ def _validate_safetensors(path: str, header: dict[str, Any], data_start: int, si
                 or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)):
             raise CheckpointError(path, f"tensor {_shown(name)}: data_offsets {json.dumps(offsets)[:80]} is not [start, end]")
         start, end = offsets
-        if not 0 <= start <= end <= data_len:
-            raise CheckpointError(
-                path, f"tensor {_shown(name)}: data_offsets [{start}, {end}] lie outside the data section ({data_len} bytes)")
+        if not 0 <= start <= end:
+            raise CheckpointError(path, f"tensor {_shown(name)}: data_offsets [{start}, {end}] are not a range")
+        if end > data_len:
+            past.append((end, name))
         dtype_name, bits = dtypes.SAFETENSORS_DTYPES[code]
         numel = 1
         for d in shape:
@@ -326,6 +328,16 @@ def _validate_safetensors(path: str, header: dict[str, Any], data_start: int, si
         spans.append((start, end, name))
         entries[name] = TensorEntry(name=name, file=path, dtype=dtype_name, shape=tuple(shape), nbytes=end - start,
                                     offset=data_start + start)
+    if past:
+        end, name = max(past)
+        spans.sort(key=lambda span: span[:2])
+        whole = all(a[1] == b[0] for a, b in zip(spans, spans[1:])) and spans and spans[0][0] == 0
+        what = "truncated" if whole and spans[-1][1] == end else "truncated or corrupted"
+        raise CheckpointError(path, f"{what}: its header describes {end:,} bytes of tensor data but only {data_len:,} "
+                                    f"follow the header ({end - data_len:,} missing; tensor {_shown(name)} "
+                                    f"and {len(past) - 1} more lie past the end)" if len(past) > 1 else
+                              f"{what}: its header describes {end:,} bytes of tensor data but only {data_len:,} "
+                              f"follow the header ({end - data_len:,} missing; tensor {_shown(name)} lies past the end)")
     spans.sort(key=lambda span: span[:2])
     position = 0
     for start, end, name in spans:
