@@ -154,10 +154,11 @@ def parse_config(docs: dict[str, Any]) -> QuantConfig:
                         if bits == 8 and kind == "float":
                             q.weight_format = formats.E4M3FN
                         elif bits == 4 and kind == "float":
-                            q.packed = lo.NVFP4 if w.get("group_size") in (16, None) else "fp4"
-                            if q.packed != lo.NVFP4:
+                            # NVFP4: e4m3 scales of 16 values and a global scale; MXFP4: e8m0 scales of 32
+                            q.packed = {16: lo.NVFP4, None: lo.NVFP4, 32: lo.MXFP4}.get(w.get("group_size"), "fp4")
+                            if q.packed == "fp4":
                                 q.not_understood.append(f"compressed-tensors 4-bit float weights with group_size "
-                                                        f"{w.get('group_size')!r} (NVFP4 uses 16)")
+                                                        f"{w.get('group_size')!r} (NVFP4 uses 16, MXFP4 32)")
                         elif bits is not None or kind:
                             q.not_understood.append(f"compressed-tensors weights num_bits {bits!r} type {kind!r}")
                         q.block = _int_pair(w.get("block_structure")) or q.block

@@ -73,6 +73,20 @@ LAYOUTS: tuple[Layout, ...] = (
            config='quant_method "compressed-tensors", format "nvfp4-pack-quantized", weights {num_bits 4, '
                   'type "float", strategy "tensor_group", group_size 16}',
            packed_shape="[out, in/2] uint8"),
+    Layout(name="compressed-tensors-mxfp4", producer="compressed-tensors (llmcompressor MXFP4A16)", version="0.19",
+           source="compressed-tensors src/compressed_tensors/compressors/mxfp4/base.py (MXFP4PackedCompressor: "
+                  "weight_packed, weight_scale as uint8 exponents (compress_mx_scale, bias 127), no global scale)",
+           kind=MXFP4, element="e2m1", data="weight_packed", scale="weight_scale", scale_format="e8m0", block=32,
+           block_declared_by="config_groups.*.weights.group_size (32)",
+           config='quant_method "compressed-tensors", format "mxfp4-pack-quantized", weights {num_bits 4, '
+                  'type "float", strategy "group", group_size 32}', packed_shape="[out, in/2] uint8"),
+    Layout(name="compressed-tensors-mxfp8", producer="compressed-tensors (llmcompressor MXFP8A16)", version="0.19",
+           source="compressed-tensors src/compressed_tensors/compressors/mxfp8/base.py (MXFP8QuantizationCompressor: "
+                  "weight float8_e4m3fn, weight_scale as uint8 exponents)",
+           kind=MXFP8, element="e4m3fn", data="weight", scale="weight_scale", scale_format="e8m0", block=32,
+           block_declared_by="config_groups.*.weights.group_size (32)",
+           config='quant_method "compressed-tensors", format "mxfp8-quantized", weights {num_bits 8, type "float", '
+                  'strategy "group", group_size 32}'),
     Layout(name="modelopt-fp8", producer="NVIDIA TensorRT Model Optimizer (HF export)", version="0.35",
            source="TensorRT-Model-Optimizer modelopt/torch/export/unified_export_hf.py; vLLM modelopt.py",
            kind=FP8, element="e4m3fn", data="weight", scale="weight_scale", scale_format="float32",
@@ -138,6 +152,8 @@ def packed_layout(config_packed: str, quant_method: str, *, name: str, scale_dty
         return BY_NAME["gpt-oss-mxfp4"]
     if name.endswith("weight_packed") and config_packed == NVFP4:
         return BY_NAME["compressed-tensors-nvfp4"]
+    if name.endswith("weight_packed") and config_packed == MXFP4 and quant_method == "compressed-tensors":
+        return BY_NAME["compressed-tensors-mxfp4"]
     if config_packed == NVFP4 and quant_method == "modelopt":
         return BY_NAME["modelopt-nvfp4"]
     if config_packed == MXFP4 and quant_method == "quark":

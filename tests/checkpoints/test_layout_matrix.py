@@ -38,6 +38,12 @@ QUARK_MXFP4 = {"quantization_config": {"quant_method": "quark", "global_quant_co
     "weight": {"dtype": "fp4", "qscheme": "per_group", "group_size": 32, "scale_format": "e8m0"}}}}
 MODELOPT_FP8 = {"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": None}}
 MODELOPT_NVFP4 = {"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "NVFP4", "group_size": 16}}
+def _ct(fmt, bits, group):
+    return {"quantization_config": {"quant_method": "compressed-tensors", "format": fmt, "config_groups": {"group_0": {
+        "targets": ["Linear"], "weights": {"num_bits": bits, "type": "float", "strategy": "group",
+                                           "group_size": group, "scale_dtype": "torch.uint8"}}}}}
+
+
 MXFP4_CONFIG = {"quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert": []}}
 CT_NVFP4 = {"quantization_config": {
     "quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized",
@@ -82,6 +88,13 @@ SAFETENSORS_LAYOUTS = {
         {"l.weight": torch.from_numpy(packed()), "l.weight_scale": torch.full((64, 4), 0.5).to(torch.float8_e4m3fn),
          "l.weight_scale_2": torch.tensor(0.001)},
         {"hf_quant_config.json": MODELOPT_NVFP4}, "l.weight", "l.weight_scale", "e4m3", NVFP4),
+    "compressed-tensors-mxfp4": lambda: Built(
+        {"l.weight_packed": torch.from_numpy(packed()), "l.weight_scale": torch.full((64, 2), 120, dtype=torch.uint8)},
+        {"config.json": _ct("mxfp4-pack-quantized", 4, 32)}, "l.weight_packed", "l.weight_scale", "e8m0", MXFP4),
+    "compressed-tensors-mxfp8": lambda: Built(
+        {"l.weight": fp8(codes((256, 256), pool=finite_nonzero_codes("e4m3fn"))),
+         "l.weight_scale": torch.full((256, 8), 120, dtype=torch.uint8)},
+        {"config.json": _ct("mxfp8-quantized", 8, 32)}, "l.weight", "l.weight_scale", "e8m0", MXFP8),
     "quark-mxfp4": lambda: Built(
         {"l.weight": torch.from_numpy(packed()), "l.weight_scale": torch.full((64, 2), 120, dtype=torch.uint8)},
         {"config.json": QUARK_MXFP4}, "l.weight", "l.weight_scale", "e8m0", MXFP4),
@@ -127,7 +140,9 @@ def test_the_matrix_covers_every_layout():
 DEFECTS = ("clean", "scale_nan", "scale_zero", "scale_inf", "scale_254", "misshaped", "missing", "beyond_240",
            "neg_zero", "index_missing_shard", "truncated")
 FP8_NAMES = ("transformers-fp8", "compressed-tensors-fp8", "modelopt-fp8", "quark-fp8", "torchao-float8")
-E8M0_NAMES = ("gpt-oss-mxfp4", "quark-mxfp4", "torchao-mx", "torchao-mxfp4")
+E8M0_NAMES = ("gpt-oss-mxfp4", "quark-mxfp4", "compressed-tensors-mxfp4", "compressed-tensors-mxfp8", "torchao-mx",
+              "torchao-mxfp4")
+MX8_NAMES = ("torchao-mx", "compressed-tensors-mxfp8")
 TORCHAO = ("torchao-float8", "torchao-mx", "torchao-mxfp4", "torchao-nvfp4")
 
 
@@ -141,7 +156,7 @@ def not_held(layout, defect):
         return "254 is an e8m0 scale byte"
     if defect in ("misshaped", "missing") and layout in TORCHAO:
         return "a torchao subclass carries its own scale"
-    if defect in ("beyond_240", "neg_zero") and layout not in FP8_NAMES + ("torchao-mx",):
+    if defect in ("beyond_240", "neg_zero") and layout not in FP8_NAMES + MX8_NAMES:
         return "packed e2m1 data: no FP8 codes (e2m1 has neither ±240 nor a -0 hazard)"
     return ""
 
@@ -193,7 +208,7 @@ def expected(layout, defect, clean, data_bytes, scale_before):
 
 def block_overflow(layout, data_bytes):
     """Values of the first 32-element block (the one under scale element 0) that overflow bfloat16 at 2^127."""
-    if layout == "torchao-mx":
+    if layout in MX8_NAMES:
         v = data_bytes.reshape(-1)[:32].view(ml_dtypes.float8_e4m3fn).astype(np.float64)
     else:
         b = data_bytes.reshape(-1)[:16]

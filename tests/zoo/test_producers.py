@@ -203,6 +203,45 @@ def test_quark_fp8_export_is_paired_and_verdicts_are_given(tmp_path, capsys):
     for n, w in originals.items():
         qw, _ = kernel(w)
         assert torch.equal(qw.view(torch.uint8), ckpt[f"model.layers.0.{n}.weight"].view(torch.uint8)), n
+    quark_conversion_is_counted(out, tmp_path, capsys)
+
+
+def quark_conversion_is_counted(export, tmp_path, capsys):
+    """What Quark itself does to this export on MI300 (its e4m3fn_to_e4m3fnuz, run on every weight: the function
+    acts only where torch.version.hip is set, so that is set for the call), against the audit's load_paths.quark.
+    Planted in a copy: two fn NaN codes in q_proj, and a k_proj scale of 1.5 x 2^127 that overflows float32 when
+    doubled. Written before the run: Quark keeps the NaN (NaN) and loses exactly the k_proj values (their scale
+    becomes Inf); vLLM's count is the NaN made finite plus that tensor."""
+    from unittest import mock
+
+    from safetensors.torch import load_file, save_file
+
+    from quark.torch.utils import device as quark_device
+
+    t = load_file(str(export / "model.safetensors"))
+    q = "model.layers.0.self_attn.q_proj"
+    k = "model.layers.0.self_attn.k_proj"
+    raw = t[f"{q}.weight"].view(torch.uint8)
+    raw[0, 0], raw[0, 1] = 0x7F, 0xFF
+    t[f"{k}.weight_scale"] = torch.tensor(1.5 * 2.0 ** 127, dtype=t[f"{k}.weight_scale"].dtype)
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    save_file(t, str(planted / "model.safetensors"), metadata={"format": "pt"})
+    (planted / "config.json").write_text((export / "config.json").read_text())
+    rc, doc, _ = audit(planted, tmp_path, capsys, "--target", "mi300")
+    paths = doc["portability"][0]["load_paths"]
+    lost = 0
+    with mock.patch.object(torch.version, "hip", "6.4"):
+        for n in LINEARS:
+            w, s = t[f"model.layers.0.{n}.weight"], t[f"model.layers.0.{n}.weight_scale"]
+            qw, qs = quark_device.e4m3fn_to_e4m3fnuz(w, s)
+            assert qw.dtype == torch.float8_e4m3fnuz
+            before = w.to(torch.float64) * s.to(torch.float64)
+            after = qw.to(torch.float64) * qs.to(torch.float64)
+            lost += int((~((torch.isnan(before) & torch.isnan(after)) | (before == after))).sum())
+    numel_k = t[f"{k}.weight"].numel()
+    assert lost == numel_k and paths["quark"]["lost"] == lost and paths["quark"]["scale_overflow"] == numel_k
+    assert paths["vllm"]["lost"] == 2 + numel_k and paths["vllm"]["nan_made_finite"] == 2
 
 
 # -- convert, then the producer's own loader -------------------------------------------------
@@ -326,3 +365,127 @@ def test_compressed_tensors_converted_loads_with_from_pretrained(scheme, tmp_pat
             assert torch.equal(b[k], a[k] * 2), k
         elif not k.endswith("proj.weight"):
             assert not differing(a[k], b[k]).any(), k
+
+
+# -- the producers' own files, with each defect planted in them --------------------------------------------------
+#
+# The same defects as tests/checkpoints/test_layout_matrix.py, planted in what llmcompressor wrote (FP8 per
+# channel and in 128x128 blocks, NVFP4): the verdicts are the clean file's, or cannot_run everywhere where no
+# loader can apply the scale, or unknown where the file cannot be read; every count is made again here.
+
+CLEAN = {"FP8_DYNAMIC": {"h100": "runs_as_is", "b200": "runs_as_is", "mi300": "runs_after_conversion",
+                         "mi355": "runs_as_is"},
+         "NVFP4A16": {"h100": "runs_emulated", "b200": "runs_as_is", "mi300": "runs_emulated",
+                      "mi355": "runs_emulated"}}
+CLEAN["FP8_BLOCK"] = CLEAN["FP8_DYNAMIC"]
+CLEAN["MXFP4A16"] = CLEAN["MXFP8A16"] = {"h100": "runs_emulated", "b200": "runs_as_is", "mi300": "runs_emulated",
+                                         "mi355": "runs_as_is"}
+PACKED = ("NVFP4A16", "MXFP4A16")
+E8M0 = ("MXFP4A16", "MXFP8A16")
+DOWN = "model.layers.0.mlp.down_proj"
+PRODUCER_DEFECTS = ("clean", "scale_nan", "scale_zero", "scale_inf", "misshaped", "missing", "neg_zero",
+                    "index_missing_shard", "truncated")
+
+
+def planted(src, dst, scheme, defect):
+    """A copy of llmcompressor's folder ``src`` with ``defect`` planted in down_proj; (data name, its bytes)."""
+    from safetensors.torch import load_file, save_file
+
+    t = load_file(str(src / "model.safetensors"))
+    data = f"{DOWN}.weight_packed" if scheme in PACKED else f"{DOWN}.weight"
+    scale = f"{DOWN}.weight_scale"
+    flat = t[scale].reshape(-1)
+    if defect in ("scale_nan", "scale_zero", "scale_inf"):
+        if t[scale].dtype == torch.float8_e4m3fn:  # NVFP4's block scale
+            flat.view(torch.uint8)[0] = {"scale_nan": 0x7F, "scale_zero": 0x00, "scale_inf": 0x7F}[defect]
+        elif t[scale].dtype == torch.uint8:  # MX: e8m0 exponent bytes, 0xFF the NaN
+            flat[0] = 0xFF
+        else:
+            flat[0] = {"scale_nan": float("nan"), "scale_zero": 0.0, "scale_inf": float("inf")}[defect]
+    if defect == "misshaped":
+        t[scale] = torch.cat([t[scale], t[scale][:1]], dim=0)
+    if defect == "missing":
+        del t[scale]
+    if defect == "neg_zero":
+        t[data].view(torch.uint8).reshape(-1)[:5] = 0x80
+    dst.mkdir()
+    shard = "model-00001-of-00002.safetensors" if defect == "index_missing_shard" else "model.safetensors"
+    save_file(t, str(dst / shard), metadata={"format": "pt"})
+    if defect == "index_missing_shard":
+        (dst / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
+            **{k: shard for k in t}, "lm_head.weight": "model-00002-of-00002.safetensors"}}))
+    if defect == "truncated":
+        raw = (dst / shard).read_bytes()
+        (dst / shard).write_bytes(raw[:-64])
+    (dst / "config.json").write_text((src / "config.json").read_text())
+    return data, t.get(data)
+
+
+@pytest.mark.parametrize("scheme", ["FP8_DYNAMIC", "FP8_BLOCK", "NVFP4A16", "MXFP4A16", "MXFP8A16"])
+def test_llmcompressor_files_with_each_defect(scheme, tmp_path, capsys):
+    src, _ = llmcompressor_checkpoint(scheme, tmp_path)
+    nvfp4 = scheme in PACKED
+    for defect in PRODUCER_DEFECTS:
+        if defect == "scale_inf" and (nvfp4 or scheme in E8M0):
+            continue  # e4m3 and e8m0 scales have no Inf
+        if defect == "scale_zero" and scheme in E8M0:
+            continue  # e8m0 has no zero (0x00 is 2^-127)
+        if defect == "neg_zero" and nvfp4:
+            continue  # packed e2m1: a 0x80 byte is a 0 and a -0 nibble, no FNUZ hazard
+        d = tmp_path / f"{scheme}-{defect}"
+        data, codes = planted(src, d, scheme, defect)
+        rc, doc, text = audit(d, tmp_path, capsys)
+        verdicts = doc["summary"]["verdicts"]
+        if defect in ("index_missing_shard", "truncated"):
+            assert rc == 2 and set(verdicts.values()) == {"unknown"}, (defect, verdicts)
+            continue
+        found = {f["code"]: (f["severity"], f["count"]) for f in tensors(doc)[data]["findings"]}
+        if defect in ("misshaped", "missing"):
+            code = "SCALE_SHAPE" if defect == "misshaped" else "SCALE_MISSING"
+            assert rc == 1 and found[code][0] == "error" and set(verdicts.values()) == {"cannot_run"}, (defect, found)
+            assert "SATURATION" not in found
+            continue
+        assert verdicts == CLEAN[scheme], (defect, verdicts)
+        if defect.startswith("scale_"):
+            code = "SCALE_NONPOSITIVE" if defect == "scale_zero" else "SCALE_NONFINITE"
+            assert rc == 1 and found[code] == ("error", 1), (defect, found)
+            continue
+        raw = codes.view(torch.uint8).numpy()
+        if nvfp4:  # the 16 e2m1 code counts, counted here (low nibble first)
+            nib = np.stack([raw & 0x0F, raw >> 4], axis=-1).reshape(-1)
+            assert tensors(doc)[data]["stats"]["histogram"] == np.bincount(nib, minlength=16).tolist()
+        else:
+            assert tensors(doc)[data]["stats"]["histogram"] == np.bincount(raw.reshape(-1), minlength=256).tolist()
+            neg = int((raw == 0x80).sum())
+            assert found.get("NEG_ZERO_FNUZ_HAZARD", ("info", 0)) == ("info", neg) and (neg > 0) == (defect == "neg_zero")
+            if scheme in E8M0:  # MX: no fnuz conversion, MI300 dequantizes it at load
+                assert rc == 0, (defect, text)
+                continue
+            # the real weights reach ±448 under their scales: what a plain fnuz cast would make NaN, by torch
+            mi300 = next(p for p in doc["portability"] if p["target"] == "mi300")
+            made_nan = 0
+            for n in LINEARS:
+                w = checkpoint_bytes(d)[f"model.layers.0.{n}.weight"]
+                made_nan += int(torch.isnan(w.to(torch.float8_e4m3fnuz).float()).sum() - torch.isnan(w.float()).sum())
+            assert made_nan > 0 and mi300["load_paths"]["plain_cast"]["made_nan"] == made_nan
+        assert rc == 0, (defect, text)
+
+
+def test_llmcompressor_nvfp4_is_left_intact_and_loads_the_same(tmp_path, capsys):
+    src, _ = llmcompressor_checkpoint("NVFP4A16", tmp_path)
+    rc, err, report = convert(src, tmp_path / "out", capsys)
+    # written before the run: nothing to convert (no FP8 weights), every tensor byte for byte, exit 0
+    assert rc == 0, err
+    assert report["summary"]["converted"] == 0 and report["summary"]["not_exact"] == 0
+    from safetensors.torch import load_file
+
+    a, b = load_file(str(src / "model.safetensors")), load_file(str(tmp_path / "out" / "model.safetensors"))
+    assert set(a) == set(b)
+    for k in a:
+        assert a[k].dtype == b[k].dtype and torch.equal(a[k].reshape(-1).view(torch.uint8),
+                                                        b[k].reshape(-1).view(torch.uint8)), k
+    ct = pytest.importorskip("transformers.utils.quantization_config")
+    kw = {"quantization_config": ct.CompressedTensorsConfig(run_compressed=False)}
+    x, y = loaded(src, **kw), loaded(tmp_path / "out", **kw)
+    for k in x:
+        assert not differing(x[k], y[k]).any(), k
