@@ -238,8 +238,12 @@ LOAD_PATHS = {
                   "overflow is NaN)",
     "vllm": "vLLM's normalize_e4m3fn_to_e4m3fnuz (vllm/model_executor/layers/quantization/utils/w8a8_utils.py): "
             "the bytes read as fnuz, 0x80 set to 0, weight and input scales x 2 in place",
-    "quark": "AMD Quark's e4m3fn_to_e4m3fnuz (amd-quark 0.13, quark/torch/utils/device.py, at import on ROCm): "
-             "(w.half() / 2).clamp(-224, 224).to(float8_e4m3fnuz), the weight scale x 2 in place",
+    "quark_import": "AMD Quark's e4m3fn_to_e4m3fnuz (amd-quark 0.13, quark/torch/utils/device.py; run at import "
+                    "on ROCm with tensor parallelism, quark/torch/export/utils.py): (w.half() / 2).clamp(-224, 224)"
+                    ".to(float8_e4m3fnuz), the weight scale x 2 in place",
+    "quark_forward": "AMD Quark's QParamsLinear forward on ROCm (amd-quark 0.13, quark/torch/export/nn/modules/"
+                     "qparamslinear.py normalize_e4m3fn_to_e4m3fnuz): the bytes read as fnuz, 0x80 set to 0, weight "
+                     "and input scales x 2, at every call",
     "fp8check_convert": "fp8check convert --to e4m3fnuz",
 }
 
@@ -368,7 +372,8 @@ class VerdictTally:
         return {"tensors": tensors,
                 "plain_cast": path("plain_cast", 0, beyond, 0, 0, beyond),
                 "vllm": path("vllm", 0, 0, nan, over, nan + over),
-                "quark": path("quark", 0, 0, 0, over, over),
+                "quark_import": path("quark_import", 0, 0, 0, over, over),
+                "quark_forward": path("quark_forward", 0, 0, nan, over, nan + over),
                 "fp8check_convert": path("fp8check_convert", convert_lost, 0, 0, 0, convert_lost)}
 
     def _emulate(self, kind: str) -> None:
@@ -418,8 +423,10 @@ class VerdictTally:
                 f"{_n(p['vllm']['nan_made_finite'], 'NaN code')} made finite ±240"
                 + (f", {_n(p['vllm']['scale_overflow'], 'value')} under a scale that overflows when doubled"
                    if p["vllm"]["scale_overflow"] else "")
-                + "; Quark's conversion: " + (f"{_n(p['quark']['lost'], 'value')} under a scale that overflows when "
-                                              "doubled" if p["quark"]["lost"] else "nothing lost (NaN kept)")
+                + "; Quark's import conversion: " + (
+                    f"{_n(p['quark_import']['lost'], 'value')} under a scale that overflows when doubled"
+                    if p["quark_import"]["lost"] else "nothing lost (NaN kept)")
+                + ", Quark's forward: as vLLM's"
                 + f"; fp8check convert: {_n(p['fp8check_convert']['lost'], 'value')} lost"
                 + (" (saturated where a scale cannot double, reported)" if p["fp8check_convert"]["lost"] else ""))
         for kind, n in sorted(self.emulated.items()):

@@ -295,8 +295,10 @@ def test_a_scale_that_cannot_double_gets_a_block_plan_and_each_load_path_is_coun
     vllm = _dequant(as_fnuz.to(torch.float64), doubled)
     quark_w = (fp8(q).to(torch.float16) / 2).clamp(-224.0, 224.0).to(torch.float8_e4m3fnuz)
     quark = _dequant(quark_w.to(torch.float64), doubled)
-    counted = {k: int(_lost(src, v).sum()) for k, v in (("plain_cast", plain), ("vllm", vllm), ("quark", quark))}
-    assert counted == {"plain_cast": int(beyond.sum()), "vllm": 2 + 128 * 128, "quark": 128 * 128}
+    counted = {k: int(_lost(src, v).sum()) for k, v in (("plain_cast", plain), ("vllm", vllm), ("quark_import", quark),
+                                                          ("quark_forward", vllm))}
+    assert counted == {"plain_cast": int(beyond.sum()), "vllm": 2 + 128 * 128, "quark_import": 128 * 128,
+                       "quark_forward": 2 + 128 * 128}
     assert {k: paths[k]["lost"] for k in counted} == counted
     assert (paths["plain_cast"]["made_nan"], paths["vllm"]["nan_made_finite"], paths["vllm"]["scale_overflow"]) == (
         int(beyond.sum()), 2, 128 * 128)

@@ -240,8 +240,10 @@ def quark_conversion_is_counted(export, tmp_path, capsys):
             after = qw.to(torch.float64) * qs.to(torch.float64)
             lost += int((~((torch.isnan(before) & torch.isnan(after)) | (before == after))).sum())
     numel_k = t[f"{k}.weight"].numel()
-    assert lost == numel_k and paths["quark"]["lost"] == lost and paths["quark"]["scale_overflow"] == numel_k
-    assert paths["vllm"]["lost"] == 2 + numel_k and paths["vllm"]["nan_made_finite"] == 2
+    assert lost == numel_k and paths["quark_import"]["lost"] == lost
+    assert paths["quark_import"]["scale_overflow"] == numel_k
+    assert paths["vllm"]["lost"] == paths["quark_forward"]["lost"] == 2 + numel_k
+    assert paths["vllm"]["nan_made_finite"] == 2
 
 
 # -- convert, then the producer's own loader -------------------------------------------------
