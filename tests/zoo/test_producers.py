@@ -380,21 +380,23 @@ CLEAN = {"FP8_DYNAMIC": {"h100": "runs_as_is", "b200": "runs_as_is", "mi300": "r
          "NVFP4A16": {"h100": "runs_emulated", "b200": "runs_as_is", "mi300": "runs_emulated",
                       "mi355": "runs_emulated"}}
 CLEAN["FP8_BLOCK"] = CLEAN["FP8_DYNAMIC"]
+CLEAN["MODELOPT_FP8"] = CLEAN["FP8_DYNAMIC"]
+CLEAN["MODELOPT_NVFP4"] = CLEAN["NVFP4A16"]
 CLEAN["MXFP4A16"] = CLEAN["MXFP8A16"] = {"h100": "runs_emulated", "b200": "runs_as_is", "mi300": "runs_emulated",
                                          "mi355": "runs_as_is"}
-PACKED = ("NVFP4A16", "MXFP4A16")
+PACKED = ("NVFP4A16", "MXFP4A16", "MODELOPT_NVFP4")
 E8M0 = ("MXFP4A16", "MXFP8A16")
 DOWN = "model.layers.0.mlp.down_proj"
 PRODUCER_DEFECTS = ("clean", "scale_nan", "scale_zero", "scale_inf", "misshaped", "missing", "neg_zero",
                     "index_missing_shard", "truncated")
 
 
-def planted(src, dst, scheme, defect):
-    """A copy of llmcompressor's folder ``src`` with ``defect`` planted in down_proj; (data name, its bytes)."""
+def planted(src, dst, scheme, defect, *, data=None):
+    """A copy of a producer's folder ``src`` with ``defect`` planted in down_proj; (data name, its bytes)."""
     from safetensors.torch import load_file, save_file
 
     t = load_file(str(src / "model.safetensors"))
-    data = f"{DOWN}.weight_packed" if scheme in PACKED else f"{DOWN}.weight"
+    data = data or (f"{DOWN}.weight_packed" if scheme in PACKED else f"{DOWN}.weight")
     scale = f"{DOWN}.weight_scale"
     flat = t[scale].reshape(-1)
     if defect in ("scale_nan", "scale_zero", "scale_inf"):
@@ -404,8 +406,8 @@ def planted(src, dst, scheme, defect):
             flat[0] = 0xFF
         else:
             flat[0] = {"scale_nan": float("nan"), "scale_zero": 0.0, "scale_inf": float("inf")}[defect]
-    if defect == "misshaped":
-        t[scale] = torch.cat([t[scale], t[scale][:1]], dim=0)
+    if defect == "misshaped":  # one scale row too many; a per-tensor scale [] becomes three
+        t[scale] = t[scale].reshape(1).repeat(3) if t[scale].dim() == 0 else torch.cat([t[scale], t[scale][:1]], dim=0)
     if defect == "missing":
         del t[scale]
     if defect == "neg_zero":
@@ -419,13 +421,19 @@ def planted(src, dst, scheme, defect):
     if defect == "truncated":
         raw = (dst / shard).read_bytes()
         (dst / shard).write_bytes(raw[:-64])
-    (dst / "config.json").write_text((src / "config.json").read_text())
+    for name in ("config.json", "hf_quant_config.json"):
+        if (src / name).exists():
+            (dst / name).write_text((src / name).read_text())
     return data, t.get(data)
 
 
 @pytest.mark.parametrize("scheme", ["FP8_DYNAMIC", "FP8_BLOCK", "NVFP4A16", "MXFP4A16", "MXFP8A16"])
 def test_llmcompressor_files_with_each_defect(scheme, tmp_path, capsys):
     src, _ = llmcompressor_checkpoint(scheme, tmp_path)
+    with_each_defect(src, scheme, tmp_path, capsys)
+
+
+def with_each_defect(src, scheme, tmp_path, capsys, *, data=None):
     nvfp4 = scheme in PACKED
     for defect in PRODUCER_DEFECTS:
         if defect == "scale_inf" and (nvfp4 or scheme in E8M0):
@@ -435,13 +443,13 @@ def test_llmcompressor_files_with_each_defect(scheme, tmp_path, capsys):
         if defect == "neg_zero" and nvfp4:
             continue  # packed e2m1: a 0x80 byte is a 0 and a -0 nibble, no FNUZ hazard
         d = tmp_path / f"{scheme}-{defect}"
-        data, codes = planted(src, d, scheme, defect)
+        name, codes = planted(src, d, scheme, defect, data=data)
         rc, doc, text = audit(d, tmp_path, capsys)
         verdicts = doc["summary"]["verdicts"]
         if defect in ("index_missing_shard", "truncated"):
             assert rc == 2 and set(verdicts.values()) == {"unknown"}, (defect, verdicts)
             continue
-        found = {f["code"]: (f["severity"], f["count"]) for f in tensors(doc)[data]["findings"]}
+        found = {f["code"]: (f["severity"], f["count"]) for f in tensors(doc)[name]["findings"]}
         if defect in ("misshaped", "missing"):
             code = "SCALE_SHAPE" if defect == "misshaped" else "SCALE_MISSING"
             assert rc == 1 and found[code][0] == "error" and set(verdicts.values()) == {"cannot_run"}, (defect, found)
@@ -455,9 +463,9 @@ def test_llmcompressor_files_with_each_defect(scheme, tmp_path, capsys):
         raw = codes.view(torch.uint8).numpy()
         if nvfp4:  # the 16 e2m1 code counts, counted here (low nibble first)
             nib = np.stack([raw & 0x0F, raw >> 4], axis=-1).reshape(-1)
-            assert tensors(doc)[data]["stats"]["histogram"] == np.bincount(nib, minlength=16).tolist()
+            assert tensors(doc)[name]["stats"]["histogram"] == np.bincount(nib, minlength=16).tolist()
         else:
-            assert tensors(doc)[data]["stats"]["histogram"] == np.bincount(raw.reshape(-1), minlength=256).tolist()
+            assert tensors(doc)[name]["stats"]["histogram"] == np.bincount(raw.reshape(-1), minlength=256).tolist()
             neg = int((raw == 0x80).sum())
             assert found.get("NEG_ZERO_FNUZ_HAZARD", ("info", 0)) == ("info", neg) and (neg > 0) == (defect == "neg_zero")
             if scheme in E8M0:  # MX: no fnuz conversion, MI300 dequantizes it at load
@@ -491,3 +499,57 @@ def test_llmcompressor_nvfp4_is_left_intact_and_loads_the_same(tmp_path, capsys)
     x, y = loaded(src, **kw), loaded(tmp_path / "out", **kw)
     for k in x:
         assert not differing(x[k], y[k]).any(), k
+
+
+# -- NVIDIA ModelOpt ------------------------------------------------------------------------------------------------
+#
+# ModelOpt's HF export runs on a CPU (fake-quantized calibration, then export_hf_checkpoint). Its checkpoints are
+# read by vLLM and TensorRT-LLM, neither installable here, and transformers has no ModelOpt loader: the converted
+# output is checked by fp8check's own verification and by auditing it again, not by a producer's loader.
+
+
+def modelopt_checkpoint(algo, tmp_path):
+    pytest.importorskip("modelopt", reason="nvidia-modelopt is not installed")
+    import modelopt.torch.quantization as mtq
+    from modelopt.torch.export import export_hf_checkpoint
+
+    _, model, _ = tiny_llama()
+    model = model.float()
+    model.config.architectures = ["LlamaForCausalLM"]  # the export asks whether the model is multimodal
+
+    def calibrate(m):
+        for i in range(2):
+            m(torch.randint(0, 256, (1, 16), generator=torch.Generator().manual_seed(i)))
+
+    mtq.quantize(model, getattr(mtq, algo), calibrate)
+    out = tmp_path / algo.lower()
+    export_hf_checkpoint(model.to(torch.bfloat16), export_dir=str(out))
+    return out
+
+
+@pytest.mark.parametrize("algo", ["FP8_DEFAULT_CFG", "NVFP4_DEFAULT_CFG"])
+def test_modelopt_export_is_audited_with_each_defect_and_converted(algo, tmp_path, capsys):
+    src = modelopt_checkpoint(algo, tmp_path)
+    scheme = "MODELOPT_FP8" if algo.startswith("FP8") else "MODELOPT_NVFP4"
+    rc, doc, text = audit(src, tmp_path, capsys)
+    assert rc == 0 and doc["summary"]["verdicts"] == CLEAN[scheme], text
+    assert doc["checkpoints"][0]["config"]["quant_method"] == "modelopt"
+    for n in LINEARS:
+        w = tensors(doc)[f"model.layers.0.{n}.weight"]
+        assert w["scale"]["name"] == f"model.layers.0.{n}.weight_scale"
+        assert w["role"] == ("fp8" if scheme == "MODELOPT_FP8" else "packed")
+    with_each_defect(src, scheme, tmp_path, capsys, data=f"{DOWN}.weight")
+    # convert: written before the run: FP8 converted exactly and hf_quant_config.json rewritten (its FP8 has no
+    # fnuz spelling: an fp8check_convert record), the output audits as native on MI300; NVFP4 left as it is
+    rc, err, report = convert(src, tmp_path / "fnuz", capsys)
+    assert rc == 0, err
+    hq = json.loads((tmp_path / "fnuz" / "hf_quant_config.json").read_text())
+    if scheme == "MODELOPT_FP8":
+        assert report["summary"]["converted"] == len(LINEARS)
+        assert hq["fp8check_convert"]["weights"] == {"e4m3fn": "e4m3fnuz"}
+        assert hq["quantization"] == json.loads((src / "hf_quant_config.json").read_text())["quantization"]
+        rc, doc, text = audit(tmp_path / "fnuz", tmp_path, capsys, "--target", "mi300")
+        assert rc == 0 and doc["summary"]["verdicts"] == {"mi300": "runs_as_is"}, text
+        assert "CONFIG_FORMAT" not in doc["summary"]["findings_by_code"]
+    else:
+        assert report["summary"]["converted"] == 0 and "fp8check_convert" not in hq
