@@ -43,7 +43,7 @@ from fp8check.checkpoints.audit import AuditOptions, Auditor, Checkpoint, Record
 from fp8check.progress import ProgressSink
 from fp8check.errors import CheckpointError, MissingDependencyError
 from fp8check.checkpoints import torch_writer
-from fp8check.checkpoints.loaders import CheckpointFile, TorchFile, open_checkpoint
+from fp8check.checkpoints.loaders import CheckpointFile, SafetensorsFile, TorchFile, open_checkpoint
 from fp8check.errors import InvalidValueError
 from fp8check.formats import Format
 
@@ -295,8 +295,11 @@ class Converter:
                         "fp8check.convert": f"to {self.o.to}: {sum(a.kind == 'convert' for a in acts)} FP8 tensors converted"}
                 src_files = {a.rec.key[0] for a in acts}
                 if len(src_files) == 1:
-                    src_meta = ck.readers[next(iter(src_files))].metadata
-                    meta = {**src_meta, **meta}
+                    reader = ck.readers[next(iter(src_files))]
+                    src_meta = reader.full_metadata() if isinstance(reader, SafetensorsFile) else reader.metadata
+                    renames = {f"float8_{a.rec.fmt.name}": f"float8_{a.dst_fmt.name}" for a in acts
+                               if a.kind == "convert" and a.rec.fmt is not None and a.dst_fmt is not None}
+                    meta = {**{k: _renamed_dtypes(v, renames) for k, v in src_meta.items()}, **meta}
                 writer.write(_staged(out_file, dst, staging), outs, meta)
                 self.progress.file_done(out_file)
             if dst.endswith(".safetensors"):
@@ -699,6 +702,29 @@ def rewrite_config(name: str, doc: dict[str, Any], converted: dict[str, str], fa
         "fp8check": __version__,
     }
     return out
+
+
+def _renamed_dtypes(value: str, renames: dict[str, str]) -> str:
+    """A metadata value with the converted dtypes renamed where it is torchao's JSON for a tensor subclass
+    (``{"_type": "torch.dtype", "_data": "float8_e4m3fn"}``, e.g. its act_quant_kwargs), so that
+    ``unflatten_tensor_state_dict`` rebuilds it with the dtype its data now has; any other value as it was."""
+    if not renames or '"torch.dtype"' not in value:
+        return value
+    try:
+        doc = json.loads(value)
+    except ValueError:
+        return value
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            if node.get("_type") == "torch.dtype" and node.get("_data") in renames:
+                return {**node, "_data": renames[node["_data"]]}
+            return {k: walk(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    return json.dumps(walk(doc))
 
 
 def _out_name(path: str) -> str:

@@ -368,6 +368,13 @@ class SafetensorsFile(CheckpointFile):
             )
         self._handle: Any = None
 
+    def full_metadata(self) -> dict[str, str]:
+        """The whole ``__metadata__`` (``metadata`` keeps at most 256 items of 4096 characters for the report);
+        what convert copies into its output, where a reader needs every character (torchao's JSON)."""
+        header, _, _ = read_safetensors_header(self.path)
+        raw = header.get("__metadata__") or {}
+        return {str(k): str(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
+
     def _open(self) -> Any:
         if self._handle is None:
             require_torch()

@@ -157,3 +157,31 @@ def test_configs_say_what_the_tensors_now_are(tmp_path, capsys, run_audit, confi
     # the config copied as it was would be remarked: the check can fail
     write_json(str(tmp_path / "dst" / "config.json"), doc)
     assert codes_of(run_audit(tmp_path / "dst", targets=("mi300",)), "l.weight")["CONFIG_FORMAT"][0] == "warning"
+
+
+def test_torchao_safetensors_format_loads_back_with_torchao(tmp_path, capsys):
+    """torchao's own safetensors form (flatten_tensor_state_dict: X._weight_qdata, X._weight_scale and a JSON
+    description per subclass in __metadata__), converted and rebuilt by unflatten_tensor_state_dict."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+    from torchao.prototype.safetensors.safetensors_support import (flatten_tensor_state_dict,
+                                                                    unflatten_tensor_state_dict)
+
+    src, sd = torchao_folder(tmp_path / "pt", dynamic=True)
+    tensors, metadata = flatten_tensor_state_dict(sd)
+    metadata["padding"] = "x" * 5000  # past what the audit's report keeps of a metadata value
+    (tmp_path / "st").mkdir()
+    save_file(tensors, str(tmp_path / "st" / "model.safetensors"), metadata=metadata)
+    rc, err, report = convert(capsys, tmp_path / "st", tmp_path / "dst", "--to", "e4m3fnuz")
+    assert rc == 0 and report["summary"]["converted"] == 2, err
+    with safe_open(str(tmp_path / "dst" / "model.safetensors"), "pt") as f:
+        got, left = unflatten_tensor_state_dict({k: f.get_tensor(k) for k in f.keys()}, f.metadata())
+        assert f.metadata()["padding"] == "x" * 5000
+    assert not left
+    for k, x in sd.items():
+        if isinstance(x, torchao_q.Float8Tensor):
+            y = got[k]
+            assert type(y) is torchao_q.Float8Tensor and y.qdata.dtype == torch.float8_e4m3fnuz
+            assert y.act_quant_kwargs.float8_dtype == torch.float8_e4m3fnuz
+            neg_zero = torch.from_numpy(x.qdata.view(torch.uint8).numpy() == 0x80)
+            assert float_bits_equal(x.dequantize(torch.float32), y.dequantize(torch.float32), neg_zero_ok=neg_zero)
