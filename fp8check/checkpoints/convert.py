@@ -335,21 +335,21 @@ class Converter:
                     "for all its tensors: convert cannot write this file back")
         _, data, _ = torch_writer.pickle_of(src)
         pickle_data, _ = torch_writer.rename_globals(data, renames, path=src)
-        owners: dict[str, list[tuple[Action, int, int]]] = {}
+        owners: dict[str, list[Action]] = {}
         for a in acts:
-            key, start, length = reader.storage_of(a.rec.key[1])
-            owners.setdefault(key, []).append((a, start, length))
+            owners.setdefault(reader.storage_key(a.rec.key[1]), []).append(a)
         storages = {}
         for key, found in owners.items():
-            changing = [x for x in found if x[0].kind != "copy"]
+            changing = [a for a in found if a.kind != "copy"]
             if not changing:
-                continue
+                continue  # copied: the record as it was
             if len(found) > 1:
                 raise InvalidValueError(
-                    f"{src}: tensor {json.dumps(changing[0][0].rec.key[1])[:200]} shares its storage with "
-                    f"{json.dumps([x[0].rec.key[1] for x in found if x is not changing[0]][0])[:200]}: convert "
+                    f"{src}: tensor {json.dumps(changing[0].rec.key[1])[:200]} shares its storage with "
+                    f"{json.dumps([a.rec.key[1] for a in found if a is not changing[0]][0])[:200]}: convert "
                     "cannot rewrite one without the other")
-            storages[key] = self._splice(ck, *changing[0])
+            _, start, length = reader.storage_of(changing[0].rec.key[1])
+            storages[key] = self._splice(ck, changing[0], start, length)
         torch_writer.write(src, path, pickle_data, storages)
 
     def _splice(self, ck: Checkpoint, a: Action, start: int, length: int) -> Any:

@@ -709,6 +709,11 @@ class TorchFile(CheckpointFile):
             return
         raise CheckpointError(self.path, f"{sub.cls} {_shown(name)}: a tensor subclass fp8check does not read")
 
+    def storage_key(self, name: str) -> str:
+        """The key of the storage record tensor ``name`` lies in ("" for a tensor without data)."""
+        ref = self._tensors.get(name)
+        return ref.storage.key if ref is not None and ref.storage is not None else ""
+
     def storage_of(self, name: str) -> tuple[str, int, int]:
         """(storage key, byte offset in its record, byte length) of the data of tensor ``name``, which must be
         contiguous (what convert rewrites in place)."""

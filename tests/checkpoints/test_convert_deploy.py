@@ -185,3 +185,25 @@ def test_torchao_safetensors_format_loads_back_with_torchao(tmp_path, capsys):
             assert y.act_quant_kwargs.float8_dtype == torch.float8_e4m3fnuz
             neg_zero = torch.from_numpy(x.qdata.view(torch.uint8).numpy() == 0x80)
             assert float_bits_equal(x.dequantize(torch.float32), y.dequantize(torch.float32), neg_zero_ok=neg_zero)
+
+
+@pytest.mark.parametrize("kind", ["mx", "nvfp4"])
+def test_torchao_mx_and_nvfp4_files_are_kept_and_load_the_same(tmp_path, capsys, kind):
+    from torchao.prototype.mx_formats import MXDynamicActivationMXWeightConfig, NVFP4WeightOnlyConfig
+
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(128, 64)).to(torch.bfloat16)
+    torchao_q.quantize_(m, MXDynamicActivationMXWeightConfig() if kind == "mx" else NVFP4WeightOnlyConfig())
+    (tmp_path / "src").mkdir()
+    torch.save(m.state_dict(), tmp_path / "src" / "model.pt")
+    # written before the run: nothing converted (MX has no fnuz form, NVFP4 is e2m1), the torch file written
+    # back as a torch file, exit 0, every tensor the same
+    rc, err, report = convert(capsys, tmp_path / "src", tmp_path / "dst", "--to", "e4m3fnuz")
+    assert rc == 0, err
+    assert report["summary"]["converted"] == 0 and report["summary"]["kept"] == (1 if kind == "mx" else 0)
+    a = torch.load(tmp_path / "src" / "model.pt", weights_only=True)
+    b = torch.load(tmp_path / "dst" / "model.pt", weights_only=True)
+    x, y = a["0.weight"], b["0.weight"]
+    assert type(x) is type(y)
+    assert torch.equal(x.qdata.view(torch.uint8), y.qdata.view(torch.uint8)) and x.qdata.dtype == y.qdata.dtype
+    assert torch.equal(x.scale.view(torch.uint8), y.scale.view(torch.uint8))
