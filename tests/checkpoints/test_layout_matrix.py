@@ -161,10 +161,6 @@ def not_held(layout, defect):
     return ""
 
 
-def scale_bytes_view(t):
-    return t.view(torch.uint8) if t.element_size() == 1 else None
-
-
 def plant_scale(t, defect):
     """A copy of scale tensor ``t`` with element 0 made NaN / 0 / Inf / 254 in its own encoding."""
     t = t.clone()
@@ -178,7 +174,7 @@ def plant_scale(t, defect):
     return t
 
 
-def expected(layout, defect, clean, data_bytes, scale_before):
+def expected(layout, defect, clean, data_bytes):
     """(exit code, verdicts, {finding code: (severity, count)} of the data tensor, or a file error text), from the
     planted bytes alone."""
     if defect == "clean":
@@ -240,7 +236,7 @@ def build(layout, defect, d, torchao_state):
         data_bytes = fields["qdata"].view(torch.uint8).numpy().copy()
         name = "model.bin" if defect != "index_missing_shard" else "pytorch_model.bin"
         torch.save(sd, d / name)
-        data_name, scale_before = "0.weight.qdata", None
+        data_name = "0.weight.qdata"
         if defect == "index_missing_shard":
             write_json(str(d / "pytorch_model.bin.index.json"), {"weight_map": {
                 "0.weight": "pytorch_model.bin", "0.bias": "pytorch_model-00002-of-00002.bin"}})
@@ -256,7 +252,6 @@ def build(layout, defect, d, torchao_state):
             data_bytes = data_bytes.copy()
             data_bytes.reshape(-1)[:5] = 0x80
             t[b.data] = fp8(data_bytes)
-        scale_before = t[b.scale]
         if defect.startswith("scale_"):
             t[b.scale] = plant_scale(t[b.scale], defect)
         if defect == "misshaped":  # one more row of scales than the data has blocks (or rows)
@@ -279,7 +274,7 @@ def build(layout, defect, d, torchao_state):
         path = next(p for p in d.iterdir() if p.suffix in (".safetensors", ".bin"))
         raw = path.read_bytes()
         path.write_bytes(raw[: len(raw) - 64])
-    return clean, data_bytes, data_name, scale_before
+    return clean, data_bytes, data_name
 
 
 CASES = [(lay, dfc) for lay in LAYOUTS for dfc in DEFECTS if not not_held(lay, dfc)]
@@ -293,8 +288,8 @@ def test_each_left_out_case_says_why():
 @pytest.mark.parametrize("layout,defect", CASES)
 def test_layout_with_defect(layout, defect, tmp_path, capsys, torchao_state):
     d = tmp_path / "ck"
-    clean, data_bytes, data_name, scale_before = build(layout, defect, d, torchao_state)
-    rc_expected, verdicts, findings = expected(layout, defect, clean, data_bytes, scale_before)
+    clean, data_bytes, data_name = build(layout, defect, d, torchao_state)
+    rc_expected, verdicts, findings = expected(layout, defect, clean, data_bytes)
     out = tmp_path / "audit.json"
     rc = main(["audit", str(d), "--json", str(out), "--jobs", "1", "-q"])
     err = capsys.readouterr().err
