@@ -7,20 +7,25 @@ right (see :mod:`fp8check.checkpoints.targets` for the conversion tables):
   (fnuz has no -0), the fn NaNs 0x7F/0xFF -> 0x80 (the fnuz NaN; a naive
   reinterpretation leaves them finite ±240);
 - each weight scale multiplied by 2 (exactly, in its own dtype), so every
-  value x scale is unchanged; where the scale cannot be doubled exactly (or
-  there is no scale) the codes are re-encoded at the same scale instead, and
-  values the target cannot hold are saturated and *reported*, never hidden;
+  value x scale is unchanged; where some scale elements cannot be doubled
+  exactly, per block: those blocks keep their scale and their codes are
+  re-encoded at it (without a scale: the whole tensor), and values the target
+  cannot hold are saturated and *reported*, never hidden;
 - activation and KV-cache scales multiplied by 2 as vLLM and SGLang do at
   load on fnuz hardware (``--activation-scales keep`` leaves them); -1
   ("absent") stays -1;
+- packed FP4 and MX tensors kept as they are (no fnuz form exists);
 - everything else copied byte for byte.
 
-The output is safetensors (fnuz dtype codes ``F8_E4M3FNUZ``/``F8_E5M2FNUZ``
-need safetensors >= 0.8 to be read back: checked). Then the output is read
-back through safetensors and verified: every dequantized value (code value x
-scale, exact in float64) of DST equals SRC's bit for bit (NaN by class; a -0
-becomes +0 where the target has no -0, counted), every copied tensor is
-byte-identical; a tensor that is not is named with the reason.
+The output is what a loader takes: safetensors (fnuz dtype codes
+``F8_E4M3FNUZ``/``F8_E5M2FNUZ`` need safetensors >= 0.8: checked), or, for torch
+files holding torchao tensor subclasses, torch files again
+(:mod:`fp8check.checkpoints.torch_writer`); the configs rewritten to say what
+the tensors now are (:func:`rewrite_config`) and the folder's other files
+copied. Then the output is read back and verified: every dequantized value
+(code value x scale, exact in float64) of DST equals SRC's bit for bit (NaN by
+class; a -0 becomes +0 where the target has no -0, counted), every copied
+tensor is byte-identical; a tensor that is not is named with the reason.
 """
 
 from __future__ import annotations
