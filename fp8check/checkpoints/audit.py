@@ -101,6 +101,8 @@ class Record:
     second_scale: tuple[str, str] | None = None  # NVFP4's per-tensor scale
     broken: str = ""  # why no loader can dequantize this tensor (its scale is missing or does not fit)
     beyond_fnuz: int = 0
+    scale_x2_overflow: int = 0  # data elements whose scale x 2 overflows its dtype (a loader's scale becomes Inf)
+    block_ok: np.ndarray | None = None  # a block plan: which scale elements take the factor (the scale's shape)
     packed_logical: tuple[int, ...] | None = None  # packed data: the logical shape of its e2m1 values
 
 
@@ -643,11 +645,15 @@ class Auditor:
                 f"{cs.zero_share:.2%} of codes are zero while {cs.subnormal_share:.2%} are subnormal: "
                 "values underflowed (scale too large for this data)"))
         dst = tg.COUNTERPART.get(fmt)
-        if dst is not None:
+        mx = usable_scale and sc is not None and sc.granularity is not None and sc.granularity.name == gr.MX_E8M0
+        if dst is not None and not mx:  # MX is OCP only: no fnuz form to convert to (convert keeps it)
             factor_exact = sc.stats.factor_exact if usable_scale and sc and sc.stats else None
             plan = self._remember(  # shared by the tensors of one histogram: never changed once made
                 (fmt, dst, hist_key, usable_scale, tuple(sorted((factor_exact or {}).items()))),
                 lambda: tg.plan_conversion(fmt, dst, rec.hist, scaled=usable_scale, factor_exact=factor_exact))
+            natural = tg.NATURAL_FACTOR.get((fmt, dst), 1.0)
+            if usable_scale and plan.inexact and plan.factor != natural and sc is not None and sc.kind is not None:
+                plan = self._block_plan(ck, rec, dst, natural, plan)
             if rec.broken and plan.inexact:
                 plan = copy.copy(plan)
                 plan.reason = (f"{plan.inexact:,} values do not fit {dst.name} at the same scale, and {rec.broken}, "
@@ -655,6 +661,8 @@ class Auditor:
             rec.plans[dst.name] = plan
             if fmt is formats.E4M3FN:
                 rec.beyond_fnuz = int(rec.hist @ _beyond_fnuz_mask())
+                if usable_scale and sc is not None and factor_exact is not None and not factor_exact.get("2", True):
+                    rec.scale_x2_overflow = self._scale_x2_overflow(ck, rec)
             if plan.inexact:
                 if dst in tg.FNUZ:
                     rec.findings.append(fd.make("FNUZ_RANGE", plan.inexact, f"{fmt.name} -> {dst.name}: {plan.reason}",
@@ -750,6 +758,73 @@ class Auditor:
                 f"{fd.plural(cs.dequant_overflow, 'value')} x scale overflow{'s' if cs.dequant_overflow == 1 else ''} "
                 f"{ck.dequant_dtype} (|v| >= {threshold:.6g}; largest block scale {sc.stats.absmax:g})"))
 
+    def _block_plan(self, ck: Checkpoint, rec: Record, dst: formats.Format, natural: float,
+                    whole: tg.ConversionPlan) -> tg.ConversionPlan:
+        """When some scale elements cannot take the natural factor exactly (an e8m0 scale of 254, an fp16 scale
+        >= 32768), a plan per block: those blocks keep their scale and only their values that do not fit ``dst``
+        are lost, where the whole-tensor plan (factor 1 everywhere) would lose every such value of the tensor."""
+        sc = rec.scale
+        assert sc is not None and sc.kind is not None and sc.granularity is not None and rec.entry is not None
+        fmt = rec.fmt
+        assert fmt is not None
+        try:
+            values = sc.values
+            if values is None:
+                values = st.scale_values(ck.readers[sc.key[0]].tensor(sc.key[1]), sc.kind)
+            ok = st.factor_exact_mask(np.asarray(values, dtype=np.float64), sc.kind, natural)
+            if not ok.any():
+                return whole
+            shape = rec.entry.shape
+            ok3 = gr.normalise(ok.astype(np.float64), sc.granularity, shape)
+            bad_natural = tg.conversion_table(fmt, dst, natural)[1] == 0
+            bad_one = tg.conversion_table(fmt, dst, 1.0)[1] == 0
+            codes = st.as_bytes(ck.readers[rec.key[0]].tensor(rec.key[1])).numpy()
+        except CheckpointError as exc:
+            self._file_error(exc)
+            rec.unread = exc.reason
+            return whole
+        _, _, i = gr.data_dims(shape)
+        rows = codes.size // max(i, 1)
+        step = max(1, (1 << 22) // max(i, 1))
+        inexact = 0
+        for r0 in range(0, rows, step):
+            r1 = min(rows, r0 + step)
+            c = codes[r0 * i:r1 * i].reshape(r1 - r0, i)
+            take = gr.expand_rows(ok3, sc.granularity, shape, r0, r1) > 0.5
+            inexact += int(np.count_nonzero(np.where(take, bad_natural[c], bad_one[c])))
+        if inexact >= whole.inexact:
+            return whole
+        kept = int(np.count_nonzero(~ok))
+        rec.block_ok = ok
+        reason = ""
+        if inexact:
+            reason = (f"{fd.plural(kept, 'scale element')} cannot be multiplied by {natural:g} exactly in "
+                      f"{sc.entry.dtype}; their blocks keep their scale, where {fd.plural(inexact, 'value')} "
+                      f"{'does' if inexact == 1 else 'do'} not fit {dst.name}")
+        return tg.ConversionPlan(fmt.name, dst.name, natural, inexact == 0, inexact, whole.nan_kept,
+                                 whole.neg_zero_to_zero, reason, blocks_kept=kept)
+
+    def _scale_x2_overflow(self, ck: Checkpoint, rec: Record) -> int:
+        """Data elements under the scale elements that overflow their dtype when doubled, as the loaders that
+        double scales in place do (vLLM's normalisation, Quark's e4m3fn_to_e4m3fnuz): their scale becomes Inf."""
+        sc = rec.scale
+        if sc is None or sc.granularity is None or sc.kind is None or rec.entry is None:
+            return 0
+        try:
+            values = sc.values
+            if values is None:
+                values = st.scale_values(ck.readers[sc.key[0]].tensor(sc.key[1]), sc.kind)
+        except CheckpointError as exc:
+            self._file_error(exc)
+            rec.unread = exc.reason
+            return 0
+        limit = {"float16": formats.FLOAT16.max, "bfloat16": formats.BFLOAT16.max,
+                 "float64": formats.FLOAT64.max}.get(sc.entry.dtype, formats.FLOAT32.max)  # e8m0: float32 at load
+        s3 = gr.normalise(np.asarray(values, dtype=np.float64), sc.granularity, rec.entry.shape)
+        with np.errstate(over="ignore", invalid="ignore"):
+            over = np.abs(s3) * 2 > limit  # NaN scales are SCALE_NONFINITE's
+        return int((gr.elements_under(sc.granularity, rec.entry.shape, s3.shape) * over).sum())
+
     @staticmethod
     def _entry(ck: Checkpoint, key: tuple[str, str]) -> TensorEntry:
         return ck.readers[key[0]].entries[key[1]]
@@ -834,7 +909,8 @@ class Auditor:
                         kind = lo.MXFP8 if g is not None and g.name == gr.MX_E8M0 else lo.FP8
                         item = tg.TensorPortability(name=rec.key[1], file=rec.key[0], format=rec.fmt,
                                                     numel=cs.numel, nan=cs.nan, neg_zeros=cs.neg_zeros, plans=rec.plans,
-                                                    kind=kind, broken=rec.broken, beyond_fnuz=rec.beyond_fnuz)
+                                                    kind=kind, broken=rec.broken, beyond_fnuz=rec.beyond_fnuz,
+                                                    scale_x2_overflow=rec.scale_x2_overflow)
                         for tally in tallies:
                             tally.add(item)
                 elif rec.role == cv.ROLE_PACKED and rec.entry is not None and rec.layout is not None:

@@ -107,7 +107,7 @@ class QuantConfig:
 _FP8_NAMES = {"e4m3": formats.E4M3FN, "e4m3fn": formats.E4M3FN, "fp8_e4m3": formats.E4M3FN,
               "float8_e4m3fn": formats.E4M3FN, "e5m2": formats.E5M2, "fp8_e5m2": formats.E5M2,
               "float8_e5m2": formats.E5M2, "fp8": formats.E4M3FN, "fp8_e4m3fnuz": formats.E4M3FNUZ,
-              "e4m3fnuz": formats.E4M3FNUZ}
+              "e4m3fnuz": formats.E4M3FNUZ, "e5m2fnuz": formats.E5M2FNUZ}
 _DTYPE_NAMES = {"bfloat16": "bfloat16", "float16": "float16", "half": "float16", "float32": "float32",
                 "float": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
@@ -154,10 +154,11 @@ def parse_config(docs: dict[str, Any]) -> QuantConfig:
                         if bits == 8 and kind == "float":
                             q.weight_format = formats.E4M3FN
                         elif bits == 4 and kind == "float":
-                            q.packed = lo.NVFP4 if w.get("group_size") in (16, None) else "fp4"
-                            if q.packed != lo.NVFP4:
+                            # NVFP4: e4m3 scales of 16 values and a global scale; MXFP4: e8m0 scales of 32
+                            q.packed = {16: lo.NVFP4, None: lo.NVFP4, 32: lo.MXFP4}.get(w.get("group_size"), "fp4")
+                            if q.packed == "fp4":
                                 q.not_understood.append(f"compressed-tensors 4-bit float weights with group_size "
-                                                        f"{w.get('group_size')!r} (NVFP4 uses 16)")
+                                                        f"{w.get('group_size')!r} (NVFP4 uses 16, MXFP4 32)")
                         elif bits is not None or kind:
                             q.not_understood.append(f"compressed-tensors weights num_bits {bits!r} type {kind!r}")
                         q.block = _int_pair(w.get("block_structure")) or q.block
@@ -184,6 +185,8 @@ def parse_config(docs: dict[str, Any]) -> QuantConfig:
             elif method == "mxfp4":  # gpt-oss, as transformers reads it: e2m1 in 32-blocks, e8m0 scales
                 q.packed = lo.MXFP4
                 q.group_size = 32
+            elif method == "torchao":  # transformers' TorchAoConfig: the tensors are subclasses that say what they hold
+                pass
             elif method:
                 q.not_understood.append(f"quant_method {method!r}, a layout fp8check does not know")
     hq = docs.get("hf_quant_config.json")
@@ -195,6 +198,15 @@ def parse_config(docs: dict[str, Any]) -> QuantConfig:
             _modelopt_algo(q, str(quant.get("quant_algo", "")).upper())
             if isinstance(quant.get("group_size"), int) and quant["group_size"] > 0:
                 q.group_size = quant["group_size"]
+    # what fp8check convert wrote beside the producer's keys (which have no spelling for fnuz)
+    for doc in (config, hq):
+        record = doc.get("fp8check_convert") if isinstance(doc, dict) else None
+        weights = record.get("weights") if isinstance(record, dict) else None
+        if isinstance(weights, dict) and q.weight_format is not None:
+            new = weights.get(q.weight_format.name)
+            if isinstance(new, str) and new in _FP8_NAMES:
+                q.weight_format = _FP8_NAMES[new]
+                q.source = f"{q.source} (fp8check_convert: {weights})"
     return q
 
 

@@ -7,20 +7,25 @@ right (see :mod:`fp8check.checkpoints.targets` for the conversion tables):
   (fnuz has no -0), the fn NaNs 0x7F/0xFF -> 0x80 (the fnuz NaN; a naive
   reinterpretation leaves them finite ±240);
 - each weight scale multiplied by 2 (exactly, in its own dtype), so every
-  value x scale is unchanged; where the scale cannot be doubled exactly (or
-  there is no scale) the codes are re-encoded at the same scale instead, and
-  values the target cannot hold are saturated and *reported*, never hidden;
+  value x scale is unchanged; where some scale elements cannot be doubled
+  exactly, per block: those blocks keep their scale and their codes are
+  re-encoded at it (without a scale: the whole tensor), and values the target
+  cannot hold are saturated and *reported*, never hidden;
 - activation and KV-cache scales multiplied by 2 as vLLM and SGLang do at
   load on fnuz hardware (``--activation-scales keep`` leaves them); -1
   ("absent") stays -1;
+- packed FP4 and MX tensors kept as they are (no fnuz form exists);
 - everything else copied byte for byte.
 
-The output is safetensors (fnuz dtype codes ``F8_E4M3FNUZ``/``F8_E5M2FNUZ``
-need safetensors >= 0.8 to be read back: checked). Then the output is read
-back through safetensors and verified: every dequantized value (code value x
-scale, exact in float64) of DST equals SRC's bit for bit (NaN by class; a -0
-becomes +0 where the target has no -0, counted), every copied tensor is
-byte-identical; a tensor that is not is named with the reason.
+The output is what a loader takes: safetensors (fnuz dtype codes
+``F8_E4M3FNUZ``/``F8_E5M2FNUZ`` need safetensors >= 0.8: checked), or, for torch
+files holding torchao tensor subclasses, torch files again
+(:mod:`fp8check.checkpoints.torch_writer`); the configs rewritten to say what
+the tensors now are (:func:`rewrite_config`) and the folder's other files
+copied. Then the output is read back and verified: every dequantized value
+(code value x scale, exact in float64) of DST equals SRC's bit for bit (NaN by
+class; a -0 becomes +0 where the target has no -0, counted), every copied
+tensor is byte-identical; a tensor that is not is named with the reason.
 """
 
 from __future__ import annotations
@@ -42,12 +47,18 @@ from fp8check.checkpoints import safetensors_writer as writer
 from fp8check.checkpoints.audit import AuditOptions, Auditor, Checkpoint, Record
 from fp8check.progress import ProgressSink
 from fp8check.errors import CheckpointError, MissingDependencyError
-from fp8check.checkpoints.loaders import SafetensorsFile
+from fp8check.checkpoints import torch_writer
+from fp8check.checkpoints.loaders import CheckpointFile, SafetensorsFile, TorchFile, open_checkpoint
 from fp8check.errors import InvalidValueError
 from fp8check.formats import Format
 
 CONVERT_SCHEMA_VERSION = 1
 _ROWS_ELEMS = 1 << 22
+CONFIG_FILES = ("config.json", "hf_quant_config.json")
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt")
+MAX_AUX_BYTES = 64 << 20  # other files of the folder (tokenizer, generation config) copied up to this size
+# how the configs that name the element format spell each FP8 format
+_FMT_SPELLING = {"e4m3fn": "e4m3", "e4m3fnuz": "e4m3fnuz", "e5m2": "e5m2", "e5m2fnuz": "e5m2fnuz"}
 
 
 @dataclass
@@ -78,6 +89,7 @@ class Action:
     dst_fmt: Format | None = None
     factor: float = 1.0
     plan: tg.ConversionPlan | None = None
+    block_ok: np.ndarray | None = None  # a block plan: the scale elements that take the factor (others keep theirs)
     out_file: str = ""
     result: dict[str, Any] = field(default_factory=dict)
 
@@ -99,21 +111,46 @@ def _raw_bytes(tensor: Any) -> Any:
     return t.reshape(-1).view(torch.uint8)
 
 
-def _scaled_values(tensor: Any, kind: str, factor: float, kv: bool) -> Any:
-    """The scale tensor times ``factor`` in its own dtype (e8m0: exponent shifted); -1 kept for KV scales."""
+def _scaled_values(tensor: Any, kind: str, factor: float, kv: bool, only: np.ndarray | None = None) -> Any:
+    """The scale tensor times ``factor`` in its own dtype (e8m0: exponent shifted); -1 kept for KV scales;
+    with ``only`` (a block plan), the elements where it is False keep their value."""
     import torch
 
     t = tensor.detach().contiguous()
     if kind == "e8m0":
         b = t.view(torch.uint8).to(torch.int32)
         step = int(round(np.log2(factor)))
-        out = torch.where(b == 0xFF, b, (b + step).clamp(0, 254)).to(torch.uint8)
-        return out.view(t.dtype)
+        out = torch.where(b == 0xFF, b, (b + step).clamp(0, 254))
+        if only is not None:
+            out = torch.where(torch.from_numpy(np.asarray(only, dtype=bool).reshape(tuple(t.shape))), out, b)
+        return out.to(torch.uint8).view(t.dtype)
     d = t.to(torch.float64)
     out = d * factor
     if kv:
         out = torch.where(d == -1.0, d, out)
+    if only is not None:
+        out = torch.where(torch.from_numpy(np.asarray(only, dtype=bool).reshape(tuple(t.shape))), out, d)
     return out.to(t.dtype)
+
+
+def _block_chunks(ck: Checkpoint, a: Action, tensor: Any) -> Iterator[np.ndarray]:
+    """The converted codes of a tensor under a block plan, rows at a time: the factor's table in the blocks whose
+    scale takes it, the same-value table (factor 1) in the others."""
+    rec = a.rec
+    sc = rec.scale
+    assert sc is not None and sc.granularity is not None and a.block_ok is not None and rec.fmt and a.dst_fmt
+    shape = rec.entry.shape
+    ok3 = gr.normalise(np.asarray(a.block_ok, dtype=np.float64), sc.granularity, shape)
+    one = tg.conversion_table(rec.fmt, a.dst_fmt, 1.0)[0]
+    codes = st.as_bytes(tensor).numpy()
+    _, _, i = gr.data_dims(shape)
+    rows = codes.size // max(i, 1)
+    step = max(1, _ROWS_ELEMS // max(i, 1))
+    for r0 in range(0, rows, step):
+        r1 = min(rows, r0 + step)
+        c = codes[r0 * i:r1 * i].reshape(r1 - r0, i)
+        take = gr.expand_rows(ok3, sc.granularity, shape, r0, r1) > 0.5
+        yield np.where(take, a.table[c], one[c]).astype(np.uint8).reshape(-1)
 
 
 class Converter:
@@ -121,6 +158,11 @@ class Converter:
         self.o = options
         self.progress = progress or ProgressSink()
         self.targets = resolve_to(options.to)
+        self.torch_back: set[str] = set()  # source torch files written back as torch files
+        self.kept: list[str] = []  # FP8 tensors left as they are, with the reason in their row
+        self.configs: list[str] = []  # config files written beside the shards (rewritten)
+        self.copied_files: list[str] = []  # other files of the source folder copied (tokenizer, ...)
+        self.src_is_folder = False
         if options.activation_scales not in ("scale", "keep"):
             raise InvalidValueError(f"--activation-scales must be scale or keep, got {options.activation_scales!r}")
         if any(f in tg.FNUZ for f in self.targets) and dtypes.safetensors_version() < dtypes.FNUZ_MIN_SAFETENSORS:
@@ -135,6 +177,7 @@ class Converter:
         if os.path.exists(dst) and os.path.exists(src) and os.path.samefile(src, dst):
             raise InvalidValueError("DST is SRC")
         aud = Auditor(AuditOptions(jobs=self.o.jobs), self.progress)
+        self.src_is_folder = os.path.isdir(src) or src.endswith(".index.json")
         staging = ""
         try:
             aud.prepare([src])
@@ -170,7 +213,10 @@ class Converter:
         single = dst.endswith(".safetensors")
         if not single and os.path.exists(dst) and not os.path.isdir(dst):
             raise InvalidValueError(f"{dst}: not a directory (name it *.safetensors for one output file)")
-        by_key = {r.key: r for r in ck.records}
+        self.torch_back = _torch_back(ck)
+        if single and self.torch_back:
+            raise InvalidValueError(f"{sorted(self.torch_back)[0]} holds torchao tensor subclasses, which convert "
+                                    "writes back as torch files: give DST as a directory")
         actions: dict[tuple[str, str], Action] = {}
         names: dict[str, str] = {}
         for rec in ck.records:
@@ -179,10 +225,16 @@ class Converter:
             if rec.entry.note:
                 raise InvalidValueError(f"{rec.key[0]}: tensor {json.dumps(rec.key[1])[:200]}: cannot convert a "
                                         f"{rec.entry.note.split(':')[0]}")
-            if rec.entry.dtype not in dtypes.SAFETENSORS_CODE:
+            back = rec.key[0] in self.torch_back
+            if not back and rec.entry.dtype not in dtypes.SAFETENSORS_CODE:
                 raise InvalidValueError(f"{rec.key[0]}: tensor {json.dumps(rec.key[1])[:200]}: dtype {rec.entry.dtype} "
                                         "has no safetensors code")
-            out_file = dst if single else os.path.join(dst, _out_name(rec.key[0]))
+            if single:
+                out_file = dst
+            elif back:
+                out_file = os.path.join(dst, os.path.basename(rec.key[0]))
+            else:
+                out_file = os.path.join(dst, _out_name(rec.key[0]))
             if single and rec.key[1] in names:
                 raise InvalidValueError(f"tensor {json.dumps(rec.key[1])[:200]} is in both {names[rec.key[1]]} and "
                                         f"{rec.key[0]}; convert them one by one")
@@ -200,14 +252,22 @@ class Converter:
                     "every format to its counterpart)")
             if not rec.counted:
                 raise CheckpointError(rec.key[0], f"tensor {json.dumps(rec.key[1])[:200]} could not be read")
-            plan = rec.plans[dst_fmt.name]
             act = actions[rec.key]
+            if rec.scale is not None and rec.scale.granularity is not None and rec.scale.granularity.name == gr.MX_E8M0:
+                # MX is an OCP format (e8m0 scales over OCP elements): no loader reads MX blocks of fnuz elements
+                act.result["reason"] = (f"kept as {rec.fmt.name}: an MX layout (e8m0 scales of 32-element blocks) has "
+                                        f"no {dst_fmt.name} form; a target without MX matmuls runs it emulated "
+                                        "(dequantized at load)")
+                self.kept.append(rec.key[1])
+                continue
+            plan = rec.plans[dst_fmt.name]
             act.kind, act.dst_fmt, act.plan, act.factor = "convert", dst_fmt, plan, plan.factor
             act.table = tg.conversion_table(rec.fmt, dst_fmt, plan.factor)[0]
             converted = True
+            act.block_ok = rec.block_ok
             if plan.factor != 1.0 and rec.scale is not None:
                 sact = actions[rec.scale.key]
-                sact.kind, sact.factor = "scale", plan.factor
+                sact.kind, sact.factor, sact.block_ok = "scale", plan.factor, rec.block_ok
                 sact.result["scale_of"] = rec.key[1]
         if converted and self.o.activation_scales == "scale":
             natural = 2.0 if any(f in tg.FNUZ for f in self.targets) else 0.5
@@ -219,7 +279,6 @@ class Converter:
                     act.kind, act.factor = "scale", natural
                 else:
                     act.result["reason"] = f"kept: x {natural:g} is not exact in {rec.entry.dtype}"
-        del by_key
         return list(actions.values())
 
     # -- writing --
@@ -232,22 +291,113 @@ class Converter:
         self.progress.start(total, len(by_file))
         try:
             for out_file, acts in by_file.items():
+                if acts[0].rec.key[0] in self.torch_back:
+                    self._write_torch(ck, acts, _staged(out_file, dst, staging))
+                    self.progress.file_done(out_file)
+                    continue
                 outs = [self._output(ck, a) for a in acts]
                 meta = {"format": "pt",
                         "fp8check.convert": f"to {self.o.to}: {sum(a.kind == 'convert' for a in acts)} FP8 tensors converted"}
                 src_files = {a.rec.key[0] for a in acts}
                 if len(src_files) == 1:
-                    src_meta = ck.readers[next(iter(src_files))].metadata
-                    meta = {**src_meta, **meta}
+                    reader = ck.readers[next(iter(src_files))]
+                    src_meta = reader.full_metadata() if isinstance(reader, SafetensorsFile) else reader.metadata
+                    renames = {f"float8_{a.rec.fmt.name}": f"float8_{a.dst_fmt.name}" for a in acts
+                               if a.kind == "convert" and a.rec.fmt is not None and a.dst_fmt is not None}
+                    meta = {**{k: _renamed_dtypes(v, renames) for k, v in src_meta.items()}, **meta}
                 writer.write(_staged(out_file, dst, staging), outs, meta)
                 self.progress.file_done(out_file)
-            if not dst.endswith(".safetensors") and (ck.index or len(by_file) > 1):
+            if dst.endswith(".safetensors"):
+                return
+            if self.torch_back and ck.index:
+                # the index of torch shards names the state dict's keys (a subclass is one key): its file names stay
+                with open(ck.index, "rb") as f:
+                    raw = f.read()
+                with open(os.path.join(staging, os.path.basename(ck.index)), "wb") as f:
+                    f.write(raw)
+            elif ck.index or len(by_file) > 1:
                 weight_map = {a.rec.key[1]: os.path.basename(a.out_file) for a in actions}
                 index = {"metadata": {"total_size": total}, "weight_map": weight_map}
                 with open(os.path.join(staging, "model.safetensors.index.json"), "w", encoding="utf-8") as f:
                     json.dump(index, f, indent=1)
+            self._write_configs(ck, actions, staging)
         finally:
             self.progress.close()
+
+    def _write_torch(self, ck: Checkpoint, acts: list[Action], path: str) -> None:
+        """A torch file written back as a torch file: its pickle re-emitted with converted dtypes renamed, the
+        storages of converted and rescaled tensors rewritten (fp8check.checkpoints.torch_writer)."""
+        src = acts[0].rec.key[0]
+        reader = ck.readers[src]
+        renames = {f"torch.float8_{a.rec.fmt.name}": f"torch.float8_{a.dst_fmt.name}"
+                   for a in acts if a.kind == "convert" and a.rec.fmt is not None and a.dst_fmt is not None}
+        renamed = {k.split(".", 1)[1] for k in renames}
+        for a in acts:
+            if a.kind != "convert" and a.rec.entry.dtype in renamed:
+                raise InvalidValueError(
+                    f"{src}: tensor {json.dumps(a.rec.key[1])[:200]} stays {a.rec.entry.dtype} while other "
+                    f"{a.rec.entry.dtype} tensors of the file are converted, and a torch pickle names a dtype once "
+                    "for all its tensors: convert cannot write this file back")
+        _, data, _ = torch_writer.pickle_of(src)
+        pickle_data, _ = torch_writer.rename_globals(data, renames, path=src)
+        owners: dict[str, list[Action]] = {}
+        for a in acts:
+            owners.setdefault(reader.storage_key(a.rec.key[1]), []).append(a)
+        storages = {}
+        for key, found in owners.items():
+            changing = [a for a in found if a.kind != "copy"]
+            if not changing:
+                continue  # copied: the record as it was
+            if len(found) > 1:
+                raise InvalidValueError(
+                    f"{src}: tensor {json.dumps(changing[0].rec.key[1])[:200]} shares its storage with "
+                    f"{json.dumps([a.rec.key[1] for a in found if a is not changing[0]][0])[:200]}: convert "
+                    "cannot rewrite one without the other")
+            _, start, length = reader.storage_of(changing[0].rec.key[1])
+            storages[key] = self._splice(ck, changing[0], start, length)
+        torch_writer.write(src, path, pickle_data, storages)
+
+    def _splice(self, ck: Checkpoint, a: Action, start: int, length: int) -> Any:
+        def new_bytes(record: bytes) -> bytes:
+            body = b"".join(np.ascontiguousarray(c).view(np.uint8).tobytes() for c in self._output(ck, a).chunks())
+            if len(body) != length:
+                raise CheckpointError(a.rec.key[0], f"tensor {a.rec.key[1]}: {len(body)} bytes made for {length}")
+            return record[:start] + body + record[start + length:]
+
+        return new_bytes
+
+    def _write_configs(self, ck: Checkpoint, actions: list[Action], staging: str) -> None:
+        """The checkpoint's other files beside the converted shards, the configs rewritten to say what the
+        tensors now are (see :func:`rewrite_config`)."""
+        folder = os.path.dirname(ck.index) if ck.index else (ck.root if os.path.isdir(ck.root) else "")
+        if not folder or not self.src_is_folder:
+            return
+        converted = {a.rec.fmt.name: a.dst_fmt.name for a in actions
+                     if a.kind == "convert" and a.rec.fmt is not None and a.dst_fmt is not None}
+        factors = sorted({a.factor for a in actions if a.kind == "convert"})
+        shards = {os.path.realpath(f) for f in ck.files}
+        for name in sorted(os.listdir(folder)):
+            path = os.path.join(folder, name)
+            out = os.path.join(staging, name)
+            if (name.startswith(".") or os.path.exists(out) or not os.path.isfile(path) or os.path.islink(path)
+                    or os.path.realpath(path) in shards or name.endswith(".index.json")
+                    or name.endswith(_WEIGHT_SUFFIXES)):
+                continue
+            if name in CONFIG_FILES:
+                from fp8check.checkpoints.loaders import _read_json
+
+                doc = _read_json(path)
+                if isinstance(doc, dict):
+                    doc = rewrite_config(name, doc, converted, factors, kept=self.kept)
+                with open(out, "w", encoding="utf-8") as f:
+                    json.dump(doc, f, indent=2)
+                    f.write("\n")
+                self.configs.append(name)
+            elif os.path.getsize(path) <= MAX_AUX_BYTES:
+                import shutil
+
+                shutil.copyfile(path, out)
+                self.copied_files.append(name)
 
     def _output(self, ck: Checkpoint, a: Action) -> writer.OutputTensor:
         rec = a.rec
@@ -260,14 +410,18 @@ class Converter:
 
         def chunks() -> Iterator[Any]:
             tensor = reader.tensor(rec.key[1])
-            if a.kind == "convert":
+            if a.kind == "convert" and a.block_ok is not None:
+                yield from _block_chunks(ck, a, tensor)
+                progress.advance(e.nbytes)
+            elif a.kind == "convert":
                 table = a.table
                 for part in _chunks(st.as_bytes(tensor), reader.release):
                     yield np.take(table, part)
                     progress.advance(part.size)
             elif a.kind == "scale":
                 kind = st.scale_kind(e.dtype) or e.dtype
-                yield _raw_bytes(_scaled_values(tensor, kind, a.factor, rec.role == cv.ROLE_KV_SCALE)).numpy()
+                yield _raw_bytes(_scaled_values(tensor, kind, a.factor, rec.role == cv.ROLE_KV_SCALE,
+                                                a.block_ok)).numpy()
                 progress.advance(e.nbytes)
             else:
                 for part in _chunks(_raw_bytes(tensor), reader.release):
@@ -279,10 +433,10 @@ class Converter:
     # -- verification --
 
     def _verify(self, ck: Checkpoint, actions: list[Action], dst: str, staging: str) -> None:
-        outs: dict[str, SafetensorsFile] = {}
+        outs: dict[str, CheckpointFile] = {}
         try:
             for out_file in dict.fromkeys(a.out_file for a in actions):
-                outs[out_file] = SafetensorsFile(_staged(out_file, dst, staging))  # validates the header we wrote
+                outs[out_file] = open_checkpoint(_staged(out_file, dst, staging))  # validates what we wrote
             by_name = {a.rec.key: a for a in actions}
             for a in actions:
                 out = outs[a.out_file]
@@ -290,7 +444,9 @@ class Converter:
                 if entry is None or list(entry.shape) != list(a.rec.entry.shape):
                     a.result.update(exact=False, reason="missing or reshaped in the output")
                     continue
-                if a.kind == "convert":
+                if a.kind == "convert" and entry.dtype != f"float8_{a.dst_fmt.name}":
+                    a.result.update(exact=False, reason=f"stored as {entry.dtype} in the output, not {a.dst_fmt.name}")
+                elif a.kind == "convert":
                     self._verify_data(ck, a, out, outs, by_name)
                 elif a.kind == "scale":
                     self._verify_scale(ck, a, out)
@@ -300,7 +456,7 @@ class Converter:
             for r in outs.values():
                 r.close()
 
-    def _scale_pair(self, ck: Checkpoint, a: Action, outs: dict[str, SafetensorsFile],
+    def _scale_pair(self, ck: Checkpoint, a: Action, outs: dict[str, CheckpointFile],
                     by_name: dict[tuple[str, str], Action]) -> tuple[np.ndarray, np.ndarray, gr.Granularity] | None:
         sc = a.rec.scale
         if sc is None or sc.granularity is None or sc.kind is None:
@@ -310,7 +466,7 @@ class Converter:
         dst = st.scale_values(outs[sact.out_file].tensor(sc.key[1]), sc.kind)
         return src, dst, sc.granularity
 
-    def _verify_data(self, ck: Checkpoint, a: Action, out: SafetensorsFile, outs: dict[str, SafetensorsFile],
+    def _verify_data(self, ck: Checkpoint, a: Action, out: CheckpointFile, outs: dict[str, CheckpointFile],
                      by_name: dict[tuple[str, str], Action]) -> None:
         rec = a.rec
         shape = rec.entry.shape
@@ -347,18 +503,25 @@ class Converter:
             mismatch += n_bad
             zero_sign += int(np.count_nonzero(zs))
             nan += int(np.count_nonzero(both_nan))
-        a.result.update(exact=mismatch == 0, mismatches=mismatch, neg_zero_to_zero=zero_sign, nan_kept=nan)
+        # a loader that makes parameters of the source's dtype (the config's, which has no fnuz spelling) and casts
+        # DST's tensors into them by value rounds what the source format cannot hold at the new scale
+        back_exact = tg.conversion_table(a.dst_fmt, rec.fmt, 1.0)[1]
+        cast_back = int(np.count_nonzero(~back_exact[dst_codes]))
+        a.result.update(exact=mismatch == 0, mismatches=mismatch, neg_zero_to_zero=zero_sign, nan_kept=nan,
+                        cast_back_rounded=cast_back)
         if mismatch:
             reason = a.plan.reason if a.plan and a.plan.reason else "dequantized values differ"
             a.result["reason"] = (f"{mismatch} dequantized {'value differs' if mismatch == 1 else 'values differ'} "
                                   f"(first at flat index {first}): {reason}")
 
-    def _verify_scale(self, ck: Checkpoint, a: Action, out: SafetensorsFile) -> None:
+    def _verify_scale(self, ck: Checkpoint, a: Action, out: CheckpointFile) -> None:
         rec = a.rec
         kind = st.scale_kind(rec.entry.dtype)
         src = st.scale_values(ck.readers[rec.key[0]].tensor(rec.key[1]), kind)
         dst = st.scale_values(out.tensor(rec.key[1]), kind)
         expect = src * a.factor
+        if a.block_ok is not None:
+            expect = np.where(np.asarray(a.block_ok, dtype=bool).reshape(src.shape), expect, src)
         if rec.role == cv.ROLE_KV_SCALE:
             expect = np.where(src == -1.0, src, expect)
         ok = (expect == dst) | (np.isnan(expect) & np.isnan(dst))
@@ -367,7 +530,7 @@ class Converter:
         if bad:
             a.result["reason"] = f"{bad} scale {'element is' if bad == 1 else 'elements are'} not exactly x {a.factor:g}"
 
-    def _verify_copy(self, ck: Checkpoint, a: Action, out: SafetensorsFile) -> None:
+    def _verify_copy(self, ck: Checkpoint, a: Action, out: CheckpointFile) -> None:
         src = _raw_bytes(ck.readers[a.rec.key[0]].tensor(a.rec.key[1])).numpy()
         dst = _raw_bytes(out.tensor(a.rec.key[1])).numpy()
         bad = int(np.count_nonzero(src != dst)) if src.shape == dst.shape else max(src.size, dst.size)
@@ -384,13 +547,14 @@ class Converter:
         for a in actions:
             rec = a.rec
             d = {"name": rec.key[1], "file": rec.key[0], "out_file": a.out_file, "role": rec.role,
-                 "action": {"copy": "copied", "convert": "converted", "scale": "scaled"}[a.kind],
+                 "action": "kept" if rec.key[1] in self.kept else
+                 {"copy": "copied", "convert": "converted", "scale": "scaled"}[a.kind],
                  "dtype": rec.entry.dtype, "shape": list(rec.entry.shape),
                  "from": rec.fmt.name if rec.fmt else None,
                  "to": a.dst_fmt.name if a.dst_fmt else (rec.fmt.name if rec.fmt else None),
                  "factor": a.factor, "exact": a.result.get("exact", True), "mismatches": a.result.get("mismatches", 0),
                  "reason": a.result.get("reason", "")}
-            for k in ("neg_zero_to_zero", "nan_kept", "scale_of"):
+            for k in ("neg_zero_to_zero", "nan_kept", "scale_of", "cast_back_rounded"):
                 if k in a.result:
                     d[k] = a.result[k]
             if a.plan is not None:
@@ -407,10 +571,14 @@ class Converter:
                 "converted": sum(t["action"] == "converted" for t in tensors),
                 "scaled": sum(t["action"] == "scaled" for t in tensors),
                 "copied": sum(t["action"] == "copied" for t in tensors),
+                "kept": sum(t["action"] == "kept" for t in tensors),
+                "cast_back_rounded": sum(t.get("cast_back_rounded", 0) for t in tensors),
                 "not_exact": len(bad),
                 "exit_code": 1 if bad else 0,
             },
             "problems": [],
+            "configs": list(self.configs),
+            "files_copied": list(self.copied_files),
             "tensors": tensors,
         }
 
@@ -495,6 +663,73 @@ def _discard(staging: str) -> None:
             os.unlink(staging)
         except OSError:
             pass
+
+
+def _torch_back(ck: Checkpoint) -> set[str]:
+    """The source files written back as torch files: every torch zip file of a checkpoint of which some torch
+    file holds tensor subclasses (torchao's), whose flat tensors no loader would take back from safetensors."""
+    torch_files = {path: r for path, r in ck.readers.items() if isinstance(r, TorchFile)}
+    if not any(e.scale_hint for r in torch_files.values() for e in r.entries.values()):
+        return set()
+    legacy = [p for p, r in torch_files.items() if r.kind != "torch-zip"]
+    if legacy:
+        raise InvalidValueError(f"{legacy[0]}: a legacy-format torch file of a checkpoint with tensor subclasses; "
+                                "convert writes torch zip files back only")
+    return set(torch_files)
+
+
+def rewrite_config(name: str, doc: dict[str, Any], converted: dict[str, str], factors: list[float], *,
+                   kept: list[str] = ()) -> dict[str, Any]:
+    """A config (``config.json`` or ``hf_quant_config.json``) that says what the converted tensors now are.
+
+    Where the producer's config names the element format (transformers/DeepSeek ``quant_method: fp8``'s
+    ``fmt``), it is rewritten; no producer has a spelling for fnuz elsewhere (compressed-tensors ``type:
+    float``, Quark ``fp8_e4m3``, ModelOpt ``FP8``), so those keys stay as their loaders expect them and a
+    top-level ``fp8check_convert`` record says what changed (loaders ignore keys they do not know; the audit
+    reads it). Nothing else is changed."""
+    out = json.loads(json.dumps(doc))
+    if not converted:
+        return out
+    qc = out.get("quantization_config")
+    if name == "config.json" and isinstance(qc, dict) and str(qc.get("quant_method", "")).lower() == "fp8":
+        src = str(qc.get("fmt", "e4m3")).lower()
+        for a, b in converted.items():
+            if src in (a, _FMT_SPELLING[a]) or (src == "fp8" and a == "e4m3fn"):
+                qc["fmt"] = _FMT_SPELLING[b]
+    from fp8check import __version__
+
+    out["fp8check_convert"] = {
+        "weights": dict(converted),
+        "weight_scale_factor": factors[0] if len(factors) == 1 else factors,
+        "note": "FP8 weights converted by fp8check convert (codes mapped, weight scales multiplied by the factor, "
+                "every dequantized value verified equal)" + (f"; {len(kept)} MX tensors kept as they were"
+                                                            if kept else ""),
+        "fp8check": __version__,
+    }
+    return out
+
+
+def _renamed_dtypes(value: str, renames: dict[str, str]) -> str:
+    """A metadata value with the converted dtypes renamed where it is torchao's JSON for a tensor subclass
+    (``{"_type": "torch.dtype", "_data": "float8_e4m3fn"}``, e.g. its act_quant_kwargs), so that
+    ``unflatten_tensor_state_dict`` rebuilds it with the dtype its data now has; any other value as it was."""
+    if not renames or '"torch.dtype"' not in value:
+        return value
+    try:
+        doc = json.loads(value)
+    except ValueError:
+        return value
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            if node.get("_type") == "torch.dtype" and node.get("_data") in renames:
+                return {**node, "_data": renames[node["_data"]]}
+            return {k: walk(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    return json.dumps(walk(doc))
 
 
 def _out_name(path: str) -> str:

@@ -156,6 +156,17 @@ def normalise(scale: np.ndarray, g: Granularity, data_shape: tuple[int, ...]) ->
     return np.ascontiguousarray(scale).reshape(g.batches, _cdiv(o, g.block_rows), _cdiv(i, g.block_cols))
 
 
+def elements_under(g: Granularity, data_shape: tuple[int, ...], scale3_shape: tuple[int, ...]) -> np.ndarray:
+    """How many data elements each element of the 3-D scale (:func:`normalise`) applies to (ragged edges too)."""
+    batch, o, i = data_dims(data_shape)
+    nb = int(np.prod(batch)) if batch else 1
+    _, rows_n, cols_n = scale3_shape
+    rows = np.array([o]) if rows_n == 1 else np.minimum(g.block_rows, o - np.arange(rows_n) * g.block_rows)
+    cols = np.array([i]) if cols_n == 1 else np.minimum(g.block_cols, i - np.arange(cols_n) * g.block_cols)
+    per = (rows[:, None] * cols[None, :]).astype(np.int64) * max(nb // max(g.batches, 1), 1)
+    return np.broadcast_to(per, scale3_shape)
+
+
 def expand_rows(scale3: np.ndarray, g: Granularity, data_shape: tuple[int, ...], r0: int, r1: int) -> np.ndarray:
     """The scale of every element of rows [r0, r1) of the data viewed as 2-D
     ``[batches * out, in]``: an array ``[r1 - r0, in]``, or ``[r1 - r0, 1]``

@@ -54,49 +54,71 @@ class Layout:
 
 
 LAYOUTS: tuple[Layout, ...] = (
-    Layout(name="transformers-fp8", producer="transformers FineGrainedFP8 / DeepSeek-V3", version="4.57",
-           source="transformers src/transformers/integrations/finegrained_fp8.py; DeepSeek-V3 inference/model.py",
+    Layout(name="transformers-fp8", producer="transformers FineGrainedFP8 / DeepSeek-V3", version="transformers 5.17",
+           source="transformers src/transformers/integrations/finegrained_fp8.py (Fp8Dequantize: weight x "
+                  "weight_scale_inv, the block taken from the scale's grid) and quantizers/quantizer_finegrained_fp8.py "
+                  "(uint8 scale_inv read as ue8m0); DeepSeek-V3 inference/model.py",
            kind=FP8, element="e4m3fn", data="weight", scale="weight_scale_inv", scale_format="float32",
            block_declared_by="config.json quantization_config.weight_block_size ([128, 128])",
            config='quant_method "fp8", fmt "e4m3", weight_block_size, scale_fmt "ue8m0" (optional)'),
-    Layout(name="compressed-tensors-fp8", producer="compressed-tensors (llmcompressor)", version="0.12",
-           source="compressed-tensors src/compressed_tensors/quantization/quant_args.py (strategy, block_structure)",
+    Layout(name="compressed-tensors-fp8", producer="compressed-tensors (llmcompressor)", version="0.19",
+           source="compressed-tensors src/compressed_tensors/quantization/quant_args.py (strategy, block_structure, "
+                  "group_size), compressors/naive_quantized; written by llmcompressor 0.14 in tests/zoo",
            kind=FP8, element="e4m3fn", data="weight", scale="weight_scale", scale_format="bfloat16/float16/float32",
            block_declared_by="config_groups.*.weights.block_structure (block) or group_size (group)",
            config='quant_method "compressed-tensors", format "float-quantized", weights {num_bits 8, type "float"}'),
-    Layout(name="compressed-tensors-nvfp4", producer="compressed-tensors (llmcompressor)", version="0.12",
-           source="compressed-tensors src/compressed_tensors/compressors/quantized_compressors/nvfp4_quantized.py "
-                  "(compression_param_names weight_packed, weight_scale, weight_global_scale)",
+    Layout(name="compressed-tensors-nvfp4", producer="compressed-tensors (llmcompressor)", version="0.19",
+           source="compressed-tensors src/compressed_tensors/compressors/nvfp4/base.py (NVFP4PackedCompressor: "
+                  "weight_packed via pack_fp4_to_uint8, weight_scale, weight_global_scale)",
            kind=NVFP4, element="e2m1", data="weight_packed", scale="weight_scale", scale_format="e4m3fn",
            second_scale="weight_global_scale", second_direction=DIVIDE, block=16,
            block_declared_by="config_groups.*.weights.group_size (16)",
            config='quant_method "compressed-tensors", format "nvfp4-pack-quantized", weights {num_bits 4, '
                   'type "float", strategy "tensor_group", group_size 16}',
            packed_shape="[out, in/2] uint8"),
-    Layout(name="modelopt-fp8", producer="NVIDIA TensorRT Model Optimizer (HF export)", version="0.35",
-           source="TensorRT-Model-Optimizer modelopt/torch/export/unified_export_hf.py; vLLM modelopt.py",
+    Layout(name="compressed-tensors-mxfp4", producer="compressed-tensors (llmcompressor MXFP4A16)", version="0.19",
+           source="compressed-tensors src/compressed_tensors/compressors/mxfp4/base.py (MXFP4PackedCompressor: "
+                  "weight_packed, weight_scale as uint8 exponents (compress_mx_scale, bias 127), no global scale)",
+           kind=MXFP4, element="e2m1", data="weight_packed", scale="weight_scale", scale_format="e8m0", block=32,
+           block_declared_by="config_groups.*.weights.group_size (32)",
+           config='quant_method "compressed-tensors", format "mxfp4-pack-quantized", weights {num_bits 4, '
+                  'type "float", strategy "group", group_size 32}', packed_shape="[out, in/2] uint8"),
+    Layout(name="compressed-tensors-mxfp8", producer="compressed-tensors (llmcompressor MXFP8A16)", version="0.19",
+           source="compressed-tensors src/compressed_tensors/compressors/mxfp8/base.py (MXFP8QuantizationCompressor: "
+                  "weight float8_e4m3fn, weight_scale as uint8 exponents)",
+           kind=MXFP8, element="e4m3fn", data="weight", scale="weight_scale", scale_format="e8m0", block=32,
+           block_declared_by="config_groups.*.weights.group_size (32)",
+           config='quant_method "compressed-tensors", format "mxfp8-quantized", weights {num_bits 8, type "float", '
+                  'strategy "group", group_size 32}'),
+    Layout(name="modelopt-fp8", producer="NVIDIA TensorRT Model Optimizer (HF export)", version="0.47",
+           source="nvidia-modelopt modelopt/torch/export/unified_export_hf.py (export_hf_checkpoint, run on a CPU in "
+                  "tests/zoo: weight e4m3fn, weight_scale float32 [], hf_quant_config.json quant_algo FP8); vLLM "
+                  "modelopt.py",
            kind=FP8, element="e4m3fn", data="weight", scale="weight_scale", scale_format="float32",
            block_declared_by="hf_quant_config.json quantization.quant_algo (FP8_PB_WO: 128x128, 4-D scale)",
            config='hf_quant_config.json quantization.quant_algo "FP8"'),
-    Layout(name="modelopt-nvfp4", producer="NVIDIA TensorRT Model Optimizer (HF export)", version="0.35",
+    Layout(name="modelopt-nvfp4", producer="NVIDIA TensorRT Model Optimizer (HF export)", version="0.47",
            source="TensorRT-Model-Optimizer modelopt/torch/export/quant_utils.py (weight_scale_2); vLLM "
                   "modelopt.py ModelOptNvFp4LinearMethod",
            kind=NVFP4, element="e2m1", data="weight", scale="weight_scale", scale_format="e4m3fn",
            second_scale="weight_scale_2", second_direction=MULTIPLY, block=16,
            block_declared_by="hf_quant_config.json quantization.group_size (16)",
            config='hf_quant_config.json quantization.quant_algo "NVFP4"', packed_shape="[out, in/2] uint8"),
-    Layout(name="quark-fp8", producer="AMD Quark", version="0.9",
-           source="Quark docs (HF export, global_quant_config); vLLM quark/schemes/quark_w8a8_fp8.py",
+    Layout(name="quark-fp8", producer="AMD Quark", version="0.13",
+           source="amd-quark quark/torch/export/api.py export_safetensors (run on a CPU in tests/zoo: weight, "
+                  "weight_scale, input_scale; quant_method quark, global_quant_config.weight.dtype fp8_e4m3); vLLM "
+                  "quark/schemes/quark_w8a8_fp8.py",
            kind=FP8, element="e4m3fn", data="weight", scale="weight_scale", scale_format="float32",
            block_declared_by="per_tensor / per_channel (no block)",
            config='quant_method "quark", global_quant_config.weight.dtype "fp8_e4m3"'),
-    Layout(name="quark-mxfp4", producer="AMD Quark (OCP MX)", version="0.9",
-           source="vLLM quark/schemes/quark_ocp_mx.py (weight uint8 packed fp4, weight_scale uint8 e8m0, group 32)",
+    Layout(name="quark-mxfp4", producer="AMD Quark (OCP MX)", version="0.13",
+           source="amd-quark quark/torch/export/nn/modules/realquantizer.py (scale_format e8m0: to_e8m0_uint8); "
+                  "vLLM quark/schemes/quark_ocp_mx.py (weight uint8 packed fp4, weight_scale uint8 e8m0, group 32)",
            kind=MXFP4, element="e2m1", data="weight", scale="weight_scale", scale_format="e8m0", block=32,
            block_declared_by="global_quant_config.weight.group_size (32)",
            config='quant_method "quark", weight {dtype "fp4", qscheme "per_group", group_size 32, '
                   'scale_format "e8m0"}', packed_shape="[out, in/2] uint8"),
-    Layout(name="gpt-oss-mxfp4", producer="OpenAI gpt-oss (as transformers reads it)", version="transformers 4.55",
+    Layout(name="gpt-oss-mxfp4", producer="OpenAI gpt-oss (as transformers reads it)", version="transformers 5.17",
            source="transformers src/transformers/integrations/mxfp4.py convert_moe_packed_tensors "
                   "(scales - 127 as exponents, blocks.shape[:-1] == scales.shape, low nibble first)",
            kind=MXFP4, element="e2m1", data="_blocks", scale="_scales", scale_format="e8m0", block=32,
@@ -138,6 +160,8 @@ def packed_layout(config_packed: str, quant_method: str, *, name: str, scale_dty
         return BY_NAME["gpt-oss-mxfp4"]
     if name.endswith("weight_packed") and config_packed == NVFP4:
         return BY_NAME["compressed-tensors-nvfp4"]
+    if name.endswith("weight_packed") and config_packed == MXFP4 and quant_method == "compressed-tensors":
+        return BY_NAME["compressed-tensors-mxfp4"]
     if config_packed == NVFP4 and quant_method == "modelopt":
         return BY_NAME["modelopt-nvfp4"]
     if config_packed == MXFP4 and quant_method == "quark":

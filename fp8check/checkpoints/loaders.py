@@ -288,6 +288,7 @@ def _validate_safetensors(path: str, header: dict[str, Any], data_start: int, si
     for k, v in list(metadata_raw.items())[:MAX_METADATA_ITEMS]:
         metadata[k[:MAX_METADATA_CHARS]] = v[:MAX_METADATA_CHARS]
     spans: list[tuple[int, int, str]] = []
+    past: list[tuple[int, str]] = []  # (end, name) of the tensors whose data ends past the file
     entries: dict[str, TensorEntry] = {}
     for name, info in header.items():
         if name == "__metadata__":
@@ -309,9 +310,10 @@ def _validate_safetensors(path: str, header: dict[str, Any], data_start: int, si
                 or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)):
             raise CheckpointError(path, f"tensor {_shown(name)}: data_offsets {json.dumps(offsets)[:80]} is not [start, end]")
         start, end = offsets
-        if not 0 <= start <= end <= data_len:
-            raise CheckpointError(
-                path, f"tensor {_shown(name)}: data_offsets [{start}, {end}] lie outside the data section ({data_len} bytes)")
+        if not 0 <= start <= end:
+            raise CheckpointError(path, f"tensor {_shown(name)}: data_offsets [{start}, {end}] are not a range")
+        if end > data_len:
+            past.append((end, name))
         dtype_name, bits = dtypes.SAFETENSORS_DTYPES[code]
         numel = 1
         for d in shape:
@@ -326,6 +328,16 @@ def _validate_safetensors(path: str, header: dict[str, Any], data_start: int, si
         spans.append((start, end, name))
         entries[name] = TensorEntry(name=name, file=path, dtype=dtype_name, shape=tuple(shape), nbytes=end - start,
                                     offset=data_start + start)
+    if past:
+        end, name = max(past)
+        spans.sort(key=lambda span: span[:2])
+        whole = all(a[1] == b[0] for a, b in zip(spans, spans[1:])) and spans and spans[0][0] == 0
+        what = "truncated" if whole and spans[-1][1] == end else "truncated or corrupted"
+        raise CheckpointError(path, f"{what}: its header describes {end:,} bytes of tensor data but only {data_len:,} "
+                                    f"follow the header ({end - data_len:,} missing; tensor {_shown(name)} "
+                                    f"and {len(past) - 1} more lie past the end)" if len(past) > 1 else
+                              f"{what}: its header describes {end:,} bytes of tensor data but only {data_len:,} "
+                              f"follow the header ({end - data_len:,} missing; tensor {_shown(name)} lies past the end)")
     spans.sort(key=lambda span: span[:2])
     position = 0
     for start, end, name in spans:
@@ -355,6 +367,13 @@ class SafetensorsFile(CheckpointFile):
                 "cannot read; install safetensors>=0.8",
             )
         self._handle: Any = None
+
+    def full_metadata(self) -> dict[str, str]:
+        """The whole ``__metadata__`` (``metadata`` keeps at most 256 items of 4096 characters for the report);
+        what convert copies into its output, where a reader needs every character (torchao's JSON)."""
+        header, _, _ = read_safetensors_header(self.path)
+        raw = header.get("__metadata__") or {}
+        return {str(k): str(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
 
     def _open(self) -> Any:
         if self._handle is None:
@@ -689,6 +708,21 @@ class TorchFile(CheckpointFile):
             self.notes.append(f"{name}: torchao {kind} read as {name}.qdata x {name}.scale (block {bs})")
             return
         raise CheckpointError(self.path, f"{sub.cls} {_shown(name)}: a tensor subclass fp8check does not read")
+
+    def storage_key(self, name: str) -> str:
+        """The key of the storage record tensor ``name`` lies in ("" for a tensor without data)."""
+        ref = self._tensors.get(name)
+        return ref.storage.key if ref is not None and ref.storage is not None else ""
+
+    def storage_of(self, name: str) -> tuple[str, int, int]:
+        """(storage key, byte offset in its record, byte length) of the data of tensor ``name``, which must be
+        contiguous (what convert rewrites in place)."""
+        ref = self._tensors.get(name)
+        if ref is None or ref.storage is None or ref.note:
+            raise CheckpointError(self.path, f"tensor {_shown(name)}: holds no data of its own")
+        if not ref.contiguous() or name in self._views:
+            raise CheckpointError(self.path, f"tensor {_shown(name)}: not a contiguous run of its storage")
+        return ref.storage.key, ref.offset * ref.itemsize, ref.numel * ref.itemsize
 
     def tensor(self, name: str) -> Any:
         torch = require_torch()

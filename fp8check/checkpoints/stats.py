@@ -254,18 +254,13 @@ def scale_values(tensor: Any, kind: str) -> np.ndarray:
 _NUMPY_SCALE_DTYPES = {"float32": np.float32, "float16": np.float16, "float64": np.float64}
 
 
-_FACTORS = np.array([[2.0], [0.5]])  # the powers of two convert may fold into a scale, as rows
-
-
-def _factors_exact(values: np.ndarray, kind: str) -> dict[str, bool]:
-    """``{"2": ..., "0.5": ...}``: whether every finite element of the scale (``values``: its exact
-    float64 values) times that power of two is exact in its own dtype. NumPy, not torch, both factors
-    in one pass: an audit calls this once per scale tensor, and most scale tensors are tiny."""
+def factor_exact_mask(values: np.ndarray, kind: str, factor: float) -> np.ndarray:
+    """Per element of a scale (``values``: its exact float64 values): whether value x ``factor`` (a power of
+    two) is exact in the scale's own dtype. A non-finite element counts as exact (it stays what it is)."""
     if kind == "float8_e4m3fn":
-        return {"2": False, "0.5": False}  # e4m3 scales belong to NVFP4, which convert does not touch
-    finite = values.reshape(1, -1)[:, np.isfinite(values.reshape(-1))]
-    with np.errstate(over="ignore", under="ignore"):
-        scaled = finite * _FACTORS  # exact in float64, unless a float64 scale overflows (then not exact)
+        return np.zeros(np.shape(values), dtype=bool)  # e4m3 scales belong to NVFP4, which convert does not touch
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        scaled = values * factor  # exact in float64, unless a float64 scale overflows (then not exact)
         if kind == "e8m0":  # powers of two 2^-127 .. 2^127
             ok = (scaled >= 2.0 ** -127) & (scaled <= 2.0 ** 127)
         else:
@@ -276,8 +271,15 @@ def _factors_exact(values: np.ndarray, kind: str) -> dict[str, bool]:
             else:
                 dtype = _NUMPY_SCALE_DTYPES[kind]
             ok = (scaled.astype(dtype).astype(np.float64) == scaled) & np.isfinite(scaled)
-    exact = ok.all(axis=1).tolist()
-    return {"2": exact[0], "0.5": exact[1]}
+    return ok | ~np.isfinite(values)
+
+
+def _factors_exact(values: np.ndarray, kind: str) -> dict[str, bool]:
+    """``{"2": ..., "0.5": ...}``: whether every element of the scale times that power of two is exact in its
+    own dtype (see :func:`factor_exact_mask`)."""
+    if kind == "float8_e4m3fn":
+        return {"2": False, "0.5": False}
+    return {f"{f:g}": bool(factor_exact_mask(values, kind, f).all()) for f in (2.0, 0.5)}
 
 
 @dataclass

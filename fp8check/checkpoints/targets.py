@@ -167,6 +167,10 @@ class ConversionPlan:
     nan_kept: int  # NaN codes mapped to the target's NaN
     neg_zero_to_zero: int
     reason: str = ""
+    # a block plan: this many scale elements cannot take the factor exactly in their dtype (an e8m0 254, an fp16
+    # scale >= 32768), so their blocks keep their scale (codes re-encoded to the same values) while the others
+    # take the factor; ``inexact`` counts only what does not fit in those blocks
+    blocks_kept: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -225,6 +229,23 @@ class TensorPortability:
     kind: str = FP8_KIND  # the scaled-matmul kind its layout needs: fp8, mxfp8, mxfp4, nvfp4
     broken: str = ""  # why no loader can dequantize it (scale missing or of the wrong shape), if so
     beyond_fnuz: int = 0  # e4m3fn values beyond ±240: NaN after a plain .to(float8_e4m3fnuz) under the same scale
+    scale_x2_overflow: int = 0  # elements whose scale overflows its dtype when doubled in place (vLLM, Quark)
+
+
+# How the common load paths put an e4m3fn checkpoint on an e4m3fnuz target, each read in its source:
+LOAD_PATHS = {
+    "plain_cast": "a plain .to(torch.float8_e4m3fnuz) of the weights under the same scale (torch's fnuz cast: "
+                  "overflow is NaN)",
+    "vllm": "vLLM's normalize_e4m3fn_to_e4m3fnuz (vllm/model_executor/layers/quantization/utils/w8a8_utils.py): "
+            "the bytes read as fnuz, 0x80 set to 0, weight and input scales x 2 in place",
+    "quark_import": "AMD Quark's e4m3fn_to_e4m3fnuz (amd-quark 0.13, quark/torch/utils/device.py; run at import "
+                    "on ROCm with tensor parallelism, quark/torch/export/utils.py): (w.half() / 2).clamp(-224, 224)"
+                    ".to(float8_e4m3fnuz), the weight scale x 2 in place",
+    "quark_forward": "AMD Quark's QParamsLinear forward on ROCm (amd-quark 0.13, quark/torch/export/nn/modules/"
+                     "qparamslinear.py normalize_e4m3fn_to_e4m3fnuz): the bytes read as fnuz, 0x80 set to 0, weight "
+                     "and input scales x 2, at every call",
+    "fp8check_convert": "fp8check convert --to e4m3fnuz",
+}
 
 
 @dataclass
@@ -240,11 +261,13 @@ class Verdict:
     tensors: dict[str, int]  # as_is, after_conversion, cannot_run
     blocked: list[dict[str, str]]  # name, file, why
     complete: bool = True
+    load_paths: dict[str, Any] = field(default_factory=dict)  # fnuz targets: what each load path does instead
 
     def to_dict(self) -> dict[str, Any]:
         return {"target": self.target, "description": self.description, "formats": list(self.formats),
                 "verdict": self.verdict, "reasons": list(self.reasons), "conversions": list(self.conversions),
-                "tensors": dict(self.tensors), "blocked": list(self.blocked), "complete": self.complete}
+                "tensors": dict(self.tensors), "blocked": list(self.blocked), "complete": self.complete,
+                "load_paths": dict(self.load_paths)}
 
 
 def verdict(target: Target, tensors: list[TensorPortability]) -> Verdict:
@@ -271,6 +294,8 @@ class VerdictTally:
         self.n_blocked = 0
         self.n = 0
         self.emulated: dict[str, int] = {}  # kind -> tensors that need it emulated here
+        # e4m3fn tensors on an e4m3fnuz target: tensors, beyond ±240, NaN codes, scale x 2 overflow, convert's losses
+        self.load = [0, 0, 0, 0, 0]
 
     def add(self, t: TensorPortability) -> None:
         target = self.target
@@ -288,9 +313,22 @@ class VerdictTally:
                 self._block(t, f"{t.kind} (packed e2m1) data; {target.name} is the "
                                f"{', '.join(f.name for f in target.formats)} format only")
             return
+        if t.format is formats.E4M3FN and formats.E4M3FNUZ in target.formats and t.kind == FP8_KIND:
+            plan = t.plans.get(formats.E4M3FNUZ.name)
+            for k, v in enumerate((1, t.beyond_fnuz, t.nan, t.scale_x2_overflow, plan.inexact if plan else 0)):
+                self.load[k] += v
         emulated = t.kind not in target.kinds  # e.g. MXFP8 (e8m0 block scales) where no MX matmul exists
         if emulated and not target.device:
             emulated = False  # a format target says nothing of matmul kinds
+        if t.kind != FP8_KIND and t.format not in target.formats:
+            # MX elements are OCP: no fnuz form exists (convert keeps them); a device without MX matmuls
+            # dequantizes them at load, whatever its FP8 format
+            if target.device:
+                self._emulate(t.kind)
+            else:
+                self._block(t, f"{t.kind} data ({t.format.name} elements under e8m0 block scales) has no "
+                               f"{', '.join(f.name for f in target.formats)} form")
+            return
         if t.format in target.formats:
             if emulated:
                 self._emulate(t.kind)
@@ -318,6 +356,25 @@ class VerdictTally:
             why = (f"{t.format.name} data; {target.name} runs {', '.join(f.name for f in target.formats)} "
                    f"and re-quantizing {t.format.name} is not exact")
         self._block(t, why)
+
+    def _load_paths(self) -> dict[str, Any]:
+        """Per load path, what it does to the e4m3fn weights on this e4m3fnuz target: values saturated, made NaN,
+        NaN made finite, under a scale that overflows when doubled, lost in all (counts of elements)."""
+        tensors, beyond, nan, over, convert_lost = self.load
+        if not tensors:
+            return {}
+
+        def path(key: str, saturated: int, made_nan: int, nan_made_finite: int, scale_overflow: int,
+                 lost: int) -> dict[str, Any]:
+            return {"what": LOAD_PATHS[key], "saturated": saturated, "made_nan": made_nan,
+                    "nan_made_finite": nan_made_finite, "scale_overflow": scale_overflow, "lost": lost}
+
+        return {"tensors": tensors,
+                "plain_cast": path("plain_cast", 0, beyond, 0, 0, beyond),
+                "vllm": path("vllm", 0, 0, nan, over, nan + over),
+                "quark_import": path("quark_import", 0, 0, 0, over, over),
+                "quark_forward": path("quark_forward", 0, 0, nan, over, nan + over),
+                "fp8check_convert": path("fp8check_convert", convert_lost, 0, 0, 0, convert_lost)}
 
     def _emulate(self, kind: str) -> None:
         self.emulated[kind] = self.emulated.get(kind, 0) + 1
@@ -353,16 +410,25 @@ class VerdictTally:
                 reasons.append(f"{_n(neg, 'byte')} 0x80 (-0) in {_n(neg_t, 'tensor')}: the conversion maps "
                                f"{'it' if neg == 1 else 'them'} to 0x00; a bare reinterpretation of the bytes as fnuz "
                                f"makes {'it' if neg == 1 else 'each one'} NaN")
-            if src == "e4m3fn" and dst == "e4m3fnuz":
-                lost = f"{_n(beyond, 'value')} beyond ±240" if beyond else "no value beyond ±240"
-                reasons.append(f"how the common load paths would do instead: a plain .to(torch.float8_e4m3fnuz) "
-                               f"under the same scale turns {lost} into NaN (torch's fnuz overflow) and keeps "
-                               f"{_n(nan, 'NaN')}; vLLM's byte normalisation (0x80 -> 0, scale x 2) keeps every value "
-                               f"but turns {_n(nan, 'NaN code')} into finite ±240; fp8check convert: 0 values lost")
             conversions.append({"from": src, "to": dst, "factor": factor, "tensors": n,
                                 "command": f"fp8check convert SRC DST --to {dst}",
                                 "plain_cast_nan": beyond if src == "e4m3fn" else None,
                                 "byte_normalisation_nan_made_finite": nan if src in ("e4m3fn", "e5m2") else None})
+        paths = self._load_paths()
+        if paths:
+            p = paths
+            reasons.append(
+                "what each load path does to these weights instead: a plain .to(torch.float8_e4m3fnuz): "
+                f"{_n(p['plain_cast']['made_nan'], 'value')} beyond ±240 made NaN; vLLM's normalisation: "
+                f"{_n(p['vllm']['nan_made_finite'], 'NaN code')} made finite ±240"
+                + (f", {_n(p['vllm']['scale_overflow'], 'value')} under a scale that overflows when doubled"
+                   if p["vllm"]["scale_overflow"] else "")
+                + "; Quark's import conversion: " + (
+                    f"{_n(p['quark_import']['lost'], 'value')} under a scale that overflows when doubled"
+                    if p["quark_import"]["lost"] else "nothing lost (NaN kept)")
+                + ", Quark's forward: as vLLM's"
+                + f"; fp8check convert: {_n(p['fp8check_convert']['lost'], 'value')} lost"
+                + (" (saturated where a scale cannot double, reported)" if p["fp8check_convert"]["lost"] else ""))
         for kind, n in sorted(self.emulated.items()):
             reasons.append(f"{_n(n, kind + ' tensor')} {'runs' if n == 1 else 'run'} emulated: {target.name} has no "
                            f"{kind} matmul ({', '.join(target.kinds)} natively), so a loader must dequantize "
@@ -385,4 +451,4 @@ class VerdictTally:
             verdict=v, reasons=reasons, conversions=conversions,
             tensors={"as_is": self.as_is, "after_conversion": sum(c[0] for c in self.convertible.values()),
                      "emulated": sum(self.emulated.values()), "cannot_run": self.n_blocked},
-            blocked=list(self.blocked))
+            blocked=list(self.blocked), load_paths=paths)

@@ -16,7 +16,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "convert",
         help="convert an FP8 checkpoint between e4m3fn and e4m3fnuz (or e5m2/e5m2fnuz) exactly, and verify it",
         description="Convert FP8 tensors to their fn/fnuz counterpart (codes remapped, scales rescaled exactly), "
-                    "write safetensors, and verify every dequantized value bit for bit.",
+                    "write safetensors (torch files holding torchao tensors: torch files again), the configs "
+                    "rewritten to say what the tensors now are, and verify every dequantized value bit for bit. "
+                    "Packed FP4 (NVFP4, MXFP4) and MX tensors are kept as they are.",
     )
     p.add_argument("src", metavar="SRC", help="a checkpoint file, directory or *.index.json")
     p.add_argument("dst", metavar="DST", help="an output *.safetensors file, or a directory (one shard per input file)")
@@ -61,16 +63,26 @@ def run(args: argparse.Namespace) -> int:
             for t in changed[:60]:
                 table.add_row(clean(t["name"], 100), t["action"], t["from"] or "-", t["to"] or "-", f"{t['factor']:g}",
                               str(t.get("neg_zero_to_zero", "-")), str(t.get("nan_kept", "-")),
-                              "[green]exact[/]" if t["exact"] else f"[bold red]NOT EXACT[/] {clean(t['reason'], 200)}")
+                              ("[green]exact[/]" + (f" ({clean(t['reason'], 200)})" if t["reason"] else "")) if t["exact"]
+                              else f"[bold red]NOT EXACT[/] {clean(t['reason'], 200)}")
             console.print(table)
             if len(changed) > 60:
                 console.print(f"  … {len(changed) - 60} more (see --json)")
         console.print(f"{s['converted']} converted, {s['scaled']} {'scale' if s['scaled'] == 1 else 'scales'} rescaled, "
-                      f"{s['copied']} copied; "
+                      f"{s['copied']} copied" + (f", {s['kept']} kept as they were" if s.get("kept") else "")
+                      + (f", {', '.join(clean(c) for c in report['configs'])} rewritten" if report.get("configs") else "")
+                      + (f", {len(report['files_copied'])} other files copied" if report.get("files_copied") else "")
+                      + "; "
                       f"{clean(args.dst)} verified: "
                       + ("[bold green]every dequantized value equals the source[/]" if not s["not_exact"]
                          else f"[bold red]{s['not_exact']} {'tensor' if s['not_exact'] == 1 else 'tensors'} "
                               "not exact[/]"))
+        if s.get("cast_back_rounded"):
+            src_fmt = next(t["from"] for t in report["tensors"] if t.get("cast_back_rounded"))
+            console.print(f"note: {s['cast_back_rounded']:,} values of DST are ones {src_fmt} cannot hold at the new "
+                          f"scale (fnuz's bottom binade): a loader that casts the tensors into {src_fmt} parameters by "
+                          "value (transformers' compressed-tensors integration does) rounds them; loaders that take "
+                          "the stored dtype (transformers' fp8 dequantize, torchao) do not")
     for t in report["tensors"]:
         if not t["exact"]:
             print(f"fp8check: not exact: {plain(t['name'])}: {plain(t['reason'])}", file=sys.stderr)

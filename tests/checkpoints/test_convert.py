@@ -176,22 +176,34 @@ def test_e5m2_inf_cannot_reach_fnuz(tmp_path, capsys):
     assert rc == 1 and t["mismatches"] == 2 and not t["exact"]
 
 
-def test_mx_e8m0_scales_shift_their_exponent(tmp_path, capsys):
+def test_mx_tensors_are_kept_as_they_are(tmp_path, capsys):
+    # MX is OCP: e8m0 scales over e4m3fn elements. No loader reads MX blocks of fnuz elements, and a target
+    # without MX matmuls runs MXFP8 dequantized at load: convert keeps the tensor and its scale byte for byte.
     c = codes((4, 64), pool=finite_nonzero_codes("e4m3fn", max_magnitude=0x77))
     e8 = torch.tensor([[120, 130], [127, 1], [200, 0], [254, 100]], dtype=torch.uint8)
     src = save_st(tmp_path / "src.safetensors", {"w.weight": fp8(c), "w.weight_scale": e8.view(torch.float8_e8m0fnu)})
     rc, err, report = convert(capsys, src, tmp_path / "dst.safetensors", "--to", "e4m3fnuz")
-    # 254 + 1 would be 0xFF (NaN): the scale cannot double, the codes keep their values at the same scale
     assert rc == 0, err
     t = {x["name"]: x for x in report["tensors"]}["w.weight"]
-    assert t["factor"] == 1.0
-    e8_ok = e8.clone()
-    e8_ok[3, 0] = 253
-    src2 = save_st(tmp_path / "src2.safetensors", {"w.weight": fp8(c), "w.weight_scale": e8_ok.view(torch.float8_e8m0fnu)})
-    rc, err, report = convert(capsys, src2, tmp_path / "dst2.safetensors", "--to", "e4m3fnuz")
+    assert t["action"] == "kept" and "MX layout" in t["reason"] and report["summary"]["kept"] == 1
+    b = load(tmp_path / "dst.safetensors")
+    assert b["w.weight"].dtype == torch.float8_e4m3fn
+    assert torch.equal(b["w.weight"].view(torch.uint8), fp8(c).view(torch.uint8))
+    assert torch.equal(b["w.weight_scale"].view(torch.uint8), e8)
+
+
+def test_e8m0_block_scales_shift_their_exponent(tmp_path, capsys):
+    # ue8m0 scales of 128x128 blocks (DeepSeek's scale_fmt ue8m0, stored as e8m0 bytes): x 2 is exponent + 1
+    c = codes((256, 256), pool=finite_nonzero_codes("e4m3fn"))
+    e8 = torch.tensor([[120, 130], [127, 253]], dtype=torch.uint8)
+    src = tmp_path / "src"
+    save_st(str(src / "model.safetensors"), {"w.weight": fp8(c), "w.weight_scale_inv": e8.view(torch.float8_e8m0fnu)})
+    write_json(src / "config.json", DEEPSEEK_CONFIG)
+    rc, err, report = convert(capsys, src, tmp_path / "dst", "--to", "e4m3fnuz")
     assert rc == 0, err
-    b = load(tmp_path / "dst2.safetensors")
-    assert torch.equal(b["w.weight_scale"].view(torch.uint8), e8_ok + 1)
+    b = load(tmp_path / "dst" / "model.safetensors")
+    assert torch.equal(b["w.weight_scale_inv"].view(torch.uint8), e8 + 1)
+    assert b["w.weight"].dtype == torch.float8_e4m3fnuz
 
 
 def test_torch_checkpoint_to_safetensors(tmp_path, capsys):

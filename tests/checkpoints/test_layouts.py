@@ -240,3 +240,78 @@ def test_convert_leaves_nvfp4_intact(tmp_path, capsys):
                                                 b[k].view(torch.uint8) if b[k].element_size() == 1 else b[k])
                                     for k in a)
     assert b["l.weight_scale"].dtype == torch.float8_e4m3fn  # still NVFP4's e4m3 block scale
+
+
+def _dequant(vals: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """value x scale in float64, the [2, 2] scale expanded to 128x128 blocks (torch's own decoding)."""
+    s = scale.to(torch.float64).repeat_interleave(128, 0).repeat_interleave(128, 1)
+    return vals.to(torch.float64) * s
+
+
+def _lost(ref: torch.Tensor, got: torch.Tensor) -> torch.Tensor:
+    """Positions whose dequantized value changed: NaN equals NaN, -0 equals +0."""
+    return ~((torch.isnan(ref) & torch.isnan(got)) | (ref == got))
+
+
+@pytest.mark.parametrize("scale_kind", ["float16 40000", "e8m0 254"])
+def test_a_scale_that_cannot_double_gets_a_block_plan_and_each_load_path_is_counted(tmp_path, run_audit, capsys,
+                                                                                     scale_kind):
+    from checkpoint_builders import finite_nonzero_codes
+    from fp8check.cli import main
+
+    d = tmp_path / "m"
+    d.mkdir()
+    rng = np.random.default_rng(7)
+    pool = np.concatenate([finite_nonzero_codes("e4m3fn"), np.array([0x7E, 0xFE], dtype=np.uint8)])  # up to ±448
+    q = rng.choice(pool, size=(256, 256)).astype(np.uint8)
+    q[3, 5], q[7, 9] = 0x7F, 0xFF  # NaN, in block (0, 0)
+    q[10, 11], q[12, 13], q[14, 15] = 0x80, 0x80, 0x80  # -0, in block (0, 0)
+    if scale_kind == "float16 40000":  # fp16 cannot hold 80000
+        scale = torch.tensor([[0.01, 0.02], [40000.0, 0.03]], dtype=torch.float16)
+    else:  # e8m0 254 = 2^127: 255 is NaN
+        scale = torch.tensor([[120, 130], [254, 100]], dtype=torch.uint8).view(torch.float8_e8m0fnu)
+    save_st(str(d / "model.safetensors"), {"l.weight": fp8(q), "l.weight_scale_inv": scale})
+    write_json(str(d / "config.json"), DEEPSEEK_CONFIG)
+    vals = fp8(q).to(torch.float64)
+    src = _dequant(vals, scale)
+    beyond = np.abs(np.nan_to_num(vals.numpy())) > 240
+    kept_block = np.zeros((256, 256), dtype=bool)
+    kept_block[128:, :128] = True
+    # written before the run: only the values beyond ±240 in the one block whose scale cannot double are lost by
+    # convert (before: every value beyond ±240 in the tensor); the plain cast loses every value beyond ±240;
+    # vLLM makes the two NaN finite and loses the block under the doubled scale (Inf), Quark that block only
+    in_block = int((beyond & kept_block).sum())
+    assert 0 < in_block < int(beyond.sum())
+    r = run_audit(d, targets=("mi300",))
+    t = tensor_of(r, "l.weight")
+    plan = t["conversions"]["e4m3fnuz"]
+    assert (plan["factor"], plan["blocks_kept"], plan["inexact"]) == (2.0, 1, in_block)
+    assert codes_of(r, "l.weight")["FNUZ_RANGE"] == ("error", in_block)
+    paths = r["portability"][0]["load_paths"]
+    # each path done here with torch on the same bytes, and its losses counted against the source's values
+    plain = _dequant(fp8(q).to(torch.float8_e4m3fnuz).to(torch.float64), scale)
+    as_fnuz = torch.from_numpy(np.where(q == 0x80, 0, q).astype(np.uint8)).view(torch.float8_e4m3fnuz)
+    doubled = (scale.float() * 2).to(scale.dtype) if scale.dtype == torch.float16 else scale.float() * 2
+    vllm = _dequant(as_fnuz.to(torch.float64), doubled)
+    quark_w = (fp8(q).to(torch.float16) / 2).clamp(-224.0, 224.0).to(torch.float8_e4m3fnuz)
+    quark = _dequant(quark_w.to(torch.float64), doubled)
+    counted = {k: int(_lost(src, v).sum()) for k, v in (("plain_cast", plain), ("vllm", vllm), ("quark_import", quark),
+                                                          ("quark_forward", vllm))}
+    assert counted == {"plain_cast": int(beyond.sum()), "vllm": 2 + 128 * 128, "quark_import": 128 * 128,
+                       "quark_forward": 2 + 128 * 128}
+    assert {k: paths[k]["lost"] for k in counted} == counted
+    assert (paths["plain_cast"]["made_nan"], paths["vllm"]["nan_made_finite"], paths["vllm"]["scale_overflow"]) == (
+        int(beyond.sum()), 2, 128 * 128)
+    assert paths["fp8check_convert"]["lost"] == in_block
+    # convert does what the plan says: exit 1, exactly those values saturated, the rest exact
+    out = tmp_path / "out"
+    rc = main(["convert", str(d), str(out), "--to", "e4m3fnuz", "-q", "--json", str(tmp_path / "c.json")])
+    capsys.readouterr()
+    assert rc == 1
+    from safetensors.torch import load_file
+
+    b = load_file(str(out / "model.safetensors"))
+    expected_scale = scale.to(torch.float64) * torch.tensor([[2.0, 2.0], [1.0, 2.0]], dtype=torch.float64)
+    assert torch.equal(b["l.weight_scale_inv"].to(torch.float64), expected_scale)
+    lost = _lost(src, _dequant(b["l.weight"].to(torch.float64), b["l.weight_scale_inv"])).numpy()
+    assert np.array_equal(lost, beyond & kept_block)

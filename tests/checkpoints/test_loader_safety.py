@@ -169,7 +169,8 @@ def malformed_cases(tmp_path):
                                                 st_bytes[8 + n:]), "needs 80 bytes but its data_offsets span 64")
     cases["offsets past data"] = (_raw_safetensors(tmp_path / "offs.safetensors",
                                                    {"w": {"dtype": "U8", "shape": [128], "data_offsets": [0, 128]}},
-                                                   b"\0" * 64), "outside the data section")
+                                                   b"\0" * 64),
+                                 "truncated: its header describes 128 bytes of tensor data but only 64 follow")
     cases["unknown dtype"] = (_raw_safetensors(tmp_path / "dtype.safetensors",
                                                {"w": {"dtype": "F7", "shape": [1], "data_offsets": [0, 1]}}, b"\0"),
                               "unknown dtype")

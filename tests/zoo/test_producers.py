@@ -203,3 +203,354 @@ def test_quark_fp8_export_is_paired_and_verdicts_are_given(tmp_path, capsys):
     for n, w in originals.items():
         qw, _ = kernel(w)
         assert torch.equal(qw.view(torch.uint8), ckpt[f"model.layers.0.{n}.weight"].view(torch.uint8)), n
+    quark_conversion_is_counted(out, tmp_path, capsys)
+    with_each_defect(out, "QUARK_FP8", tmp_path, capsys)  # Quark's import is slow: one export for all of it
+
+
+def quark_conversion_is_counted(export, tmp_path, capsys):
+    """What Quark itself does to this export on MI300 (its e4m3fn_to_e4m3fnuz, run on every weight: the function
+    acts only where torch.version.hip is set, so that is set for the call), against the audit's load_paths.quark.
+    Planted in a copy: two fn NaN codes in q_proj, and a k_proj scale of 1.5 x 2^127 that overflows float32 when
+    doubled. Written before the run: Quark keeps the NaN (NaN) and loses exactly the k_proj values (their scale
+    becomes Inf); vLLM's count is the NaN made finite plus that tensor."""
+    from unittest import mock
+
+    from safetensors.torch import load_file, save_file
+
+    from quark.torch.utils import device as quark_device
+
+    t = load_file(str(export / "model.safetensors"))
+    q = "model.layers.0.self_attn.q_proj"
+    k = "model.layers.0.self_attn.k_proj"
+    raw = t[f"{q}.weight"].view(torch.uint8)
+    raw[0, 0], raw[0, 1] = 0x7F, 0xFF
+    t[f"{k}.weight_scale"] = torch.tensor(1.5 * 2.0 ** 127, dtype=t[f"{k}.weight_scale"].dtype)
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    save_file(t, str(planted / "model.safetensors"), metadata={"format": "pt"})
+    (planted / "config.json").write_text((export / "config.json").read_text())
+    rc, doc, _ = audit(planted, tmp_path, capsys, "--target", "mi300")
+    paths = doc["portability"][0]["load_paths"]
+    lost = 0
+    with mock.patch.object(torch.version, "hip", "6.4"):
+        for n in LINEARS:
+            w, s = t[f"model.layers.0.{n}.weight"], t[f"model.layers.0.{n}.weight_scale"]
+            qw, qs = quark_device.e4m3fn_to_e4m3fnuz(w, s)
+            assert qw.dtype == torch.float8_e4m3fnuz
+            before = w.to(torch.float64) * s.to(torch.float64)
+            after = qw.to(torch.float64) * qs.to(torch.float64)
+            lost += int((~((torch.isnan(before) & torch.isnan(after)) | (before == after))).sum())
+    numel_k = t[f"{k}.weight"].numel()
+    assert lost == numel_k and paths["quark_import"]["lost"] == lost
+    assert paths["quark_import"]["scale_overflow"] == numel_k
+    assert paths["vllm"]["lost"] == paths["quark_forward"]["lost"] == 2 + numel_k
+    assert paths["vllm"]["nan_made_finite"] == 2
+
+
+# -- convert, then the producer's own loader -------------------------------------------------
+#
+# What a deployer does next: fp8check convert --to e4m3fnuz, then load DST with the loader the producer
+# ships. The verdict of each test is written before it was run; values are compared as bf16/float32 bits,
+# NaN by position, and where they may differ the positions are counted independently with ml_dtypes.
+
+
+def convert(src, dst, capsys, *args):
+    out = f"{dst}.json"
+    rc = main(["convert", str(src), str(dst), "--to", "e4m3fnuz", "-q", "--json", out, *args])
+    err = capsys.readouterr().err
+    return rc, err, json.loads(open(out).read())
+
+
+def loaded(path, **kw):
+    """The model's state dict as transformers' from_pretrained gives it (dequantized where the loader does)."""
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("accelerate", reason="transformers' quantized loaders need accelerate")
+    m = transformers.AutoModelForCausalLM.from_pretrained(str(path), **kw)
+    return {k: v.detach().clone() for k, v in m.state_dict().items()}
+
+
+def differing(a, b):
+    """Positions where two tensors differ in bits; NaN equals NaN, -0 equals +0 (fnuz has no -0)."""
+    a, b = a.float(), b.float()
+    nan = torch.isnan(a) & torch.isnan(b)
+    return ~(nan | (a.view(torch.int32) == b.view(torch.int32)) | ((a == 0) & (b == 0)))
+
+
+def not_in_e4m3fn(fnuz_bytes):
+    """fnuz codes whose value e4m3fn cannot hold (ml_dtypes, independently of fp8check's tables)."""
+    import ml_dtypes
+
+    v = fnuz_bytes.view(ml_dtypes.float8_e4m3fnuz).astype(np.float32)
+    back = v.astype(ml_dtypes.float8_e4m3fn).astype(np.float32)
+    return ~((v == back) | (np.isnan(v) & np.isnan(back)))
+
+
+def fine_grained_fp8(d, originals_model):
+    """transformers' FineGrainedFP8 layout (quant_method fp8, 128x128 weight_scale_inv) of a real Llama, in two
+    shards and an index. Written with torch casts: transformers only quantizes to this layout on a GPU
+    (FineGrainedFP8HfQuantizer: "A GPU or XPU is needed for FP8 quantization"). Planted in down_proj: two fn NaN
+    codes, three -0, and a block whose scale makes values beyond 240."""
+    from safetensors.torch import save_file
+
+    cfg, model = originals_model
+    sd = model.state_dict()
+    shards = ({}, {})
+    for k, v in sd.items():
+        if k.endswith("proj.weight"):
+            w = v.float()
+            o, i = w.shape
+            s = w.reshape(o // 128, 128, i // 128, 128).abs().amax(dim=(1, 3)) / 448
+            q = (w / s.repeat_interleave(128, 0).repeat_interleave(128, 1)).to(torch.float8_e4m3fn)
+            if k.endswith("down_proj.weight"):
+                raw = q.view(torch.uint8)
+                raw[0, :2] = torch.tensor([0x7F, 0xFF], dtype=torch.uint8)
+                raw[1, :3] = 0x80
+            shards[0 if "mlp" in k else 1].update({k: q, k + "_scale_inv": s})
+        else:
+            shards[1][k] = v.clone()
+    d.mkdir()
+    names = ("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors")
+    for name, part in zip(names, shards):
+        save_file(part, str(d / name), metadata={"format": "pt"})
+    (d / "model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {}, "weight_map": {k: n for n, part in zip(names, shards) for k in part}}))
+    doc = cfg.to_dict()
+    doc["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+                                  "weight_block_size": [128, 128]}
+    doc["torch_dtype"] = "bfloat16"
+    (d / "config.json").write_text(json.dumps(doc))
+    return d
+
+
+def test_fine_grained_fp8_converted_loads_with_from_pretrained_to_the_same_values(tmp_path, capsys):
+    cfg, model, _ = tiny_llama()
+    src = fine_grained_fp8(tmp_path / "fp8", (cfg, model))
+    # written before the run: exit 0, every tensor exact; transformers (dequantizing on a CPU) gives the same
+    # bf16 weights from both folders, NaN where the two fn NaN codes were
+    rc, err, report = convert(src, tmp_path / "fnuz", capsys)
+    assert rc == 0, err
+    assert sorted(os.listdir(tmp_path / "fnuz")) == ["config.json", "model-00001-of-00002.safetensors",
+                                                     "model-00002-of-00002.safetensors", "model.safetensors.index.json"]
+    a, b = loaded(src), loaded(tmp_path / "fnuz")
+    assert set(a) == set(b)
+    for k in a:
+        assert not differing(a[k], b[k]).any(), k
+    down = b["model.layers.0.mlp.down_proj.weight"]
+    assert torch.isnan(down).sum() == 2 and torch.isnan(down[0, :2]).all()
+
+
+@pytest.mark.parametrize("scheme", ["FP8_DYNAMIC", "FP8_BLOCK"])
+def test_compressed_tensors_converted_loads_with_from_pretrained(scheme, tmp_path, capsys):
+    src, _ = llmcompressor_checkpoint(scheme, tmp_path)
+    rc, err, report = convert(src, tmp_path / "fnuz", capsys)
+    assert rc == 0, err
+    ct = pytest.importorskip("transformers.utils.quantization_config")
+    kw = {"quantization_config": ct.CompressedTensorsConfig(run_compressed=False)}  # decompressed to bf16
+    a, b = loaded(src, **kw), loaded(tmp_path / "fnuz", **kw)
+    # Written before the run: transformers' compressed-tensors integration makes float8_e4m3fn parameters (the
+    # config's "type: float, num_bits: 8") and casts the fnuz tensors into them by value, so exactly the values
+    # e4m3fn cannot hold at the doubled scale are rounded, no other; convert's report predicts their number.
+    from safetensors.torch import load_file
+
+    out = load_file(str(tmp_path / "fnuz" / "model.safetensors"))
+    rows = {t["name"]: t for t in report["tensors"]}
+    total = 0
+    for n in LINEARS:
+        k = f"model.layers.0.{n}.weight"
+        expected = not_in_e4m3fn(out[k].view(torch.uint8).numpy())
+        got = differing(a[k], b[k]).numpy()
+        assert np.array_equal(got, expected), (k, int(got.sum()), int(expected.sum()))
+        assert rows[k]["cast_back_rounded"] == int(expected.sum())
+        total += int(expected.sum())
+    assert report["summary"]["cast_back_rounded"] == total
+    for k in a:
+        if k.endswith("weight_scale"):
+            assert torch.equal(b[k], a[k] * 2), k
+        elif not k.endswith("proj.weight"):
+            assert not differing(a[k], b[k]).any(), k
+
+
+# -- the producers' own files, with each defect planted in them --------------------------------------------------
+#
+# The same defects as tests/checkpoints/test_layout_matrix.py, planted in what llmcompressor wrote (FP8 per
+# channel and in 128x128 blocks, NVFP4): the verdicts are the clean file's, or cannot_run everywhere where no
+# loader can apply the scale, or unknown where the file cannot be read; every count is made again here.
+
+CLEAN = {"FP8_DYNAMIC": {"h100": "runs_as_is", "b200": "runs_as_is", "mi300": "runs_after_conversion",
+                         "mi355": "runs_as_is"},
+         "NVFP4A16": {"h100": "runs_emulated", "b200": "runs_as_is", "mi300": "runs_emulated",
+                      "mi355": "runs_emulated"}}
+CLEAN["FP8_BLOCK"] = CLEAN["FP8_DYNAMIC"]
+CLEAN["MODELOPT_FP8"] = CLEAN["QUARK_FP8"] = CLEAN["FP8_DYNAMIC"]
+CLEAN["MODELOPT_NVFP4"] = CLEAN["NVFP4A16"]
+CLEAN["MXFP4A16"] = CLEAN["MXFP8A16"] = {"h100": "runs_emulated", "b200": "runs_as_is", "mi300": "runs_emulated",
+                                         "mi355": "runs_as_is"}
+PACKED = ("NVFP4A16", "MXFP4A16", "MODELOPT_NVFP4")
+E8M0 = ("MXFP4A16", "MXFP8A16")
+DOWN = "model.layers.0.mlp.down_proj"
+PRODUCER_DEFECTS = ("clean", "scale_nan", "scale_zero", "scale_inf", "misshaped", "missing", "neg_zero",
+                    "index_missing_shard", "truncated")
+
+
+def planted(src, dst, scheme, defect, *, data=None):
+    """A copy of a producer's folder ``src`` with ``defect`` planted in down_proj; (data name, its bytes)."""
+    from safetensors.torch import load_file, save_file
+
+    t = load_file(str(src / "model.safetensors"))
+    data = data or (f"{DOWN}.weight_packed" if scheme in PACKED else f"{DOWN}.weight")
+    scale = f"{DOWN}.weight_scale"
+    flat = t[scale].reshape(-1)
+    if defect in ("scale_nan", "scale_zero", "scale_inf"):
+        if t[scale].dtype == torch.float8_e4m3fn:  # NVFP4's block scale
+            flat.view(torch.uint8)[0] = {"scale_nan": 0x7F, "scale_zero": 0x00, "scale_inf": 0x7F}[defect]
+        elif t[scale].dtype == torch.uint8:  # MX: e8m0 exponent bytes, 0xFF the NaN
+            flat[0] = 0xFF
+        else:
+            flat[0] = {"scale_nan": float("nan"), "scale_zero": 0.0, "scale_inf": float("inf")}[defect]
+    if defect == "misshaped":  # one scale row too many; a per-tensor scale [] becomes three
+        t[scale] = t[scale].reshape(1).repeat(3) if t[scale].dim() == 0 else torch.cat([t[scale], t[scale][:1]], dim=0)
+    if defect == "missing":
+        del t[scale]
+    if defect == "neg_zero":
+        t[data].view(torch.uint8).reshape(-1)[:5] = 0x80
+    dst.mkdir()
+    shard = "model-00001-of-00002.safetensors" if defect == "index_missing_shard" else "model.safetensors"
+    save_file(t, str(dst / shard), metadata={"format": "pt"})
+    if defect == "index_missing_shard":
+        (dst / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
+            **{k: shard for k in t}, "lm_head.weight": "model-00002-of-00002.safetensors"}}))
+    if defect == "truncated":
+        raw = (dst / shard).read_bytes()
+        (dst / shard).write_bytes(raw[:-64])
+    for name in ("config.json", "hf_quant_config.json"):
+        if (src / name).exists():
+            (dst / name).write_text((src / name).read_text())
+    return data, t.get(data)
+
+
+@pytest.mark.parametrize("scheme", ["FP8_DYNAMIC", "FP8_BLOCK", "NVFP4A16", "MXFP4A16", "MXFP8A16"])
+def test_llmcompressor_files_with_each_defect(scheme, tmp_path, capsys):
+    src, _ = llmcompressor_checkpoint(scheme, tmp_path)
+    with_each_defect(src, scheme, tmp_path, capsys)
+
+
+def with_each_defect(src, scheme, tmp_path, capsys, *, data=None):
+    nvfp4 = scheme in PACKED
+    for defect in PRODUCER_DEFECTS:
+        if defect == "scale_inf" and (nvfp4 or scheme in E8M0):
+            continue  # e4m3 and e8m0 scales have no Inf
+        if defect == "scale_zero" and scheme in E8M0:
+            continue  # e8m0 has no zero (0x00 is 2^-127)
+        if defect == "neg_zero" and nvfp4:
+            continue  # packed e2m1: a 0x80 byte is a 0 and a -0 nibble, no FNUZ hazard
+        d = tmp_path / f"{scheme}-{defect}"
+        name, codes = planted(src, d, scheme, defect, data=data)
+        rc, doc, text = audit(d, tmp_path, capsys)
+        verdicts = doc["summary"]["verdicts"]
+        if defect in ("index_missing_shard", "truncated"):
+            assert rc == 2 and set(verdicts.values()) == {"unknown"}, (defect, verdicts)
+            continue
+        found = {f["code"]: (f["severity"], f["count"]) for f in tensors(doc)[name]["findings"]}
+        if defect in ("misshaped", "missing"):
+            code = "SCALE_SHAPE" if defect == "misshaped" else "SCALE_MISSING"
+            assert rc == 1 and found[code][0] == "error" and set(verdicts.values()) == {"cannot_run"}, (defect, found)
+            assert "SATURATION" not in found
+            continue
+        assert verdicts == CLEAN[scheme], (defect, verdicts)
+        if defect.startswith("scale_"):
+            code = "SCALE_NONPOSITIVE" if defect == "scale_zero" else "SCALE_NONFINITE"
+            assert rc == 1 and found[code] == ("error", 1), (defect, found)
+            continue
+        raw = codes.view(torch.uint8).numpy()
+        if nvfp4:  # the 16 e2m1 code counts, counted here (low nibble first)
+            nib = np.stack([raw & 0x0F, raw >> 4], axis=-1).reshape(-1)
+            assert tensors(doc)[name]["stats"]["histogram"] == np.bincount(nib, minlength=16).tolist()
+        else:
+            assert tensors(doc)[name]["stats"]["histogram"] == np.bincount(raw.reshape(-1), minlength=256).tolist()
+            neg = int((raw == 0x80).sum())
+            assert found.get("NEG_ZERO_FNUZ_HAZARD", ("info", 0)) == ("info", neg) and (neg > 0) == (defect == "neg_zero")
+            if scheme in E8M0:  # MX: no fnuz conversion, MI300 dequantizes it at load
+                assert rc == 0, (defect, text)
+                continue
+            # the real weights reach ±448 under their scales: what a plain fnuz cast would make NaN, by torch
+            mi300 = next(p for p in doc["portability"] if p["target"] == "mi300")
+            made_nan = 0
+            for n in LINEARS:
+                w = checkpoint_bytes(d)[f"model.layers.0.{n}.weight"]
+                made_nan += int(torch.isnan(w.to(torch.float8_e4m3fnuz).float()).sum() - torch.isnan(w.float()).sum())
+            assert made_nan > 0 and mi300["load_paths"]["plain_cast"]["made_nan"] == made_nan
+        assert rc == 0, (defect, text)
+
+
+def test_llmcompressor_nvfp4_is_left_intact_and_loads_the_same(tmp_path, capsys):
+    src, _ = llmcompressor_checkpoint("NVFP4A16", tmp_path)
+    rc, err, report = convert(src, tmp_path / "out", capsys)
+    # written before the run: nothing to convert (no FP8 weights), every tensor byte for byte, exit 0
+    assert rc == 0, err
+    assert report["summary"]["converted"] == 0 and report["summary"]["not_exact"] == 0
+    from safetensors.torch import load_file
+
+    a, b = load_file(str(src / "model.safetensors")), load_file(str(tmp_path / "out" / "model.safetensors"))
+    assert set(a) == set(b)
+    for k in a:
+        assert a[k].dtype == b[k].dtype and torch.equal(a[k].reshape(-1).view(torch.uint8),
+                                                        b[k].reshape(-1).view(torch.uint8)), k
+    ct = pytest.importorskip("transformers.utils.quantization_config")
+    kw = {"quantization_config": ct.CompressedTensorsConfig(run_compressed=False)}
+    x, y = loaded(src, **kw), loaded(tmp_path / "out", **kw)
+    for k in x:
+        assert not differing(x[k], y[k]).any(), k
+
+
+# -- NVIDIA ModelOpt ------------------------------------------------------------------------------------------------
+#
+# ModelOpt's HF export runs on a CPU (fake-quantized calibration, then export_hf_checkpoint). Its checkpoints are
+# read by vLLM and TensorRT-LLM, neither installable here, and transformers has no ModelOpt loader: the converted
+# output is checked by fp8check's own verification and by auditing it again, not by a producer's loader.
+
+
+def modelopt_checkpoint(algo, tmp_path):
+    pytest.importorskip("modelopt", reason="nvidia-modelopt is not installed")
+    import modelopt.torch.quantization as mtq
+    from modelopt.torch.export import export_hf_checkpoint
+
+    _, model, _ = tiny_llama()
+    model = model.float()
+    model.config.architectures = ["LlamaForCausalLM"]  # the export asks whether the model is multimodal
+
+    def calibrate(m):
+        for i in range(2):
+            m(torch.randint(0, 256, (1, 16), generator=torch.Generator().manual_seed(i)))
+
+    mtq.quantize(model, getattr(mtq, algo), calibrate)
+    out = tmp_path / algo.lower()
+    export_hf_checkpoint(model.to(torch.bfloat16), export_dir=str(out))
+    return out
+
+
+@pytest.mark.parametrize("algo", ["FP8_DEFAULT_CFG", "NVFP4_DEFAULT_CFG"])
+def test_modelopt_export_is_audited_with_each_defect_and_converted(algo, tmp_path, capsys):
+    src = modelopt_checkpoint(algo, tmp_path)
+    scheme = "MODELOPT_FP8" if algo.startswith("FP8") else "MODELOPT_NVFP4"
+    rc, doc, text = audit(src, tmp_path, capsys)
+    assert rc == 0 and doc["summary"]["verdicts"] == CLEAN[scheme], text
+    assert doc["checkpoints"][0]["config"]["quant_method"] == "modelopt"
+    for n in LINEARS:
+        w = tensors(doc)[f"model.layers.0.{n}.weight"]
+        assert w["scale"]["name"] == f"model.layers.0.{n}.weight_scale"
+        assert w["role"] == ("fp8" if scheme == "MODELOPT_FP8" else "packed")
+    with_each_defect(src, scheme, tmp_path, capsys, data=f"{DOWN}.weight")
+    # convert: written before the run: FP8 converted exactly and hf_quant_config.json rewritten (its FP8 has no
+    # fnuz spelling: an fp8check_convert record), the output audits as native on MI300; NVFP4 left as it is
+    rc, err, report = convert(src, tmp_path / "fnuz", capsys)
+    assert rc == 0, err
+    hq = json.loads((tmp_path / "fnuz" / "hf_quant_config.json").read_text())
+    if scheme == "MODELOPT_FP8":
+        assert report["summary"]["converted"] == len(LINEARS)
+        assert hq["fp8check_convert"]["weights"] == {"e4m3fn": "e4m3fnuz"}
+        assert hq["quantization"] == json.loads((src / "hf_quant_config.json").read_text())["quantization"]
+        rc, doc, text = audit(tmp_path / "fnuz", tmp_path, capsys, "--target", "mi300")
+        assert rc == 0 and doc["summary"]["verdicts"] == {"mi300": "runs_as_is"}, text
+        assert "CONFIG_FORMAT" not in doc["summary"]["findings_by_code"]
+    else:
+        assert report["summary"]["converted"] == 0 and "fp8check_convert" not in hq
