@@ -48,7 +48,6 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from fp8check.cli import EXIT_DIVERGED, EXIT_OK
     from fp8check.commands._shared import parse_int
     from fp8check.errors import InvalidValueError
     from fp8check.outputs import check_writable, write_json
@@ -109,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
         report.step.append(check_moe_step(seed=seed))
     report.parity = training.loss_parity(cfg, formats=formats, recipe=recipe, steps=steps, seed=seed,
                                          device=args.device, on_step=progress)
+    compared = []
     for fmt, run_ in report.parity.runs.items():
         platform = training.platform_key(fmt, args.device)
         if args.write_goldens:
@@ -118,19 +118,18 @@ def run(args: argparse.Namespace) -> int:
         if path.is_file():
             doc = load_golden(path)
             if doc["model"] == cfg.to_json() and doc["recipe"] == recipe and doc["seed"] == seed:
-                report.goldens.append(compare_golden(doc, run_, device=args.device, prefix=True).to_json())
+                compared.append(compare_golden(doc, run_, device=args.device, prefix=True))
+                report.goldens.append(compared[-1].to_json())
+    from fp8check.terminal.training import divergence_line, gate_line, golden_line, step_line
+
     for s in report.step:
-        cats = ", ".join(f"{k} {v}" for k, v in s.categories.items() if v) or "none"
-        print(f"step {s.recipe} {s.format}: {len(s.casts)} casts, {len(s.gemms)} GEMMs, "
-              f"{'conform' if s.passed else 'DIVERGE'} (flagged: {cats})")
+        print(step_line(s))
     for g in report.parity.gates:
-        print(f"{'pass' if g.passed else 'FAIL'}  {g.name}: {g.value:.6g} (gate {g.threshold:g}; {g.source})")
+        print(gate_line(g))
     for d in report.parity.divergences:
-        print(f"{d.a} vs {d.b}: loss parts at step {d.step}; first layer output differs at step {d.layer_step} "
-              f"in {d.layer}")
-    for g in report.goldens:
-        print(f"{'pass' if g['passed'] else 'FAIL'}  golden {g['platform']}: {g['mode']}, first difference at step "
-              f"{g['first_difference']}")
+        print(divergence_line(d))
+    for g in compared:
+        print(golden_line(g))
     return _write(args, report)
 
 
@@ -153,6 +152,7 @@ def _distributed(args: argparse.Namespace, cfg: Any, recipe: str, formats: list[
                  nproc: int) -> int:
     from fp8check import training
     from fp8check.errors import InvalidValueError
+    from fp8check.terminal.training import distributed_lines
     from fp8check.training.distributed import MODES, check_distributed, validate
 
     modes = [m.strip() for m in args.parallel.split(",") if m.strip()]
@@ -177,13 +177,5 @@ def _distributed(args: argparse.Namespace, cfg: Any, recipe: str, formats: list[
             d = check_distributed(cfg, mode=mode, nproc=nproc, recipe=recipe, fmt=fmt, steps=steps, seed=seed,
                                   device=args.device, worker_init=args.worker_init)
             report.distributed.append(d)
-            cats = ", ".join(f"{k} {v}" for k, v in d.categories.items() if v) or "none"
-            losses = "; ".join(f"rank {x.rank} {x.mode}: {'pass' if x.passed else 'FAIL'}"
-                               + (f", first differs at step {x.first_difference}" if x.first_difference is not None
-                                  else "") for x in d.losses)
-            print(f"{'pass' if d.passed else 'FAIL'}  {mode} {recipe} {fmt} on {nproc} processes ({d.backend}): "
-                  f"{len(d.casts)} casts ({d.sharded_casts} of shards), {len(d.gemms)} GEMMs, flagged: {cats}; "
-                  f"loss against one device: {losses}")
-            if d.first_divergence and not d.passed:
-                print(f"      first divergence: {d.first_divergence}")
+            print("\n".join(distributed_lines(d)))
     return _write(args, report)
