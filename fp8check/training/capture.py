@@ -227,12 +227,18 @@ def capture_float8(model: Any) -> Iterator[Capture]:
         if cap._layer is not None and isinstance(a, Float8TrainingTensor) and isinstance(b, Float8TrainingTensor):
             gemm = "output" if cap._phase == "forward" else ("grad_input", "grad_weight")[min(cap._mm, 1)]
             cap._mm += 1
+            out_dtype = dtype_name(out.dtype)
+            rowwise = a._scale.numel() > 1 and b._scale.numel() > 1
+            if rowwise and out_dtype in ("float32", "float16") and not getattr(
+                    getattr(a._linear_mm_config, gemm, None), "emulate", True):
+                # torchao's real rowwise path (addmm_float8_unwrapped) computes in bfloat16 and converts after
+                out_dtype = "bfloat16"
             cap.gemms.append(GemmRecord(
                 step=cap.step, layer=cap._layer, gemm=gemm, fmt_a=dtype_name(a._data.dtype), fmt_b=dtype_name(b._data.dtype),
                 qa=to_numpy_2d(a._data), sa=_scale_2d(a._scale, a.shape[0], rows=True),
                 qb=b._data.detach().cpu().clone().view(torch.uint8).numpy(),
                 sb=_scale_2d(b._scale, b.shape[1], rows=False),
-                out=out.detach().cpu().to(torch.float64, copy=True).numpy(), out_dtype=dtype_name(out.dtype)))
+                out=out.detach().cpu().to(torch.float64, copy=True).numpy(), out_dtype=out_dtype))
         return out
 
     def patch(owner: Any, attr: str, value: Any) -> None:
