@@ -196,7 +196,12 @@ def _parallelize(model: Any, mode: str, device_type: str, world: int, backend: s
 def _gloo_byte_all_gather() -> Any:
     """FSDP2's default all-gather, moving one-byte float dtypes (FP8) as uint8 views: gloo has no float8."""
     import torch
-    from torch.distributed.fsdp._fully_shard._fsdp_collectives import DefaultAllGather
+
+    try:
+        from torch.distributed.fsdp._fully_shard._fsdp_collectives import DefaultAllGather
+    except ImportError as exc:
+        raise FP8CheckError(f"torch {torch.__version__}: FSDP2 has no DefaultAllGather to derive gloo's byte "
+                            f"all-gather from ({exc})") from None
 
     class ByteAllGather(DefaultAllGather):
         def __call__(self, output_tensor: Any, input_tensor: Any, group: Any, async_op: bool = False) -> Any:

@@ -19,6 +19,11 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("torchao")
 if not (torch.distributed.is_available() and torch.distributed.is_gloo_available()):
     pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
+# gloo has no float8: FSDP2's own all-gather is subclassed to move FP8 as bytes (fp8check.training.distributed)
+_collectives = pytest.importorskip("torch.distributed.fsdp._fully_shard._fsdp_collectives")
+if not hasattr(_collectives, "DefaultAllGather"):
+    pytest.skip(f"torch {torch.__version__}: FSDP2 has no DefaultAllGather (the gloo byte all-gather derives from it)",
+                allow_module_level=True)
 
 from fp8check.cli import main  # noqa: E402
 from fp8check.errors import InvalidValueError  # noqa: E402
