@@ -50,6 +50,8 @@ MARKERS = {
     "exhaustive": "exhaustive: sweeps a whole input space (all codes, all 16-bit inputs)",
     "slow": "slow: takes more than a few seconds",
     "fp8check": "fp8check: a property of fp8check's shipped suite run on a declared kernel",
+    "training": "training: an FP8 training step (or the loss gates) of a model the repository declares "
+    "([[tool.fp8check.training]])",
     "fp8check_hazards": "fp8check_hazards(*names): the hazard sets (fp8check.hazards.HAZARDS) a property "
     "covers; known upstream divergences on them make the property a strict xfail",
 }
@@ -73,7 +75,7 @@ _STATE = pytest.StashKey[dict]()
 # The fixtures the plugin parametrizes (see _targets).
 _FIXTURES = ("fp8_target", "fp8_fnuz_target", "fp8_device_target", "fp8_decode_target", "fp8_float64_target",
              "fp8_float64_exact_target", "fp8_known_bug_target", "fp8_call_target", "fp8_quantizer_target",
-             "fp8_fused_target")
+             "fp8_fused_target", "fp8_training_target", "fp8_training_loss_target")
 
 
 class _HookSpecs:
@@ -189,6 +191,32 @@ def _declarations(config: pytest.Config) -> list[Any]:
     return out
 
 
+def _training(config: pytest.Config) -> list[Any]:
+    """The training models ``[[tool.fp8check.training]]`` of this repository's pyproject.toml declares."""
+    state = config.stash[_STATE]
+    if "training" in state:
+        return state["training"]
+    _declarations(config)
+    entries = (state.get("settings") or {}).get("training", [])
+    out = []
+    if entries:
+        from fp8check.errors import FP8CheckError
+        from fp8check.training.declared import training_from_table
+
+        where = str(config.rootpath / "pyproject.toml")
+        try:
+            out = [training_from_table(e, config.rootpath, where) for e in
+                   (entries if isinstance(entries, list) else [entries])]
+        except FP8CheckError as exc:
+            raise pytest.UsageError(f"fp8check: {exc}") from None
+        names = [d.name for d in out]
+        duplicate = next((n for n in names if names.count(n) > 1), None)
+        if duplicate:
+            raise pytest.UsageError(f"fp8check: two declared training models are named {duplicate!r}")
+    state["training"] = out
+    return out
+
+
 def _builtin(config: pytest.Config) -> bool:
     return str(_option(config, "builtin-adapters") or "").strip().lower() in ("1", "true", "yes", "on")
 
@@ -198,6 +226,11 @@ def _targets(config: pytest.Config) -> dict[str, list[Any]]:
     state = config.stash[_STATE]
     if state["targets"] is None:
         state["targets"] = build_targets(_declarations(config), builtin=_builtin(config), collector=_collector(config))
+        from fp8check.suite.training import TrainingTarget
+
+        models = _training(config)
+        state["targets"]["fp8_training_target"] = [TrainingTarget(d, f) for d in models for f in d.formats]
+        state["targets"]["fp8_training_loss_target"] = [TrainingTarget(d) for d in models if d.loss_steps]
     return state["targets"]
 
 
@@ -256,7 +289,8 @@ def build_targets(declared: Any, *, builtin: bool = False, collector: Any = None
                         "fp8_call_target": [t for t in whole if t.declaration.kind == "cast"],
                         "fp8_fused_target": [t for t in whole if t.declaration.kind == "fused"],
                         "fp8_quantizer_target": [DeclaredTarget(d, None, collector) for d in declared
-                                                 if d.kind == "quantizer"]}
+                                                 if d.kind == "quantizer"],
+                        "fp8_training_target": [], "fp8_training_loss_target": []}
 
 
 def _format_marks(fmt_name: str, device: str) -> list[Any]:
@@ -288,6 +322,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     for name in names:
         params = []
         for t in targets[name]:
+            if name in ("fp8_training_target", "fp8_training_loss_target"):
+                d = t.declaration
+                marks = [pytest.mark.training, pytest.mark.fp8check]
+                for f in ([t.fmt] if t.fmt else d.formats):
+                    marks += [m for m in _format_marks(f, d.device) if m not in marks]
+                params.append(pytest.param(t, id=t.id, marks=marks))
+                continue
             if name in ("fp8_call_target", "fp8_quantizer_target", "fp8_fused_target"):
                 marks = _format_marks(t.fmt_name, t.declaration.device) + [pytest.mark.fp8check]
                 params.append(pytest.param(t, id=t.id, marks=marks))
@@ -348,7 +389,7 @@ def fp8_settings(request: pytest.FixtureRequest) -> Any:
 
 @pytest.hookimpl(tryfirst=True)  # before -m and -k deselect
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    if _declarations(config):
+    if _declarations(config) or _training(config):
         # A repository that already collects the suite (a star-import of it) does not get it twice.
         collected = {getattr(item, "function", None) for item in items}
         items.extend(x for x in _shipped_suite_items(session) if getattr(x, "function", None) not in collected)

@@ -10,7 +10,7 @@
 # under its own time limit, and one failing part does not stop the others.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-KNOWN=" environment suite tests-gpu recipes triton-faithful zoo training audit-bench "  # in the order they run
+KNOWN=" environment suite tests-gpu recipes triton-faithful zoo training training-dist audit-bench "  # in the order they run
 PARTS=" $* "
 for p in $PARTS; do
     if [[ "$KNOWN" != *" $p "* ]]; then
@@ -58,6 +58,10 @@ part zoo 170 python3 gpu/zoo.py --max-examples 5 --json "$OUT/zoo.json"
 # fp8check.training with torchao's real float8 kernels: step conformance, loss
 # parity against BF16 and the CPU-emulated goldens, the device's golden file.
 part training 300 python3 gpu/training.py --out "$OUT/training"
+# fp8check.training.distributed over NCCL (needs 2 GPUs: skips on one): FSDP2 with
+# and without torchao's float8 all-gather, tensor parallelism, 10 steps each,
+# every shard's cast and every rank's loss against the single-device run.
+part training-dist 540 python3 gpu/training_distributed.py --out "$OUT/training-dist"
 # The audit's speed on a quiet many-core machine (no GPU needed; the CI
 # machine has 2 cores): audit throughput against a raw read, same run.
 part audit-bench 150 python3 benchmarks/audit_throughput.py --size-gb 4 --shards 8 --jobs 8

@@ -62,7 +62,7 @@ PRELUDES = {
         "grid = (triton.cdiv(n, 1024),)\n"),
 }
 _NEEDS = {"import fp8check.triton as ft": "triton"}
-_WHOLE_CHECK = re.compile(r"\bcheck_(cast|quantizer|fused)\(")
+_WHOLE_CHECK = re.compile(r"\bcheck_(cast|quantizer|fused|distributed)\(")
 
 
 def _blocks():

@@ -54,6 +54,9 @@ def pages(tmp_path_factory):
     assert run("audit", d / "ckpt", "--target", "mi300", "--html", d / "audit.html", "-q", "--jobs", 1) == 2
     if importlib.util.find_spec("torchao") is not None:  # fp8check train needs torchao
         assert run("train", "--steps", 2, "--formats", "bf16,e4m3fn", "--html", d / "training.html") == cli.EXIT_OK
+        # two processes (torchrun, gloo): FSDP2 with torchao's float8 all-gather, one step
+        assert run("train", "--nproc", 2, "--parallel", "fsdp-float8", "--formats", "e4m3fnuz", "--steps", 2,
+                   "--html", d / "training-distributed.html") == cli.EXIT_OK
     return {name: d / f"{name}.html" for name in EXPECTED if (d / f"{name}.html").is_file()}
 
 
@@ -71,10 +74,14 @@ EXPECTED = {
     "training": [("//section[@id='verdict' and contains(@class, 'v-pass')]", 1),
                  ("//section[@id='loss']//svg/polyline[@data-format]", 2), ("//table[@id='gates']/tbody/tr", 3),
                  ("//table[contains(@class, 'heatmap')]/tbody/tr", 2)],
+    "training-distributed": [("//section[@id='verdict' and contains(@class, 'v-pass')]", 1),
+                             ("//section[@id='distributed']//tbody/tr[@class='pass']", 1),
+                             ("//section[@id='distributed']//svg/polyline[@data-run]", 3)],
 }
 VERDICT_RGB = {  # the verdict banner's border colour in the light theme
     "divergence": (0x9A, 0x67, 0x00), "merged": (0xCF, 0x22, 0x2E), "compare": (0x1A, 0x7F, 0x37),
     "clean": (0x1A, 0x7F, 0x37), "audit": (0xCF, 0x22, 0x2E), "training": (0x1A, 0x7F, 0x37),
+    "training-distributed": (0x1A, 0x7F, 0x37),
 }
 
 

@@ -12,7 +12,8 @@ from fp8check.outputs import json_float, json_ready
 
 __all__ = ["training_context", "training_report"]
 
-_COLOURS = {"bf16": "#555555", "e4m3fn": "#1f77b4", "e4m3fnuz": "#d62728"}
+_COLOURS = {"bf16": "#555555", "e4m3fn": "#1f77b4", "e4m3fnuz": "#d62728", "single device": "#555555",
+            "rank 0": "#1f77b4", "rank 1": "#d62728"}
 
 
 def _curves(parity: dict[str, Any], width: int = 640, height: int = 260) -> dict[str, Any]:
@@ -85,20 +86,35 @@ def training_context(doc: dict[str, Any], *, title: str | None = None) -> dict[s
             "categories": {k: v for k, v in (s.get("categories") or {}).items() if v},
             "max_ratio": max((json_float(g.get("max_ratio")) or 0.0 for g in s.get("gemms") or []), default=0.0),
             "flagged": flagged[:50], "heatmaps": _heatmaps(s)})
+    distributed = []
+    for d in doc.get("distributed") or []:
+        distributed.append({
+            "mode": d.get("mode"), "description": d.get("description"), "format": d.get("format"),
+            "recipe": d.get("recipe"), "nproc": d.get("nproc"), "backend": d.get("backend"), "steps": d.get("steps"),
+            "passed": d.get("passed"), "casts": len(d.get("casts") or []), "sharded": d.get("sharded_casts"),
+            "gemms": len(d.get("gemms") or []), "categories": {k: v for k, v in (d.get("categories") or {}).items() if v},
+            "first": d.get("first_divergence"), "losses": d.get("losses") or [],
+            "flagged": [c for c in d.get("casts") or [] if not c.get("passed")][:50],
+            "curves": _curves({"runs": {"single device": {"losses": (d.get("reference_losses") or [[]])[0]},
+                                        **{f"rank {r}": {"losses": x} for r, x in enumerate(d.get("rank_losses") or [])}}},
+                              height=200)})
     passed = bool(doc.get("passed"))
     summary = {"kind": "training", "passed": passed,
                "gates": [{"name": g.get("name"), "passed": g.get("passed")} for g in parity.get("gates") or []]}
     failed = [g.get("name") for g in parity.get("gates") or [] if not g.get("passed")]
     failed += [f"step conformance {c['recipe']} {c['format']}" for c in conformance if not c["passed"]]
     failed += [f"golden {g.get('platform')}" for g in doc.get("goldens") or [] if not g.get("passed")]
+    failed += [f"{d['mode']} on {d['nproc']} processes ({d['format']})" for d in distributed if not d["passed"]]
     verdict = {"status": "pass", "headline": "EVERY GATE PASSED",
                "text": f"{len(parity.get('gates') or [])} gates, {len(conformance)} step conformance checks, "
-                       f"{len(doc.get('goldens') or [])} golden curves"} if passed else \
+                       f"{len(doc.get('goldens') or [])} golden curves, {len(distributed)} distributed runs"} if passed else \
         {"status": "fail", "headline": "A GATE FAILED", "text": "; ".join(str(x) for x in failed) or "see below"}
-    return {"title": title or f"fp8check training: {parity.get('recipe', '')} on {(parity.get('model') or {}).get('name', '')}",
+    model = parity.get("model") or (doc.get("distributed") or [{}])[0].get("model") or {}
+    return {"title": title or f"fp8check training: {parity.get('recipe', '')} on {model.get('name', '')}",
+            "distributed": distributed, "has_parity": bool(parity),
             "passed": passed, "verdict": verdict, "curves": _curves(parity), "gates": parity.get("gates") or [],
             "divergences": parity.get("divergences") or [], "goldens": doc.get("goldens") or [],
-            "conformance": conformance, "model": parity.get("model") or {}, "summary": json_ready(summary)}
+            "conformance": conformance, "model": model, "summary": json_ready(summary)}
 
 
 def training_report(doc: dict[str, Any], *, title: str | None = None) -> str:

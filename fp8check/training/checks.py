@@ -276,15 +276,17 @@ class TrainingReport:
     step: list[StepConformance] = field(default_factory=list)
     parity: LossParity | None = None
     goldens: list[dict[str, Any]] = field(default_factory=list)
+    distributed: list[Any] = field(default_factory=list)  # DistributedConformance (fp8check.training.distributed)
 
     @property
     def passed(self) -> bool:
         return all(s.passed for s in self.step) and (self.parity is None or self.parity.passed) \
-            and all(g.get("passed", False) for g in self.goldens)
+            and all(g.get("passed", False) for g in self.goldens) and all(d.passed for d in self.distributed)
 
     def to_json(self) -> dict[str, Any]:
         from fp8check.results import environment
 
         return {"kind": "training", "passed": self.passed, "environment": environment(),
                 "machine": _platform.machine(), "step_conformance": [s.to_json() for s in self.step],
-                "loss_parity": None if self.parity is None else self.parity.to_json(), "goldens": self.goldens}
+                "loss_parity": None if self.parity is None else self.parity.to_json(), "goldens": self.goldens,
+                "distributed": [d.to_json() for d in self.distributed]}

@@ -53,6 +53,8 @@ class CastCheck:
     scale_mismatches: int = 0
     code_mismatches: int = 0
     detail: str = ""
+    rank: int = 0  # the process that made the cast (distributed runs)
+    placement: str = ""  # "": the whole tensor; a shard's placement (distributed runs)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
