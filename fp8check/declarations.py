@@ -149,16 +149,22 @@ class KernelDeclaration:
             yield
 
     @contextlib.contextmanager
-    def division_watch(self) -> Iterator[Callable[[Any], None]]:
+    def triton_watch(self) -> Iterator[Callable[[Any], None]]:
         """Around a run in the faithful interpreter: yields a function that adds to a result the note on
-        float32 divisions the target compiles approximately (the interpreter divides exactly)."""
+        float32 divisions the target compiles approximately (the interpreter divides exactly) and the
+        kernel faults the interpreter found (out-of-bounds, uninitialised reads, races, false hints)."""
         if not self.triton_target:
             yield lambda result: None
             return
         import fp8check.triton as ft
+        from fp8check.triton import sanitizer
 
-        with ft.watch() as w:
-            yield lambda result: result.add_note(w.division_note)
+        with ft.watch() as w, sanitizer.collect() as found:
+            def finish(result: Any) -> None:
+                result.add_note(w.division_note)
+                add_faults(result, found.faults)
+
+            yield finish
 
     def call_with_context(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         if not self.triton_target:
@@ -294,15 +300,19 @@ def run_cast_declaration(decl: KernelDeclaration, *, input_dtype: str | None = N
     from fp8check.casts import engine
     from fp8check.casts.adapters.user import wrap_callable
 
-    kernel = wrap_callable(decl.call_with_context(decl.resolve(decl.kernel)), name=decl.name, device=decl.device,
-                           profile=decl.profile or "ieee", input_dtypes=decl.input_dtypes)
-    with decl.context(), decl.division_watch() as noted:
-        result, record = engine.run_check(kernel, decl.format, decl.profile or "ieee",
-                                          input_dtype=input_dtype or decl.input_dtypes[0], max_examples=max_examples,
-                                          seed=seed, thorough=thorough, supports=decl.harness_supports(), cap=cap)
-    result.command = decl.command(input_dtype or decl.input_dtypes[0], max_examples=max_examples, seed=seed)
-    noted(result)
-    return result, record
+    def once() -> tuple[Any, Any]:
+        kernel = wrap_callable(decl.call_with_context(decl.resolve(decl.kernel)), name=decl.name,
+                               device=decl.device, profile=decl.profile or "ieee", input_dtypes=decl.input_dtypes)
+        with decl.context(), decl.triton_watch() as noted:
+            result, record = engine.run_check(kernel, decl.format, decl.profile or "ieee",
+                                              input_dtype=input_dtype or decl.input_dtypes[0],
+                                              max_examples=max_examples, seed=seed, thorough=thorough,
+                                              supports=decl.harness_supports(), cap=cap)
+        result.command = decl.command(input_dtype or decl.input_dtypes[0], max_examples=max_examples, seed=seed)
+        noted(result)
+        return result, record
+
+    return _each_config(decl, once)
 
 
 def run_declaration(decl: KernelDeclaration, *, input_dtype: str | None = None, max_examples: int = 200,
@@ -311,11 +321,69 @@ def run_declaration(decl: KernelDeclaration, *, input_dtype: str | None = None, 
     if decl.kind == "cast":
         return run_cast_declaration(decl, input_dtype=input_dtype, max_examples=max_examples, seed=seed,
                                     thorough=thorough, cap=cap)[0]
-    with decl.division_watch() as noted:
-        result = _run_other(decl, input_dtype=input_dtype, max_examples=max_examples, seed=seed, thorough=thorough,
-                            cap=cap)
-    noted(result)
-    return result
+    def once() -> tuple[Any, None]:
+        with decl.triton_watch() as noted:
+            result = _run_other(decl, input_dtype=input_dtype, max_examples=max_examples, seed=seed,
+                                thorough=thorough, cap=cap)
+        noted(result)
+        return result, None
+
+    return _each_config(decl, once)[0]
+
+
+def _each_config(decl: KernelDeclaration, once: Callable[[], tuple[Any, Any]]) -> tuple[Any, Any]:
+    """``once()`` for each config of the autotuned kernels a declared Triton kernel launches (each config
+    is a kernel of its own), merged into one result whose divergences and faults name their config."""
+    if not decl.triton_target:
+        return once()
+    from fp8check.triton import launch
+
+    runs = launch.each_config(once)
+    if len(runs) == 1 and not runs[0][0]:
+        return runs[0][1]
+    record = next((rec for _, (r, rec) in runs if not r.passed), runs[0][1][1])
+    return merge_config_runs([(label, r) for label, (r, _) in runs]), record
+
+
+def merge_config_runs(runs: list[tuple[str, Any]]) -> Any:
+    """One :class:`~fp8check.results.CheckResult` from one per autotune config: divergences carry their
+    config in ``condition``, counts add up, ``extra["triton_configs"]`` has each config's verdict."""
+    base = dataclasses.replace(runs[0][1], categories={}, divergences=[], refusals=[], extra=dict(runs[0][1].extra))
+    base.checked = 0
+    base.passed = all(r.passed for _, r in runs)
+    per_config = []
+    for label, r in runs:
+        base.checked += r.checked
+        for cat, n in r.categories.items():
+            base.categories[cat] = base.categories.get(cat, 0) + n
+        for d in r.divergences:
+            cond = d.condition if d.condition.startswith("config ") else "; ".join(
+                x for x in (f"config {label}", d.condition) if x)
+            base.divergences.append(dataclasses.replace(d, condition=cond))
+        base.refusals.extend(r.refusals)
+        for note in r.extra.get("notes", ()):
+            base.add_note(note)
+        per_config.append({"config": label, "passed": r.passed, "checked": r.checked,
+                           "categories": dict(r.categories)})
+    base.extra["triton_configs"] = per_config
+    verdicts = ", ".join(f"{c['config']}: {'conforms' if c['passed'] else 'DIVERGES'}" for c in per_config)
+    base.add_note(f"autotuned: {len(runs)} config{'s' if len(runs) != 1 else ''} checked, each a kernel of its own "
+                  f"({verdicts})")
+    return base
+
+
+def add_faults(result: Any, faults: list[Any]) -> None:
+    """Add the faults an interpreted kernel made (:class:`fp8check.triton.sanitizer.KernelFault`) to a result:
+    each a divergence of its own category (a kernel that faults does not conform)."""
+    from fp8check.results import Divergence
+
+    for f in faults:
+        result.categories[f.kind] = result.categories.get(f.kind, 0) + f.count
+        result.divergences.append(Divergence(category=f.kind, input_hex="-", expected_hex="-", actual_hex="-",
+                                             detail=f.message, condition=f"config {f.config}" if f.config else ""))
+        result.passed = False
+    if faults:
+        result.extra.setdefault("kernel_faults", []).extend(f.to_dict() for f in faults)
 
 
 def _run_other(decl: KernelDeclaration, *, input_dtype: str | None, max_examples: int, seed: int, thorough: bool,
