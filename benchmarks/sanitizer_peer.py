@@ -14,6 +14,7 @@ compile/rewrite counts). triton-viz is not a dependency of fp8check: install it 
 
 - ``fp8check``: ``fp8check.triton.interpreting()`` + ``faithful("sm90")`` + ``sanitizer.collect()``;
   an autotuned launcher is run once per config (``launch.each_config``), as a check runs it.
+- ``fp8check-unchecked``: the same without the sanitizer installed (what the checks cost);
 - ``stock``: Triton's own interpreter (``TRITON_INTERPRET=1``), nothing checked: the floor (an
   autotuned launcher is launched 3 times, once per config's worth of work; a multi-config autotuner
   needs a GPU driver there, so those rows raise);
@@ -50,6 +51,7 @@ CASES = [
     ("good_autotuned_cast", (4099,), 0),
     ("stride_cast", (512, 1024), 0),  # contiguous: no fault; the time of a fault-free 512x1024 run
 ]
+CLEAN = {("good_autotuned_cast", (4099,), 0), ("stride_cast", (512, 1024), 0)}
 
 
 def _call(fn, x, out_dtype: str):
@@ -105,7 +107,15 @@ def _input(shape: tuple[int, ...], pad: int):
     return torch.randn(shape, generator=g) * 3
 
 
-def _fp8check(names: list[str], out_dtype: str) -> dict:
+def _fp8check_unchecked(names: list[str], out_dtype: str) -> dict:
+    """fp8check's faithful interpreter with the sanitizer not installed: what the checks cost."""
+    from fp8check.triton import sanitizer
+
+    sanitizer.install = sanitizer.uninstall = lambda: None
+    return _fp8check(names, out_dtype, clean_only=True)  # a fault performed unchecked can crash the process
+
+
+def _fp8check(names: list[str], out_dtype: str, clean_only: bool = False) -> dict:
     import fp8check.triton as ft
     from fp8check.triton import launch, sanitizer
 
@@ -114,7 +124,7 @@ def _fp8check(names: list[str], out_dtype: str) -> dict:
 
     out = {}
     for name, shape, pad in CASES:
-        if name not in names:
+        if name not in names or (clean_only and (name, shape, pad) not in CLEAN):
             continue
         fn = getattr(pk, name)
         name = _label(name, shape, pad)
@@ -203,20 +213,21 @@ def _triton_viz(names: list[str], out_dtype: str) -> dict:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--tool", choices=("fp8check", "triton-viz", "stock"), required=True)
+    p.add_argument("--tool", choices=("fp8check", "fp8check-unchecked", "triton-viz", "stock"), required=True)
     p.add_argument("--json", help="write the results here")
     p.add_argument("--only", help="comma-separated kernel names")
     p.add_argument("--out-dtype", default="fp8", choices=("fp8", "float16", "float32"),
                    help="what the casts write (fp8: as declared; float16: no FP8 conversion in the kernels)")
     a = p.parse_args()
     names = a.only.split(",") if a.only else [c[0] for c in CASES]
-    run = {"fp8check": _fp8check, "triton-viz": _triton_viz, "stock": _stock}[a.tool]
+    run = {"fp8check": _fp8check, "fp8check-unchecked": _fp8check_unchecked, "triton-viz": _triton_viz,
+           "stock": _stock}[a.tool]
     results = run(names, a.out_dtype)
     for name, r in results.items():
         found = "; ".join(f"{f['kind']} {f['site']}" + (f" [{f['config']}]" if f["config"] else "")
                           for f in r["findings"]) or "nothing"
         status = "returned" if r["returned"] else f"raised {r['error'][:80]}"
-        print(f"{a.tool:10} {a.out_dtype:7} {name:32} {r['seconds']:7.2f} s  {status}: {found}")
+        print(f"{a.tool:18} {a.out_dtype:7} {name:32} {r['seconds']:7.2f} s  {status}: {found}")
     if a.json:
         Path(a.json).write_text(json.dumps({"tool": a.tool, "out_dtype": a.out_dtype, "results": results}, indent=1))
     return 0
