@@ -50,6 +50,7 @@ CASES = [
     ("autotuned_cast", (4099,), 0),
     ("good_autotuned_cast", (4099,), 0),
     ("stride_cast", (512, 1024), 0),  # contiguous: no fault; the time of a fault-free 512x1024 run
+    ("uninit_cast", (1 << 20,), 0),  # 2 x 1,024 programs, one uninitialised element: the time of a larger run
 ]
 CLEAN = {("good_autotuned_cast", (4099,), 0), ("stride_cast", (512, 1024), 0)}
 
