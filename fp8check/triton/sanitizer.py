@@ -362,7 +362,7 @@ def _check(ptrs: Any, mask: Any, what: str) -> tuple[np.ndarray, list[_Access]]:
     if mask is None:
         m = np.ones(flat.size, bool)
     else:
-        m = np.asarray(mask.data)
+        m = np.asarray(mask if isinstance(mask, np.ndarray) else mask.data)  # 3.6's block pointers pass arrays
         m = (m if m.shape == shape else np.broadcast_to(m, shape)).reshape(-1).astype(bool, copy=False)
     size = _itemsize(ptrs)
     live = np.flatnonzero(m)
@@ -502,21 +502,21 @@ def install() -> None:
     orig_load, orig_store = d["create_masked_load"], d["create_masked_store"]
     int1 = interp.tl.int1
 
-    def create_masked_load(self: Any, ptrs: Any, mask: Any, other: Any, *rest: Any) -> Any:
+    def create_masked_load(self: Any, ptrs: Any, mask: Any, other: Any, *rest: Any, **kw: Any) -> Any:
         if _LAUNCHES:
             kept, accesses = _check(ptrs, mask, "loads")
             _read(accesses, _itemsize(ptrs), "loads")
             mask = interp.TensorHandle(kept, int1)
-        return orig_load(self, ptrs, mask, other, *rest)
+        return orig_load(self, ptrs, mask, other, *rest, **kw)
 
-    def create_masked_store(self: Any, ptrs: Any, value: Any, mask: Any, *rest: Any) -> Any:
+    def create_masked_store(self: Any, ptrs: Any, value: Any, mask: Any, *rest: Any, **kw: Any) -> Any:
         if _LAUNCHES:
             kept, accesses = _check(ptrs, mask, "stores")
             _write(accesses, _itemsize(ptrs), value, np.shape(ptrs.data))
             mask = interp.TensorHandle(kept, int1)
-        return orig_store(self, ptrs, value, mask, *rest)
+        return orig_store(self, ptrs, value, mask, *rest, **kw)
 
-    def create_assume(self: Any, condition: Any, *rest: Any) -> Any:
+    def create_assume(self: Any, condition: Any, *rest: Any, **kw: Any) -> Any:
         data = np.asarray(getattr(condition, "data", condition)).astype(bool)
         if not data.all():
             frame = _kernel_frame()
@@ -524,7 +524,7 @@ def install() -> None:
                    count=int(np.count_nonzero(~data)), frame=frame)
         return None
 
-    def create_assert(self: Any, condition: Any, message: Any = "", *rest: Any) -> Any:
+    def create_assert(self: Any, condition: Any, message: Any = "", *rest: Any, **kw: Any) -> Any:
         data = np.asarray(getattr(condition, "data", condition)).astype(bool)
         if not data.all():
             frame = _kernel_frame()
@@ -538,8 +538,8 @@ def install() -> None:
         if orig is None:
             return
 
-        def method(self: Any, *args: Any) -> Any:
-            out = orig(self, *args)
+        def method(self: Any, *args: Any, **kw: Any) -> Any:
+            out = orig(self, *args, **kw)
             attr = getattr(args[source], "attr", None)
             if attr and _KEY in attr and hasattr(out, "attr"):
                 out.attr[_KEY] = attr[_KEY]
@@ -557,26 +557,26 @@ def install() -> None:
 
     orig_rmw = d.get("create_atomic_rmw")
     if orig_rmw is not None:
-        def create_atomic_rmw(self: Any, op: Any, ptr: Any, val: Any, mask: Any, *rest: Any) -> Any:
+        def create_atomic_rmw(self: Any, op: Any, ptr: Any, val: Any, mask: Any, *rest: Any, **kw: Any) -> Any:
             if _LAUNCHES:
                 kept, accesses = _check(ptr, mask, "atomically updates")
                 _read(accesses, _itemsize(ptr), "atomically updates")
                 _write(accesses, _itemsize(ptr), None, np.shape(ptr.data))
                 mask = interp.TensorHandle(kept, int1)
-            return orig_rmw(self, op, ptr, val, mask, *rest)
+            return orig_rmw(self, op, ptr, val, mask, *rest, **kw)
 
         faithful._set(_SAVED, builder, "create_atomic_rmw", create_atomic_rmw)
 
     orig_cas = d.get("create_atomic_cas")
     if orig_cas is not None:
-        def create_atomic_cas(self: Any, ptr: Any, cmp: Any, val: Any, *rest: Any) -> Any:
+        def create_atomic_cas(self: Any, ptr: Any, cmp: Any, val: Any, *rest: Any, **kw: Any) -> Any:
             if not _LAUNCHES:
-                return orig_cas(self, ptr, cmp, val, *rest)
+                return orig_cas(self, ptr, cmp, val, *rest, **kw)
             kept, accesses = _check(ptr, None, "atomically compares and swaps")
             _read(accesses, _itemsize(ptr), "atomically compares and swaps")
             _write(accesses, _itemsize(ptr), None, np.shape(ptr.data))
             if kept.all():
-                return orig_cas(self, ptr, cmp, val, *rest)
+                return orig_cas(self, ptr, cmp, val, *rest, **kw)
             # a compare-and-swap has no mask: perform the lanes inside only (the others give 0)
             shape = np.shape(ptr.data)
             sel = kept.reshape(-1)
@@ -586,7 +586,7 @@ def install() -> None:
                     return interp.TensorHandle(np.ascontiguousarray(
                         np.broadcast_to(np.asarray(h.data), shape).reshape(-1)[sel]), h.dtype)
 
-                out[sel] = np.asarray(orig_cas(self, part(ptr), part(cmp), part(val), *rest).data).reshape(-1)
+                out[sel] = np.asarray(orig_cas(self, part(ptr), part(cmp), part(val), *rest, **kw).data).reshape(-1)
             return interp.TensorHandle(out.reshape(shape), cmp.dtype.scalar)
 
         faithful._set(_SAVED, builder, "create_atomic_cas", create_atomic_cas)

@@ -134,6 +134,42 @@ def test_a_pointer_of_unknown_origin_is_checked_against_every_tensor_of_the_laun
     assert y.tolist()[5] == 0.0 and y.tolist()[7] == 0.0  # not read: the load gave 0
 
 
+@triton.jit
+def _described(x_ptr, y_ptr, n, rows, BLOCK: tl.constexpr):
+    desc = tl.make_tensor_descriptor(x_ptr, shape=[rows], strides=[1], block_shape=[BLOCK])  # the shape claimed
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, desc.load([tl.program_id(0) * BLOCK]), mask=offs < n)
+
+
+@pytest.mark.skipif(not hasattr(tl, "make_tensor_descriptor"), reason="no tensor descriptors in this Triton")
+def test_a_tensor_descriptor_larger_than_its_tensor_reads_out_of_bounds():
+    x = torch.arange(20, dtype=torch.float32)
+    y, faults = run(lambda: (_described[(3,)](x, y := torch.zeros(24), 24, 20, BLOCK=8), y)[1])
+    assert faults == [] and torch.equal(y[:20], x)  # the descriptor's own bounds: padding, no fault
+    y, faults = run(lambda: (_described[(3,)](x, y := torch.zeros(24), 24, 24, BLOCK=8), y)[1])
+    assert kinds(faults) == ["out_of_bounds"] and faults[0].count == 4  # elements 20..23 of a 20-element tensor
+
+
+@triton.jit
+def _block_pointers(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    xb = tl.make_block_ptr(x_ptr, shape=(n,), strides=(1,), offsets=(tl.program_id(0) * BLOCK,), block_shape=(BLOCK,),
+                           order=(0,))
+    yb = tl.make_block_ptr(y_ptr, shape=(n,), strides=(1,), offsets=(tl.program_id(0) * BLOCK,), block_shape=(BLOCK,),
+                           order=(0,))
+    tl.store(yb, tl.load(xb), boundary_check=(0,))  # the load has no boundary check
+
+
+def test_a_block_pointer_load_without_its_boundary_check_reads_out_of_bounds():
+    x = torch.arange(20, dtype=torch.float32)
+    try:
+        y, faults = run(lambda: (_block_pointers[(3,)](x, y := torch.zeros(20), 20, BLOCK=8), y)[1])
+    except Exception as exc:  # Triton >= 3.8: "Block pointers have been removed"
+        if "removed" in str(exc):
+            pytest.skip(str(exc)[:200])
+        raise
+    assert kinds(faults) == ["out_of_bounds"] and faults[0].count == 4 and torch.equal(y, x)
+
+
 # -- uninitialised reads ----------------------------------------------------------------------------------
 
 @triton.jit
