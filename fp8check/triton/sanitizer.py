@@ -660,7 +660,10 @@ def install() -> None:
         new = dataclasses.replace(opts, debug=True, **({"sanitize_overflow": False}
                                                        if hasattr(opts, "sanitize_overflow") else {}))
         faithful._set(_SAVED, interp.interpreter_builder, "options", new)
-    mode = _allocation_mode()
+    try:
+        mode = _allocation_mode()
+    except ImportError:  # no torch: no tensors to allocate either
+        return
     mode.__enter__()
     _MODE.append(mode)
 

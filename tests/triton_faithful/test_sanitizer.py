@@ -410,6 +410,51 @@ def test_heuristics_above_an_autotuner_run_each_config():
                                          ("SCALE=2.0", [0.0, 2.0, 4.0, 6.0, 8.0])]
 
 
+HOOKED: list[tuple[int, bool]] = []
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 8}), triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32})],
+                 key=["n"], pre_hook=lambda args, reset_only=False: HOOKED.append((args["n"], reset_only)),
+                 prune_configs_by={"perf_model": lambda **kw: -kw["BLOCK"] if kw["n"] > 20 else kw["BLOCK"],
+                                   "top_k": 1})
+@triton.jit
+def _modelled(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+def test_a_perf_model_with_top_k_and_a_user_pre_hook_are_honoured():
+    """top_k=1 keeps the config the model ranks first for each call (the widest for n > 20, else the
+    narrowest); with one config left Triton does not tune, so a user pre_hook is never called."""
+    HOOKED.clear()
+
+    def check():
+        with ft.interpreting(), ft.faithful("sm90"):
+            for n in (40, 10):
+                x = torch.arange(n, dtype=torch.float32)
+                y = torch.zeros(n)
+                _modelled[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, n)
+                assert torch.equal(y, x)
+
+    labels = [label for label, _ in launch.each_config(check)]
+    assert labels == ["BLOCK=8 (pruned away for some calls; ran BLOCK=32 in 1 call)",
+                      "BLOCK=16 (pruned away for some calls; ran BLOCK=32 in 1 call, BLOCK=8 in 1 call)",
+                      "BLOCK=32 (pruned away for some calls; ran BLOCK=8 in 1 call)"]
+    assert HOOKED == []
+
+
+def test_two_autotuned_kernels_in_one_launcher_run_config_i_of_each():
+    def check():
+        with ft.interpreting(), ft.faithful("sm90"):
+            _launch_tuned(40, torch.zeros(1, dtype=torch.int32))
+            _heuristic_above[(1,)](torch.arange(5.0), torch.zeros(5), 5)
+
+    labels = [label for label, _ in launch.each_config(check)]
+    assert labels == ["_tuned_copy: BLOCK=8; _heuristic_above: SCALE=1.0",
+                      "_tuned_copy: BLOCK=16; _heuristic_above: SCALE=2.0",
+                      "_tuned_copy: BLOCK=32, num_warps=8; _heuristic_above: SCALE=2.0"]
+
+
 def test_triton_s_own_autotuner_needs_a_driver_here():
     """Why launch.py exists: without it, a multi-config autotuner fails on a machine without a GPU."""
     from triton.runtime.autotuner import Autotuner
