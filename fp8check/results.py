@@ -39,7 +39,12 @@ QUANTIZE_CATEGORIES = ("scale", "codes", "nonfinite")
 # Matmul divergences (recipes): an error beyond the derived accumulation
 # bound; scale, overflow, nan and other are shared with the lists above.
 MATMUL_CATEGORIES = ("accuracy",)
-CATEGORIES = CAST_CATEGORIES + QUANTIZE_CATEGORIES + MATMUL_CATEGORIES + CALL_CATEGORIES
+# Faults of an interpreted Triton kernel (fp8check.triton.sanitizer): a load or store outside its
+# tensor, a read of output memory the kernel never writes, two programs storing different bytes to
+# one address, a false tl.assume/tl.multiple_of/tl.max_contiguous, a failing tl.device_assert.
+# Not divergences of a value: the kernel's behaviour on a GPU is undefined or scheduling-dependent.
+KERNEL_FAULT_CATEGORIES = ("out_of_bounds", "uninitialised", "race", "false_hint", "device_assert")
+CATEGORIES = CAST_CATEGORIES + QUANTIZE_CATEGORIES + MATMUL_CATEGORIES + CALL_CATEGORIES + KERNEL_FAULT_CATEGORIES
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -13,7 +13,7 @@ from typing import Any
 
 from fp8check.codes import bit_fields
 from fp8check.formats import get as get_format
-from fp8check.results import CALL_CATEGORIES, QUANTIZE_CATEGORIES, CheckResult, Divergence
+from fp8check.results import CALL_CATEGORIES, KERNEL_FAULT_CATEGORIES, QUANTIZE_CATEGORIES, CheckResult, Divergence
 
 __all__ = ["result_lines", "result_text", "print_result"]
 
@@ -34,6 +34,8 @@ def _cast_body(result: CheckResult) -> list[Line]:
     width = max((len(c) for c in result.categories), default=8)
     pad = " " * (width + 2)
     for cat, n in result.categories.items():
+        if cat in KERNEL_FAULT_CATEGORIES:
+            continue  # listed by _fault_lines
         d = first.get(cat)
         unit = {"in_place": "element", "nondeterministic": "element", "refused": "call"}.get(cat, "input")
         head = f"{cat:<{width}}  {n:>12,} {unit if n == 1 else unit + 's'}"
@@ -61,12 +63,15 @@ def _cast_body(result: CheckResult) -> list[Line]:
 
 def _summary(result: CheckResult) -> str:
     cats = result.categories
-    values = sum(n for c, n in cats.items() if c not in CALL_CATEGORIES)
+    values = sum(n for c, n in cats.items() if c not in CALL_CATEGORIES and c not in KERNEL_FAULT_CATEGORIES)
     parts = [f"{values:,} {'input gives' if values == 1 else 'inputs give'} a different code"] if values else []
     if cats.get("in_place"):
         parts.append(f"the kernel wrote its input ({cats['in_place']:,} elements)")
     if cats.get("nondeterministic"):
         parts.append(f"repeated calls differ ({cats['nondeterministic']:,} elements)")
+    faults = sum(cats.get(c, 0) for c in KERNEL_FAULT_CATEGORIES)
+    if faults:
+        parts.append(f"the kernel faults ({', '.join(c for c in KERNEL_FAULT_CATEGORIES if cats.get(c))})")
     if cats.get("refused"):
         parts.append(f"{cats['refused']:,} call{'s' if cats['refused'] != 1 else ''} refused inside the declared domain")
     return "; ".join(parts) or "see the categories"
@@ -80,6 +85,21 @@ def _refusal_lines(result: CheckResult) -> list[Line]:
     return [(f"refused {len(found):,} call{'s' if len(found) != 1 else ''} (a finding, not a divergence: declare "
              f"what the kernel supports to make refusals inside it fail); first: {first.condition}: {first.error}",
              "yellow")]
+
+
+def _fault_lines(result: CheckResult) -> list[Line]:
+    """Faults of an interpreted Triton kernel: per category the lanes, then each fault (file:line, program,
+    tensor, offsets, config), at most 4 per category."""
+    lines: list[Line] = []
+    for cat in KERNEL_FAULT_CATEGORIES:
+        n = result.categories.get(cat, 0)
+        if not n:
+            continue
+        found = [d for d in result.divergences if d.category == cat]
+        lines.append((f"  {cat:<14}{n:>9,} lane{'s' if n != 1 else ''} (kernel fault)", "bold red"))
+        for d in found[:4]:
+            lines.append((f"    {d.detail}", "red"))
+    return lines
 
 
 def _quantize_body(result: CheckResult) -> list[Line]:
@@ -137,6 +157,7 @@ def result_lines(result: CheckResult, *, header: bool = True) -> list[Line]:
                       "bold green" if result.passed else "bold red"))
         lines.extend(_scope_lines(result))
         lines.extend(_quantize_body(result))
+        lines.extend(_fault_lines(result))
     else:
         if header:
             summary = result.extra.get("profile_summary", "")
@@ -153,6 +174,7 @@ def result_lines(result: CheckResult, *, header: bool = True) -> list[Line]:
             if result.expected_failure:
                 lines.append((f"known upstream: {result.expected_failure}", "yellow"))
             lines.extend(_decode_body(result) if result.kind == "decode" else _cast_body(result))
+            lines.extend(_fault_lines(result))
             lines.extend(_refusal_lines(result))
     if not result.passed or result.kind == "quantize":
         lines.append((f"reproduce: {result.command}", ""))

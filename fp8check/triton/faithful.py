@@ -504,6 +504,10 @@ class _Interpreting:
                 _set(cls.saved, JITFunction, "__call__", __call__)
                 _set(cls.saved, JITFunction, "run", run)
                 cls.language = _language_snapshot()
+                from fp8check.triton import launch, sanitizer
+
+                launch.install()  # autotuned kernels run every config, none benchmarked (launch.py)
+                sanitizer.install()  # loads, stores and hints checked (sanitizer.py)
             cls.depth += 1
         try:
             yield
@@ -511,6 +515,10 @@ class _Interpreting:
             with _LOCK:
                 cls.depth -= 1
                 if cls.depth == 0:
+                    from fp8check.triton import launch, sanitizer
+
+                    sanitizer.uninstall()
+                    launch.uninstall()
                     _restore(cls.saved)
                     _language_restore(cls.language)
                     if cls.env is None:
