@@ -68,6 +68,9 @@ def atomic_path(path: str | os.PathLike[str], option: str) -> Iterator[Path]:
     tmp_path = Path(tmp)
     try:
         yield tmp_path
+        # mkstemp makes the file 0600; the result gets the mode any new file would (0666 less the umask),
+        # or keeps the mode of the file it replaces.
+        os.chmod(tmp_path, _mode_for(target))
         os.replace(tmp_path, target)
     except OSError as exc:
         tmp_path.unlink(missing_ok=True)
@@ -75,6 +78,19 @@ def atomic_path(path: str | os.PathLike[str], option: str) -> Iterator[Path]:
     except BaseException:
         tmp_path.unlink(missing_ok=True)
         raise
+
+
+def _mode_for(target: Path) -> int:
+    try:
+        return stat.S_IMODE(target.stat().st_mode)
+    except OSError:
+        return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)  # reading the umask sets it: put it back at once
+    os.umask(mask)
+    return mask
 
 
 def write_text(path: str | os.PathLike[str], text: str, option: str) -> int:

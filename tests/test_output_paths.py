@@ -74,3 +74,22 @@ def test_unwritable_output_is_one_line_before_any_work(tmp_path, capsys, ckpt, n
     assert "Traceback" not in err + out
     assert seconds < 5, f"{name} worked {seconds:.1f} s before refusing its output path"
     assert set(os.listdir(tmp_path)) == before  # nothing written, no temporary left behind
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_written_files_respect_the_umask_and_keep_an_existing_mode(tmp_path, umask):
+    """--json, --fp8check-json and the HTML reports are written like any file: 0666 less the umask."""
+    from fp8check.outputs import write_json, write_text
+
+    old = os.umask(umask)
+    try:
+        write_json(tmp_path / "r.json", {"a": 1})
+        write_text(tmp_path / "r.html", "<p>x</p>", "--html")
+        assert oct(os.stat(tmp_path / "r.json").st_mode & 0o777) == oct(0o666 & ~umask)
+        assert oct(os.stat(tmp_path / "r.html").st_mode & 0o777) == oct(0o666 & ~umask)
+        assert os.umask(umask) == umask  # the umask itself is left as it was
+        os.chmod(tmp_path / "r.json", 0o640)  # a file replaced keeps its mode, as open(..., "w") keeps it
+        write_json(tmp_path / "r.json", {"a": 2})
+        assert oct(os.stat(tmp_path / "r.json").st_mode & 0o777) == oct(0o640)
+    finally:
+        os.umask(old)
