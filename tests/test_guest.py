@@ -93,8 +93,6 @@ def test_a_host_runs_the_same_with_and_without_the_plugin(pytester, host):
 def test_the_strict_hosts_really_fail_with_the_plugin(pytester, monkeypatch):
     """The comparison above means something: an undeclared mark is a collection error in these hosts, with the
     plugin loaded (a child pytest importing this source tree's fp8check)."""
-    import os
-
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     _write(pytester.path, HOSTS["strict-markers-slow"][0])
     run = pytester.runpytest_subprocess("-p", "no:cacheprovider")
