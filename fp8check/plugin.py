@@ -118,7 +118,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_STATE] = {"collector": None, "targets": None, "declared": None, "generic_markers": False}
     config.stash[_STATE]["cli_kernel"] = _cli_declaration(config)
     _CONFIGS.append(config)
-    if _runs_own_tests(config):
+    # fp8check's own properties/ star-imports the suite while pytest collects; `pytest --markers` collects
+    # nothing. Elsewhere the generic names wait until fp8check's own tests are collected (see
+    # _register_generic_markers), after the host's modules, whose marks are checked as without fp8check.
+    if _builtin(config) or (getattr(config.option, "markers", False) and _declarations(config)):
         _register_generic_markers(config)
 
 
@@ -132,61 +135,19 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 _CONFIGS: list[pytest.Config] = []
 
 
-def _runs_own_tests(config: pytest.Config) -> bool:
-    """Whether this session is known, at configure time, to run fp8check's own tests: the built-in adapters,
-    --fp8check-kernel, kernels in the configuration file's [tool.fp8check] table, or a conftest.py hook."""
-    if _builtin(config) or config.stash[_STATE]["cli_kernel"] is not None:
-        return True
-    if config.hook.pytest_fp8check_kernels.get_hookimpls():
-        return True
-    path = config_file(config)
-    if path is None:
-        return False
-    from fp8check.declarations import KINDS
+def config_file(config: pytest.Config) -> tuple[Any, bool]:
+    """The pyproject.toml whose [tool.fp8check] table this session reads (or None), and whether pytest
+    itself read that file.
 
-    table = _fp8check_table(path)
-    return any(table.get(kind) for kind in KINDS)
-
-
-def _fp8check_table(path: Any) -> dict[str, Any]:
-    """The [tool.fp8check] table of ``path`` ({} when it has none; errors are the declarations' to report)."""
-    try:
-        import tomllib
-    except ImportError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
-    try:
-        table = tomllib.loads(path.read_text(encoding="utf-8")).get("tool", {}).get("fp8check", {})
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return {"cast": True}  # a file pytest read that fp8check cannot: from_pyproject says why, once
-    return table if isinstance(table, dict) else {"cast": True}
-
-
-def config_file(config: pytest.Config) -> Any:
-    """The pyproject.toml whose [tool.fp8check] table this session reads, or None.
-
-    The configuration file pytest itself used (``config.inipath``) when it is a pyproject.toml. A
-    pytest.ini, tox.ini, setup.cfg or a file given with ``-c`` has no such table, and a pyproject.toml
-    beside it is one pytest never read: left alone. With no configuration file, the rootdir's
-    pyproject.toml: pytest before 8.1 reads it too (it then has no [tool.pytest.ini_options] table;
-    pytest 8.1 and later make such a file the inipath itself)."""
+    The configuration file pytest used (``config.inipath``) when it is a pyproject.toml; beside a
+    pytest.ini, tox.ini, setup.cfg or a ``-c`` file (or, with none, in the rootdir), the pyproject.toml
+    there. A file pytest did not read is left alone unless it is valid TOML: only its [tool.fp8check]
+    table, addressed to fp8check, is fp8check's to read (and to complain about)."""
     inipath = getattr(config, "inipath", None)
-    if inipath is not None:
-        return inipath if inipath.name == "pyproject.toml" else None
-    candidate = config.rootpath / "pyproject.toml"
-    if candidate.is_file() and _PYTEST_VERSION < (8, 1) and not getattr(config.option, "inifilename", None):
-        return candidate
-    return None
-
-
-def _version_tuple(text: str) -> tuple[int, ...]:
-    out = []
-    for part in text.split(".")[:2]:
-        digits = "".join(c for c in part if c.isdigit())
-        out.append(int(digits or 0))
-    return tuple(out)
-
-
-_PYTEST_VERSION = _version_tuple(pytest.__version__)
+    if inipath is not None and inipath.name == "pyproject.toml":
+        return inipath, True
+    candidate = (inipath.parent if inipath is not None else config.rootpath) / "pyproject.toml"
+    return (candidate, False) if candidate.is_file() else (None, False)
 
 
 def _register_generic_markers(config: pytest.Config) -> None:
@@ -253,20 +214,20 @@ def _cli_declaration(config: pytest.Config) -> Any:
 
 def _declarations(config: pytest.Config) -> list[Any]:
     """Every kernel this repository declares: --fp8check-kernel, [tool.fp8check] of the pyproject.toml
-    pytest read (:func:`config_file`) and the pytest_fp8check_kernels hooks of its conftest.py files (read once, when first needed)."""
+    :func:`config_file` names, and the pytest_fp8check_kernels hooks of its conftest.py files (read once,
+    when first needed)."""
     state = config.stash[_STATE]
     if state["declared"] is not None:
         return state["declared"]
-    from fp8check.declarations import KernelDeclaration, from_pyproject
+    from fp8check.declarations import KernelDeclaration, from_fp8check_table, read_fp8check_table
     from fp8check.errors import FP8CheckError
 
     out = [state["cli_kernel"]] if state["cli_kernel"] is not None else []
     try:
-        pyproject = config_file(config)
+        pyproject, read_by_pytest = config_file(config)
         if pyproject is not None:
-            declared, settings = from_pyproject(pyproject)
-            out += declared
-            state.setdefault("settings", settings)
+            table = read_fp8check_table(pyproject, invalid_ok=not read_by_pytest)
+            out += from_fp8check_table(table, str(pyproject))[0]
         for batch in config.hook.pytest_fp8check_kernels():
             for d in batch or ():
                 if not isinstance(d, KernelDeclaration):
@@ -469,7 +430,9 @@ def fp8_settings(request: pytest.FixtureRequest) -> Any:
 
 @pytest.hookimpl(tryfirst=True)  # before -m and -k deselect
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    if _declarations(config):
+    # A host whose own collection failed stops there (as without fp8check): the suite is not added to it.
+    stopping = session.testsfailed and not config.getoption("continue_on_collection_errors", False)
+    if not stopping and _declarations(config):
         _register_generic_markers(config)  # after the host's own modules: their marks were checked without
         # A repository that already collects the suite (a star-import of it) does not get it twice.
         collected = {getattr(item, "function", None) for item in items}
