@@ -273,3 +273,11 @@ def test_the_oldest_pytest_and_pluggy_the_metadata_allows(env, tmp_path):
         in out, out[-4000:]
     assert f"pytest-{versions[0]}, pluggy-{versions[1]}" in out, out[:2000]
     _check_hosts(python, tmp_path)  # and every host project as without the plugin
+
+
+def test_the_kernel_option_s_help_says_what_it_does(pytester):
+    """--fp8check-kernel adds a kernel to those the repository declares (the built-in adapters are off in a host)."""
+    text = " ".join(pytester.runpytest("--help").stdout.str().split())
+    assert "--fp8check-kernel=MODULE:FUNC a cast kernel to put through fp8check's property suite (with " \
+           "--fp8check-format), besides the kernels the repository declares" in text
+    assert "instead of the built-in adapters" not in text
