@@ -47,7 +47,7 @@ from typing import Any, Callable, Iterator
 from fp8check.errors import InvalidValueError
 
 __all__ = ["KernelDeclaration", "cast_kernel", "quantizer_kernel", "fused_kernel", "from_pyproject", "from_table",
-           "from_fp8check_table", "read_fp8check_table", "run_declaration", "KINDS"]
+           "read_fp8check_table", "run_declaration", "KINDS"]
 
 KINDS = ("cast", "quantizer", "fused")
 _CAST_DTYPES = ("float32", "float16", "bfloat16")
@@ -289,13 +289,11 @@ def read_fp8check_table(path: str | Path, *, invalid_ok: bool = False) -> dict[s
     return table
 
 
-def from_pyproject(path: str | Path) -> tuple[list[KernelDeclaration], dict[str, Any]]:
-    """The kernels ``[tool.fp8check]`` of ``path`` declares, and its other settings."""
-    return from_fp8check_table(read_fp8check_table(path), str(path))
-
-
-def from_fp8check_table(table: dict[str, Any], where: str) -> tuple[list[KernelDeclaration], dict[str, Any]]:
-    """The kernels a ``[tool.fp8check]`` table (read from ``where``) declares, and its other settings."""
+def from_pyproject(path: str | Path, *, invalid_ok: bool = False) -> tuple[list[KernelDeclaration], dict[str, Any]]:
+    """The kernels ``[tool.fp8check]`` of ``path`` declares, and its other settings (``invalid_ok``: see
+    :func:`read_fp8check_table`). The pytest plugin and the CLI both declare kernels through this."""
+    table = read_fp8check_table(path, invalid_ok=invalid_ok)
+    where = str(path)
     out = []
     for kind in KINDS:
         entries = table.get(kind, [])

@@ -219,15 +219,14 @@ def _declarations(config: pytest.Config) -> list[Any]:
     state = config.stash[_STATE]
     if state["declared"] is not None:
         return state["declared"]
-    from fp8check.declarations import KernelDeclaration, from_fp8check_table, read_fp8check_table
+    from fp8check.declarations import KernelDeclaration, from_pyproject
     from fp8check.errors import FP8CheckError
 
     out = [state["cli_kernel"]] if state["cli_kernel"] is not None else []
     try:
         pyproject, read_by_pytest = config_file(config)
         if pyproject is not None:
-            table = read_fp8check_table(pyproject, invalid_ok=not read_by_pytest)
-            out += from_fp8check_table(table, str(pyproject))[0]
+            out += from_pyproject(pyproject, invalid_ok=not read_by_pytest)[0]
         for batch in config.hook.pytest_fp8check_kernels():
             for d in batch or ():
                 if not isinstance(d, KernelDeclaration):

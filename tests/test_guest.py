@@ -73,6 +73,18 @@ def summary(output: str) -> str:
     return re.sub(r" in [0-9.]+s( \([^)]*\))?", "", lines[-1]).strip("= ") if lines else ""
 
 
+_HEADER = ("platform ", "rootdir:", "plugins:", "cachedir:", "configfile:", "running:", "in:", "cwd:",
+           "hypothesis profile", "using --randomly-seed", "Using --randomly-seed")
+
+
+def whole_output(output: str) -> str:
+    """The run's output without the header lines that name plugins, paths or versions, and without timings:
+    what must not change when the plugin is loaded (node ids, outcomes, warnings, errors, summary)."""
+    lines = [re.sub(r" in [0-9.]+s( \([^)]*\))?", "", line).rstrip() for line in output.splitlines()
+             if not line.lower().startswith(_HEADER)]
+    return "\n".join(line for line in lines if line.strip())
+
+
 def _write(root: Path, files: dict[str, str]) -> None:
     for name, text in files.items():
         (root / name).write_text(text)
@@ -83,7 +95,7 @@ def _write(root: Path, files: dict[str, str]) -> None:
 def test_a_host_runs_the_same_with_and_without_the_plugin(pytester, monkeypatch, host):
     files, args = HOSTS[host]
     _write(pytester.path, files)
-    base = ["-p", "no:cacheprovider", *args]
+    base = ["-p", "no:cacheprovider", "-rA", "-v", *args]
     if host.startswith("strict-markers-"):
         # pytest caches the registered marker names per process (pytest.mark): strictness only shows in a child
         # pytest (importing this source tree's fp8check).
@@ -94,6 +106,7 @@ def test_a_host_runs_the_same_with_and_without_the_plugin(pytester, monkeypatch,
     with_plugin, without = run(*base), run(*base, "-p", "no:fp8check")
     out_with, out_without = with_plugin.stdout.str(), without.stdout.str()
     assert (with_plugin.ret, summary(out_with)) == (without.ret, summary(out_without)), out_with + out_without
+    assert whole_output(out_with) == whole_output(out_without)  # node ids, outcomes, warnings, reasons
     if host.startswith("strict-markers-"):  # the comparison means something: the mark is a collection error
         assert with_plugin.ret == pytest.ExitCode.INTERRUPTED and "not found in `markers`" in out_with, out_with
 
@@ -125,6 +138,16 @@ def test_a_kernel_repository_gets_the_suite_and_its_own_test_keeps_its_parameter
     assert [i for i in ids if i.startswith("test_host.py")] == ["test_host.py::test_formats[e4m3fn]",
                                                                 "test_host.py::test_formats[e5m2]"]
     assert any(i.startswith("fp8check-suite/") and "[cast-" in i for i in ids), ids
+
+
+def test_a_fp8check_table_beside_a_pytest_ini_is_fp8check_s_to_check(pytester):
+    """A pyproject.toml pytest did not read is read when it parses: errors in its [tool.fp8check] table, which
+    is addressed to fp8check, are one-line usage errors (an unparsable one is left alone: HOSTS above)."""
+    _write(pytester.path, {"pytest.ini": "[pytest]\n", "test_host.py": PLAIN,
+                           "pyproject.toml": '[[tool.fp8check.cast]]\nkernel = "kern:cast"\n'})
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "needs 'format'" in result.stderr.str() and "Traceback" not in result.stderr.str()
 
 
 def test_a_strict_kernel_repository_keeps_its_typo_guard(pytester, monkeypatch):
@@ -188,9 +211,11 @@ def _check_hosts(python: Path, tmp_path: Path) -> None:
         root = tmp_path / host
         root.mkdir()
         _write(root, files)
-        with_plugin, without = _run(python, root, *args), _run(python, root, *args, "-p", "no:fp8check")
+        with_plugin = _run(python, root, "-rA", "-v", *args)
+        without = _run(python, root, "-rA", "-v", *args, "-p", "no:fp8check")
         assert (with_plugin[0], summary(with_plugin[1])) == (without[0], summary(without[1])), \
             (host, with_plugin, without)
+        assert whole_output(with_plugin[1]) == whole_output(without[1]), (host, with_plugin, without)
         if host.startswith("strict-markers-"):
             assert "not found in `markers`" in with_plugin[1], (host, with_plugin)
     for layout, (files, args) in KERNEL_REPOS.items():
@@ -206,8 +231,9 @@ def _check_hosts(python: Path, tmp_path: Path) -> None:
     root.mkdir()
     _write(root, {"kern.py": KERNEL, "pyproject.toml": STRICT_PYPROJECT + DECLARED,
                   "test_host.py": MARKED.format(mark="slow")})
-    with_plugin, without = _run(python, root), _run(python, root, "-p", "no:fp8check")
+    with_plugin, without = _run(python, root, "-rA"), _run(python, root, "-rA", "-p", "no:fp8check")
     assert (with_plugin[0], summary(with_plugin[1])) == (without[0], summary(without[1])), (with_plugin, without)
+    assert whole_output(with_plugin[1]) == whole_output(without[1]), (with_plugin, without)
     assert "'slow' not found in `markers`" in with_plugin[1], with_plugin
 
 

@@ -241,6 +241,8 @@ def test_kernel_tests_makes_a_test_class_of_the_suite_for_the_kernels_given(pyte
     ('[[tool.fp8check.quantizer]]\nkernel = "kern:e4m3fn"\n', "needs 'recipe'"),
     ('[[tool.fp8check.cast]]\nkernel = "kern:e4m3fn"\nformat = "e9m9"\n', "unknown format"),
     ('[tool.fp8check\n', "Expected ']'"),  # pytest itself reads pyproject.toml first
+    ('[tool.fp8check]\ncast = true\n', "tool.fp8check.cast must be tables"),
+    ('[tool]\nfp8check = 3\n', "[tool.fp8check] must be a table"),
 ])
 def test_bad_declarations_are_one_line_usage_errors(pytester, pyproject, message):
     (pytester.path / "kern.py").write_text(KERNELS)
