@@ -263,7 +263,8 @@ def from_table(kind: str, entry: dict[str, Any], where: str = "pyproject.toml") 
 def read_fp8check_table(path: str | Path, *, invalid_ok: bool = False) -> dict[str, Any]:
     """The ``[tool.fp8check]`` table of the ``pyproject.toml`` at ``path`` ({} when it has none).
 
-    The one reader of fp8check's configuration (the pytest plugin and the CLI both read through it).
+    The one reader of fp8check's table in a configuration file: whatever reads ``[tool.fp8check]``
+    (the pytest plugin through :func:`from_pyproject`) reads it through this.
     A file that cannot be read or is not valid TOML raises :class:`InvalidValueError`, or with
     ``invalid_ok`` counts as declaring nothing: a file pytest did not read is left alone."""
     try:
@@ -291,7 +292,7 @@ def read_fp8check_table(path: str | Path, *, invalid_ok: bool = False) -> dict[s
 
 def from_pyproject(path: str | Path, *, invalid_ok: bool = False) -> tuple[list[KernelDeclaration], dict[str, Any]]:
     """The kernels ``[tool.fp8check]`` of ``path`` declares, and its other settings (``invalid_ok``: see
-    :func:`read_fp8check_table`). The pytest plugin and the CLI both declare kernels through this."""
+    :func:`read_fp8check_table`). The pytest plugin declares a repository's kernels through this."""
     table = read_fp8check_table(path, invalid_ok=invalid_ok)
     where = str(path)
     out = []
