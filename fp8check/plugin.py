@@ -12,7 +12,9 @@
 - ``--fp8check-builtin-adapters`` (ini ``fp8check_builtin_adapters = true``):
   the properties parametrized over fp8check's own adapters (torch, ml_dtypes,
   Triton), as fp8check's own ``properties/`` runs them.
-- Declares the suite's markers; the GPU targets it generates skip cleanly
+- Declares the FP8 markers in every session, and the generic ones its own
+  tests carry (``slow``, ``gpu``, ...) only once they are collected (see
+  docs/suite.md, "The plugin as a guest"); the GPU targets it generates skip cleanly
   without a CUDA device; ``xfail(strict=True)`` naming the upstream issue
   where a real stack's divergence is a known upstream bug.
 - ``--fp8check-json PATH`` writes every divergence found (exact counts,
@@ -51,9 +53,9 @@ MARKERS = {
     "fp8check_hazards": "fp8check_hazards(*names): the hazard sets (fp8check.hazards.HAZARDS) a property "
     "covers; known upstream divergences on them make the property a strict xfail",
 }
-# Generic names fp8check's own tests carry. Registered only in a session that runs fp8check's own tests
-# (see _register_generic_markers): elsewhere a `--strict-markers` host keeps its collection error for an
-# undeclared `@pytest.mark.slow`, as without fp8check.
+# Generic names fp8check's own tests carry. Registered only when fp8check's own tests are collected, after
+# the host's modules (see pytest_configure): a `--strict-markers` host keeps its collection error for an
+# undeclared `@pytest.mark.slow` of its own, as without fp8check.
 GENERIC_MARKERS = {
     "mx": "mx: checks of OCP MX formats and scales (e8m0fnu, fp4, fp6)",
     "gpu": "gpu: needs a CUDA device; skipped cleanly without one",
