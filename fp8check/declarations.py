@@ -47,7 +47,7 @@ from typing import Any, Callable, Iterator
 from fp8check.errors import InvalidValueError
 
 __all__ = ["KernelDeclaration", "cast_kernel", "quantizer_kernel", "fused_kernel", "from_pyproject", "from_table",
-           "run_declaration", "KINDS"]
+           "read_fp8check_table", "run_declaration", "KINDS"]
 
 KINDS = ("cast", "quantizer", "fused")
 _CAST_DTYPES = ("float32", "float16", "bfloat16")
@@ -266,8 +266,13 @@ def from_table(kind: str, entry: dict[str, Any], where: str = "pyproject.toml") 
         raise InvalidValueError(f"{where}: [[tool.fp8check.{kind}]]: {exc}") from None
 
 
-def from_pyproject(path: str | Path) -> tuple[list[KernelDeclaration], dict[str, Any]]:
-    """The kernels ``[tool.fp8check]`` of ``path`` declares, and its other settings."""
+def read_fp8check_table(path: str | Path, *, invalid_ok: bool = False) -> dict[str, Any]:
+    """The ``[tool.fp8check]`` table of the ``pyproject.toml`` at ``path`` ({} when it has none).
+
+    The one reader of fp8check's table in a configuration file: whatever reads ``[tool.fp8check]``
+    (the pytest plugin through :func:`from_pyproject`) reads it through this.
+    A file that cannot be read or is not valid TOML raises :class:`InvalidValueError`, or with
+    ``invalid_ok`` counts as declaring nothing: a file pytest did not read is left alone."""
     try:
         import tomllib
     except ImportError:  # Python 3.10
@@ -277,18 +282,33 @@ def from_pyproject(path: str | Path) -> tuple[list[KernelDeclaration], dict[str,
     try:
         doc = tomllib.loads(p.read_text(encoding="utf-8"))
     except OSError as exc:
+        if invalid_ok:
+            return {}
         raise InvalidValueError(f"{p}: cannot read: {exc.strerror or exc}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        if invalid_ok:
+            return {}
         raise InvalidValueError(f"{p}: not valid TOML: {exc}") from None
-    table = doc.get("tool", {}).get("fp8check", {})
+    tool = doc.get("tool", {})
+    table = tool.get("fp8check", {}) if isinstance(tool, dict) else {}
     if not isinstance(table, dict):
         raise InvalidValueError(f"{p}: [tool.fp8check] must be a table")
+    return table
+
+
+def from_pyproject(path: str | Path, *, invalid_ok: bool = False) -> tuple[list[KernelDeclaration], dict[str, Any]]:
+    """The kernels ``[tool.fp8check]`` of ``path`` declares, and its other settings (``invalid_ok``: see
+    :func:`read_fp8check_table`). The pytest plugin declares a repository's kernels through this."""
+    table = read_fp8check_table(path, invalid_ok=invalid_ok)
+    where = str(path)
     out = []
     for kind in KINDS:
         entries = table.get(kind, [])
         if isinstance(entries, dict):
             entries = [entries]
-        out.extend(from_table(kind, e, str(p)) for e in entries)
+        if not isinstance(entries, list):
+            raise InvalidValueError(f"{where}: tool.fp8check.{kind} must be tables ([[tool.fp8check.{kind}]])")
+        out.extend(from_table(kind, e, where) for e in entries)
     settings = {k: v for k, v in table.items() if k not in KINDS}
     return out, settings
 

@@ -10,18 +10,19 @@ partial file under the final name.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
+import secrets
 import stat
 import sys
-import tempfile
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator
 
 from fp8check.errors import InvalidValueError
 
-__all__ = ["check_writable", "atomic_path", "write_json", "write_text", "JsonStream", "json_ready", "json_line",
+__all__ = ["check_writable", "atomic_path", "new_beside", "write_json", "write_text", "JsonStream", "json_ready", "json_line",
            "json_float"]
 
 
@@ -59,15 +60,14 @@ def atomic_path(path: str | os.PathLike[str], option: str) -> Iterator[Path]:
     On any error the temporary file is removed and ``path`` is untouched.
     """
     target = Path(path)
-    parent = target.parent if str(target.parent) else Path(".")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=parent)
+        tmp_path = new_beside(target)
     except OSError as exc:
         raise InvalidValueError(f"{option} {path}: cannot write: {exc.strerror or exc}") from None
-    os.close(fd)
-    tmp_path = Path(tmp)
     try:
         yield tmp_path
+        with contextlib.suppress(FileNotFoundError):  # a file replaced keeps its mode, as open(path, "w") keeps it
+            os.chmod(tmp_path, stat.S_IMODE(target.stat().st_mode))
         os.replace(tmp_path, target)
     except OSError as exc:
         tmp_path.unlink(missing_ok=True)
@@ -75,6 +75,28 @@ def atomic_path(path: str | os.PathLike[str], option: str) -> Iterator[Path]:
     except BaseException:
         tmp_path.unlink(missing_ok=True)
         raise
+
+
+def new_beside(target: str | os.PathLike[str], *, directory: bool = False) -> Path:
+    """A new, empty file (or directory) beside ``target``, named after it, for a write renamed onto it.
+
+    It gets the mode any new file or directory gets (0666 or 0777 less the umask: the OS applies the
+    umask, which is never read or set here), not tempfile's 0600 and 0700: a report or converted
+    checkpoint is as readable as a file the user writes any other way."""
+    target = Path(target)
+    parent = target.parent if str(target.parent) else Path(".")
+    for _ in range(100):
+        candidate = parent / f".{target.name}.{secrets.token_hex(4)}.part"
+        try:
+            if directory:
+                os.mkdir(candidate, 0o777)
+            else:
+                os.close(os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
+                                 0o666))
+        except FileExistsError:
+            continue
+        return candidate
+    raise FileExistsError(errno.EEXIST, "no free temporary name", str(target))
 
 
 def write_text(path: str | os.PathLike[str], text: str, option: str) -> int:

@@ -12,7 +12,9 @@
 - ``--fp8check-builtin-adapters`` (ini ``fp8check_builtin_adapters = true``):
   the properties parametrized over fp8check's own adapters (torch, ml_dtypes,
   Triton), as fp8check's own ``properties/`` runs them.
-- Declares the suite's markers; the GPU targets it generates skip cleanly
+- Declares the FP8 markers in every session, and the generic ones its own
+  tests carry (``slow``, ``gpu``, ...) only once they are collected (see
+  docs/suite.md, "The plugin as a guest"); the GPU targets it generates skip cleanly
   without a CUDA device; ``xfail(strict=True)`` naming the upstream issue
   where a real stack's divergence is a known upstream bug.
 - ``--fp8check-json PATH`` writes every divergence found (exact counts,
@@ -38,6 +40,8 @@ from typing import Any
 
 import pytest
 
+# The FP8 vocabulary, registered in every session: `pytest -m fnuz` is the point of the plugin, and no
+# other project's typo guard is weakened by names this specific.
 MARKERS = {
     "fnuz": "fnuz: checks of the AMD CDNA3 formats e4m3fnuz and e5m2fnuz",
     "ocp": "ocp: checks of the OCP formats e4m3fn and e5m2",
@@ -45,19 +49,25 @@ MARKERS = {
     "e4m3fnuz": "e4m3fnuz: checks of e4m3fnuz",
     "e5m2": "e5m2: checks of e5m2",
     "e5m2fnuz": "e5m2fnuz: checks of e5m2fnuz",
+    "fp8check": "fp8check: a property of fp8check's shipped suite run on a declared kernel",
+    "fp8check_hazards": "fp8check_hazards(*names): the hazard sets (fp8check.hazards.HAZARDS) a property "
+    "covers; known upstream divergences on them make the property a strict xfail",
+}
+# Generic names fp8check's own tests carry. Registered only when fp8check's own tests are collected, after
+# the host's modules (see pytest_configure): a `--strict-markers` host keeps its collection error for an
+# undeclared `@pytest.mark.slow` of its own, as without fp8check.
+GENERIC_MARKERS = {
     "mx": "mx: checks of OCP MX formats and scales (e8m0fnu, fp4, fp6)",
     "gpu": "gpu: needs a CUDA device; skipped cleanly without one",
     "exhaustive": "exhaustive: sweeps a whole input space (all codes, all 16-bit inputs)",
     "slow": "slow: takes more than a few seconds",
-    "fp8check": "fp8check: a property of fp8check's shipped suite run on a declared kernel",
     "training": "training: an FP8 training step (or the loss gates) of a model the repository declares "
     "([[tool.fp8check.training]])",
-    "fp8check_hazards": "fp8check_hazards(*names): the hazard sets (fp8check.hazards.HAZARDS) a property "
-    "covers; known upstream divergences on them make the property a strict xfail",
 }
 
 _OPTIONS = (
-    ("kernel", "MODULE:FUNC", "a user cast kernel to put through the properties instead of the built-in adapters"),
+    ("kernel", "MODULE:FUNC", "a cast kernel to put through fp8check's property suite (with --fp8check-format), "
+     "besides the kernels the repository declares"),
     ("format", "FMT", "the format the user kernel casts to (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz, ...)"),
     ("profile", "NAME", "the profile the user kernel claims (default: ieee)"),
     ("input-dtype", "DTYPES", "comma-separated input dtypes fed to the user kernel (default: float32,float16,bfloat16)"),
@@ -109,8 +119,55 @@ def _option(config: pytest.Config, name: str) -> str | None:
 def pytest_configure(config: pytest.Config) -> None:
     for line in MARKERS.values():
         config.addinivalue_line("markers", line)
-    config.stash[_STATE] = {"collector": None, "targets": None, "declared": None}
+    config.stash[_STATE] = {"collector": None, "targets": None, "declared": None, "generic_markers": False}
     config.stash[_STATE]["cli_kernel"] = _cli_declaration(config)
+    _CONFIGS.append(config)
+    # fp8check's own properties/ star-imports the suite while pytest collects; `pytest --markers` collects
+    # nothing. Elsewhere the generic names wait until fp8check's own tests are collected (see
+    # _register_generic_markers), after the host's modules, whose marks are checked as without fp8check.
+    if _builtin(config) or (getattr(config.option, "markers", False) and _declarations(config)):
+        _register_generic_markers(config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if config in _CONFIGS:
+        _CONFIGS.remove(config)
+
+
+# The sessions configured in this process, newest last: fp8check.kernel_tests() (called while a host module
+# is imported) registers the generic markers of the session importing it.
+_CONFIGS: list[pytest.Config] = []
+
+
+def config_file(config: pytest.Config) -> tuple[Any, bool]:
+    """The pyproject.toml whose [tool.fp8check] table this session reads (or None), and whether pytest
+    itself read that file.
+
+    The configuration file pytest used (``config.inipath``) when it is a pyproject.toml; beside a
+    pytest.ini, tox.ini, setup.cfg or a ``-c`` file (or, with none, in the rootdir), the pyproject.toml
+    there. A file pytest did not read is left alone unless it is valid TOML: only its [tool.fp8check]
+    table, addressed to fp8check, is fp8check's to read (and to complain about)."""
+    inipath = getattr(config, "inipath", None)
+    if inipath is not None and inipath.name == "pyproject.toml":
+        return inipath, True
+    candidate = (inipath.parent if inipath is not None else config.rootpath) / "pyproject.toml"
+    return (candidate, False) if candidate.is_file() else (None, False)
+
+
+def _register_generic_markers(config: pytest.Config) -> None:
+    """Register ``GENERIC_MARKERS`` in a session that runs fp8check's own tests (which carry them)."""
+    state = config.stash.get(_STATE, None)
+    if state is None or state["generic_markers"]:
+        return
+    state["generic_markers"] = True
+    for line in GENERIC_MARKERS.values():
+        config.addinivalue_line("markers", line)
+
+
+def register_generic_markers_of_current_session() -> None:
+    """For :func:`fp8check.kernel_tests`: its class carries fp8check's own tests (and their markers)."""
+    if _CONFIGS:
+        _register_generic_markers(_CONFIGS[-1])
 
 
 def _collector(config: pytest.Config) -> Any:
@@ -160,8 +217,9 @@ def _cli_declaration(config: pytest.Config) -> Any:
 
 
 def _declarations(config: pytest.Config) -> list[Any]:
-    """Every kernel this repository declares: --fp8check-kernel, [tool.fp8check] of its pyproject.toml
-    and the pytest_fp8check_kernels hooks of its conftest.py files (read once, when first needed)."""
+    """Every kernel this repository declares: --fp8check-kernel, [tool.fp8check] of the pyproject.toml
+    :func:`config_file` names, and the pytest_fp8check_kernels hooks of its conftest.py files (read once,
+    when first needed)."""
     state = config.stash[_STATE]
     if state["declared"] is not None:
         return state["declared"]
@@ -170,11 +228,9 @@ def _declarations(config: pytest.Config) -> list[Any]:
 
     out = [state["cli_kernel"]] if state["cli_kernel"] is not None else []
     try:
-        pyproject = config.rootpath / "pyproject.toml"
-        if pyproject.is_file():
-            declared, settings = from_pyproject(pyproject)
-            out += declared
-            state.setdefault("settings", settings)
+        pyproject, read_by_pytest = config_file(config)
+        if pyproject is not None:
+            out += from_pyproject(pyproject, invalid_ok=not read_by_pytest)[0]
         for batch in config.hook.pytest_fp8check_kernels():
             for d in batch or ():
                 if not isinstance(d, KernelDeclaration):
@@ -308,11 +364,38 @@ def _format_marks(fmt_name: str, device: str) -> list[Any]:
     return marks
 
 
+def _is_own_test(function: Any, cls: Any) -> bool:
+    """Whether a test is fp8check's: a property of the shipped suite (also star-imported into a module, or
+    in a class :func:`fp8check.kernel_tests` made). Another project's test is never fp8check's to
+    parametrize, whatever its parameter names."""
+    if cls is not None and getattr(cls, "fp8check_declarations", None) is not None:
+        return True
+    return str(getattr(function, "__module__", "") or "").startswith("fp8check.suite.properties.")
+
+
+def _host_owned(metafunc: pytest.Metafunc) -> set[str]:
+    """The target names a test's own ``parametrize`` marks give values: those stay the test's."""
+    out: set[str] = set()
+    for mark in metafunc.definition.iter_markers("parametrize"):
+        names = mark.args[0] if mark.args else mark.kwargs.get("argnames", ())
+        if isinstance(names, str):
+            names = [n.strip() for n in names.split(",")]
+        out.update(names)
+    return out
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     names = [n for n in _FIXTURES if n in metafunc.fixturenames]
     if not names:
         return
     cls = metafunc.cls
+    if not _is_own_test(metafunc.function, cls):
+        return
+    owned = _host_owned(metafunc)
+    names = [n for n in names if n not in owned]
+    if not names:
+        return
+    _register_generic_markers(metafunc.config)
     if cls is not None and getattr(cls, "fp8check_declarations", None) is not None:
         targets = _class_targets(metafunc.config, cls)
     else:
@@ -389,7 +472,10 @@ def fp8_settings(request: pytest.FixtureRequest) -> Any:
 
 @pytest.hookimpl(tryfirst=True)  # before -m and -k deselect
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    if _declarations(config) or _training(config):
+    # A host whose own collection failed stops there (as without fp8check): the suite is not added to it.
+    stopping = session.testsfailed and not config.getoption("continue_on_collection_errors", False)
+    if not stopping and (_declarations(config) or _training(config)):
+        _register_generic_markers(config)  # after the host's own modules: their marks were checked without
         # A repository that already collects the suite (a star-import of it) does not get it twice.
         collected = {getattr(item, "function", None) for item in items}
         items.extend(x for x in _shipped_suite_items(session) if getattr(x, "function", None) not in collected)
@@ -415,15 +501,32 @@ def _shipped_suite_items(session: pytest.Session) -> list[pytest.Item]:
 
 
 def _target_of(item: pytest.Item) -> Any:
+    """The fp8check target an item of fp8check's own tests runs on (None for every other test)."""
+    if not _is_own_test(getattr(item, "function", None), getattr(item, "cls", None)):
+        return None
     callspec = getattr(item, "callspec", None)
     params = callspec.params if callspec else {}
     return next((params[n] for n in _FIXTURES if n in params), None)
 
 
-@pytest.hookimpl(wrapper=True)
+# Old-style wrappers (pluggy's hookwrapper): they work with every pytest and pluggy the metadata allows;
+# new-style ones (wrapper=True) need pluggy 1.2.
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    if _target_of(item) is None:
+        yield
+        return
+    from fp8check.strategies import without_local_constants
+
+    with without_local_constants():
+        yield
+
+
+@pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> Any:
-    report = yield
-    if report.when == "call":
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call" and _target_of(item) is not None:
         callspec = getattr(item, "callspec", None)
         params = callspec.params if callspec else {}
         target = next((params[n] for n in _FIXTURES if n in params and hasattr(params[n], "key")), None)
@@ -435,7 +538,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
         decode = params.get("fp8_decode_target")
         if decode is not None and hasattr(decode, "decode_key"):
             _collector(item.config).note_decode_test(decode.decode_key, reason)
-    return report
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

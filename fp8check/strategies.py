@@ -25,7 +25,8 @@ Shrinking moves toward the hazards listed first and toward small patterns.
 
 from __future__ import annotations
 
-from typing import Collection
+import contextlib
+from typing import Collection, Iterator
 
 import numpy as np
 from hypothesis import strategies as st
@@ -37,11 +38,43 @@ from fp8check import inputs as _inputs
 from fp8check.errors import FP8CheckError
 from fp8check.formats import Format, get as _get_format
 
-__all__ = ["codes", "cast_input_bits", "cast_inputs", "cast_input_arrays", "HAZARDS"]
+__all__ = ["codes", "cast_input_bits", "cast_inputs", "cast_input_arrays", "HAZARDS", "without_local_constants"]
 
 # The hazards a strategy can draw from: the exact sets, plus "near" (a few
 # ulps off any value or midpoint of the format) and "any" (any pattern).
 HAZARDS = _hazards.HAZARDS + ("near", "any")
+
+
+@contextlib.contextmanager
+def without_local_constants() -> Iterator[None]:
+    """Hypothesis draws in this block see no constants harvested from the user's modules.
+
+    Hypothesis (6.131 and later) mixes into its draws the literals of every
+    local module imported: an unused tuple appended to a kernel's module
+    changed what a ``--seed`` checked. Inside this block the local pool is
+    empty and its cache is cleared on entry and exit, so the same seed draws
+    the same inputs whatever the user's modules hold; Hypothesis's own global
+    constants (0.5, inf, nan, ...) stay. Releases without the pool: nothing to do.
+    """
+    try:
+        from hypothesis.internal.conjecture import providers
+    except ImportError:  # pragma: no cover - releases that predate the module
+        yield
+        return
+    get = getattr(providers, "_get_local_constants", None)
+    cache = getattr(providers, "CONSTANTS_CACHE", None)
+    constants = getattr(providers, "Constants", None)
+    if get is None or cache is None or constants is None:
+        yield
+        return
+    empty = constants()
+    cache.cache.clear()
+    providers._get_local_constants = lambda: empty
+    try:
+        yield
+    finally:
+        providers._get_local_constants = get
+        cache.cache.clear()
 
 
 def _format(format: object, where: str) -> Format:

@@ -65,12 +65,21 @@ def _ids(result):
     return [line.strip() for line in result.outlines if "::" in line]
 
 
+FP8_MARKERS = ("fnuz", "ocp", "e4m3fn", "e4m3fnuz", "e5m2", "e5m2fnuz", "fp8check", "fp8check_hazards(*names)")
+GENERIC_MARKERS = ("mx", "gpu", "exhaustive", "slow")
+
+
 def test_markers_are_declared(suite):
-    result = suite.runpytest("--markers")
-    text = result.stdout.str()
-    for name in ("fnuz", "ocp", "e4m3fn", "e4m3fnuz", "e5m2", "e5m2fnuz", "mx", "gpu", "exhaustive", "slow",
-                 "fp8check", "fp8check_hazards(*names)"):
+    """The FP8 vocabulary in every session; the generic names only where fp8check's own tests run."""
+    text = suite.runpytest("--markers").stdout.str()
+    for name in FP8_MARKERS:
         assert f"@pytest.mark.{name}" in text, name
+    for name in GENERIC_MARKERS:
+        assert f"@pytest.mark.{name}:" not in text, name
+    declared = suite.runpytest("--markers", "--fp8check-kernel", "fp8_mutants:correct_e4m3fnuz",
+                               "--fp8check-format", "e4m3fnuz").stdout.str()
+    for name in FP8_MARKERS + GENERIC_MARKERS:
+        assert f"@pytest.mark.{name}" in declared, name
 
 
 def test_fnuz_marker_selects_exactly_the_fnuz_targets_of_every_builtin_adapter(builtin_suite):
@@ -232,6 +241,8 @@ def test_kernel_tests_makes_a_test_class_of_the_suite_for_the_kernels_given(pyte
     ('[[tool.fp8check.quantizer]]\nkernel = "kern:e4m3fn"\n', "needs 'recipe'"),
     ('[[tool.fp8check.cast]]\nkernel = "kern:e4m3fn"\nformat = "e9m9"\n', "unknown format"),
     ('[tool.fp8check\n', "Expected ']'"),  # pytest itself reads pyproject.toml first
+    ('[tool.fp8check]\ncast = true\n', "tool.fp8check.cast must be tables"),
+    ('[tool]\nfp8check = 3\n', "[tool.fp8check] must be a table"),
 ])
 def test_bad_declarations_are_one_line_usage_errors(pytester, pyproject, message):
     (pytester.path / "kern.py").write_text(KERNELS)

@@ -72,8 +72,10 @@ def test_a_user_kernel_written_from_torch_ops_conforms():
 def test_no_eps_clamp_is_a_scale_divergence():
     result = check_quantizer(mutants.no_eps, "tensorwise", **FAST)
     _only(result, "scale")
-    d = next(d for d in result.divergences if d.category == "scale")
-    assert d.input_value == "0.0" and d.actual_value == "0.0"  # amax 0 -> scale 0 (then 0/0)
+    # amax 0 -> scale 0 (then 0/0); listed among the scale divergences (which one comes first depends on the
+    # drawn inputs: the smallest case first)
+    assert any(d.input_value == "0.0" and d.actual_value == "0.0" for d in result.divergences
+               if d.category == "scale")
     assert result.extra["hazards"][2]["count"] > 0  # ... and NaN codes from finite zeros
 
 

@@ -616,16 +616,10 @@ def check_destination(dst: str, *, force: bool) -> None:
 
 def _staging(dst: str) -> str:
     """A temporary file or directory beside DST, on the same file system."""
-    import tempfile
+    from fp8check.outputs import new_beside
 
-    parent = os.path.dirname(os.path.abspath(dst.rstrip(os.sep)))
-    base = os.path.basename(dst.rstrip(os.sep))
-    try:
-        if dst.endswith(".safetensors"):
-            fd, path = tempfile.mkstemp(prefix=f".{base}.", suffix=".part", dir=parent)
-            os.close(fd)
-            return path
-        return tempfile.mkdtemp(prefix=f".{base}.", suffix=".part", dir=parent)
+    try:  # the mode any new file or directory gets (tempfile's would be 0600 / 0700)
+        return str(new_beside(os.path.abspath(dst.rstrip(os.sep)), directory=not dst.endswith(".safetensors")))
     except OSError as exc:
         raise InvalidValueError(f"DST {dst}: cannot write: {exc.strerror or exc}") from None
 

@@ -505,6 +505,9 @@ def _run_hypothesis(recipe: Recipe, one: Callable[[QuantCase], None], max_exampl
 
     if seed is not None:
         run = hypothesis_seed(seed)(run)
-    run()
+    from fp8check.strategies import without_local_constants
+
+    with without_local_constants():  # the same seed, the same inputs, whatever the user's modules hold
+        run()
     if failure:
         raise failure[0]

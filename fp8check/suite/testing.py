@@ -28,7 +28,7 @@ def kernel_tests(*declarations: Any, name: str = "KernelTests") -> type:
     :func:`fp8check.fused_kernel`). Assign it to a module-level name that
     starts with ``Test`` so that pytest collects it."""
     from fp8check.declarations import KernelDeclaration
-    from fp8check.plugin import _FIXTURES, build_targets
+    from fp8check.plugin import _FIXTURES, build_targets, register_generic_markers_of_current_session
 
     if not declarations:
         raise InvalidValueError("kernel_tests() needs at least one declaration (fp8check.cast_kernel(...), ...)")
@@ -40,6 +40,9 @@ def kernel_tests(*declarations: Any, name: str = "KernelTests") -> type:
     duplicate = next((n for n in names if names.count(n) > 1), None)
     if duplicate:
         raise InvalidValueError(f"two kernels given to kernel_tests() are named {duplicate!r}: give one a name=")
+    # The suite's modules carry `exhaustive`, `gpu`, `slow` marks: registered before they are imported
+    # (under --strict-markers) in the session importing this class, which runs fp8check's own tests.
+    register_generic_markers_of_current_session()
     present = {fixture for fixture, targets in build_targets(declarations).items() if targets}
     namespace: dict[str, Any] = {"fp8check_declarations": tuple(declarations), "__doc__": __doc__.split("\n\n")[0]}
     for module_name in _MODULES:
