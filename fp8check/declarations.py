@@ -46,10 +46,10 @@ from typing import Any, Callable, Iterator
 
 from fp8check.errors import InvalidValueError
 
-__all__ = ["KernelDeclaration", "cast_kernel", "quantizer_kernel", "fused_kernel", "from_pyproject", "from_table",
-           "run_declaration", "KINDS"]
+__all__ = ["KernelDeclaration", "cast_kernel", "quantizer_kernel", "fused_kernel", "static_quantizer",
+           "from_pyproject", "from_table", "repository_recipes", "run_declaration", "KINDS"]
 
-KINDS = ("cast", "quantizer", "fused")
+KINDS = ("cast", "quantizer", "fused", "static")
 _CAST_DTYPES = ("float32", "float16", "bfloat16")
 
 
@@ -64,12 +64,14 @@ class KernelDeclaration:
     name: str = ""
     input_dtypes: tuple[str, ...] = _CAST_DTYPES
     device: str = "cpu"
-    recipe: str | None = None
+    recipe: Any = None  # a recipe name or a Recipe (a declared one)
     reference: Any = None
     args: Any = None
     ulps: int = 0
     triton_target: str | None = None
     supports: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    apply: str | None = None  # static: divide | multiply | multiply-reciprocal
+    scale: float | None = None  # static: the one scale to check (default: scales drawn for every boundary)
 
     def __post_init__(self) -> None:
         from fp8check import formats, profiles
@@ -78,10 +80,21 @@ class KernelDeclaration:
             raise InvalidValueError(f"kernel kind {self.kind!r}: use one of {', '.join(KINDS)}")
         if not self.kernel:
             raise InvalidValueError(f"a declared {self.kind} kernel needs 'kernel = \"MODULE:FUNC\"'")
-        if self.kind in ("cast", "fused") and not self.format:
+        if self.kind in ("cast", "fused", "static") and not self.format:
             raise InvalidValueError(f"{self.label}: a {self.kind} kernel needs 'format'")
         if self.kind == "quantizer" and not self.recipe:
             raise InvalidValueError(f"{self.label}: a quantizer needs 'recipe'")
+        if self.kind == "quantizer":
+            from fp8check import quantizers
+
+            quantizers.get(self.recipe)  # an unknown name: one clear error now, not at run time
+        if self.kind == "static":
+            from fp8check.quantizers.static import check_options
+
+            check_options(self.apply, self.scale, self.label)
+        elif self.apply is not None or self.scale is not None:
+            raise InvalidValueError(f"{self.label}: 'apply' and 'scale' are for static-scale quantizers "
+                                    "([[tool.fp8check.static]]); a quantizer's recipe says how it applies its scale")
         if self.kind == "fused" and self.reference is None:
             raise InvalidValueError(f"{self.label}: a fused kernel needs 'reference' (the values before its cast)")
         if self.format:
@@ -179,9 +192,18 @@ class KernelDeclaration:
         spec = self.kernel if isinstance(self.kernel, str) else _default_name(self.kernel)
         parts = ["fp8check", "check", spec]
         if self.kind == "quantizer":
-            parts += ["--kind", "quantize", "--recipe", str(self.recipe)]
+            parts += ["--kind", "quantize", "--recipe", getattr(self.recipe, "name", str(self.recipe))]
             if self.format:
                 parts += ["--format", self.format]
+            if self.ulps:
+                parts += ["--ulps", str(self.ulps)]
+        elif self.kind == "static":
+            parts += ["--kind", "static", "--format", str(self.format), "--profile", self.profile or "ieee",
+                      "--apply", self.apply or "divide"]
+            if self.scale is not None:
+                parts += ["--scale", repr(float(self.scale))]
+            if self.ulps:
+                parts += ["--ulps", str(self.ulps)]
         else:
             parts += ["--format", str(self.format), "--profile", self.profile or "ieee"]
         if self.kind == "fused":
@@ -190,7 +212,7 @@ class KernelDeclaration:
                 parts += ["--args", _spec(self.args)]
             if self.ulps:
                 parts += ["--ulps", str(self.ulps)]
-        if input_dtype and self.kind in ("cast", "fused"):
+        if input_dtype and self.kind in ("cast", "fused", "static"):
             parts += ["--input-dtype", input_dtype]
         if self.device != "cpu":
             parts += ["--device", self.device]
@@ -225,8 +247,9 @@ def cast_kernel(kernel: Any, *, format: str, profile: str = "ieee", **kw: Any) -
     return KernelDeclaration(kind="cast", kernel=kernel, format=format, profile=profile, **kw)
 
 
-def quantizer_kernel(kernel: Any, *, recipe: str, format: str | None = None, **kw: Any) -> KernelDeclaration:
-    """Declare a quantizer: ``kernel(x) -> (codes, scales)`` under ``recipe``."""
+def quantizer_kernel(kernel: Any, *, recipe: Any, format: str | None = None, **kw: Any) -> KernelDeclaration:
+    """Declare a quantizer: ``kernel(x) -> (codes, scales)`` under ``recipe`` (a name, or a
+    :class:`~fp8check.quantizers.Recipe`, e.g. from :func:`fp8check.quantizers.declared_recipe`)."""
     return KernelDeclaration(kind="quantizer", kernel=kernel, recipe=recipe, format=format, **kw)
 
 
@@ -238,11 +261,22 @@ def fused_kernel(kernel: Any, *, reference: Any, format: str, profile: str = "ie
 
 
 _KEYS = {"name", "kernel", "format", "profile", "input-dtypes", "device", "recipe", "reference", "args", "ulps",
-         "triton-target", "supports"}
+         "triton-target", "supports", "apply", "scale"}
 
 
-def from_table(kind: str, entry: dict[str, Any], where: str = "pyproject.toml") -> KernelDeclaration:
-    """A declaration from one ``[[tool.fp8check.KIND]]`` table (dashes or underscores in keys)."""
+def static_quantizer(kernel: Any, *, format: str, profile: str = "satfinite", apply: str = "divide",
+                     scale: float | None = None, **kw: Any) -> KernelDeclaration:
+    """Declare a static-scale quantizer: ``kernel(x, scale) -> fp8 codes``, ``scale`` a float32 tensor of
+    shape (1,) applied as ``apply`` says (``divide``: x / scale; ``multiply-reciprocal``: x * fl(1/scale);
+    ``multiply``: x * scale). ``scale``: check this one scale only (default: scales drawn at every boundary)."""
+    return KernelDeclaration(kind="static", kernel=kernel, format=format, profile=profile, apply=apply, scale=scale,
+                             **kw)
+
+
+def from_table(kind: str, entry: dict[str, Any], where: str = "pyproject.toml",
+               recipes: dict[str, Any] | None = None) -> KernelDeclaration:
+    """A declaration from one ``[[tool.fp8check.KIND]]`` table (dashes or underscores in keys); ``recipes``: the
+    recipes the same file declares (``[tool.fp8check.recipe.NAME]``), which its ``recipe`` may name."""
     if not isinstance(entry, dict):
         raise InvalidValueError(f"{where}: [[tool.fp8check.{kind}]] entries must be tables")
     norm = {str(k).replace("_", "-"): v for k, v in entry.items()}
@@ -254,6 +288,14 @@ def from_table(kind: str, entry: dict[str, Any], where: str = "pyproject.toml") 
     kw = {k.replace("-", "_"): v for k, v in norm.items()}
     if "input_dtypes" in kw:
         kw["input_dtypes"] = tuple(kw["input_dtypes"])
+    if kind == "quantizer" and recipes and isinstance(kw.get("recipe"), str):
+        from fp8check import quantizers
+
+        kw["recipe"] = quantizers.get(kw["recipe"], declared=recipes)
+    if kind == "static" and "scale" in kw:
+        if isinstance(kw["scale"], bool) or not isinstance(kw["scale"], (int, float)):
+            raise InvalidValueError(f"{where}: [[tool.fp8check.static]] scale = {kw['scale']!r}: give a number")
+        kw["scale"] = float(kw["scale"])
     try:
         return KernelDeclaration(kind=kind, supports=supports, **kw)
     except TypeError as exc:
@@ -277,14 +319,41 @@ def from_pyproject(path: str | Path) -> tuple[list[KernelDeclaration], dict[str,
     table = doc.get("tool", {}).get("fp8check", {})
     if not isinstance(table, dict):
         raise InvalidValueError(f"{p}: [tool.fp8check] must be a table")
+    from fp8check.quantizers import declared_recipes
+
+    recipes = declared_recipes(table.get("recipe"), str(p))
     out = []
     for kind in KINDS:
         entries = table.get(kind, [])
         if isinstance(entries, dict):
             entries = [entries]
-        out.extend(from_table(kind, e, str(p)) for e in entries)
-    settings = {k: v for k, v in table.items() if k not in KINDS}
+        out.extend(from_table(kind, e, str(p), recipes) for e in entries)
+    settings = {k: v for k, v in table.items() if k not in KINDS and k != "recipe"}
     return out, settings
+
+
+def repository_recipes(start: str | Path | None = None) -> dict[str, Any]:
+    """The recipes ``[tool.fp8check.recipe]`` declares in the nearest ``pyproject.toml`` at or above ``start``
+    (default: the working directory) that has a ``[tool.fp8check]`` table; {} when there is none."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    from fp8check.quantizers import declared_recipes
+
+    here = Path(start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        p = folder / "pyproject.toml"
+        if not p.is_file():
+            continue
+        try:
+            doc = tomllib.loads(p.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            continue
+        table = doc.get("tool", {}).get("fp8check")
+        if isinstance(table, dict):
+            return declared_recipes(table.get("recipe"), str(p))
+    return {}
 
 
 def run_cast_declaration(decl: KernelDeclaration, *, input_dtype: str | None = None, max_examples: int = 200,
@@ -328,8 +397,18 @@ def _run_other(decl: KernelDeclaration, *, input_dtype: str | None, max_examples
         result = check_quantizer(fn, decl.recipe, fmt=decl.format, profile=decl.profile, device=decl.device,
                                  max_examples=max_examples, seed=seed, kernel_name=name, thorough=thorough,
                                  supports=decl.harness_supports(), args=_args_of(decl),
-                                 precast=decl.resolve(decl.reference))
+                                 precast=decl.resolve(decl.reference), ulps=decl.ulps, cap=cap)
         result.command = decl.command(max_examples=max_examples, seed=seed)
+        return result
+    if decl.kind == "static":
+        from fp8check.quantizers.static import check_static_quantizer
+
+        result = check_static_quantizer(fn, format=decl.format, profile=decl.profile or "satfinite",
+                                        apply=decl.apply or "divide", scale=decl.scale,
+                                        input_dtype=input_dtype or decl.input_dtypes[0], device=decl.device,
+                                        seed=seed, name=name, ulps=decl.ulps, cap=cap,
+                                        supports=decl.harness_supports())
+        result.command = decl.command(input_dtype or decl.input_dtypes[0], max_examples=max_examples, seed=seed)
         return result
     from fp8check.casts.fused import check_fused
 

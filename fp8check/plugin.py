@@ -256,7 +256,9 @@ def build_targets(declared: Any, *, builtin: bool = False, collector: Any = None
                         "fp8_call_target": [t for t in whole if t.declaration.kind == "cast"],
                         "fp8_fused_target": [t for t in whole if t.declaration.kind == "fused"],
                         "fp8_quantizer_target": [DeclaredTarget(d, None, collector) for d in declared
-                                                 if d.kind == "quantizer"]}
+                                                 if d.kind == "quantizer"]
+                        + [DeclaredTarget(d, t, collector) for d in declared if d.kind == "static"  # per input dtype
+                           for t in d.input_dtypes]}
 
 
 def _format_marks(fmt_name: str, device: str) -> list[Any]:

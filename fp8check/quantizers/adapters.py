@@ -194,10 +194,19 @@ def torch_quantizer(recipe: Recipe) -> Callable[..., tuple[Any, Any]]:
         a = x32.abs()
         if recipe.nonfinite == "finite":
             a = torch.where(torch.isfinite(a), a, torch.zeros_like(a))
+        elif recipe.nonfinite == "skip-nan":
+            a = torch.where(torch.isnan(a), torch.zeros_like(a), a)
         amax = _block_amax(a, recipe, offsets)
         applied, stored = _scales(amax, recipe)
         s = _expand(applied, recipe, tuple(x.shape), offsets)
-        y = x32 * s if recipe.convention == "scale" else x32 / s
+        if recipe.element_op == "multiply":
+            y = x32 * s
+        elif recipe.element_op == "divide":
+            y = x32 / s
+        else:  # a float32 reciprocal, then a multiply
+            y = x32 * (torch.ones_like(s) / s)
+        if recipe.stored == "reciprocal":
+            stored = torch.ones_like(stored) / stored
         return y.clamp(-fmax, fmax).to(dtype), stored
 
     kernel.__name__ = f"torch_quantizer[{recipe.name}/{recipe.format.name}]"

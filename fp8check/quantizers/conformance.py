@@ -41,7 +41,8 @@ from fp8check.reference import decode
 from fp8check.quantizers import get as get_recipe
 from fp8check.quantizers.edge_cases import HazardTally, edge_cases, nan_code_table
 from fp8check.quantizers.recipe import Recipe
-from fp8check.quantizers.scaling import block_amax, element_blocks, quantize
+from fp8check.quantizers import exactness
+from fp8check.quantizers.scaling import applied_scales, apply_scale, block_amax, element_blocks, expand_scales, quantize
 from fp8check.quantizers.cases import QuantCase, quantizer_inputs
 from fp8check.results import CALL_CATEGORIES, QUANTIZE_CATEGORIES, CheckResult, Divergence, Refusal
 
@@ -253,14 +254,24 @@ class _Found:
     divergence: Divergence
 
 
+def _within_ulps32(a: np.ndarray, b: np.ndarray, ulps: int) -> np.ndarray:
+    """Finite float32 values of one sign at most ``ulps`` float32 steps apart (their bit patterns' distance)."""
+    a32, b32 = a.astype(np.float32), b.astype(np.float32)
+    ia, ib = a32.view(np.int32).astype(np.int64), b32.view(np.int32).astype(np.int64)
+    return np.isfinite(a32) & np.isfinite(b32) & (np.signbit(a32) == np.signbit(b32)) & (np.abs(ia - ib) <= ulps)
+
+
 def _compare(case: QuantCase, recipe: Recipe, codes: np.ndarray, scales: np.ndarray, order: int,
-             counts: dict[str, int], found: list[_Found], per_case: int = 8) -> None:
+             counts: dict[str, int], found: list[_Found], per_case: int = 8, ulps: int = 0,
+             exact: list[np.ndarray] | None = None) -> None:
     expected = quantize(case.x, recipe, offsets=case.offsets)
     exp_s = expected.scales.astype(np.float64).reshape(-1)
     act_s = scales.reshape(-1)
     both_nan = np.isnan(exp_s) & np.isnan(act_s)
     with np.errstate(invalid="ignore"):
         same_scale = both_nan | ((exp_s == act_s) & (np.signbit(exp_s) == np.signbit(act_s)))
+        if ulps:
+            same_scale |= _within_ulps32(exp_s, act_s, ulps)
     shape = case.x.shape
     blocks = element_blocks(shape, recipe, case.offsets).reshape(-1)
     nblocks = exp_s.size
@@ -268,6 +279,16 @@ def _compare(case: QuantCase, recipe: Recipe, codes: np.ndarray, scales: np.ndar
     nan_tab = nan_code_table(recipe.format)
     ce, ca = expected.codes.reshape(-1), codes.reshape(-1)
     same_code = (ce == ca) | (nan_tab[ce] & nan_tab[ca]) | both_nan[blocks]
+    x32 = case.x.astype(np.float32)
+    applied = applied_scales(block_amax(x32, recipe, case.offsets), recipe)
+    applied_each = expand_scales(applied, shape, recipe, case.offsets).reshape(-1)
+    if ulps and not same_code.all():
+        from fp8check.casts.fused import allowed_codes
+
+        # A code counts as the recipe's when some value within `ulps` float32 ulps of the recipe's
+        # value before the cast encodes to it.
+        y = apply_scale(x32.reshape(-1), applied_each, recipe)
+        same_code |= allowed_codes(y, ca, recipe.format, recipe.profile, ulps)
     code_diff_block = np.bincount(blocks, weights=~same_code, minlength=nblocks) > 0
     amax = block_amax(case.x, recipe.replace(nonfinite="ieee"), case.offsets).reshape(-1).astype(np.float64)
     size = case.x.size
@@ -277,6 +298,13 @@ def _compare(case: QuantCase, recipe: Recipe, codes: np.ndarray, scales: np.ndar
     nf = np.flatnonzero(nonfinite_block & (~same_scale | code_diff_block))
     sc = np.flatnonzero(~nonfinite_block & ~same_scale)
     cd = np.flatnonzero(~same_code & ~nonfinite_block[blocks] & same_scale[blocks])
+    op = recipe.element_op
+    verdict = np.zeros(0, dtype=np.int64)
+    if cd.size:  # which side is the correctly rounded x / scale, for every codes divergence
+        verdict = exactness.verdicts(x[cd], applied_each[cd], ce[cd], ca[cd], op, recipe.format,
+                                     recipe.profile, nan_tab)
+        if exact is not None:
+            exact.append(verdict)
     counts["nonfinite"] += nf.size
     counts["scale"] += sc.size
     counts["codes"] += cd.size
@@ -298,8 +326,9 @@ def _compare(case: QuantCase, recipe: Recipe, codes: np.ndarray, scales: np.ndar
             category="nonfinite", input_hex=_hex_input(x[bad], case.dtype), expected_hex=eh, actual_hex=ah,
             input_dtype=case.dtype, input_value=repr(float(x[bad])), expected_value=ev, actual_value=av,
             detail=(f"{where}: {_block_text(recipe, int(b), shape, case.offsets)} holds {float(x[bad])!r}; "
-                    f"{what} differs (recipe: non-finite {recipe.nonfinite}); the kernel left {lost} of "
-                    f"{fin.size} finite values of the block zero or NaN"))))
+                    f"{what} differs (recipe: non-finite {recipe.nonfinite}); "
+                    + (f"the kernel left {lost} of {fin.size} finite values of the block zero or NaN" if fin.size
+                       else "the block holds no finite value")))))
     for b in sc[:per_case]:
         found.append(_Found((size, 1, order), Divergence(
             category="scale", input_hex=_hex32(amax[b]), expected_hex=_hex32(exp_s[b]), actual_hex=_hex32(act_s[b]),
@@ -307,14 +336,21 @@ def _compare(case: QuantCase, recipe: Recipe, codes: np.ndarray, scales: np.ndar
             actual_value=repr(float(act_s[b])),
             detail=(f"{where}: scale of {_block_text(recipe, int(b), shape, case.offsets)}, amax {float(amax[b])!r}"
                     + _target_note(recipe, float(amax[b]), float(exp_s[b]), float(act_s[b]))))))
-    for i in cd[:per_case]:
+    for k, i in enumerate(cd[:per_case]):
         b = int(blocks[i])
+        right = exactness.exact_code(float(x[i]), float(applied_each[i]), op, recipe.format, recipe.profile)
         found.append(_Found((size, 2, order), Divergence(
             category="codes", input_hex=_hex_input(x[i], case.dtype), expected_hex=f"{ce[i]:02X}",
             actual_hex=f"{ca[i]:02X}", input_dtype=case.dtype, input_value=repr(float(x[i])),
             expected_value=repr(float(fv[ce[i]])), actual_value=repr(float(fv[ca[i]])),
             detail=(f"{where}: x[{i // shape[1]}, {i % shape[1]}] in {_block_text(recipe, b, shape, case.offsets)}, "
-                    f"scale {float(exp_s[b])!r} ({recipe.convention}: x {'*' if recipe.convention == 'scale' else '/'} scale)"))))
+                    f"scale {float(applied.reshape(-1)[b])!r} "
+                    f"({recipe.convention}: {_op_text(op)}); "
+                    + exactness.verdict_text(int(verdict[k]), op, recipe.format, right)))))
+
+
+def _op_text(op: str) -> str:
+    return {"multiply": "x * scale", "divide": "x / scale", "multiply-reciprocal": "x * fl(1/scale)"}[op]
 
 
 def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: object = None, profile: object = None,
@@ -323,7 +359,8 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
                     dtypes: tuple[str, ...] = ("float32", "bfloat16"),
                     cases: Sequence[QuantCase] | None = None, thorough: bool = True,
                     supports: Supports | None = None, args: Any = None,
-                    precast: Callable[..., Any] | None = None) -> CheckResult:
+                    precast: Callable[..., Any] | None = None, ulps: int = 0,
+                    cap: int | None = MAX_DIVERGENCES) -> CheckResult:
     """Check ``kernel`` against ``recipe`` (a name or a :class:`Recipe`).
 
     ``fmt``/``profile`` override the recipe's target format and element
@@ -341,7 +378,16 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
     + quantize) takes more arguments: ``args`` (a tuple, or a function of
     the input tensor returning one) follow the input, and ``precast(x,
     *args)`` computes the values the recipe applies to.
+
+    ``ulps``: a code counts as the recipe's when some value within ``ulps``
+    float32 ulps of the recipe's value before the cast encodes to it, and a
+    scale when it is within ``ulps`` float32 ulps of the recipe's (0: bit
+    for bit). ``cap``: how many divergences are listed (None: all; the
+    counts are always exact). Every ``codes`` divergence gets an exactness
+    verdict (:mod:`.exactness`), counted in ``extra["exactness"]``.
     """
+    if ulps < 0:
+        raise InvalidValueError(f"ulps must be >= 0, got {ulps}")
     r = get_recipe(recipe, fmt)
     if profile is not None:
         r = r.replace(profile=get_profile(profile))
@@ -358,6 +404,7 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
     refusals: list[Refusal] = []
     sup = supports or Supports()
     outputs: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    exact: list[np.ndarray] = []
 
     def call_args(case: QuantCase) -> tuple[Any, ...]:
         if args is None:
@@ -387,7 +434,7 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
         if precast is not None:  # a fused quantizer: the recipe applies to the values before its quantization
             compared = dataclasses.replace(case, x=_precast_values(precast, case, a, device))
         n_before = len(found)
-        _compare(compared, r, codes, scales, seen["cases"], counts, found)
+        _compare(compared, r, codes, scales, seen["cases"], counts, found, ulps=ulps, exact=exact)
         for f in found[n_before:]:
             if case.condition:
                 f.divergence = dataclasses.replace(f.divergence, condition=case.condition)
@@ -439,11 +486,13 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
     found.sort(key=lambda f: f.key)
     # The most minimal first, but every category that diverged is represented.
     all_categories = QUANTIZE_CATEGORIES + CALL_CATEGORIES
-    quota = MAX_DIVERGENCES // len(all_categories)
+    limit = len(found) if cap is None else max(0, cap)
+    quota = limit // len(all_categories)
     by_cat = {c: [f for f in found if f.divergence.category == c] for c in all_categories}
     chosen = [f for c in all_categories for f in by_cat[c][:quota]]
-    rest = [f for f in found if f not in chosen]
-    found = sorted(chosen + rest[: max(0, MAX_DIVERGENCES - len(chosen))], key=lambda f: f.key)
+    chosen_ids = {id(f) for f in chosen}
+    rest = [f for f in found if id(f) not in chosen_ids]
+    found = sorted(chosen + rest[: max(0, limit - len(chosen))], key=lambda f: f.key)
     result = CheckResult(
         kernel=name,
         format=r.format.name,
@@ -458,6 +507,7 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
         seed=seed,
         command=(f"fp8check check {name} --kind quantize --recipe {r.name} --format {r.format.name}"
                  + (f" --profile {r.profile.name}" if profile is not None else "")
+                 + (f" --ulps {ulps}" if ulps else "")
                  + f" --max-examples {max_examples}" + (f" --seed {seed}" if seed is not None else "")),
         refusals=refusals,
         extra={
@@ -466,8 +516,18 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
             "cases": seen["cases"],
             "hazards": tally.to_list(),
             "blast_radius": tally.blast_radius(),
+            "ulps": ulps,
         },
     )
+    if exact:
+        tallied = exactness.count(np.concatenate(exact))
+        result.extra["exactness"] = tallied.to_dict()
+        if tallied.kernel_exact:
+            result.add_note(
+                f"{tallied.kernel_exact:,} of {counts['codes']:,} codes divergences have the kernel's code the "
+                f"correctly rounded {'x * scale' if r.element_op == 'multiply' else 'x / scale'} where the recipe's "
+                f"is not: the kernel is more exact than its declared recipe ({_op_text(r.element_op)} rounded to "
+                f"float32 first); declare the arithmetic it does (apply, stored) or allow it with ulps")
     if thorough and cases is None:
         result.add_note(harness.large_numel(device)[1])
     return result

@@ -97,6 +97,11 @@ def _quantize_body(result: CheckResult) -> list[Line]:
             line += (f"  e.g. input {d.input_hex} ({d.input_value}): expected {d.expected_hex} ({d.expected_value}), "
                      f"got {d.actual_hex} ({d.actual_value})\n{'':21}{d.detail}")
         lines.append((line, "red" if n else ""))
+    ex = extra.get("exactness")
+    if ex and result.categories.get("codes"):
+        lines.append((f"  exactness of the codes divergences: the kernel exact {ex['kernel_exact']:,}, the recipe exact "
+                      f"{ex['recipe_exact']:,}, neither {ex['neither']:,} (against the correctly rounded x / scale)",
+                      "yellow"))
     hazards = [h for h in extra.get("hazards", ()) if h["count"]]
     if hazards:
         lines.append(("hazards (reported whether or not the kernel conforms):", ""))
@@ -125,13 +130,18 @@ def result_lines(result: CheckResult, *, header: bool = True) -> list[Line]:
     """The lines that show ``result``: a header (``header=False`` leaves it to the caller), the verdict, per
     category the count and the simplest reproducer, the known upstream issue, and how to reproduce it."""
     lines: list[Line] = []
-    if result.kind == "quantize":
+    if result.kind in ("quantize", "static_quantize"):
         extra = result.extra
         if header:
-            lines.append((f"fp8check: {result.kernel}  recipe {extra['recipe']['name']} on {result.device}", "bold"))
+            lines.append((f"fp8check: {result.kernel}  recipe {extra['recipe']['name']} on {result.device}"
+                          + (f" ({result.input_dtype} in)" if result.kind == "static_quantize" else ""), "bold"))
             lines.append((f"  {extra['recipe_summary']}", ""))
         verdict = "CONFORMS" if result.passed else "DIVERGES"
+        if result.passed and extra.get("ulps"):
+            verdict += f" within {extra['ulps']} ulps (of the float32 value before the cast, and of the scale)"
         inputs = "input" if extra["cases"] == 1 else "inputs"
+        if result.kind == "static_quantize":
+            inputs = "scale" if extra["cases"] == 1 else "scales"
         lines.append((f"checked {result.checked:,} values in {extra['cases']} {inputs} ({result.input_dtype}): "
                       f"{verdict}",
                       "bold green" if result.passed else "bold red"))
@@ -146,7 +156,9 @@ def result_lines(result: CheckResult, *, header: bool = True) -> list[Line]:
             lines.append((f"checked {result.checked:,} {what}", ""))
             lines.extend(_scope_lines(result))
         if result.passed:
-            lines.append(("CONFORMS: every output equals the reference bit for bit", "bold green"))
+            ulps = result.extra.get("fused", {}).get("ulps", 0)
+            lines.append(((f"CONFORMS: every output is the code of a value within {ulps} ulps of the reference's"
+                           if ulps else "CONFORMS: every output equals the reference bit for bit"), "bold green"))
             lines.extend(_refusal_lines(result))
         else:
             lines.append((f"DIVERGES: {_summary(result)}", "bold red"))
@@ -154,7 +166,7 @@ def result_lines(result: CheckResult, *, header: bool = True) -> list[Line]:
                 lines.append((f"known upstream: {result.expected_failure}", "yellow"))
             lines.extend(_decode_body(result) if result.kind == "decode" else _cast_body(result))
             lines.extend(_refusal_lines(result))
-    if not result.passed or result.kind == "quantize":
+    if not result.passed or result.kind in ("quantize", "static_quantize"):
         lines.append((f"reproduce: {result.command}", ""))
     return lines
 
