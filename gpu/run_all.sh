@@ -10,7 +10,7 @@
 # under its own time limit, and one failing part does not stop the others.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-KNOWN=" environment suite tests-gpu recipes triton-faithful zoo training audit-bench "  # in the order they run
+KNOWN=" environment suite tests-gpu recipes triton-faithful zoo training huge audit-bench "  # in the order they run
 PARTS=" $* "
 for p in $PARTS; do
     if [[ "$KNOWN" != *" $p "* ]]; then
@@ -58,6 +58,9 @@ part zoo 170 python3 gpu/zoo.py --max-examples 5 --json "$OUT/zoo.json"
 # fp8check.training with torchao's real float8 kernels: step conformance, loss
 # parity against BF16 and the CPU-emulated goldens, the device's golden file.
 part training 300 python3 gpu/training.py --out "$OUT/training"
+# Huge calls by default on the device: a Triton cast with int32 offsets must fail past
+# 2^31 elements, its int64 twin and a torch rowwise quantizer conform (issue 21).
+part huge 500 python3 gpu/huge.py --json "$OUT/huge.json"
 # The audit's speed on a quiet many-core machine (no GPU needed; the CI
 # machine has 2 cores): audit throughput against a raw read, same run.
 part audit-bench 150 python3 benchmarks/audit_throughput.py --size-gb 4 --shards 8 --jobs 8

@@ -145,7 +145,9 @@ def test_static_scale_quantizer():
     bad = check_static_quantizer(_static_reciprocal, format="e4m3fn", apply="divide", input_dtype="float16")
     assert not bad.passed and bad.categories["codes"] > 0 and bad.input_dtype == "float16"
     d = bad.divergences[0]
-    assert len(d.input_hex) == 4 and "(float16 in)" in str(bad)
+    from fp8check.terminal.divergences import result_text
+
+    assert len(d.input_hex) == 4 and "float16 in" in str(bad) and "(float16 in)" in result_text(bad)
     assert float(d.input_value) == float(np.uint16(int(d.input_hex, 16)).view(np.float16))  # the input, shown
     assert check_static_quantizer(_static_reciprocal, format="e4m3fn", apply="multiply-reciprocal",
                                   input_dtype="float32").passed

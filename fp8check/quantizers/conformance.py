@@ -26,6 +26,7 @@ line of :func:`check_quantizer`.
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -338,7 +339,6 @@ def _compare(case: QuantCase, recipe: Recipe, codes: np.ndarray, scales: np.ndar
                     + _target_note(recipe, float(amax[b]), float(exp_s[b]), float(act_s[b]))))))
     for k, i in enumerate(cd[:per_case]):
         b = int(blocks[i])
-        right = exactness.exact_code(float(x[i]), float(applied_each[i]), op, recipe.format, recipe.profile)
         found.append(_Found((size, 2, order), Divergence(
             category="codes", input_hex=_hex_input(x[i], case.dtype), expected_hex=f"{ce[i]:02X}",
             actual_hex=f"{ca[i]:02X}", input_dtype=case.dtype, input_value=repr(float(x[i])),
@@ -346,7 +346,8 @@ def _compare(case: QuantCase, recipe: Recipe, codes: np.ndarray, scales: np.ndar
             detail=(f"{where}: x[{i // shape[1]}, {i % shape[1]}] in {_block_text(recipe, b, shape, case.offsets)}, "
                     f"scale {float(applied.reshape(-1)[b])!r} "
                     f"({recipe.convention}: {_op_text(op)}); "
-                    + exactness.verdict_text(int(verdict[k]), op, recipe.format, right)))))
+                    + exactness.verdict_text(int(verdict[k]), float(x[i]), float(applied_each[i]), op, recipe.format,
+                                             recipe.profile)))))
 
 
 def _op_text(op: str) -> str:
@@ -360,7 +361,8 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
                     cases: Sequence[QuantCase] | None = None, thorough: bool = True,
                     supports: Supports | None = None, args: Any = None,
                     precast: Callable[..., Any] | None = None, ulps: int = 0,
-                    cap: int | None = MAX_DIVERGENCES) -> CheckResult:
+                    cap: int | None = MAX_DIVERGENCES, huge: bool | None = None,
+                    huge_numel: int | None = None) -> CheckResult:
     """Check ``kernel`` against ``recipe`` (a name or a :class:`Recipe`).
 
     ``fmt``/``profile`` override the recipe's target format and element
@@ -385,6 +387,11 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
     for bit). ``cap``: how many divergences are listed (None: all; the
     counts are always exact). Every ``codes`` divergence gets an exactness
     verdict (:mod:`.exactness`), counted in ``extra["exactness"]``.
+
+    ``huge``: with ``thorough``, the huge calls of :mod:`fp8check.casts.huge`
+    (past 2^31 elements, more than 65,535 rows; tensorwise, rowwise, colwise
+    and block recipes): None (default) on a CUDA device with room, True
+    anywhere (``huge_numel`` elements), False never.
     """
     if ulps < 0:
         raise InvalidValueError(f"ulps must be >= 0, got {ulps}")
@@ -482,6 +489,10 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
                 repeat_of=large_index)
     if seen["cases"] == 0 and refusals:
         raise KernelError(refusals[0].error)
+    huge_note = ""
+    if thorough and cases is None and args is None and precast is None:
+        huge_note = _huge_calls(kernel, r, device, name, sup, counts, found, refusals, seen, force=huge,
+                                numel=huge_numel)
 
     found.sort(key=lambda f: f.key)
     # The most minimal first, but every category that diverged is represented.
@@ -530,7 +541,81 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
                 f"float32 first); declare the arithmetic it does (apply, stored) or allow it with ulps")
     if thorough and cases is None:
         result.add_note(harness.large_numel(device)[1])
+        result.add_note(huge_note)
     return result
+
+
+def _huge_calls(kernel: Callable[..., Any], recipe: Recipe, device: str, name: str, sup: Supports,
+                counts: dict[str, int], found: list[_Found], refusals: list[Refusal], seen: dict[str, Any], *,
+                force: bool | None, numel: int | None) -> str:
+    """The huge calls (:mod:`fp8check.casts.huge`): identical rows of a small random tile, so the expected codes
+    and scales are the tile's, repeated; a note when they are not made."""
+    from fp8check.casts import huge
+
+    g = recipe.granularity
+    if g.kind not in ("tensorwise", "rowwise", "colwise", "block"):
+        return "no huge calls for grouped recipes" if force is not False else ""
+    rows_per = g.rows if g.kind == "block" else 1
+    cols = 4096 if g.kind != "block" else -(-4096 // g.cols) * g.cols
+    calls, note = huge.plan(device, bytes_per_element=2 * 4 + 2, max_numel=sup.max_numel,
+                            numel_multiple_of=math.lcm(sup.numel_multiple_of, cols * rows_per), force=force,
+                            numel=numel or huge.HUGE_NUMEL, cols=max(64, g.cols if g.kind == "block" else 64),
+                            row_multiple=rows_per)
+    if not calls:
+        return note
+    import torch
+
+    nan_tab = nan_code_table(recipe.format)
+    rng = np.random.default_rng(7)
+    for call in calls:
+        width = call.shape[-1] if len(call.shape) == 2 else cols
+        shape = call.shape if len(call.shape) == 2 else (call.numel // width, width)
+        tile_np = (rng.standard_normal((rows_per, width)) * 3).astype(np.float32)
+        tile_np[0, 3] = 500.0  # an element the scale maps to the format's max
+        expected = quantize(tile_np, recipe)
+        exp_codes = np.asarray(expected.codes, np.uint8).reshape(-1)
+        exp_scales = np.asarray(expected.scales, np.float64).reshape(-1)
+        tile = torch.from_numpy(tile_np).to(device)
+        x = huge.tiled(tile, shape)
+        where = huge.HugeCall(shape, call.what).condition()
+        try:
+            out = kernel(x)
+            if not isinstance(out, (tuple, list)) or len(out) != 2:
+                raise KernelError(f"kernel {name} returned {type(out).__name__}")
+            codes = _codes_of(out[0], recipe, shape, name).reshape(-1)
+            scales = _scales_of(out[1], recipe, g.scale_shape(shape), name).reshape(-1)
+        except Exception as exc:  # a refusal of the huge call
+            refusals.append(Refusal(condition=where, error=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                                    declared=sup.declared and sup.allows_shape(shape)))
+            continue
+        finally:
+            del x
+        seen["checked"] += codes.size
+        seen["cases"] += 1
+        with np.errstate(invalid="ignore"):
+            s_bad = np.flatnonzero(~((np.resize(exp_scales, scales.size) == scales)
+                                     | (np.isnan(np.resize(exp_scales, scales.size)) & np.isnan(scales))))
+        n_codes, idx = huge.compare_tiled(codes, exp_codes, lambda e, a: (e == a) | (nan_tab[e] & nan_tab[a]))
+        counts["scale"] += int(s_bad.size)
+        counts["codes"] += n_codes
+        fv = decode(np.arange(256), recipe.format)
+        if s_bad.size:
+            b = int(s_bad[0])
+            e, a = float(exp_scales[b % exp_scales.size]), float(scales[b])
+            found.append(_Found((0, 1, seen["cases"]), Divergence(
+                category="scale", input_hex="-", expected_hex=_hex32(e), actual_hex=_hex32(a), input_dtype="float32",
+                expected_value=repr(e), actual_value=repr(a),
+                detail=f"{s_bad.size:,} scales differ, the first of block {b:,}", condition=where)))
+        if n_codes:
+            i = int(idx[0])
+            xi = float(tile_np.reshape(-1)[i % exp_codes.size])
+            found.append(_Found((0, 2, seen["cases"]), Divergence(
+                category="codes", input_hex=_hex32(xi), expected_hex=f"{int(exp_codes[i % exp_codes.size]):02X}",
+                actual_hex=f"{int(codes[i]):02X}", input_dtype="float32", input_value=repr(xi),
+                expected_value=repr(float(fv[exp_codes[i % exp_codes.size]])), actual_value=repr(float(fv[codes[i]])),
+                detail=f"{n_codes:,} codes differ, the first at element {i:,} (row {i // shape[1]:,})",
+                condition=where)))
+    return note
 
 
 def _precast_values(precast: Callable[..., Any], case: QuantCase, args: tuple[Any, ...], device: str) -> np.ndarray:

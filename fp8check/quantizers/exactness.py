@@ -27,7 +27,7 @@ from fp8check.profiles import Profile
 from fp8check.reference import encode
 from fp8check.reference.spec import encode_value
 
-__all__ = ["exact_code", "exact_codes", "ExactnessCounts", "verdicts", "verdict_text"]
+__all__ = ["exact_code", "exact_codes", "exact_quotient", "ExactnessCounts", "verdicts", "verdict_text", "count"]
 
 
 def exact_code(x: float, scale: float, op: str, fmt: Format, profile: Profile) -> int:
@@ -69,17 +69,35 @@ def verdicts(x32: np.ndarray, s32: np.ndarray, expected: np.ndarray, actual: np.
     return np.where(kernel & ~recipe, 1, np.where(recipe & ~kernel, 2, 0))
 
 
-def verdict_text(verdict: int, op: str, fmt: Format, exact: int) -> str:
-    """The sentence a divergence's detail ends with."""
+def exact_quotient(x: float, scale: float, op: str) -> str:
+    """The real number ``x / scale`` (``x * scale`` for ``op`` multiply) in decimal: exact when it has a short
+    expansion, else 21 significant digits and "..." (never a float's rounding of it)."""
+    from decimal import Context, Decimal
+
+    fx, fs = Fraction(float(x)), Fraction(float(scale))
+    v = fx * fs if op == "multiply" else fx / fs
+    ctx = Context(prec=21)
+    d = ctx.divide(Decimal(v.numerator), Decimal(v.denominator))
+    exact = Fraction(d) == v
+    text = format(d.normalize(ctx), "g") if exact else format(d, "g")
+    return text if exact else text + "..."
+
+
+def verdict_text(verdict: int, x: float, scale: float, op: str, fmt: Format, profile: Profile) -> str:
+    """The sentence a divergence's detail ends with: the exact quotient, its correctly rounded code, and which
+    side (the kernel, the recipe, neither) gave that code."""
     what = "x * scale" if op == "multiply" else "x / scale"
+    code = exact_code(x, scale, op, fmt, profile)
+    exact = f"{what} = {exact_quotient(x, scale, op)} exactly, correctly rounded code {code:02X}"
     if verdict == 1:
-        how = {"divide": f"rounds x / scale to float32, then to {fmt.name}",
-               "multiply": f"rounds x * scale to float32, then to {fmt.name}",
-               "multiply-reciprocal": f"rounds 1/scale, then x * fl(1/scale) to float32, then to {fmt.name}"}[op]
-        return f"the kernel is exact here (code {exact:02X} is the correctly rounded {what}); the recipe rounds twice ({how})"
+        how = {"divide": f"x / scale rounded to float32, then to {fmt.name}",
+               "multiply": f"x * scale rounded to float32, then to {fmt.name}",
+               "multiply-reciprocal": f"1/scale rounded to float32, x * fl(1/scale) rounded to float32, then to "
+                                      f"{fmt.name}"}[op]
+        return f"the kernel is exact here; the recipe rounds twice ({how}): {exact}"
     if verdict == 2:
-        return f"the recipe is exact here (code {exact:02X} is the correctly rounded {what}); the kernel is not"
-    return f"neither side is exact here: the correctly rounded {what} is code {exact:02X}"
+        return f"the recipe is exact here; the kernel rounds twice or otherwise differs: {exact}"
+    return f"neither side is exact here: {exact}"
 
 
 def count(v: np.ndarray) -> ExactnessCounts:

@@ -150,9 +150,8 @@ def check_static_quantizer(kernel: Callable[..., Any], *, format: object, profil
                 f"{bits >> 16:04X}" if input_dtype == "bfloat16" else f"{int(np.float16(xi).view(np.uint16)):04X}")
             tail = ""
             if np.isfinite(xi):
-                right = exactness.exact_code(xi, float(s), apply, f, p)
                 j = int(np.searchsorted(fin, i))
-                tail = "; " + exactness.verdict_text(int(v[j]), apply, f, right)
+                tail = "; " + exactness.verdict_text(int(v[j]), xi, float(s), apply, f, p)
             found.append(Divergence(
                 category="codes" if np.isfinite(xi) else "nonfinite", input_hex=hex_in,
                 expected_hex=f"{int(expected[i]):02X}", actual_hex=f"{int(actual[i]):02X}", input_dtype=input_dtype,
