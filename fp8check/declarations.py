@@ -72,6 +72,11 @@ class KernelDeclaration:
     supports: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
     apply: str | None = None  # static: divide | multiply | multiply-reciprocal
     scale: float | None = None  # static: the one scale to check (default: scales drawn for every boundary)
+    isolate: bool = False  # check in a child process (fp8check.isolation): a crash is a finding
+    requires: tuple[str, ...] = ()  # modules the kernel needs; one that cannot be imported skips its check
+    # A documented defect of the kernel's package: {"categories": [...], "reason": "..."}; the check is a strict
+    # xfail that fails outright on a divergence of any other category.
+    known_divergence: dict[str, Any] | None = field(default=None, hash=False, compare=False)
 
     def __post_init__(self) -> None:
         from fp8check import formats, profiles
@@ -109,6 +114,22 @@ class KernelDeclaration:
             inputs.source_format(d)
         if self.ulps < 0:
             raise InvalidValueError(f"{self.label}: ulps must be >= 0")
+        if not isinstance(self.isolate, bool):
+            raise InvalidValueError(f"{self.label}: isolate = {self.isolate!r}: give true or false")
+        if isinstance(self.requires, str):
+            object.__setattr__(self, "requires", (self.requires,))
+        object.__setattr__(self, "requires", tuple(str(m) for m in self.requires))
+        if self.known_divergence is not None:
+            from fp8check.results import CATEGORIES
+
+            kd = {str(k).replace("-", "_"): v for k, v in dict(self.known_divergence).items()}
+            cats, reason = kd.get("categories"), kd.get("reason")
+            if (set(kd) - {"categories", "reason"} or not isinstance(reason, str) or not reason.strip()
+                    or not isinstance(cats, (list, tuple)) or not cats or set(cats) - set(CATEGORIES)):
+                raise InvalidValueError(f"{self.label}: known-divergence = {self.known_divergence!r}: give "
+                                        "{categories = [...], reason = \"...\"} with categories of "
+                                        f"{', '.join(CATEGORIES)}")
+            object.__setattr__(self, "known_divergence", {"categories": tuple(cats), "reason": reason})
         if self.triton_target:
             from fp8check.triton import targets
 
@@ -216,6 +237,8 @@ class KernelDeclaration:
             parts += ["--input-dtype", input_dtype]
         if self.device != "cpu":
             parts += ["--device", self.device]
+        if self.isolate:
+            parts += ["--isolate"]
         if self.triton_target:
             parts += ["--triton-target", self.triton_target]
         for key, value in self.supports.items():
@@ -261,7 +284,7 @@ def fused_kernel(kernel: Any, *, reference: Any, format: str, profile: str = "ie
 
 
 _KEYS = {"name", "kernel", "format", "profile", "input-dtypes", "device", "recipe", "reference", "args", "ulps",
-         "triton-target", "supports", "apply", "scale"}
+         "triton-target", "supports", "apply", "scale", "isolate", "requires", "known-divergence"}
 
 
 def static_quantizer(kernel: Any, *, format: str, profile: str = "satfinite", apply: str = "divide",
@@ -374,9 +397,31 @@ def run_cast_declaration(decl: KernelDeclaration, *, input_dtype: str | None = N
     return result, record
 
 
+def missing_requirement(decl: KernelDeclaration) -> str:
+    """Why ``decl`` cannot be checked here ("" when it can): a module of ``requires`` that does not import."""
+    import importlib
+
+    for module in decl.requires:
+        try:
+            importlib.import_module(module)
+        except Exception as exc:  # an import runs a package's code: anything can go wrong
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            return f"{decl.label} needs {module}, which cannot be imported here ({type(exc).__name__}: {first})"
+    return ""
+
+
 def run_declaration(decl: KernelDeclaration, *, input_dtype: str | None = None, max_examples: int = 200,
-                    seed: int = 0, thorough: bool = True, cap: int | None = 100) -> Any:
-    """Run the check of ``decl`` (one input dtype for casts); a :class:`~fp8check.results.CheckResult`."""
+                    seed: int = 0, thorough: bool = True, cap: int | None = 100, isolate: bool | None = None) -> Any:
+    """Run the check of ``decl`` (one input dtype for casts); a :class:`~fp8check.results.CheckResult`.
+
+    ``isolate`` (default: the declaration's): run it in a child process (:mod:`fp8check.isolation`), where a
+    crash of the kernel is a ``crashed`` finding instead of the end of this process.
+    """
+    if decl.isolate if isolate is None else isolate:
+        from fp8check.isolation import run_isolated
+
+        return run_isolated(decl, input_dtype=input_dtype, max_examples=max_examples, seed=seed, thorough=thorough,
+                            cap=cap)
     if decl.kind == "cast":
         return run_cast_declaration(decl, input_dtype=input_dtype, max_examples=max_examples, seed=seed,
                                     thorough=thorough, cap=cap)[0]

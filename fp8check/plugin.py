@@ -221,7 +221,7 @@ def build_targets(declared: Any, *, builtin: bool = False, collector: Any = None
     cast_targets, f64, all_kernels = [], [], []
     try:
         for d in declared:
-            if d.kind != "cast":
+            if d.kind != "cast" or d.isolate or d.requires:  # those are checked whole (a child process, a skip)
                 continue
             kernel = wrap_callable(d.call_with_context(d.resolve(d.kernel)), name=d.name, device=d.device,
                                    profile=d.profile or "ieee", input_dtypes=d.input_dtypes)
@@ -292,6 +292,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         for t in targets[name]:
             if name in ("fp8_call_target", "fp8_quantizer_target", "fp8_fused_target"):
                 marks = _format_marks(t.fmt_name, t.declaration.device) + [pytest.mark.fp8check]
+                known = t.declaration.known_divergence
+                if known is not None:  # a documented defect of the kernel's package; other divergences fail
+                    marks.append(pytest.mark.xfail(strict=True, raises=AssertionError, reason=known["reason"]))
                 params.append(pytest.param(t, id=t.id, marks=marks))
                 continue
             if t.kernel.unpinned:  # a built-in adapter of a release or platform the registry does not cover

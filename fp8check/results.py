@@ -39,7 +39,9 @@ QUANTIZE_CATEGORIES = ("scale", "codes", "nonfinite")
 # Matmul divergences (recipes): an error beyond the derived accumulation
 # bound; scale, overflow, nan and other are shared with the lists above.
 MATMUL_CATEGORIES = ("accuracy",)
-CATEGORIES = CAST_CATEGORIES + QUANTIZE_CATEGORIES + MATMUL_CATEGORIES + CALL_CATEGORIES
+# A check run in a child process (isolate = true) whose kernel took the process down.
+CRASH_CATEGORIES = ("crashed",)
+CATEGORIES = CAST_CATEGORIES + QUANTIZE_CATEGORIES + MATMUL_CATEGORIES + CALL_CATEGORIES + CRASH_CATEGORIES
 
 
 @dataclass(frozen=True, kw_only=True)

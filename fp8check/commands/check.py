@@ -59,6 +59,9 @@ def register(subparsers: Any) -> None:
                    help="declare that the kernel takes inputs whose size is a multiple of N only")
     p.add_argument("--max-numel", type=int, default=None, metavar="N",
                    help="declare the largest input the kernel takes (the large call shrinks to it)")
+    p.add_argument("--isolate", action="store_true",
+                   help="run the check in a child process: a kernel that crashes it (segfault, abort) is a finding "
+                   "with the inputs of its last call, not a lost run")
     p.add_argument("--max-examples", type=int, default=200, metavar="N",
                    help="Hypothesis examples on top of the sweep (default 200; 0: sweep and hazards only)")
     p.add_argument("--seed", type=int, default=0, metavar="N", help="Hypothesis seed (default 0: reproducible)")
@@ -186,7 +189,7 @@ def _cast(args: argparse.Namespace) -> list[Any]:
             get_kernel(args.kernel)  # raises the one-line "unknown kernel" error
         decl = cast_kernel(args.kernel, format=fmt.name, profile=args.profile or "ieee", device=args.device,
                            input_dtypes=requested or _CAST_DTYPES, triton_target=args.triton_target,
-                           supports=_supports(args), name=args.kernel)
+                           supports=_supports(args), name=args.kernel, isolate=args.isolate)
         profiles.get(decl.profile).resolve(fmt)
         dtypes = decl.input_dtypes
         from fp8check.declarations import run_declaration
@@ -235,7 +238,8 @@ def _quantize(args: argparse.Namespace) -> list[Any]:
     load_callable(args.kernel)  # a kernel that cannot be imported: one line, before any work
     decl = quantizer_kernel(args.kernel, recipe=recipe, format=args.format or None, profile=args.profile,
                             device=args.device, args=args.args, reference=args.reference,
-                            triton_target=args.triton_target, supports=_supports(args), ulps=args.ulps)
+                            triton_target=args.triton_target, supports=_supports(args), ulps=args.ulps,
+                            isolate=args.isolate)
     result = run_declaration(decl, max_examples=args.max_examples, seed=args.seed,
                              cap=args.max_listed if args.max_listed > 0 else None)
     result.kernel = args.kernel
@@ -252,7 +256,8 @@ def _static(args: argparse.Namespace) -> list[Any]:
     load_callable(args.kernel)
     decl = static_quantizer(args.kernel, format=args.format, profile=args.profile or "satfinite",
                             apply=args.apply or "divide", scale=args.scale, ulps=args.ulps, device=args.device,
-                            input_dtypes=_dtypes(args) or _CAST_DTYPES, triton_target=args.triton_target)
+                            input_dtypes=_dtypes(args) or _CAST_DTYPES, triton_target=args.triton_target,
+                            isolate=args.isolate)
     results = []
     for d in decl.input_dtypes:
         result = run_declaration(decl, input_dtype=d, seed=args.seed,
@@ -274,7 +279,7 @@ def _fused(args: argparse.Namespace) -> list[Any]:
     decl = fused_kernel(args.kernel, reference=args.reference, args=args.args, format=args.format,
                         profile=args.profile or "ieee", ulps=args.ulps, device=args.device,
                         input_dtypes=_dtypes(args) or ("float32",), triton_target=args.triton_target,
-                        supports=_supports(args))
+                        supports=_supports(args), isolate=args.isolate)
     results = []
     for d in decl.input_dtypes:
         result = run_declaration(decl, input_dtype=d, seed=args.seed)

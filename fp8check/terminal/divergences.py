@@ -130,6 +130,21 @@ def result_lines(result: CheckResult, *, header: bool = True) -> list[Line]:
     """The lines that show ``result``: a header (``header=False`` leaves it to the caller), the verdict, per
     category the count and the simplest reproducer, the known upstream issue, and how to reproduce it."""
     lines: list[Line] = []
+    if result.categories.get("crashed"):
+        if header:
+            lines.append((f"fp8check: {result.kernel}  ({result.kind}, {result.format}, {result.input_dtype} in, "
+                          f"{result.device})", "bold"))
+        lines.extend((n, "yellow") for n in result.extra.get("notes", ()))
+        for d in result.divergences:
+            lines.append((f"CRASHED: {d.detail}", "bold red"))
+            if d.condition:
+                lines.append((f"  {d.condition}", "yellow"))
+        tail = result.extra.get("crash", {}).get("log_tail", [])
+        if tail:
+            lines.append(("  the child's last lines:", ""))
+            lines.extend((f"    {t}", "") for t in tail[-8:])
+        lines.append((f"reproduce: {result.command}", ""))
+        return lines
     if result.kind in ("quantize", "static_quantize"):
         extra = result.extra
         if header:
