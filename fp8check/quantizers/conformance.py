@@ -422,8 +422,13 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
             return tuple(args(torch.from_numpy(np.array(case.x, dtype=np.float32)).to(getattr(torch, case.dtype))))
         return tuple(args)
 
+    if sup.input_dtypes is not None:  # the dtypes the kernel's author declares it takes
+        dtypes = tuple(d for d in dtypes if d in sup.input_dtypes) or tuple(sup.input_dtypes)
+
     def one(case: QuantCase, repeat_of: int | None = None) -> None:
         if not sup.allows_shape(case.x.shape, case.layout):
+            return
+        if sup.input_dtypes is not None and case.dtype not in sup.input_dtypes:
             return
         a = call_args(case)
         try:

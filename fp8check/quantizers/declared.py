@@ -13,6 +13,7 @@ table of its fields, optionally starting from a named recipe (``base``)::
     convention = "scale_inv"         # what the computed number is: scale (multiplies) or scale_inv (divides)
     apply = "multiply-reciprocal"    # divide | multiply | multiply-reciprocal (x * fl(1/s))
     stored = "applied"               # applied | reciprocal (fl(1/s), what FBGEMM stores)
+    scale-divide = "divide"          # divide | multiply-reciprocal: the scale's quotient as num * fl(1/den)
     amax = "skip-nan"                # finite | ieee | skip-nan (tl.max, fmaxf: NaN skipped, Inf kept)
 
 Every other field of ``Recipe`` is a key too (dashes or underscores):
@@ -35,7 +36,7 @@ __all__ = ["declared_recipe", "declared_recipes", "parse_granularity", "RECIPE_K
 
 RECIPE_KEYS = ("base", "format", "granularity", "convention", "rule", "target", "eps", "scale_precision", "pow2",
                "scale_dtype", "profile", "nonfinite", "amax", "ragged", "dequant_dtype", "scale_min", "zero_scale",
-               "apply", "stored", "description")
+               "apply", "stored", "scale_divide", "description")
 _CLEARABLE = ("target", "eps", "pow2", "scale_min", "zero_scale", "apply")
 _NUMBERS = ("target", "eps", "scale_min", "zero_scale")
 

@@ -40,7 +40,8 @@ The scale rules, exactly
     q = 2**floor(log2 q) or 2**ceil(log2 q) # when pow2 is "floor"/"ceil", exactly
     q = max(q, scale_min)                   # when scale_min is set (gemlite clamps the scale, not amax)
     S = round(q, scale_dtype)               # what is stored, and what is applied
-    S = zero_scale if S == 0                # when zero_scale is set (compressed-tensors: the scale
+    S = zero_scale if S == 0                # when zero_scale is set (scale convention: if amax == 0, where
+                                            # target/amax is Inf); compressed-tensors: the scale
                                             # dtype's eps; transformers' Fp8Quantize: 1.0)
 
 ``scale_precision="float64"`` divides in float64 and rounds the quotient to
@@ -248,6 +249,9 @@ class Recipe:
     zero_scale: float | None = None
     apply: Apply | None = None  # None: the convention's own operation (scale: multiply, scale_inv: divide)
     stored: Stored = "applied"
+    # How the scale's own quotient is computed: "divide" (one IEEE division) or "multiply-reciprocal"
+    # (numerator * fl(1/denominator): torch's `scalar / tensor`, and CUDA's `tensor / scalar`, do this).
+    scale_divide: Apply = "divide"
     description: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -263,6 +267,10 @@ class Recipe:
         _choice("nonfinite", self.nonfinite, ("ieee", "finite", "skip-nan"), self.name)
         _choice("apply", self.apply, (None, "divide", "multiply", "multiply-reciprocal"), self.name)
         _choice("stored", self.stored, ("applied", "reciprocal"), self.name)
+        _choice("scale_divide", self.scale_divide, ("divide", "multiply-reciprocal"), self.name)
+        if self.scale_divide != "divide" and (self.rule != "amax" or self.scale_precision != "float32"):
+            raise InvalidValueError(f"recipe {self.name!r}: scale_divide={self.scale_divide!r} is for amax-rule "
+                                    "recipes computing their scale in float32")
         if self.apply is not None and self.apply != self.natural_apply and not (
                 self.convention == "scale_inv" and self.apply == "multiply-reciprocal"):
             raise InvalidValueError(
@@ -293,8 +301,9 @@ class Recipe:
                 continue
             if not (math.isfinite(v) and v > 0):
                 raise InvalidValueError(f"recipe {self.name!r}: {name} must be a positive finite number or None, got {v!r}")
-            if self.rule != "amax" or self.convention != "scale_inv" or self.scale_dtype == "e8m0":
-                raise InvalidValueError(f"recipe {self.name!r}: {name} is for amax-rule scale_inv recipes with float scales")
+            if self.rule != "amax" or self.scale_dtype == "e8m0" or (name == "scale_min" and self.convention != "scale_inv"):
+                raise InvalidValueError(f"recipe {self.name!r}: {name} is for amax-rule recipes with float scales"
+                                        + (" (scale_inv)" if name == "scale_min" else ""))
 
     @property
     def natural_apply(self) -> str:
@@ -350,6 +359,7 @@ class Recipe:
             "zero_scale": self.zero_scale,
             "apply": self.element_op,
             "stored": self.stored,
+            "scale_divide": self.scale_divide,
         }
 
     def summary(self) -> str:
@@ -358,6 +368,8 @@ class Recipe:
             a = f"max(amax, {self.eps:g})" if self.eps is not None else "amax"
             t = f"{self.amax_target:g}"
             formula = f"{t}/{a}" if self.convention == "scale" else f"{a}/{t}"
+            if self.scale_divide == "multiply-reciprocal":
+                formula = f"{t}*fl(1/{a})" if self.convention == "scale" else f"{a}*fl(1/{t})"
             if self.pow2:
                 formula = f"2^{self.pow2}(log2({formula}))"
             if self.scale_min is not None:
@@ -366,7 +378,8 @@ class Recipe:
             formula = f"2^({self.rule.split('-')[1]}(log2 amax) - {self.format.emax})"
         # The precision qualifies the formula, so it follows it directly; the
         # zero-scale rule is a separate clause after it.
-        zero = f", a zero scale stored as {self.zero_scale:g}" if self.zero_scale is not None else ""
+        zero = ((f", a zero scale stored as {self.zero_scale:g}" if self.convention == "scale_inv"
+                 else f", an all-zero block's scale {self.zero_scale:g}") if self.zero_scale is not None else "")
         # The arithmetic is named only where it is not the convention's own (x * scale, x / scale_inv, stored as is).
         op = ", applied as x * fl(1/s)" if self.element_op == "multiply-reciprocal" else ""
         stored = ", its float32 reciprocal stored" if self.stored == "reciprocal" else ""

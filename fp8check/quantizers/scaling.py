@@ -236,7 +236,11 @@ def applied_scales(amax: np.ndarray, recipe: Recipe) -> np.ndarray:
         else:
             a32 = amax if recipe.eps is None else np.maximum(amax, np.float32(recipe.eps))
             t32 = np.float32(target)
-            q = (t32 / a32 if recipe.convention == "scale" else a32 / t32).astype(np.float32)
+            num, den = (t32, a32) if recipe.convention == "scale" else (a32, t32)
+            if recipe.scale_divide == "multiply-reciprocal":  # num * fl(1/den), two float32 roundings
+                q = (num * (np.float32(1) / np.asarray(den, np.float32)).astype(np.float32)).astype(np.float32)
+            else:
+                q = (num / den).astype(np.float32)
         if recipe.pow2 is not None:
             normal = np.isfinite(q) & (q > 0)
             k = _pow2_exponent(np.where(normal, q, 1), recipe.pow2)
@@ -249,9 +253,10 @@ def applied_scales(amax: np.ndarray, recipe: Recipe) -> np.ndarray:
             q = q.astype(ml_dtypes.bfloat16).astype(np.float32)
         elif recipe.scale_dtype == "float16":
             q = q.astype(np.float16).astype(np.float32)
-        if recipe.zero_scale is not None:
+        if recipe.zero_scale is not None:  # scale_inv: a zero scale; scale: the scale of an all-zero block (Inf)
             stored = _round_scale(np.float32(recipe.zero_scale), recipe.scale_dtype)
-            q = np.where(q == 0, stored, q).astype(np.float32)
+            zero = (q == 0) if recipe.convention == "scale_inv" else (amax == 0)
+            q = np.where(zero, stored, q).astype(np.float32)
         return q
 
 

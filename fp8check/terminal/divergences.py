@@ -97,6 +97,12 @@ def _quantize_body(result: CheckResult) -> list[Line]:
             line += (f"  e.g. input {d.input_hex} ({d.input_value}): expected {d.expected_hex} ({d.expected_value}), "
                      f"got {d.actual_hex} ({d.actual_value})\n{'':21}{d.detail}")
         lines.append((line, "red" if n else ""))
+    for cat in CALL_CATEGORIES:  # divergences of a call: the kernel wrote its input, differed, refused
+        n = result.categories.get(cat, 0)
+        if n:
+            d = first.get(cat)
+            lines.append((f"  {cat:<10}{n:>9,}" + (f"  {d.detail}" + (f" ({d.condition})" if d.condition else "")
+                                                    if d is not None else ""), "red"))
     ex = extra.get("exactness")
     if ex and result.categories.get("codes"):
         lines.append((f"  exactness of the codes divergences: the kernel exact {ex['kernel_exact']:,}, the recipe exact "
