@@ -77,6 +77,7 @@ class KernelDeclaration:
     # A documented defect of the kernel's package: {"categories": [...], "reason": "..."}; the check is a strict
     # xfail that fails outright on a divergence of any other category.
     known_divergence: dict[str, Any] | None = field(default=None, hash=False, compare=False)
+    declared_in: str | None = field(default=None, compare=False)  # the folder of the pyproject.toml it came from
 
     def __post_init__(self) -> None:
         from fp8check import formats, profiles
@@ -92,7 +93,10 @@ class KernelDeclaration:
         if self.kind == "quantizer":
             from fp8check import quantizers
 
-            quantizers.get(self.recipe)  # an unknown name: one clear error now, not at run time
+            try:
+                quantizers.get(self.recipe)  # an unknown name: one clear error now, not at run time
+            except quantizers.UnknownRecipeError:  # a recipe this repository's pyproject.toml declares
+                object.__setattr__(self, "recipe", quantizers.get(self.recipe, declared=repository_recipes()))
         if self.kind == "static":
             from fp8check.quantizers.static import check_options
 
@@ -213,7 +217,9 @@ class KernelDeclaration:
         spec = self.kernel if isinstance(self.kernel, str) else _default_name(self.kernel)
         parts = ["fp8check", "check", spec]
         if self.kind == "quantizer":
-            parts += ["--kind", "quantize", "--recipe", getattr(self.recipe, "name", str(self.recipe))]
+            parts += ["--kind", "quantize"] + recipe_arguments(self.recipe, self.declared_in)
+            if "input_dtypes" in self.supports:
+                parts += ["--input-dtype", ",".join(self.supports["input_dtypes"])]
             if self.format:
                 parts += ["--format", self.format]
             if self.ulps:
@@ -257,6 +263,43 @@ class KernelDeclaration:
 
 def _spec(what: Any) -> str:
     return what if isinstance(what, str) else f"{getattr(what, '__module__', '?')}:{getattr(what, '__qualname__', '?')}"
+
+
+def recipe_arguments(recipe: Any, start: str | Path | None = None) -> list[str]:
+    """``--recipe NAME`` for a recipe the command line finds by that name (built in, or declared in the
+    pyproject.toml at or above ``start``, default the working directory), else ``--recipe BASE`` and a
+    ``--recipe-field KEY=VALUE`` per field that differs from BASE, the known recipe that differs least: a
+    recipe made through the Python API or a conftest hook is reproduced field by field."""
+    from fp8check import quantizers
+    from fp8check.quantizers.recipe import Recipe
+
+    if not isinstance(recipe, Recipe):
+        return ["--recipe", str(recipe)]
+    try:
+        declared = repository_recipes(start)
+    except Exception:  # a pyproject.toml the command line could not read either
+        declared = {}
+    known = {**quantizers.RECIPES, **declared}
+    if known.get(recipe.name) == recipe:
+        return ["--recipe", recipe.name]
+
+    def diff(base: Recipe) -> list[str]:
+        return [f"{f.name.replace('_', '-')}={_field_text(getattr(recipe, f.name))}"
+                for f in dataclasses.fields(Recipe) if f.name not in ("name", "description")
+                and getattr(recipe, f.name) != getattr(base, f.name)]
+
+    name, fields = min(((n, diff(r)) for n, r in known.items()), key=lambda nf: len(nf[1]))
+    return ["--recipe", name] + [a for f in fields for a in ("--recipe-field", f)]
+
+
+def _field_text(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    return str(getattr(value, "name", value))
 
 
 def _default_name(kernel: Any) -> str:
@@ -319,6 +362,8 @@ def from_table(kind: str, entry: dict[str, Any], where: str = "pyproject.toml",
         if isinstance(kw["scale"], bool) or not isinstance(kw["scale"], (int, float)):
             raise InvalidValueError(f"{where}: [[tool.fp8check.static]] scale = {kw['scale']!r}: give a number")
         kw["scale"] = float(kw["scale"])
+    if where.endswith("pyproject.toml"):
+        kw.setdefault("declared_in", str(Path(where).parent))
     try:
         return KernelDeclaration(kind=kind, supports=supports, **kw)
     except TypeError as exc:

@@ -223,3 +223,37 @@ def test_max_listed_caps_quantizer_listing():
     big = dict(max_examples=0, cases=[QuantCase(f"random {i}", _X * (i + 1)) for i in range(12)])
     assert len(check_quantizer(kernel, "rowwise", cap=3, **big).divergences) <= 3
     assert len(check_quantizer(kernel, "rowwise", cap=None, **big).divergences) > 50
+
+
+RECIP_KERNEL = ("from fp8check import quantizers\nfrom fp8check.quantizers.adapters import torch_quantizer\n"
+                "quant = torch_quantizer(quantizers.get('rowwise').replace(apply='multiply-reciprocal', eps=None))\n")
+
+
+def test_a_python_api_recipe_reproduces_field_by_field(tmp_path, monkeypatch, capsys):
+    from fp8check.cli import main
+    from fp8check.declarations import quantizer_kernel
+
+    (tmp_path / "kern.py").write_text(RECIP_KERNEL)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    mine = quantizers.declared_recipe("mine", base="rowwise", apply="multiply-reciprocal", eps="none")
+    cmd = quantizer_kernel("kern:quant", recipe=mine).command(max_examples=3, seed=0)
+    # The known recipe closest to it (sglang-per-token: one field apart), changed field by field.
+    assert "--recipe sglang-per-token --recipe-field nonfinite=finite " in cmd
+    import shlex
+
+    assert main(shlex.split(cmd)[1:]) == 0, capsys.readouterr().out
+    assert main(["check", "kern:quant", "--kind", "quantize", "--recipe", "rowwise", "--max-examples", "3"]) == 1
+    assert main(["check", "kern:quant", "--kind", "quantize", "--recipe", "rowwise", "--recipe-field", "wat"]) == 2
+
+
+def test_a_conftest_declaration_names_a_recipe_of_the_pyproject(tmp_path, monkeypatch):
+    from fp8check.declarations import quantizer_kernel
+
+    (tmp_path / "pyproject.toml").write_text('[tool.fp8check.recipe.recip]\nbase = "rowwise"\n'
+                                             'apply = "multiply-reciprocal"\n')
+    monkeypatch.chdir(tmp_path)
+    decl = quantizer_kernel("kern:quant", recipe="recip")
+    assert decl.recipe.element_op == "multiply-reciprocal" and decl.command().endswith("--recipe recip")
+    with pytest.raises(quantizers.UnknownRecipeError, match="declared here: recip"):
+        quantizer_kernel("kern:quant", recipe="nope")

@@ -34,6 +34,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--recipe", metavar="NAME", default=None,
                    help="the scaling recipe (--kind quantize): a built-in one or one this repository's pyproject.toml "
                    "declares in [tool.fp8check.recipe.NAME]")
+    p.add_argument("--recipe-field", action="append", default=[], metavar="KEY=VALUE",
+                   help="--kind quantize: change one field of --recipe (a key of [tool.fp8check.recipe.NAME]: "
+                   "apply=multiply-reciprocal, eps=none, amax=skip-nan, ...); repeatable")
     p.add_argument("--apply", default=None, choices=("divide", "multiply-reciprocal", "multiply"),
                    help="--kind static: how the kernel applies its scale (default divide)")
     p.add_argument("--scale", type=float, default=None, metavar="S",
@@ -85,8 +88,8 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidValueError(f"--max-examples {args.max_examples}: must be >= 0")
     if args.numel_multiple_of < 1:
         raise InvalidValueError(f"--numel-multiple-of {args.numel_multiple_of}: must be >= 1")
-    if args.recipe and args.kind != "quantize":
-        raise InvalidValueError("--recipe is only for --kind quantize")
+    if (args.recipe or args.recipe_field) and args.kind != "quantize":
+        raise InvalidValueError("--recipe and --recipe-field are only for --kind quantize")
     if args.kind == "cast" and args.ulps:
         raise InvalidValueError("--ulps is for --kind fused, quantize or static")
     if args.ulps < 0:
@@ -232,18 +235,43 @@ def _quantize(args: argparse.Namespace) -> list[Any]:
     if not args.recipe:
         raise InvalidValueError("--kind quantize needs --recipe NAME (see docs/recipes.md for the names)")
     recipe = get_recipe(args.recipe, declared=repository_recipes())
+    if args.recipe_field:
+        from fp8check.quantizers import declared_recipe
+
+        fields = dict(_field(f) for f in args.recipe_field)
+        recipe = declared_recipe(recipe.name, where="--recipe-field", recipes={recipe.name: recipe},
+                                 base=recipe.name, **fields)
     get_recipe(recipe, args.format or None)
     if args.profile:
         get_profile(args.profile)
     load_callable(args.kernel)  # a kernel that cannot be imported: one line, before any work
+    supports = _supports(args)
+    if args.input_dtype:
+        supports["input_dtypes"] = list(_dtypes(args) or ())
     decl = quantizer_kernel(args.kernel, recipe=recipe, format=args.format or None, profile=args.profile,
                             device=args.device, args=args.args, reference=args.reference,
-                            triton_target=args.triton_target, supports=_supports(args), ulps=args.ulps,
+                            triton_target=args.triton_target, supports=supports, ulps=args.ulps,
                             isolate=args.isolate)
     result = run_declaration(decl, max_examples=args.max_examples, seed=args.seed,
                              cap=args.max_listed if args.max_listed > 0 else None)
     result.kernel = args.kernel
     return [result]
+
+
+def _field(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` of --recipe-field as a recipe table entry (numbers, true/false, or text)."""
+    from fp8check.errors import InvalidValueError
+
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise InvalidValueError(f"--recipe-field {text!r}: give KEY=VALUE (e.g. apply=multiply-reciprocal)")
+    v = value.strip()
+    if v.lower() in ("true", "false"):
+        return key.strip(), v.lower() == "true"
+    try:
+        return key.strip(), float(v) if any(c in v for c in ".eE") or v.lstrip("-").isdigit() else v
+    except ValueError:
+        return key.strip(), v
 
 
 def _static(args: argparse.Namespace) -> list[Any]:
