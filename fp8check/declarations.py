@@ -181,9 +181,17 @@ class KernelDeclaration:
         if not self.triton_target:
             yield
             return
+        import warnings
+
+        import numpy as np
+
         import fp8check.triton as ft
 
-        with ft.interpreting(), ft.faithful(self.triton_target):
+        # The interpreter runs the kernel's float arithmetic in NumPy: a division by zero or an Inf * 0 the
+        # kernel means (IEEE) is no RuntimeWarning in the user's warnings summary.
+        with ft.interpreting(), ft.faithful(self.triton_target), np.errstate(all="ignore"), \
+                warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.")
             yield
 
     @contextlib.contextmanager

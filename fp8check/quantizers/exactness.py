@@ -66,7 +66,9 @@ def verdicts(x32: np.ndarray, s32: np.ndarray, expected: np.ndarray, actual: np.
     expected, actual = np.asarray(expected, np.int64), np.asarray(actual, np.int64)
     kernel = (actual == exact) | (nan_table[actual] & nan_table[exact])
     recipe = (expected == exact) | (nan_table[expected] & nan_table[exact])
-    return np.where(kernel & ~recipe, 1, np.where(recipe & ~kernel, 2, 0))
+    x, s = np.asarray(x32, np.float32), np.asarray(s32, np.float32)
+    real = np.isfinite(x) & np.isfinite(s) & (s != 0)  # 0/0, x/0: no real quotient, neither side is exact
+    return np.where(real & kernel & ~recipe, 1, np.where(real & recipe & ~kernel, 2, 0))
 
 
 def exact_quotient(x: float, scale: float, op: str) -> str:
@@ -87,6 +89,11 @@ def verdict_text(verdict: int, x: float, scale: float, op: str, fmt: Format, pro
     """The sentence a divergence's detail ends with: the exact quotient, its correctly rounded code, and which
     side (the kernel, the recipe, neither) gave that code."""
     what = "x * scale" if op == "multiply" else "x / scale"
+    if not (np.isfinite(x) and np.isfinite(scale) and scale != 0):  # 0/0, x/0, x*Inf: no real number
+        with np.errstate(all="ignore"):
+            ieee = np.float64(x) * np.float64(scale) if op == "multiply" else np.float64(x) / np.float64(scale)
+        return (f"{what} with x = {float(x)!r}, scale = {float(scale)!r} is no real number (IEEE: {float(ieee)!r}); "
+                "neither side is more exact")
     code = exact_code(x, scale, op, fmt, profile)
     exact = f"{what} = {exact_quotient(x, scale, op)} exactly, correctly rounded code {code:02X}"
     if verdict == 1:
