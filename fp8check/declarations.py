@@ -505,7 +505,7 @@ def _run_other(decl: KernelDeclaration, *, input_dtype: str | None, max_examples
                                         apply=decl.apply or "divide", scale=decl.scale,
                                         input_dtype=input_dtype or decl.input_dtypes[0], device=decl.device,
                                         seed=seed, name=name, ulps=decl.ulps, cap=cap,
-                                        supports=decl.harness_supports())
+                                        supports=decl.harness_supports(), max_examples=min(max_examples, 20))
         result.command = decl.command(input_dtype or decl.input_dtypes[0], max_examples=max_examples, seed=seed)
         return result
     from fp8check.casts.fused import check_fused

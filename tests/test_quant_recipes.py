@@ -151,6 +151,13 @@ def test_static_scale_quantizer():
     assert float(d.input_value) == float(np.uint16(int(d.input_hex, 16)).view(np.float16))  # the input, shown
     assert check_static_quantizer(_static_reciprocal, format="e4m3fn", apply="multiply-reciprocal",
                                   input_dtype="float32").passed
+    # Every boundary scale, plus scales drawn by a Hypothesis strategy: the same ones for the same seed.
+    from fp8check.quantizers.static import _drawn_scales, boundary_scales
+
+    assert _drawn_scales(10, seed=1) == _drawn_scales(10, seed=1) != _drawn_scales(10, seed=2)
+    assert r.extra["cases"] > boundary_scales().size
+    given = check_static_quantizer(_static_divide, format="e4m3fn", scale=3.0 / 448, input_dtype="bfloat16")
+    assert given.passed and given.extra["cases"] == 1
 
 
 PYPROJECT = '''
@@ -257,3 +264,58 @@ def test_a_conftest_declaration_names_a_recipe_of_the_pyproject(tmp_path, monkey
     assert decl.recipe.element_op == "multiply-reciprocal" and decl.command().endswith("--recipe recip")
     with pytest.raises(quantizers.UnknownRecipeError, match="declared here: recip"):
         quantizer_kernel("kern:quant", recipe="nope")
+
+
+NAN_TO_MINUS_MAX = '''
+import torch
+from fp8check import quantizers
+from fp8check.quantizers.adapters import torch_quantizer
+
+_good = torch_quantizer(quantizers.get("rowwise"))
+
+
+def quant(x):
+    """FBGEMM's Triton row quantizer on a NaN: tl.clamp(NaN) gives -max (0xFE)."""
+    codes, scales = _good(x)
+    codes = codes.view(torch.uint8).clone()
+    codes[torch.isnan(x)] = 0xFE
+    return codes, scales
+'''
+
+
+def test_max_listed_on_the_cli_lists_every_nan_row_of_a_quantizer(tmp_path, monkeypatch, capsys):
+    from fp8check.cli import main
+
+    (tmp_path / "nanq.py").write_text(NAN_TO_MINUS_MAX)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    args = ["check", "nanq:quant", "--kind", "quantize", "--recipe", "rowwise", "--max-examples", "20"]
+    assert main(args + ["--max-listed", "3", "--json", "three.json"]) == 1
+    assert main(args + ["--max-listed", "0", "--json", "all.json"]) == 1
+    out = capsys.readouterr().out
+    three = json.loads((tmp_path / "three.json").read_text())
+    every = json.loads((tmp_path / "all.json").read_text())
+    assert len(three["divergences"]) == 3
+    assert len(every["divergences"]) == sum(every["categories"].values()) > 3
+    # Messages print plain numbers (no NumPy reprs), and a block without finite values says so.
+    assert "np.float" not in out and "float32(" not in out
+    assert all("0 of 0 finite" not in d["detail"] for d in every["divergences"])
+
+
+def test_every_nan_row_is_listed_when_asked():
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_loader("nanq_inline", loader=None)
+    mod = importlib.util.module_from_spec(spec)
+    exec(NAN_TO_MINUS_MAX, mod.__dict__)
+    x = np.random.default_rng(3).standard_normal((120, 64)).astype(np.float32)
+    x[:, 5] = np.nan  # 120 rows, each holding a NaN the kernel turns into -448
+    case = dict(max_examples=0, cases=[QuantCase("NaN rows", x)])
+    assert len(check_quantizer(mod.quant, "rowwise", cap=None, **case).divergences) == 120
+    assert len(check_quantizer(mod.quant, "rowwise", cap=3, **case).divergences) == 3
+    assert len(check_quantizer(mod.quant, "rowwise", **case).divergences) == 50  # the default cap
+    one = check_quantizer(mod.quant, "rowwise", max_examples=0, cases=[QuantCase("1x1", np.full((1, 1), np.nan,
+                                                                                               np.float32))])
+    assert [d.detail.endswith("the block holds no finite value") for d in one.divergences] == [True]
+    del sys

@@ -288,7 +288,7 @@ def _static(args: argparse.Namespace) -> list[Any]:
                             isolate=args.isolate)
     results = []
     for d in decl.input_dtypes:
-        result = run_declaration(decl, input_dtype=d, seed=args.seed,
+        result = run_declaration(decl, input_dtype=d, seed=args.seed, max_examples=args.max_examples,
                                  cap=args.max_listed if args.max_listed > 0 else None)
         result.kernel = args.kernel
         results.append(result)

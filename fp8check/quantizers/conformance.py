@@ -263,7 +263,7 @@ def _within_ulps32(a: np.ndarray, b: np.ndarray, ulps: int) -> np.ndarray:
 
 
 def _compare(case: QuantCase, recipe: Recipe, codes: np.ndarray, scales: np.ndarray, order: int,
-             counts: dict[str, int], found: list[_Found], per_case: int = 8, ulps: int = 0,
+             counts: dict[str, int], found: list[_Found], per_case: int | None = 8, ulps: int = 0,
              exact: list[np.ndarray] | None = None) -> None:
     expected = quantize(case.x, recipe, offsets=case.offsets)
     exp_s = expected.scales.astype(np.float64).reshape(-1)
@@ -446,7 +446,8 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
         if precast is not None:  # a fused quantizer: the recipe applies to the values before its quantization
             compared = dataclasses.replace(case, x=_precast_values(precast, case, a, device))
         n_before = len(found)
-        _compare(compared, r, codes, scales, seen["cases"], counts, found, ulps=ulps, exact=exact)
+        _compare(compared, r, codes, scales, seen["cases"], counts, found, ulps=ulps, exact=exact,
+                 per_case=None if cap is None else max(8, cap))
         for f in found[n_before:]:
             if case.condition:
                 f.divergence = dataclasses.replace(f.divergence, condition=case.condition)

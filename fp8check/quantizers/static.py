@@ -6,9 +6,11 @@ float32 tensor ``scale`` of shape (1,), and applies the scale as declared
 vLLM's and aiter's static kernels) or ``multiply`` (x * scale). The reference
 computes the same float32 operations and encodes under ``profile``.
 
-The scales: the one given, or every boundary a kernel can trip on: powers of
+The scales: the one given, or every boundary a kernel can trip on (powers of
 two and their float32 neighbours from the subnormal 2^-149 to 2^127, tiny
-(1e-30) and huge (1e30, float32's max) ones and scales of the form amax/448.
+(1e-30) and huge (1e30, float32's max) ones and scales of the form amax/448)
+and ``max_examples`` more drawn by the Hypothesis strategy
+:func:`static_scales` (any positive finite float32, subnormals included).
 For each, float16 and bfloat16 inputs are swept whole (all 65,536 values);
 float32 inputs are every fp8 value and rounding midpoint times the scale, their
 float32 neighbours, the special values and random ones. Each ``codes``
@@ -29,7 +31,7 @@ from fp8check.quantizers.edge_cases import nan_code_table
 from fp8check.reference import decode, encode
 from fp8check.results import CheckResult, Divergence
 
-__all__ = ["check_static_quantizer", "boundary_scales", "check_options", "APPLY"]
+__all__ = ["check_static_quantizer", "boundary_scales", "static_scales", "check_options", "APPLY"]
 
 APPLY = ("divide", "multiply-reciprocal", "multiply")
 
@@ -49,6 +51,35 @@ def boundary_scales() -> np.ndarray:
         out += [float(p), float(np.nextafter(p, np.float32(0))), float(np.nextafter(p, np.float32(np.inf)))]
     s = np.unique(np.array(out, dtype=np.float32))
     return s[np.isfinite(s) & (s > 0)]
+
+
+def static_scales() -> Any:
+    """A Hypothesis strategy of static scales: a boundary scale (:func:`boundary_scales`) or any positive finite
+    float32, subnormals included, as often as each other."""
+    from hypothesis import strategies as st
+
+    tiny = float(np.float32(2.0 ** -149))
+    return st.one_of(st.sampled_from([float(v) for v in boundary_scales()]),
+                     st.floats(min_value=tiny, max_value=float(np.finfo(np.float32).max), width=32,
+                               allow_subnormal=True))
+
+
+def _drawn_scales(max_examples: int, seed: int) -> list[float]:
+    """``max_examples`` scales drawn from :func:`static_scales` (reproducible for a seed)."""
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hypothesis_seed
+
+    drawn: list[float] = []
+
+    @hypothesis_seed(seed)
+    @settings(max_examples=max_examples, database=None, deadline=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(static_scales())
+    def draw(s: float) -> None:
+        drawn.append(s)
+
+    draw()
+    return drawn
 
 
 def _applied(x32: np.ndarray, s: np.float32, apply: str) -> np.ndarray:
@@ -95,9 +126,10 @@ def _codes_of(out: Any, n: int, name: str) -> np.ndarray:
 def check_static_quantizer(kernel: Callable[..., Any], *, format: object, profile: object = "satfinite",
                            apply: str = "divide", scale: float | None = None, input_dtype: str = "float32",
                            device: str = "cpu", seed: int = 0, name: str | None = None, ulps: int = 0,
-                           cap: int | None = 100, supports: Any = None) -> CheckResult:
+                           cap: int | None = 100, supports: Any = None, max_examples: int = 10) -> CheckResult:
     """Check ``kernel(x, scale) -> codes`` on ``input_dtype`` inputs; a :class:`CheckResult` of kind
-    ``static_quantize`` labelled with the input dtype, each divergence showing the input."""
+    ``static_quantize`` labelled with the input dtype, each divergence showing the input. The scales: ``scale``
+    alone when given, else every boundary scale and ``max_examples`` drawn by :func:`static_scales`."""
     import torch
 
     from fp8check.casts.fused import allowed_codes
@@ -107,7 +139,11 @@ def check_static_quantizer(kernel: Callable[..., Any], *, format: object, profil
     check_options(apply, scale, name or "kernel")
     name = name or getattr(kernel, "__name__", repr(kernel))
     rng = np.random.default_rng(seed)
-    scales = np.array([scale], np.float32) if scale is not None else boundary_scales()
+    if scale is not None:
+        scales = np.array([scale], np.float32)
+    else:
+        drawn = np.array(_drawn_scales(max_examples, seed) if max_examples > 0 else [], np.float32)
+        scales = np.unique(np.concatenate([boundary_scales(), drawn]).astype(np.float32))
     nan_tab = nan_code_table(f)
     values = decode(np.arange(256), f)
     counts = {"codes": 0, "nonfinite": 0, "scale": 0}
