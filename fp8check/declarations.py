@@ -78,6 +78,7 @@ class KernelDeclaration:
     # xfail that fails outright on a divergence of any other category.
     known_divergence: dict[str, Any] | None = field(default=None, hash=False, compare=False)
     declared_in: str | None = field(default=None, compare=False)  # the folder of the pyproject.toml it came from
+    max_examples: int | None = None  # Hypothesis examples of its check in the pytest suite (default: the suite's)
 
     def __post_init__(self) -> None:
         from fp8check import formats, profiles
@@ -118,6 +119,9 @@ class KernelDeclaration:
             inputs.source_format(d)
         if self.ulps < 0:
             raise InvalidValueError(f"{self.label}: ulps must be >= 0")
+        if self.max_examples is not None and (isinstance(self.max_examples, bool) or not isinstance(self.max_examples, int)
+                                              or self.max_examples < 0):
+            raise InvalidValueError(f"{self.label}: max-examples = {self.max_examples!r}: give an integer >= 0")
         if not isinstance(self.isolate, bool):
             raise InvalidValueError(f"{self.label}: isolate = {self.isolate!r}: give true or false")
         if isinstance(self.requires, str):
@@ -335,7 +339,7 @@ def fused_kernel(kernel: Any, *, reference: Any, format: str, profile: str = "ie
 
 
 _KEYS = {"name", "kernel", "format", "profile", "input-dtypes", "device", "recipe", "reference", "args", "ulps",
-         "triton-target", "supports", "apply", "scale", "isolate", "requires", "known-divergence"}
+         "triton-target", "supports", "apply", "scale", "isolate", "requires", "known-divergence", "max-examples"}
 
 
 def static_quantizer(kernel: Any, *, format: str, profile: str = "satfinite", apply: str = "divide",

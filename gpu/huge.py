@@ -33,7 +33,8 @@ def _cast_int32_offsets(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     offs = pid * BLOCK + tl.arange(0, BLOCK)  # int32: wraps past 2^31 elements
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
-    tl.store(y_ptr + offs, tl.clamp(x, -448.0, 448.0).to(tl.float8e4nv), mask=mask)
+    y = tl.where(x != x, x, tl.clamp(x, -448.0, 448.0))  # NaN stays NaN (tl.clamp(NaN) is +-448 on sm90)
+    tl.store(y_ptr + offs, y.to(tl.float8e4nv), mask=mask)
 
 
 @triton.jit
@@ -42,7 +43,8 @@ def _cast_int64_offsets(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     offs = pid * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
-    tl.store(y_ptr + offs, tl.clamp(x, -448.0, 448.0).to(tl.float8e4nv), mask=mask)
+    y = tl.where(x != x, x, tl.clamp(x, -448.0, 448.0))  # NaN stays NaN (tl.clamp(NaN) is +-448 on sm90)
+    tl.store(y_ptr + offs, y.to(tl.float8e4nv), mask=mask)
 
 
 def _launch(kernel):
@@ -72,17 +74,23 @@ def main() -> int:
     from fp8check.quantizers.adapters import torch_quantizer
 
     rowwise = torch_quantizer(quantizers.get("rowwise"))
-    checks = [
-        ("cast_int32_offsets", cast_kernel(cast_int32_offsets, format="e4m3fn", profile="satfinite",
-                                           device="cuda", input_dtypes=("bfloat16",)), False),
-        ("cast_int64_offsets", cast_kernel(cast_int64_offsets, format="e4m3fn", profile="satfinite",
+    checks = [  # the planted kernel last: a wild store past 2^31 could leave the CUDA context unusable
+        ("cast_int64_offsets", cast_kernel(cast_int64_offsets, format="e4m3fn", profile="triton-sm90",
                                            device="cuda", input_dtypes=("bfloat16",)), True),
         ("torch rowwise", quantizer_kernel(rowwise, recipe="rowwise", device="cuda", name="rowwise"), True),
+        ("cast_int32_offsets", cast_kernel(cast_int32_offsets, format="e4m3fn", profile="triton-sm90",
+                                           device="cuda", input_dtypes=("bfloat16",)), False),
     ]
     report, ok = {}, True
     for name, decl, should_pass in checks:
         t = time.time()
-        r = run_declaration(decl, input_dtype="bfloat16", max_examples=5, seed=0)
+        try:
+            r = run_declaration(decl, input_dtype="bfloat16", max_examples=5, seed=0)
+        except Exception as exc:  # report and go on
+            print(f"{name}: error {type(exc).__name__}: {str(exc)[:300]}")
+            report[name] = {"error": f"{type(exc).__name__}: {exc}"}
+            ok = False
+            continue
         huge = [d.condition for d in r.divergences if "huge" in d.condition]
         print(f"{name}: {'CONFORMS' if r.passed else 'DIVERGES'} {dict((k, v) for k, v in r.categories.items() if v)} "
               f"({time.time() - t:.0f} s)")

@@ -73,3 +73,23 @@ def test_the_huge_calls_of_a_quantizer():
     assert check_quantizer(good, "rowwise", **fast).passed
     block = torch_quantizer(quantizers.get("block-128x128"))
     assert check_quantizer(block, "block-128x128", **fast).passed
+
+
+def test_the_gpu_script_kernels_are_right_below_2_31_in_the_interpreter():
+    """gpu/huge.py's two Triton casts, run here in the faithful sm90 interpreter on every bfloat16 input: both
+    conform below 2^31 elements (the int32 one differs only past it, which only the GPU part reaches)."""
+    import importlib.util
+    from pathlib import Path
+
+    pytest.importorskip("triton")
+    from fp8check.declarations import cast_kernel, run_declaration
+
+    path = Path(__file__).resolve().parents[1] / "gpu" / "huge.py"
+    spec = importlib.util.spec_from_file_location("gpu_huge", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for fn in (module.cast_int32_offsets, module.cast_int64_offsets):
+        decl = cast_kernel(fn, format="e4m3fn", profile="triton-sm90", input_dtypes=("bfloat16",),
+                           triton_target="sm90", name=fn.__name__)
+        r = run_declaration(decl, input_dtype="bfloat16", max_examples=0, thorough=False)
+        assert r.passed and r.checked == 1 << 16, (fn.__name__, r.categories)

@@ -99,7 +99,13 @@ def test_ulps_accepts_a_one_ulp_arithmetic_difference_and_says_within():
     assert not check_quantizer(kernel, "rowwise", **RANDOM).passed
     r = check_quantizer(kernel, "rowwise", ulps=2, **RANDOM)
     assert r.passed, r.categories
+    from fp8check.terminal.divergences import result_text
+
     assert "within 2 ulps" in str(r) and "bit for bit" not in str(r)
+    assert "CONFORMS within 2 ulps" in result_text(r) and "bit for bit" not in result_text(r)
+    import fp8check
+
+    assert fp8check.declared_recipe is quantizers.declared_recipe and fp8check.static_quantizer
 
 
 def test_stored_reciprocal_fbgemm_rowwise():

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("torch", reason="the quantizers are torch code")
+import test_kernel_repo  # noqa: E402
 from test_kernel_repo import ROOT, Env, _token, env, pytest_in  # noqa: E402,F401  (env: the session's wheel venv)
 
 pytestmark = pytest.mark.slow
@@ -55,7 +56,14 @@ def test_the_repository_declares_eight_quantizers_of_four_packages_each_with_a_c
 def run(env: Env, tmp_path_factory: pytest.TempPathFactory):
     repo = tmp_path_factory.mktemp("real-quantizers") / "repo"
     shutil.copytree(EXAMPLE, repo, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache"))
-    result = pytest_in(env, repo, "-k", "recipe", "-rsx")
+    import importlib.util
+
+    workers = ["-n", "2"] if importlib.util.find_spec("xdist") else []
+    saved, test_kernel_repo.TIMEOUT = test_kernel_repo.TIMEOUT, 1800  # nine checks, two interpreted
+    try:
+        result = pytest_in(env, repo, "-k", "recipe", "-rsx", *workers)
+    finally:
+        test_kernel_repo.TIMEOUT = saved
     print(f"\npytest -k recipe in examples/real-quantizers: {result.seconds:.0f} s wall, exit {result.returncode}")
     return repo, result
 

@@ -308,6 +308,8 @@ class DeclaredTarget:
         from fp8check.terminal.divergences import result_text
 
         decl = self.declaration
+        if decl.max_examples is not None:  # a slow kernel (an interpreted Triton one) may declare fewer
+            max_examples = decl.max_examples
         why = missing_requirement(decl)
         if why:
             import pytest
