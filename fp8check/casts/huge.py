@@ -6,7 +6,9 @@ wrong only at sizes a GPU has room for: a Triton kernel whose offsets are
 (measured on an H200: 4,096 wrong of 2^31 + 4,096), and a launch that puts
 rows on a grid's y or z dimension fails past 65,535 rows. On a CUDA device
 with enough free memory, the checks of casts and quantizers make one call of
-each by default; elsewhere they say in a note that they did not, and why.
+each by default; when they are not made there (too little free memory, a
+declared ``max_numel``) the result says so in a note, and so does a check of
+a Triton kernel in the interpreter on a CPU.
 ``--max-numel`` (``supports.max_numel``) opts out: a call larger than the
 kernel's declared domain is not made.
 
@@ -67,8 +69,12 @@ def plan(device: str, *, bytes_per_element: int, max_numel: int | None = None, n
               HugeCall((many, cols), f"{many:,} rows (more than 65,535)")]
     if force is None:
         if not str(device).startswith("cuda"):
+            from fp8check.casts.harness import _triton_interpreting
+
+            # A CPU kernel has no grid to overflow: the note is for a GPU kernel run in Triton's interpreter.
             return [], (f"no huge calls on {device}: on a CUDA device with room, one call of {HUGE_NUMEL:,} "
-                        f"elements (past 2^31) and one of {MANY_ROWS:,} rows are made")
+                        f"elements (past 2^31) and one of {MANY_ROWS:,} rows are made (int32 offsets, grid "
+                        "limits)" if _triton_interpreting() else "")
         import torch
 
         if not torch.cuda.is_available():
