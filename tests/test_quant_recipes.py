@@ -246,18 +246,18 @@ def test_a_python_api_recipe_reproduces_field_by_field(tmp_path, monkeypatch, ca
     from fp8check.cli import main
     from fp8check.declarations import quantizer_kernel
 
-    (tmp_path / "kern.py").write_text(RECIP_KERNEL)
+    (tmp_path / "kern_api_recipe.py").write_text(RECIP_KERNEL)  # a name no other test imports
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
     mine = quantizers.declared_recipe("mine", base="rowwise", apply="multiply-reciprocal", eps="none")
-    cmd = quantizer_kernel("kern:quant", recipe=mine).command(max_examples=3, seed=0)
+    cmd = quantizer_kernel("kern_api_recipe:quant", recipe=mine).command(max_examples=3, seed=0)
     # The known recipe closest to it (sglang-per-token: one field apart), changed field by field.
     assert "--recipe sglang-per-token --recipe-field nonfinite=finite " in cmd
     import shlex
 
     assert main(shlex.split(cmd)[1:]) == 0, capsys.readouterr().out
-    assert main(["check", "kern:quant", "--kind", "quantize", "--recipe", "rowwise", "--max-examples", "3"]) == 1
-    assert main(["check", "kern:quant", "--kind", "quantize", "--recipe", "rowwise", "--recipe-field", "wat"]) == 2
+    assert main(["check", "kern_api_recipe:quant", "--kind", "quantize", "--recipe", "rowwise", "--max-examples", "3"]) == 1
+    assert main(["check", "kern_api_recipe:quant", "--kind", "quantize", "--recipe", "rowwise", "--recipe-field", "wat"]) == 2
 
 
 def test_a_conftest_declaration_names_a_recipe_of_the_pyproject(tmp_path, monkeypatch):
