@@ -62,6 +62,7 @@ def test_max_numel_opts_out_of_the_huge_call():
     assert huge.plan("cuda", bytes_per_element=10, force=False) == ([], "")
 
 
+@pytest.mark.slow  # three whole quantizer checks with 8 M-element calls: 40 s on a loaded 2-core machine
 def test_the_huge_calls_of_a_quantizer():
     good = torch_quantizer(quantizers.get("rowwise"))
 
