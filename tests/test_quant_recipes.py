@@ -325,3 +325,24 @@ def test_every_nan_row_is_listed_when_asked():
                                                                                                np.float32))])
     assert [d.detail.endswith("the block holds no finite value") for d in one.divergences] == [True]
     del sys
+
+
+def test_scale_divide_and_an_all_zero_blocks_scale():
+    """transformers' Fp8Quantize and FBGEMM's PyTorch path compute 448 / amax as 448 * reciprocal(amax), store
+    the reciprocal, and give an all-zero block the scale 1.0: declared, they conform; the same kernel held to a
+    dividing recipe diverges in its scales (planted), and so does one that divides, held to the declared one."""
+    declared = quantizers.declared_recipe("hf", granularity="block 128x128", convention="scale",
+                                          scale_divide="multiply-reciprocal", stored="reciprocal", zero_scale=1.0,
+                                          amax="ieee", ragged=False)
+    x = np.random.default_rng(5).uniform(0.1, 1.9, (512, 1024)).astype(np.float32)  # 32 blocks: ~8 differ
+    x[:128, :128] = 0.0  # an all-zero block
+    cases = dict(max_examples=0, cases=[QuantCase("blocks", x)])
+    kernel = torch_quantizer(declared)
+    assert check_quantizer(kernel, declared, **cases).passed
+    assert check_quantizer(kernel, declared, max_examples=5, thorough=False).passed
+    codes, scales = kernel(torch.from_numpy(x))
+    assert scales[0, 0].item() == 1.0  # the zero block's stored reciprocal of 1.0
+    dividing = declared.replace(scale_divide="divide")
+    r = check_quantizer(kernel, dividing, **cases)
+    assert not r.passed and r.categories["scale"] > 0
+    assert not check_quantizer(torch_quantizer(dividing), declared, **cases).passed
