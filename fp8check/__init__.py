@@ -41,6 +41,8 @@ _EXPORTS = {
     "cast_kernel": "fp8check.declarations",
     "quantizer_kernel": "fp8check.declarations",
     "fused_kernel": "fp8check.declarations",
+    "static_quantizer": "fp8check.declarations",
+    "declared_recipe": "fp8check.quantizers",
     "kernel_tests": "fp8check.suite.testing",
 }
 _MODULES = ("formats", "profiles", "stacks")

@@ -46,10 +46,10 @@ from typing import Any, Callable, Iterator
 
 from fp8check.errors import InvalidValueError
 
-__all__ = ["KernelDeclaration", "cast_kernel", "quantizer_kernel", "fused_kernel", "from_pyproject", "from_table",
-           "read_fp8check_table", "run_declaration", "KINDS"]
+__all__ = ["KernelDeclaration", "cast_kernel", "quantizer_kernel", "fused_kernel", "static_quantizer",
+           "from_pyproject", "from_table", "read_fp8check_table", "repository_recipes", "run_declaration", "KINDS"]
 
-KINDS = ("cast", "quantizer", "fused")
+KINDS = ("cast", "quantizer", "fused", "static")
 _CAST_DTYPES = ("float32", "float16", "bfloat16")
 
 
@@ -64,12 +64,21 @@ class KernelDeclaration:
     name: str = ""
     input_dtypes: tuple[str, ...] = _CAST_DTYPES
     device: str = "cpu"
-    recipe: str | None = None
+    recipe: Any = None  # a recipe name or a Recipe (a declared one)
     reference: Any = None
     args: Any = None
     ulps: int = 0
     triton_target: str | None = None
     supports: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    apply: str | None = None  # static: divide | multiply | multiply-reciprocal
+    scale: float | None = None  # static: the one scale to check (default: scales drawn for every boundary)
+    isolate: bool = False  # check in a child process (fp8check.isolation): a crash is a finding
+    requires: tuple[str, ...] = ()  # modules the kernel needs; one that cannot be imported skips its check
+    # A documented defect of the kernel's package: {"categories": [...], "reason": "..."}; the check is a strict
+    # xfail that fails outright on a divergence of any other category.
+    known_divergence: dict[str, Any] | None = field(default=None, hash=False, compare=False)
+    declared_in: str | None = field(default=None, compare=False)  # the folder of the pyproject.toml it came from
+    max_examples: int | None = None  # Hypothesis examples of its check in the pytest suite (default: the suite's)
 
     def __post_init__(self) -> None:
         from fp8check import formats, profiles
@@ -78,10 +87,24 @@ class KernelDeclaration:
             raise InvalidValueError(f"kernel kind {self.kind!r}: use one of {', '.join(KINDS)}")
         if not self.kernel:
             raise InvalidValueError(f"a declared {self.kind} kernel needs 'kernel = \"MODULE:FUNC\"'")
-        if self.kind in ("cast", "fused") and not self.format:
+        if self.kind in ("cast", "fused", "static") and not self.format:
             raise InvalidValueError(f"{self.label}: a {self.kind} kernel needs 'format'")
         if self.kind == "quantizer" and not self.recipe:
             raise InvalidValueError(f"{self.label}: a quantizer needs 'recipe'")
+        if self.kind == "quantizer":
+            from fp8check import quantizers
+
+            try:
+                quantizers.get(self.recipe)  # an unknown name: one clear error now, not at run time
+            except quantizers.UnknownRecipeError:  # a recipe this repository's pyproject.toml declares
+                object.__setattr__(self, "recipe", quantizers.get(self.recipe, declared=repository_recipes()))
+        if self.kind == "static":
+            from fp8check.quantizers.static import check_options
+
+            check_options(self.apply, self.scale, self.label)
+        elif self.apply is not None or self.scale is not None:
+            raise InvalidValueError(f"{self.label}: 'apply' and 'scale' are for static-scale quantizers "
+                                    "([[tool.fp8check.static]]); a quantizer's recipe says how it applies its scale")
         if self.kind == "fused" and self.reference is None:
             raise InvalidValueError(f"{self.label}: a fused kernel needs 'reference' (the values before its cast)")
         if self.format:
@@ -96,6 +119,25 @@ class KernelDeclaration:
             inputs.source_format(d)
         if self.ulps < 0:
             raise InvalidValueError(f"{self.label}: ulps must be >= 0")
+        if self.max_examples is not None and (isinstance(self.max_examples, bool) or not isinstance(self.max_examples, int)
+                                              or self.max_examples < 0):
+            raise InvalidValueError(f"{self.label}: max-examples = {self.max_examples!r}: give an integer >= 0")
+        if not isinstance(self.isolate, bool):
+            raise InvalidValueError(f"{self.label}: isolate = {self.isolate!r}: give true or false")
+        if isinstance(self.requires, str):
+            object.__setattr__(self, "requires", (self.requires,))
+        object.__setattr__(self, "requires", tuple(str(m) for m in self.requires))
+        if self.known_divergence is not None:
+            from fp8check.results import CATEGORIES
+
+            kd = {str(k).replace("-", "_"): v for k, v in dict(self.known_divergence).items()}
+            cats, reason = kd.get("categories"), kd.get("reason")
+            if (set(kd) - {"categories", "reason"} or not isinstance(reason, str) or not reason.strip()
+                    or not isinstance(cats, (list, tuple)) or not cats or set(cats) - set(CATEGORIES)):
+                raise InvalidValueError(f"{self.label}: known-divergence = {self.known_divergence!r}: give "
+                                        "{categories = [...], reason = \"...\"} with categories of "
+                                        f"{', '.join(CATEGORIES)}")
+            object.__setattr__(self, "known_divergence", {"categories": tuple(cats), "reason": reason})
         if self.triton_target:
             from fp8check.triton import targets
 
@@ -143,9 +185,17 @@ class KernelDeclaration:
         if not self.triton_target:
             yield
             return
+        import warnings
+
+        import numpy as np
+
         import fp8check.triton as ft
 
-        with ft.interpreting(), ft.faithful(self.triton_target):
+        # The interpreter runs the kernel's float arithmetic in NumPy: a division by zero or an Inf * 0 the
+        # kernel means (IEEE) is no RuntimeWarning in the user's warnings summary.
+        with ft.interpreting(), ft.faithful(self.triton_target), np.errstate(all="ignore"), \
+                warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.")
             yield
 
     @contextlib.contextmanager
@@ -185,9 +235,20 @@ class KernelDeclaration:
         spec = self.kernel if isinstance(self.kernel, str) else _default_name(self.kernel)
         parts = ["fp8check", "check", spec]
         if self.kind == "quantizer":
-            parts += ["--kind", "quantize", "--recipe", str(self.recipe)]
+            parts += ["--kind", "quantize"] + recipe_arguments(self.recipe, self.declared_in)
+            if "input_dtypes" in self.supports:
+                parts += ["--input-dtype", ",".join(self.supports["input_dtypes"])]
             if self.format:
                 parts += ["--format", self.format]
+            if self.ulps:
+                parts += ["--ulps", str(self.ulps)]
+        elif self.kind == "static":
+            parts += ["--kind", "static", "--format", str(self.format), "--profile", self.profile or "ieee",
+                      "--apply", self.apply or "divide"]
+            if self.scale is not None:
+                parts += ["--scale", repr(float(self.scale))]
+            if self.ulps:
+                parts += ["--ulps", str(self.ulps)]
         else:
             parts += ["--format", str(self.format), "--profile", self.profile or "ieee"]
         if self.kind == "fused":
@@ -196,10 +257,12 @@ class KernelDeclaration:
                 parts += ["--args", _spec(self.args)]
             if self.ulps:
                 parts += ["--ulps", str(self.ulps)]
-        if input_dtype and self.kind in ("cast", "fused"):
+        if input_dtype and self.kind in ("cast", "fused", "static"):
             parts += ["--input-dtype", input_dtype]
         if self.device != "cpu":
             parts += ["--device", self.device]
+        if self.isolate:
+            parts += ["--isolate"]
         if self.triton_target:
             parts += ["--triton-target", self.triton_target]
         for key, value in self.supports.items():
@@ -220,6 +283,43 @@ def _spec(what: Any) -> str:
     return what if isinstance(what, str) else f"{getattr(what, '__module__', '?')}:{getattr(what, '__qualname__', '?')}"
 
 
+def recipe_arguments(recipe: Any, start: str | Path | None = None) -> list[str]:
+    """``--recipe NAME`` for a recipe the command line finds by that name (built in, or declared in the
+    pyproject.toml at or above ``start``, default the working directory), else ``--recipe BASE`` and a
+    ``--recipe-field KEY=VALUE`` per field that differs from BASE, the known recipe that differs least: a
+    recipe made through the Python API or a conftest hook is reproduced field by field."""
+    from fp8check import quantizers
+    from fp8check.quantizers.recipe import Recipe
+
+    if not isinstance(recipe, Recipe):
+        return ["--recipe", str(recipe)]
+    try:
+        declared = repository_recipes(start)
+    except Exception:  # a pyproject.toml the command line could not read either
+        declared = {}
+    known = {**quantizers.RECIPES, **declared}
+    if known.get(recipe.name) == recipe:
+        return ["--recipe", recipe.name]
+
+    def diff(base: Recipe) -> list[str]:
+        return [f"{f.name.replace('_', '-')}={_field_text(getattr(recipe, f.name))}"
+                for f in dataclasses.fields(Recipe) if f.name not in ("name", "description")
+                and getattr(recipe, f.name) != getattr(base, f.name)]
+
+    name, fields = min(((n, diff(r)) for n, r in known.items()), key=lambda nf: len(nf[1]))
+    return ["--recipe", name] + [a for f in fields for a in ("--recipe-field", f)]
+
+
+def _field_text(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    return str(getattr(value, "name", value))
+
+
 def _default_name(kernel: Any) -> str:
     if isinstance(kernel, str):
         return kernel.rpartition(":")[2] or kernel
@@ -231,8 +331,9 @@ def cast_kernel(kernel: Any, *, format: str, profile: str = "ieee", **kw: Any) -
     return KernelDeclaration(kind="cast", kernel=kernel, format=format, profile=profile, **kw)
 
 
-def quantizer_kernel(kernel: Any, *, recipe: str, format: str | None = None, **kw: Any) -> KernelDeclaration:
-    """Declare a quantizer: ``kernel(x) -> (codes, scales)`` under ``recipe``."""
+def quantizer_kernel(kernel: Any, *, recipe: Any, format: str | None = None, **kw: Any) -> KernelDeclaration:
+    """Declare a quantizer: ``kernel(x) -> (codes, scales)`` under ``recipe`` (a name, or a
+    :class:`~fp8check.quantizers.Recipe`, e.g. from :func:`fp8check.quantizers.declared_recipe`)."""
     return KernelDeclaration(kind="quantizer", kernel=kernel, recipe=recipe, format=format, **kw)
 
 
@@ -244,11 +345,22 @@ def fused_kernel(kernel: Any, *, reference: Any, format: str, profile: str = "ie
 
 
 _KEYS = {"name", "kernel", "format", "profile", "input-dtypes", "device", "recipe", "reference", "args", "ulps",
-         "triton-target", "supports"}
+         "triton-target", "supports", "apply", "scale", "isolate", "requires", "known-divergence", "max-examples"}
 
 
-def from_table(kind: str, entry: dict[str, Any], where: str = "pyproject.toml") -> KernelDeclaration:
-    """A declaration from one ``[[tool.fp8check.KIND]]`` table (dashes or underscores in keys)."""
+def static_quantizer(kernel: Any, *, format: str, profile: str = "satfinite", apply: str = "divide",
+                     scale: float | None = None, **kw: Any) -> KernelDeclaration:
+    """Declare a static-scale quantizer: ``kernel(x, scale) -> fp8 codes``, ``scale`` a float32 tensor of
+    shape (1,) applied as ``apply`` says (``divide``: x / scale; ``multiply-reciprocal``: x * fl(1/scale);
+    ``multiply``: x * scale). ``scale``: check this one scale only (default: scales drawn at every boundary)."""
+    return KernelDeclaration(kind="static", kernel=kernel, format=format, profile=profile, apply=apply, scale=scale,
+                             **kw)
+
+
+def from_table(kind: str, entry: dict[str, Any], where: str = "pyproject.toml",
+               recipes: dict[str, Any] | None = None) -> KernelDeclaration:
+    """A declaration from one ``[[tool.fp8check.KIND]]`` table (dashes or underscores in keys); ``recipes``: the
+    recipes the same file declares (``[tool.fp8check.recipe.NAME]``), which its ``recipe`` may name."""
     if not isinstance(entry, dict):
         raise InvalidValueError(f"{where}: [[tool.fp8check.{kind}]] entries must be tables")
     norm = {str(k).replace("_", "-"): v for k, v in entry.items()}
@@ -260,6 +372,16 @@ def from_table(kind: str, entry: dict[str, Any], where: str = "pyproject.toml") 
     kw = {k.replace("-", "_"): v for k, v in norm.items()}
     if "input_dtypes" in kw:
         kw["input_dtypes"] = tuple(kw["input_dtypes"])
+    if kind == "quantizer" and recipes and isinstance(kw.get("recipe"), str):
+        from fp8check import quantizers
+
+        kw["recipe"] = quantizers.get(kw["recipe"], declared=recipes)
+    if kind == "static" and "scale" in kw:
+        if isinstance(kw["scale"], bool) or not isinstance(kw["scale"], (int, float)):
+            raise InvalidValueError(f"{where}: [[tool.fp8check.static]] scale = {kw['scale']!r}: give a number")
+        kw["scale"] = float(kw["scale"])
+    if where.endswith("pyproject.toml"):
+        kw.setdefault("declared_in", str(Path(where).parent))
     try:
         return KernelDeclaration(kind=kind, supports=supports, **kw)
     except TypeError as exc:
@@ -299,8 +421,11 @@ def read_fp8check_table(path: str | Path, *, invalid_ok: bool = False) -> dict[s
 def from_pyproject(path: str | Path, *, invalid_ok: bool = False) -> tuple[list[KernelDeclaration], dict[str, Any]]:
     """The kernels ``[tool.fp8check]`` of ``path`` declares, and its other settings (``invalid_ok``: see
     :func:`read_fp8check_table`). The pytest plugin declares a repository's kernels through this."""
+    from fp8check.quantizers import declared_recipes
+
     table = read_fp8check_table(path, invalid_ok=invalid_ok)
     where = str(path)
+    recipes = declared_recipes(table.get("recipe"), where)
     out = []
     for kind in KINDS:
         entries = table.get(kind, [])
@@ -308,9 +433,25 @@ def from_pyproject(path: str | Path, *, invalid_ok: bool = False) -> tuple[list[
             entries = [entries]
         if not isinstance(entries, list):
             raise InvalidValueError(f"{where}: tool.fp8check.{kind} must be tables ([[tool.fp8check.{kind}]])")
-        out.extend(from_table(kind, e, where) for e in entries)
-    settings = {k: v for k, v in table.items() if k not in KINDS}
+        out.extend(from_table(kind, e, where, recipes) for e in entries)
+    settings = {k: v for k, v in table.items() if k not in KINDS and k != "recipe"}
     return out, settings
+
+
+def repository_recipes(start: str | Path | None = None) -> dict[str, Any]:
+    """The recipes ``[tool.fp8check.recipe]`` declares in the nearest ``pyproject.toml`` at or above ``start``
+    (default: the working directory) that has a ``[tool.fp8check]`` table; {} when there is none."""
+    from fp8check.quantizers import declared_recipes
+
+    here = Path(start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        p = folder / "pyproject.toml"
+        if not p.is_file():
+            continue
+        table = read_fp8check_table(p, invalid_ok=True)
+        if table:
+            return declared_recipes(table.get("recipe"), str(p))
+    return {}
 
 
 def run_cast_declaration(decl: KernelDeclaration, *, input_dtype: str | None = None, max_examples: int = 200,
@@ -335,9 +476,31 @@ def run_cast_declaration(decl: KernelDeclaration, *, input_dtype: str | None = N
     return _each_config(decl, once)
 
 
+def missing_requirement(decl: KernelDeclaration) -> str:
+    """Why ``decl`` cannot be checked here ("" when it can): a module of ``requires`` that does not import."""
+    import importlib
+
+    for module in decl.requires:
+        try:
+            importlib.import_module(module)
+        except Exception as exc:  # an import runs a package's code: anything can go wrong
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            return f"{decl.label} needs {module}, which cannot be imported here ({type(exc).__name__}: {first})"
+    return ""
+
+
 def run_declaration(decl: KernelDeclaration, *, input_dtype: str | None = None, max_examples: int = 200,
-                    seed: int = 0, thorough: bool = True, cap: int | None = 100) -> Any:
-    """Run the check of ``decl`` (one input dtype for casts); a :class:`~fp8check.results.CheckResult`."""
+                    seed: int = 0, thorough: bool = True, cap: int | None = 100, isolate: bool | None = None) -> Any:
+    """Run the check of ``decl`` (one input dtype for casts); a :class:`~fp8check.results.CheckResult`.
+
+    ``isolate`` (default: the declaration's): run it in a child process (:mod:`fp8check.isolation`), where a
+    crash of the kernel is a ``crashed`` finding instead of the end of this process.
+    """
+    if decl.isolate if isolate is None else isolate:
+        from fp8check.isolation import run_isolated
+
+        return run_isolated(decl, input_dtype=input_dtype, max_examples=max_examples, seed=seed, thorough=thorough,
+                            cap=cap)
     if decl.kind == "cast":
         return run_cast_declaration(decl, input_dtype=input_dtype, max_examples=max_examples, seed=seed,
                                     thorough=thorough, cap=cap)[0]
@@ -447,8 +610,18 @@ def _run_other(decl: KernelDeclaration, *, input_dtype: str | None, max_examples
         result = check_quantizer(fn, decl.recipe, fmt=decl.format, profile=decl.profile, device=decl.device,
                                  max_examples=max_examples, seed=seed, kernel_name=name, thorough=thorough,
                                  supports=decl.harness_supports(), args=_args_of(decl),
-                                 precast=decl.resolve(decl.reference))
+                                 precast=decl.resolve(decl.reference), ulps=decl.ulps, cap=cap)
         result.command = decl.command(max_examples=max_examples, seed=seed)
+        return result
+    if decl.kind == "static":
+        from fp8check.quantizers.static import check_static_quantizer
+
+        result = check_static_quantizer(fn, format=decl.format, profile=decl.profile or "satfinite",
+                                        apply=decl.apply or "divide", scale=decl.scale,
+                                        input_dtype=input_dtype or decl.input_dtypes[0], device=decl.device,
+                                        seed=seed, name=name, ulps=decl.ulps, cap=cap,
+                                        supports=decl.harness_supports(), max_examples=min(max_examples, 20))
+        result.command = decl.command(input_dtype or decl.input_dtypes[0], max_examples=max_examples, seed=seed)
         return result
     from fp8check.casts.fused import check_fused
 

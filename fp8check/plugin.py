@@ -310,7 +310,7 @@ def build_targets(declared: Any, *, builtin: bool = False, collector: Any = None
     cast_targets, f64, all_kernels = [], [], []
     try:
         for d in declared:
-            if d.kind != "cast":
+            if d.kind != "cast" or d.isolate or d.requires:  # those are checked whole (a child process, a skip)
                 continue
             kernel = wrap_callable(d.call_with_context(d.resolve(d.kernel)), name=d.name, device=d.device,
                                    profile=d.profile or "ieee", input_dtypes=d.input_dtypes)
@@ -345,7 +345,9 @@ def build_targets(declared: Any, *, builtin: bool = False, collector: Any = None
                         "fp8_call_target": [t for t in whole if t.declaration.kind == "cast"],
                         "fp8_fused_target": [t for t in whole if t.declaration.kind == "fused"],
                         "fp8_quantizer_target": [DeclaredTarget(d, None, collector) for d in declared
-                                                 if d.kind == "quantizer"],
+                                                 if d.kind == "quantizer"]
+                        + [DeclaredTarget(d, t, collector) for d in declared if d.kind == "static"  # per input dtype
+                           for t in d.input_dtypes],
                         "fp8_training_target": [], "fp8_training_loss_target": []}
 
 
@@ -414,6 +416,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                 continue
             if name in ("fp8_call_target", "fp8_quantizer_target", "fp8_fused_target"):
                 marks = _format_marks(t.fmt_name, t.declaration.device) + [pytest.mark.fp8check]
+                known = t.declaration.known_divergence
+                if known is not None:  # a documented defect of the kernel's package; other divergences fail
+                    marks.append(pytest.mark.xfail(strict=True, raises=AssertionError, reason=known["reason"]))
                 params.append(pytest.param(t, id=t.id, marks=marks))
                 continue
             if t.kernel.unpinned:  # a built-in adapter of a release or platform the registry does not cover

@@ -44,7 +44,10 @@ MATMUL_CATEGORIES = ("accuracy",)
 # one address, a false tl.assume/tl.multiple_of/tl.max_contiguous, a failing tl.device_assert.
 # Not divergences of a value: the kernel's behaviour on a GPU is undefined or scheduling-dependent.
 KERNEL_FAULT_CATEGORIES = ("out_of_bounds", "uninitialised", "race", "false_hint", "device_assert")
-CATEGORIES = CAST_CATEGORIES + QUANTIZE_CATEGORIES + MATMUL_CATEGORIES + CALL_CATEGORIES + KERNEL_FAULT_CATEGORIES
+# A check run in a child process (isolate = true) whose kernel took the process down.
+CRASH_CATEGORIES = ("crashed",)
+CATEGORIES = (CAST_CATEGORIES + QUANTIZE_CATEGORIES + MATMUL_CATEGORIES + CALL_CATEGORIES + KERNEL_FAULT_CATEGORIES
+              + CRASH_CATEGORIES)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,6 +127,11 @@ class CheckResult:
     refusals: list[Refusal] = field(default_factory=list)  # calls the kernel raised on
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def ulps(self) -> int:
+        """The ulps the check allowed before the cast (0: bit for bit)."""
+        return int(self.extra.get("ulps") or self.extra.get("fused", {}).get("ulps") or 0)
+
     def add_note(self, note: str | None) -> None:
         """Add a line the result shows under its header (``extra["notes"]``); empty or repeated notes are left out."""
         if note and note not in self.extra.get("notes", ()):
@@ -149,7 +157,8 @@ class CheckResult:
         which ``fp8check.assert_conforms`` and ``str(Report)`` use): the core renders nothing."""
         what = f"{self.kernel} ({self.kind}, {self.format}/{self.profile}, {self.input_dtype} in, {self.device})"
         if self.passed:
-            return f"{what}: conforms ({self.checked:,} values checked)"
+            within = f" within {self.ulps} ulps" if self.ulps else ""
+            return f"{what}: conforms{within} ({self.checked:,} values checked)"
         found = ", ".join(f"{c} {n:,}" for c, n in self.categories.items() if n) or "no divergence counted"
         return f"{what}: diverges ({found}; {self.checked:,} values checked)"
 

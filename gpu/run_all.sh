@@ -10,7 +10,7 @@
 # under its own time limit, and one failing part does not stop the others.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-KNOWN=" environment suite tests-gpu recipes triton-faithful zoo training training-dist audit-bench "  # in the order they run
+KNOWN=" environment suite tests-gpu recipes triton-faithful zoo training training-dist huge audit-bench "  # in the order they run
 PARTS=" $* "
 for p in $PARTS; do
     if [[ "$KNOWN" != *" $p "* ]]; then
@@ -62,6 +62,9 @@ part training 300 python3 gpu/training.py --out "$OUT/training"
 # and without torchao's float8 all-gather, tensor parallelism, 10 steps each,
 # every shard's cast and every rank's loss against the single-device run.
 part training-dist 540 python3 gpu/training_distributed.py --out "$OUT/training-dist"
+# Huge calls by default on the device: a Triton cast with int32 offsets must fail past
+# 2^31 elements, its int64 twin and a torch rowwise quantizer conform (issue 21).
+part huge 500 python3 gpu/huge.py --json "$OUT/huge.json"
 # The audit's speed on a quiet many-core machine (no GPU needed; the CI
 # machine has 2 cores): audit throughput against a raw read, same run.
 part audit-bench 150 python3 benchmarks/audit_throughput.py --size-gb 4 --shards 8 --jobs 8

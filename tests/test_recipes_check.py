@@ -128,10 +128,11 @@ def test_hazards_are_reported_for_a_kernel_that_conforms_to_a_hazardous_recipe()
     result = check_quantizer(reference_kernel(r), r, **FAST)
     assert result.passed
     counts = {h["name"]: h["count"] for h in result.extra["hazards"]}
-    assert counts["scale_not_finite"] > 0 and counts["nan_codes_from_finite_input"] > 0
+    # amax 0 gives scale_inv 0: a zero scale, counted as such (not as "not finite", issue 21)
+    assert counts["scale_zero"] > 0 and counts["nan_codes_from_finite_input"] > 0
     fixed = quantizers.get("deepseek-v3.1-act")  # max(amax, 1e-4)
     counts = {h["name"]: h["count"] for h in check_quantizer(reference_kernel(fixed), fixed, **FAST).extra["hazards"]}
-    assert counts["scale_not_finite"] == 0 and counts["nan_codes_from_finite_input"] == 0
+    assert counts["scale_not_finite"] == counts["scale_zero"] == 0 and counts["nan_codes_from_finite_input"] == 0
 
 
 def test_one_inf_zeroes_the_whole_tensor_under_torchao_tensorwise():

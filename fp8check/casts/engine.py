@@ -402,7 +402,8 @@ def _command(kernel_name: str, fmt: Format, profile: Profile, input_dtype: str, 
 def run_check(kernel: Any, fmt: object, profile: object | None = None, *, input_dtype: str = "float32",
               max_examples: int = 200, seed: int | None = 0, cap: int | None = DEFAULT_CAP,
               sweep: bool = True, hypothesis: bool = True, extra_bits: Iterable[np.ndarray] = (),
-              thorough: bool = True, supports: Any = None) -> tuple[CheckResult, Divergences]:
+              thorough: bool = True, supports: Any = None, huge: bool | None = None,
+              huge_numel: int | None = None) -> tuple[CheckResult, Divergences]:
     """Check ``kernel`` (a :class:`~fp8check.casts.adapters.CastKernel`) on ``fmt`` from ``input_dtype``.
 
     The inputs: the sweep of the dtype (for float32 with structured low
@@ -411,6 +412,10 @@ def run_check(kernel: Any, fmt: object, profile: object | None = None, *, input_
     of :mod:`fp8check.casts.harness` (``thorough=False``: the coverage calls
     only). ``profile`` None: what the kernel claims. ``supports``: a
     :class:`~fp8check.casts.harness.Supports` the kernel's author declared.
+    ``huge``: the huge calls of :mod:`fp8check.casts.huge` (past 2^31
+    elements, more than 65,535 rows): None (default) on a CUDA device with
+    room for them, True anywhere (``huge_numel`` elements, for tests), False
+    never; a note says when they were not made.
     Returns the result and the full divergence record (for fingerprints and
     reports). A kernel that refuses every coverage call raises its error.
     """
@@ -444,6 +449,10 @@ def run_check(kernel: Any, fmt: object, profile: object | None = None, *, input_
         raise KernelCallError(f"{kernel.name} raised {kind} casting {input_dtype} to {f.name}: {message}")
     refusals = _record(rec, outcomes, f, p, input_dtype, supports)
     device = getattr(kernel, "device", "cpu")
+    huge_note, huge_calls = "", 0
+    if thorough and kernel.tensor_fn is not None:
+        huge_note, huge_calls = _huge_calls(kernel, f, p, input_dtype, bits, rec, refusals, device, supports,
+                                            force=huge, numel=huge_numel)
     result = rec.result(kernel=kernel.name, checked=int(bits.size), device=device, seed=seed, cap=cap,
                         command=_command(kernel.name, f, p, input_dtype, device, max_examples, seed))
     result.refusals = refusals
@@ -451,10 +460,53 @@ def run_check(kernel: Any, fmt: object, profile: object | None = None, *, input_
     if known:
         result.expected_failure = "; ".join(known)
     result.extra["checked_means"] = _checked_means(input_dtype, sweep, hypothesis and max_examples > 0, seed)
-    result.extra["calls"] = sum(not o.skipped for o in outcomes)
+    result.extra["calls"] = sum(not o.skipped for o in outcomes) + huge_calls
     if thorough:
         result.add_note(harness.large_numel(device)[1])
+        result.add_note(huge_note)
     return result, rec
+
+
+def _huge_calls(kernel: Any, fmt: Format, profile: Profile, input_dtype: str, bits: np.ndarray, rec: Divergences,
+                refusals: list[Refusal], device: str, supports: Any, *, force: bool | None,
+                numel: int | None) -> tuple[str, int]:
+    """Make the huge calls (:mod:`fp8check.casts.huge`) on a tile of the checked patterns; their wrong codes go
+    into ``rec`` with the call as their condition, a refusal into ``refusals``. (note, calls made)."""
+    from fp8check.casts import harness, huge
+
+    width = inputs.source_format(input_dtype).bits // 8
+    calls, note = huge.plan(device, bytes_per_element=2 * width + 4 + 2, max_numel=supports.max_numel,
+                            numel_multiple_of=supports.numel_multiple_of, force=force,
+                            numel=numel or huge.HUGE_NUMEL)
+    if not calls or not bits.size:
+        return note, 0
+    rng = np.random.default_rng(0)
+    tile_bits = bits[rng.permutation(bits.size)[:1 << 16]]
+    tile_expected = expected_codes(tile_bits, input_dtype, fmt, profile)
+    tile = harness.to_torch(inputs.from_bits(tile_bits, input_dtype), device)
+    made = 0
+    for call in calls:
+        x = huge.tiled(tile, call.shape)
+        try:
+            actual = kernel.call(x, fmt).reshape(-1)
+        except Exception as exc:  # the kernel refused the huge call
+            declared = supports.declared and supports.allows_shape(call.shape)
+            refusals.append(Refusal(condition=call.condition(), error=_one_line(exc), declared=declared))
+            if declared:
+                rec.add_call("refused", 1, Divergence(
+                    category="refused", input_hex="-", expected_hex="-", actual_hex="-", input_dtype=input_dtype,
+                    detail=_one_line(exc), condition=f"inside the declared domain: {call.condition()}"))
+            continue
+        finally:
+            del x
+        made += 1
+        count, idx = huge.compare_tiled(actual, tile_expected, lambda e, a: e == a)
+        if count:
+            pos = idx % tile_bits.size
+            rec.add(tile_bits[pos], tile_expected[pos], actual[idx],
+                    f"{call.condition()}: {count:,} wrong codes, the first at element {int(idx[0]):,}",
+                    record_map=False)
+    return note, made
 
 
 def _one_line(exc: BaseException) -> str:

@@ -28,17 +28,27 @@ def register(subparsers: Any) -> None:
                    "recipe names its own unless this overrides it)")
     p.add_argument("--profile", metavar="NAME", default=None,
                    help="the profile the kernel claims (default: ieee; for a built-in adapter, what it claims)")
-    p.add_argument("--kind", choices=("cast", "quantize", "fused"), default="cast",
+    p.add_argument("--kind", choices=("cast", "quantize", "fused", "static"), default="cast",
                    help="cast (default): tensor -> codes; quantize: tensor -> (codes, scales) under --recipe; fused: "
-                   "(x, *args) -> codes of values --reference computes")
-    p.add_argument("--recipe", metavar="NAME", default=None, help="the scaling recipe (--kind quantize)")
+                   "(x, *args) -> codes of values --reference computes; static: (x, scale) -> codes")
+    p.add_argument("--recipe", metavar="NAME", default=None,
+                   help="the scaling recipe (--kind quantize): a built-in one or one this repository's pyproject.toml "
+                   "declares in [tool.fp8check.recipe.NAME]")
+    p.add_argument("--recipe-field", action="append", default=[], metavar="KEY=VALUE",
+                   help="--kind quantize: change one field of --recipe (a key of [tool.fp8check.recipe.NAME]: "
+                   "apply=multiply-reciprocal, eps=none, amax=skip-nan, ...); repeatable")
+    p.add_argument("--apply", default=None, choices=("divide", "multiply-reciprocal", "multiply"),
+                   help="--kind static: how the kernel applies its scale (default divide)")
+    p.add_argument("--scale", type=float, default=None, metavar="S",
+                   help="--kind static: check this one scale (default: scales at every boundary)")
     p.add_argument("--reference", metavar="MODULE:FUNC", default=None,
                    help="--kind fused: (x, *args) -> the values just before the kernel's cast (float32/float64); "
                    "with --kind quantize, the values before a fused quantizer's quantization")
     p.add_argument("--args", metavar="MODULE:FUNC", default=None,
                    help="--kind fused or quantize: x -> tuple of the kernel's other arguments")
     p.add_argument("--ulps", type=int, default=0, metavar="K",
-                   help="--kind fused: the arithmetic before the cast may differ from --reference by K ulps (default 0)")
+                   help="--kind fused, quantize or static: the value before the cast may differ from the reference's by "
+                   "K ulps (quantize: the scale too; default 0: bit for bit)")
     p.add_argument("--input-dtype", metavar="DTYPES", default=None,
                    help="comma-separated dtypes of the tensors the kernel receives (default: float32,float16,bfloat16 "
                    "for a cast, each one it does not refuse; float64 on request)")
@@ -52,6 +62,9 @@ def register(subparsers: Any) -> None:
                    help="declare that the kernel takes inputs whose size is a multiple of N only")
     p.add_argument("--max-numel", type=int, default=None, metavar="N",
                    help="declare the largest input the kernel takes (the large call shrinks to it)")
+    p.add_argument("--isolate", action="store_true",
+                   help="run the check in a child process: a kernel that crashes it (segfault, abort) is a finding "
+                   "with the inputs of its last call, not a lost run")
     p.add_argument("--max-examples", type=int, default=200, metavar="N",
                    help="Hypothesis examples on top of the sweep (default 200; 0: sweep and hazards only)")
     p.add_argument("--seed", type=int, default=0, metavar="N", help="Hypothesis seed (default 0: reproducible)")
@@ -75,15 +88,20 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidValueError(f"--max-examples {args.max_examples}: must be >= 0")
     if args.numel_multiple_of < 1:
         raise InvalidValueError(f"--numel-multiple-of {args.numel_multiple_of}: must be >= 1")
-    if args.recipe and args.kind != "quantize":
-        raise InvalidValueError("--recipe is only for --kind quantize")
-    if args.kind != "fused" and args.ulps:
-        raise InvalidValueError("--ulps is only for --kind fused")
+    if (args.recipe or args.recipe_field) and args.kind != "quantize":
+        raise InvalidValueError("--recipe and --recipe-field are only for --kind quantize")
+    if args.kind == "cast" and args.ulps:
+        raise InvalidValueError("--ulps is for --kind fused, quantize or static")
+    if args.ulps < 0:
+        raise InvalidValueError(f"--ulps {args.ulps}: must be >= 0")
+    if args.kind != "static" and (args.apply or args.scale is not None):
+        raise InvalidValueError("--apply and --scale are for --kind static")
     if args.kind == "cast" and (args.reference or args.args):
         raise InvalidValueError("--reference and --args are for --kind fused (or a fused quantizer)")
     out = console()
     with _triton_watch(args, out):
-        results = _quantize(args) if args.kind == "quantize" else _fused(args) if args.kind == "fused" else _cast(args)
+        results = (_quantize(args) if args.kind == "quantize" else _fused(args) if args.kind == "fused"
+                   else _static(args) if args.kind == "static" else _cast(args))
     for i, result in enumerate(results):
         if i:
             out.print()
@@ -174,7 +192,7 @@ def _cast(args: argparse.Namespace) -> list[Any]:
             get_kernel(args.kernel)  # raises the one-line "unknown kernel" error
         decl = cast_kernel(args.kernel, format=fmt.name, profile=args.profile or "ieee", device=args.device,
                            input_dtypes=requested or _CAST_DTYPES, triton_target=args.triton_target,
-                           supports=_supports(args), name=args.kernel)
+                           supports=_supports(args), name=args.kernel, isolate=args.isolate)
         profiles.get(decl.profile).resolve(fmt)
         dtypes = decl.input_dtypes
         from fp8check.declarations import run_declaration
@@ -212,18 +230,69 @@ def _quantize(args: argparse.Namespace) -> list[Any]:
     from fp8check.profiles import get as get_profile
     from fp8check.quantizers import get as get_recipe
 
+    from fp8check.declarations import repository_recipes
+
     if not args.recipe:
         raise InvalidValueError("--kind quantize needs --recipe NAME (see docs/recipes.md for the names)")
-    get_recipe(args.recipe, args.format or None)
+    recipe = get_recipe(args.recipe, declared=repository_recipes())
+    if args.recipe_field:
+        from fp8check.quantizers import declared_recipe
+
+        fields = dict(_field(f) for f in args.recipe_field)
+        recipe = declared_recipe(recipe.name, where="--recipe-field", recipes={recipe.name: recipe},
+                                 base=recipe.name, **fields)
+    get_recipe(recipe, args.format or None)
     if args.profile:
         get_profile(args.profile)
     load_callable(args.kernel)  # a kernel that cannot be imported: one line, before any work
-    decl = quantizer_kernel(args.kernel, recipe=args.recipe, format=args.format or None, profile=args.profile,
+    supports = _supports(args)
+    if args.input_dtype:
+        supports["input_dtypes"] = list(_dtypes(args) or ())
+    decl = quantizer_kernel(args.kernel, recipe=recipe, format=args.format or None, profile=args.profile,
                             device=args.device, args=args.args, reference=args.reference,
-                            triton_target=args.triton_target, supports=_supports(args))
-    result = run_declaration(decl, max_examples=args.max_examples, seed=args.seed)
+                            triton_target=args.triton_target, supports=supports, ulps=args.ulps,
+                            isolate=args.isolate)
+    result = run_declaration(decl, max_examples=args.max_examples, seed=args.seed,
+                             cap=args.max_listed if args.max_listed > 0 else None)
     result.kernel = args.kernel
     return [result]
+
+
+def _field(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` of --recipe-field as a recipe table entry (numbers, true/false, or text)."""
+    from fp8check.errors import InvalidValueError
+
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise InvalidValueError(f"--recipe-field {text!r}: give KEY=VALUE (e.g. apply=multiply-reciprocal)")
+    v = value.strip()
+    if v.lower() in ("true", "false"):
+        return key.strip(), v.lower() == "true"
+    try:
+        return key.strip(), float(v) if any(c in v for c in ".eE") or v.lstrip("-").isdigit() else v
+    except ValueError:
+        return key.strip(), v
+
+
+def _static(args: argparse.Namespace) -> list[Any]:
+    from fp8check.declarations import run_declaration, static_quantizer
+    from fp8check.errors import InvalidValueError
+    from fp8check.loader import load_callable
+
+    if not args.format:
+        raise InvalidValueError("--kind static needs --format FMT")
+    load_callable(args.kernel)
+    decl = static_quantizer(args.kernel, format=args.format, profile=args.profile or "satfinite",
+                            apply=args.apply or "divide", scale=args.scale, ulps=args.ulps, device=args.device,
+                            input_dtypes=_dtypes(args) or _CAST_DTYPES, triton_target=args.triton_target,
+                            isolate=args.isolate)
+    results = []
+    for d in decl.input_dtypes:
+        result = run_declaration(decl, input_dtype=d, seed=args.seed, max_examples=args.max_examples,
+                                 cap=args.max_listed if args.max_listed > 0 else None)
+        result.kernel = args.kernel
+        results.append(result)
+    return results
 
 
 def _fused(args: argparse.Namespace) -> list[Any]:
@@ -238,7 +307,7 @@ def _fused(args: argparse.Namespace) -> list[Any]:
     decl = fused_kernel(args.kernel, reference=args.reference, args=args.args, format=args.format,
                         profile=args.profile or "ieee", ulps=args.ulps, device=args.device,
                         input_dtypes=_dtypes(args) or ("float32",), triton_target=args.triton_target,
-                        supports=_supports(args))
+                        supports=_supports(args), isolate=args.isolate)
     results = []
     for d in decl.input_dtypes:
         result = run_declaration(decl, input_dtype=d, seed=args.seed)

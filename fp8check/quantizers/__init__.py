@@ -64,6 +64,8 @@ from fp8check.quantizers.scaling import (
     expand_scales,
     quantize,
     scales_from_amax,
+    applied_scales,
+    apply_scale,
 )
 
 __all__ = [
@@ -88,6 +90,10 @@ __all__ = [
     "e8m0_codes",
     "convert_fn_to_fnuz",
     "FnuzConversion",
+    "declared_recipe",
+    "declared_recipes",
+    "applied_scales",
+    "apply_scale",
 ]
 
 
@@ -202,20 +208,60 @@ for _name, _gran, _what in (("quark-tensor-bf16", TENSORWISE, "FP8E4M3PerTensorS
         description=f"AMD Quark FP8 ({_what}) on bfloat16 weights: scale = amax/448 in bfloat16 (the model's dtype), "
                     "a zero scale replaced by float32's eps (2^-23)"))
 
+# The dynamic quantizers serving stacks ship, as their sources write them (docs/recipes.md cites each file).
+# They multiply by a float32 reciprocal instead of dividing, take no eps (or clamp the scale), and take amax with
+# fmaxf / tl.max, which skip NaN but keep Inf.
+_ALL += [
+    Recipe(name="vllm-per-token", format="e4m3fn", granularity=ROWWISE, convention="scale_inv", nonfinite="skip-nan",
+           apply="multiply-reciprocal", scale_min=1.0 / (448.0 * 512.0),
+           description="vLLM dynamic_per_token_scaled_fp8_quant (csrc/quantization/fp8/common.cu): amax with fmaxf, "
+                       "scale = max(amax/448, 1/(448*512)), x * (1/scale), clamp, cast"),
+    Recipe(name="vllm-per-tensor", format="e4m3fn", granularity=TENSORWISE, convention="scale_inv",
+           nonfinite="skip-nan", apply="multiply-reciprocal",
+           description="vLLM dynamic_scaled_fp8_quant (csrc/quantization/fp8/common.cu): amax with fmaxf, "
+                       "scale = amax/448 (no eps), scaled_fp8_quant_kernel: x * (1/scale), clamp, cast"),
+    Recipe(name="sglang-per-token", format="e4m3fn", granularity=ROWWISE, convention="scale_inv",
+           nonfinite="skip-nan", apply="multiply-reciprocal",
+           description="SGLang sgl-kernel per_token_quant_fp8: amax with fmaxf, scale = amax/448 (no eps), "
+                       "x * (1/scale), clamp, cast"),
+    Recipe(name="aiter-per-token", format="e4m3fn", granularity=ROWWISE, convention="scale_inv",
+           nonfinite="skip-nan", apply="multiply-reciprocal",
+           description="AMD aiter _dynamic_per_token_quant_fp8_i8_kernel (Triton): tl.max(|x|), scale = amax/max "
+                       "(no eps), x * (1/scale), cast"),
+    Recipe(name="aiter-per-tensor", format="e4m3fn", granularity=TENSORWISE, convention="scale_inv",
+           nonfinite="skip-nan", apply="multiply-reciprocal",
+           description="AMD aiter dynamic_per_tensor_quant_fp8_i8 (Triton): tl.max(|x|)/max with atomic_max, then "
+                       "static_per_tensor_quant: x * (1/scale), cast"),
+    Recipe(name="fbgemm-rowwise", format="e4m3fn", granularity=ROWWISE, convention="scale", eps=1e-12,
+           nonfinite="skip-nan", stored="reciprocal",
+           description="FBGEMM triton_quantize_fp8_row (fp8_gemm.py): tl.max(|x|), a_scale = 448/max(amax, 1e-12), "
+                       "x * a_scale, clamp, cast; stores 1/a_scale (float32)"),
+]
+
 RECIPES: dict[str, Recipe] = {r.name: r for r in _ALL}
+
+from fp8check.quantizers.declared import declared_recipe, declared_recipes  # noqa: E402 (needs RECIPES)
 
 
 def names() -> tuple[str, ...]:
     return tuple(RECIPES)
 
 
-def get(name: object, fmt: object = None) -> Recipe:
-    """The recipe ``name`` (a :class:`Recipe` is returned as is), for ``fmt`` when given."""
+def get(name: object, fmt: object = None, *, declared: dict[str, Recipe] | None = None) -> Recipe:
+    """The recipe ``name`` (a :class:`Recipe` is returned as is), for ``fmt`` when given.
+
+    ``declared``: the recipes a repository declares (``declared_recipes``), looked up before the built-in ones.
+    """
     if isinstance(name, Recipe):
         recipe = name
     else:
         key = str(name).strip().lower().replace("_", "-")
-        if key not in RECIPES:
-            raise UnknownRecipeError(f"unknown recipe {name!r}; known recipes: {', '.join(names())}")
-        recipe = RECIPES[key]
+        if declared and key in declared:
+            recipe = declared[key]
+        elif key not in RECIPES:
+            mine = f"declared here: {', '.join(declared)}; " if declared else ""
+            raise UnknownRecipeError(f"unknown recipe {name!r}; {mine}known recipes: {', '.join(names())} "
+                                     "(a repository declares its own in [tool.fp8check.recipe.NAME])")
+        else:
+            recipe = RECIPES[key]
     return recipe if fmt is None else recipe.with_format(fmt)

@@ -152,7 +152,8 @@ def _scales(amax: Any, recipe: Recipe) -> tuple[Any, Any]:
     else:
         a = amax if recipe.eps is None else amax.clamp(min=recipe.eps)
         target = torch.full_like(a, recipe.amax_target)
-        q = target / a if recipe.convention == "scale" else a / target
+        num, den = (target, a) if recipe.convention == "scale" else (a, target)
+        q = num * (torch.ones_like(den) / den) if recipe.scale_divide == "multiply-reciprocal" else num / den
     if recipe.pow2 is not None:
         ok = torch.isfinite(q) & (q > 0)
         k = _exponent(torch.where(ok, q, torch.ones_like(q)), recipe.pow2)
@@ -168,8 +169,9 @@ def _scales(amax: Any, recipe: Recipe) -> tuple[Any, Any]:
         codes = torch.where(bad, torch.full_like(k, 255), k + 127).to(torch.uint8)
         return value, codes.view(torch.float8_e8m0fnu)
     stored = q.to(getattr(torch, recipe.scale_dtype)) if recipe.scale_dtype in ("bfloat16", "float16") else q
-    if recipe.zero_scale is not None:
-        stored = torch.where(stored == 0, torch.full_like(stored, recipe.zero_scale), stored)
+    if recipe.zero_scale is not None:  # scale_inv: a zero scale; scale: an all-zero block's (Inf) scale
+        zero = (stored == 0) if recipe.convention == "scale_inv" else (amax == 0)
+        stored = torch.where(zero, torch.full_like(stored, recipe.zero_scale), stored)
     return stored.float(), stored
 
 
@@ -194,10 +196,19 @@ def torch_quantizer(recipe: Recipe) -> Callable[..., tuple[Any, Any]]:
         a = x32.abs()
         if recipe.nonfinite == "finite":
             a = torch.where(torch.isfinite(a), a, torch.zeros_like(a))
+        elif recipe.nonfinite == "skip-nan":
+            a = torch.where(torch.isnan(a), torch.zeros_like(a), a)
         amax = _block_amax(a, recipe, offsets)
         applied, stored = _scales(amax, recipe)
         s = _expand(applied, recipe, tuple(x.shape), offsets)
-        y = x32 * s if recipe.convention == "scale" else x32 / s
+        if recipe.element_op == "multiply":
+            y = x32 * s
+        elif recipe.element_op == "divide":
+            y = x32 / s
+        else:  # a float32 reciprocal, then a multiply
+            y = x32 * (torch.ones_like(s) / s)
+        if recipe.stored == "reciprocal":
+            stored = torch.ones_like(stored) / stored
         return y.clamp(-fmax, fmax).to(dtype), stored
 
     kernel.__name__ = f"torch_quantizer[{recipe.name}/{recipe.format.name}]"

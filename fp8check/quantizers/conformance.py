@@ -26,6 +26,7 @@ line of :func:`check_quantizer`.
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -41,7 +42,8 @@ from fp8check.reference import decode
 from fp8check.quantizers import get as get_recipe
 from fp8check.quantizers.edge_cases import HazardTally, edge_cases, nan_code_table
 from fp8check.quantizers.recipe import Recipe
-from fp8check.quantizers.scaling import block_amax, element_blocks, quantize
+from fp8check.quantizers import exactness
+from fp8check.quantizers.scaling import applied_scales, apply_scale, block_amax, element_blocks, expand_scales, quantize
 from fp8check.quantizers.cases import QuantCase, quantizer_inputs
 from fp8check.results import CALL_CATEGORIES, QUANTIZE_CATEGORIES, CheckResult, Divergence, Refusal
 
@@ -253,14 +255,24 @@ class _Found:
     divergence: Divergence
 
 
+def _within_ulps32(a: np.ndarray, b: np.ndarray, ulps: int) -> np.ndarray:
+    """Finite float32 values of one sign at most ``ulps`` float32 steps apart (their bit patterns' distance)."""
+    a32, b32 = a.astype(np.float32), b.astype(np.float32)
+    ia, ib = a32.view(np.int32).astype(np.int64), b32.view(np.int32).astype(np.int64)
+    return np.isfinite(a32) & np.isfinite(b32) & (np.signbit(a32) == np.signbit(b32)) & (np.abs(ia - ib) <= ulps)
+
+
 def _compare(case: QuantCase, recipe: Recipe, codes: np.ndarray, scales: np.ndarray, order: int,
-             counts: dict[str, int], found: list[_Found], per_case: int = 8) -> None:
+             counts: dict[str, int], found: list[_Found], per_case: int | None = 8, ulps: int = 0,
+             exact: list[np.ndarray] | None = None) -> None:
     expected = quantize(case.x, recipe, offsets=case.offsets)
     exp_s = expected.scales.astype(np.float64).reshape(-1)
     act_s = scales.reshape(-1)
     both_nan = np.isnan(exp_s) & np.isnan(act_s)
     with np.errstate(invalid="ignore"):
         same_scale = both_nan | ((exp_s == act_s) & (np.signbit(exp_s) == np.signbit(act_s)))
+        if ulps:
+            same_scale |= _within_ulps32(exp_s, act_s, ulps)
     shape = case.x.shape
     blocks = element_blocks(shape, recipe, case.offsets).reshape(-1)
     nblocks = exp_s.size
@@ -268,6 +280,16 @@ def _compare(case: QuantCase, recipe: Recipe, codes: np.ndarray, scales: np.ndar
     nan_tab = nan_code_table(recipe.format)
     ce, ca = expected.codes.reshape(-1), codes.reshape(-1)
     same_code = (ce == ca) | (nan_tab[ce] & nan_tab[ca]) | both_nan[blocks]
+    x32 = case.x.astype(np.float32)
+    applied = applied_scales(block_amax(x32, recipe, case.offsets), recipe)
+    applied_each = expand_scales(applied, shape, recipe, case.offsets).reshape(-1)
+    if ulps and not same_code.all():
+        from fp8check.casts.fused import allowed_codes
+
+        # A code counts as the recipe's when some value within `ulps` float32 ulps of the recipe's
+        # value before the cast encodes to it.
+        y = apply_scale(x32.reshape(-1), applied_each, recipe)
+        same_code |= allowed_codes(y, ca, recipe.format, recipe.profile, ulps)
     code_diff_block = np.bincount(blocks, weights=~same_code, minlength=nblocks) > 0
     amax = block_amax(case.x, recipe.replace(nonfinite="ieee"), case.offsets).reshape(-1).astype(np.float64)
     size = case.x.size
@@ -277,6 +299,13 @@ def _compare(case: QuantCase, recipe: Recipe, codes: np.ndarray, scales: np.ndar
     nf = np.flatnonzero(nonfinite_block & (~same_scale | code_diff_block))
     sc = np.flatnonzero(~nonfinite_block & ~same_scale)
     cd = np.flatnonzero(~same_code & ~nonfinite_block[blocks] & same_scale[blocks])
+    op = recipe.element_op
+    verdict = np.zeros(0, dtype=np.int64)
+    if cd.size:  # which side is the correctly rounded x / scale, for every codes divergence
+        verdict = exactness.verdicts(x[cd], applied_each[cd], ce[cd], ca[cd], op, recipe.format,
+                                     recipe.profile, nan_tab)
+        if exact is not None:
+            exact.append(verdict)
     counts["nonfinite"] += nf.size
     counts["scale"] += sc.size
     counts["codes"] += cd.size
@@ -298,8 +327,9 @@ def _compare(case: QuantCase, recipe: Recipe, codes: np.ndarray, scales: np.ndar
             category="nonfinite", input_hex=_hex_input(x[bad], case.dtype), expected_hex=eh, actual_hex=ah,
             input_dtype=case.dtype, input_value=repr(float(x[bad])), expected_value=ev, actual_value=av,
             detail=(f"{where}: {_block_text(recipe, int(b), shape, case.offsets)} holds {float(x[bad])!r}; "
-                    f"{what} differs (recipe: non-finite {recipe.nonfinite}); the kernel left {lost} of "
-                    f"{fin.size} finite values of the block zero or NaN"))))
+                    f"{what} differs (recipe: non-finite {recipe.nonfinite}); "
+                    + (f"the kernel left {lost} of {fin.size} finite values of the block zero or NaN" if fin.size
+                       else "the block holds no finite value")))))
     for b in sc[:per_case]:
         found.append(_Found((size, 1, order), Divergence(
             category="scale", input_hex=_hex32(amax[b]), expected_hex=_hex32(exp_s[b]), actual_hex=_hex32(act_s[b]),
@@ -307,14 +337,21 @@ def _compare(case: QuantCase, recipe: Recipe, codes: np.ndarray, scales: np.ndar
             actual_value=repr(float(act_s[b])),
             detail=(f"{where}: scale of {_block_text(recipe, int(b), shape, case.offsets)}, amax {float(amax[b])!r}"
                     + _target_note(recipe, float(amax[b]), float(exp_s[b]), float(act_s[b]))))))
-    for i in cd[:per_case]:
+    for k, i in enumerate(cd[:per_case]):
         b = int(blocks[i])
         found.append(_Found((size, 2, order), Divergence(
             category="codes", input_hex=_hex_input(x[i], case.dtype), expected_hex=f"{ce[i]:02X}",
             actual_hex=f"{ca[i]:02X}", input_dtype=case.dtype, input_value=repr(float(x[i])),
             expected_value=repr(float(fv[ce[i]])), actual_value=repr(float(fv[ca[i]])),
             detail=(f"{where}: x[{i // shape[1]}, {i % shape[1]}] in {_block_text(recipe, b, shape, case.offsets)}, "
-                    f"scale {float(exp_s[b])!r} ({recipe.convention}: x {'*' if recipe.convention == 'scale' else '/'} scale)"))))
+                    f"scale {float(applied.reshape(-1)[b])!r} "
+                    f"({recipe.convention}: {_op_text(op)}); "
+                    + exactness.verdict_text(int(verdict[k]), float(x[i]), float(applied_each[i]), op, recipe.format,
+                                             recipe.profile)))))
+
+
+def _op_text(op: str) -> str:
+    return {"multiply": "x * scale", "divide": "x / scale", "multiply-reciprocal": "x * fl(1/scale)"}[op]
 
 
 def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: object = None, profile: object = None,
@@ -323,7 +360,9 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
                     dtypes: tuple[str, ...] = ("float32", "bfloat16"),
                     cases: Sequence[QuantCase] | None = None, thorough: bool = True,
                     supports: Supports | None = None, args: Any = None,
-                    precast: Callable[..., Any] | None = None) -> CheckResult:
+                    precast: Callable[..., Any] | None = None, ulps: int = 0,
+                    cap: int | None = MAX_DIVERGENCES, huge: bool | None = None,
+                    huge_numel: int | None = None) -> CheckResult:
     """Check ``kernel`` against ``recipe`` (a name or a :class:`Recipe`).
 
     ``fmt``/``profile`` override the recipe's target format and element
@@ -341,7 +380,21 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
     + quantize) takes more arguments: ``args`` (a tuple, or a function of
     the input tensor returning one) follow the input, and ``precast(x,
     *args)`` computes the values the recipe applies to.
+
+    ``ulps``: a code counts as the recipe's when some value within ``ulps``
+    float32 ulps of the recipe's value before the cast encodes to it, and a
+    scale when it is within ``ulps`` float32 ulps of the recipe's (0: bit
+    for bit). ``cap``: how many divergences are listed (None: all; the
+    counts are always exact). Every ``codes`` divergence gets an exactness
+    verdict (:mod:`.exactness`), counted in ``extra["exactness"]``.
+
+    ``huge``: with ``thorough``, the huge calls of :mod:`fp8check.casts.huge`
+    (past 2^31 elements, more than 65,535 rows; tensorwise, rowwise, colwise
+    and block recipes): None (default) on a CUDA device with room, True
+    anywhere (``huge_numel`` elements), False never.
     """
+    if ulps < 0:
+        raise InvalidValueError(f"ulps must be >= 0, got {ulps}")
     r = get_recipe(recipe, fmt)
     if profile is not None:
         r = r.replace(profile=get_profile(profile))
@@ -358,6 +411,7 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
     refusals: list[Refusal] = []
     sup = supports or Supports()
     outputs: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    exact: list[np.ndarray] = []
 
     def call_args(case: QuantCase) -> tuple[Any, ...]:
         if args is None:
@@ -368,8 +422,13 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
             return tuple(args(torch.from_numpy(np.array(case.x, dtype=np.float32)).to(getattr(torch, case.dtype))))
         return tuple(args)
 
+    if sup.input_dtypes is not None:  # the dtypes the kernel's author declares it takes
+        dtypes = tuple(d for d in dtypes if d in sup.input_dtypes) or tuple(sup.input_dtypes)
+
     def one(case: QuantCase, repeat_of: int | None = None) -> None:
         if not sup.allows_shape(case.x.shape, case.layout):
+            return
+        if sup.input_dtypes is not None and case.dtype not in sup.input_dtypes:
             return
         a = call_args(case)
         try:
@@ -387,7 +446,8 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
         if precast is not None:  # a fused quantizer: the recipe applies to the values before its quantization
             compared = dataclasses.replace(case, x=_precast_values(precast, case, a, device))
         n_before = len(found)
-        _compare(compared, r, codes, scales, seen["cases"], counts, found)
+        _compare(compared, r, codes, scales, seen["cases"], counts, found, ulps=ulps, exact=exact,
+                 per_case=None if cap is None else max(8, cap))
         for f in found[n_before:]:
             if case.condition:
                 f.divergence = dataclasses.replace(f.divergence, condition=case.condition)
@@ -435,15 +495,21 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
                 repeat_of=large_index)
     if seen["cases"] == 0 and refusals:
         raise KernelError(refusals[0].error)
+    huge_note = ""
+    if thorough and cases is None and args is None and precast is None:
+        huge_note = _huge_calls(kernel, r, device, name, sup, counts, found, refusals, seen, force=huge,
+                                numel=huge_numel)
 
     found.sort(key=lambda f: f.key)
     # The most minimal first, but every category that diverged is represented.
     all_categories = QUANTIZE_CATEGORIES + CALL_CATEGORIES
-    quota = MAX_DIVERGENCES // len(all_categories)
+    limit = len(found) if cap is None else max(0, cap)
+    quota = limit // len(all_categories)
     by_cat = {c: [f for f in found if f.divergence.category == c] for c in all_categories}
     chosen = [f for c in all_categories for f in by_cat[c][:quota]]
-    rest = [f for f in found if f not in chosen]
-    found = sorted(chosen + rest[: max(0, MAX_DIVERGENCES - len(chosen))], key=lambda f: f.key)
+    chosen_ids = {id(f) for f in chosen}
+    rest = [f for f in found if id(f) not in chosen_ids]
+    found = sorted(chosen + rest[: max(0, limit - len(chosen))], key=lambda f: f.key)
     result = CheckResult(
         kernel=name,
         format=r.format.name,
@@ -458,6 +524,7 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
         seed=seed,
         command=(f"fp8check check {name} --kind quantize --recipe {r.name} --format {r.format.name}"
                  + (f" --profile {r.profile.name}" if profile is not None else "")
+                 + (f" --ulps {ulps}" if ulps else "")
                  + f" --max-examples {max_examples}" + (f" --seed {seed}" if seed is not None else "")),
         refusals=refusals,
         extra={
@@ -466,11 +533,95 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
             "cases": seen["cases"],
             "hazards": tally.to_list(),
             "blast_radius": tally.blast_radius(),
+            "ulps": ulps,
         },
     )
+    if exact:
+        tallied = exactness.count(np.concatenate(exact))
+        result.extra["exactness"] = tallied.to_dict()
+        if tallied.kernel_exact:
+            result.add_note(
+                f"{tallied.kernel_exact:,} of {counts['codes']:,} codes divergences have the kernel's code the "
+                f"correctly rounded {'x * scale' if r.element_op == 'multiply' else 'x / scale'} where the recipe's "
+                f"is not: the kernel is more exact than its declared recipe ({_op_text(r.element_op)} rounded to "
+                f"float32 first); declare the arithmetic it does (apply, stored) or allow it with ulps")
     if thorough and cases is None:
         result.add_note(harness.large_numel(device)[1])
+        result.add_note(huge_note)
     return result
+
+
+def _huge_calls(kernel: Callable[..., Any], recipe: Recipe, device: str, name: str, sup: Supports,
+                counts: dict[str, int], found: list[_Found], refusals: list[Refusal], seen: dict[str, Any], *,
+                force: bool | None, numel: int | None) -> str:
+    """The huge calls (:mod:`fp8check.casts.huge`): identical rows of a small random tile, so the expected codes
+    and scales are the tile's, repeated; a note when they are not made."""
+    from fp8check.casts import huge
+
+    g = recipe.granularity
+    if g.kind not in ("tensorwise", "rowwise", "colwise", "block"):
+        return "no huge calls for grouped recipes" if force is not False else ""
+    rows_per = g.rows if g.kind == "block" else 1
+    cols = 4096 if g.kind != "block" else -(-4096 // g.cols) * g.cols
+    calls, note = huge.plan(device, bytes_per_element=2 * 4 + 2, max_numel=sup.max_numel,
+                            numel_multiple_of=math.lcm(sup.numel_multiple_of, cols * rows_per), force=force,
+                            numel=numel or huge.HUGE_NUMEL, cols=max(64, g.cols if g.kind == "block" else 64),
+                            row_multiple=rows_per)
+    if not calls:
+        return note
+    import torch
+
+    nan_tab = nan_code_table(recipe.format)
+    rng = np.random.default_rng(7)
+    for call in calls:
+        width = call.shape[-1] if len(call.shape) == 2 else cols
+        shape = call.shape if len(call.shape) == 2 else (call.numel // width, width)
+        tile_np = (rng.standard_normal((rows_per, width)) * 3).astype(np.float32)
+        tile_np[0, 3] = 500.0  # an element the scale maps to the format's max
+        expected = quantize(tile_np, recipe)
+        exp_codes = np.asarray(expected.codes, np.uint8).reshape(-1)
+        exp_scales = np.asarray(expected.scales, np.float64).reshape(-1)
+        tile = torch.from_numpy(tile_np).to(device)
+        x = huge.tiled(tile, shape)
+        where = huge.HugeCall(shape, call.what).condition()
+        try:
+            out = kernel(x)
+            if not isinstance(out, (tuple, list)) or len(out) != 2:
+                raise KernelError(f"kernel {name} returned {type(out).__name__}")
+            codes = _codes_of(out[0], recipe, shape, name).reshape(-1)
+            scales = _scales_of(out[1], recipe, g.scale_shape(shape), name).reshape(-1)
+        except Exception as exc:  # a refusal of the huge call
+            refusals.append(Refusal(condition=where, error=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                                    declared=sup.declared and sup.allows_shape(shape)))
+            continue
+        finally:
+            del x
+        seen["checked"] += codes.size
+        seen["cases"] += 1
+        with np.errstate(invalid="ignore"):
+            s_bad = np.flatnonzero(~((np.resize(exp_scales, scales.size) == scales)
+                                     | (np.isnan(np.resize(exp_scales, scales.size)) & np.isnan(scales))))
+        n_codes, idx = huge.compare_tiled(codes, exp_codes, lambda e, a: (e == a) | (nan_tab[e] & nan_tab[a]))
+        counts["scale"] += int(s_bad.size)
+        counts["codes"] += n_codes
+        fv = decode(np.arange(256), recipe.format)
+        if s_bad.size:
+            b = int(s_bad[0])
+            e, a = float(exp_scales[b % exp_scales.size]), float(scales[b])
+            found.append(_Found((0, 1, seen["cases"]), Divergence(
+                category="scale", input_hex="-", expected_hex=_hex32(e), actual_hex=_hex32(a), input_dtype="float32",
+                expected_value=repr(e), actual_value=repr(a),
+                detail=f"{s_bad.size:,} scales differ, the first of block {b:,}", condition=where)))
+        if n_codes:
+            i = int(idx[0])
+            xi = float(tile_np.reshape(-1)[i % exp_codes.size])
+            found.append(_Found((0, 2, seen["cases"]), Divergence(
+                category="codes", input_hex=_hex32(xi), expected_hex=f"{int(exp_codes[i % exp_codes.size]):02X}",
+                actual_hex=f"{int(codes[i]):02X}", input_dtype="float32", input_value=repr(xi),
+                expected_value=repr(float(fv[exp_codes[i % exp_codes.size]])), actual_value=repr(float(fv[codes[i]])),
+                detail=f"{n_codes:,} codes differ, the first at element {i:,} (row {i // shape[1]:,})",
+                condition=where)))
+    return note
 
 
 def _precast_values(precast: Callable[..., Any], case: QuantCase, args: tuple[Any, ...], device: str) -> np.ndarray:

@@ -12,9 +12,11 @@ exactly what its recipe says:
     into 0 or NaN although the block's other values determine a perfectly
     good scale (torchao tensorwise: one Inf zeroes the whole tensor).
 ``scale_not_finite``
-    blocks of finite input whose scale is 0, Inf or NaN (no eps clamp:
-    amax 0, subnormal or tiny; a scale computed or stored in float16 or
-    bfloat16 overflowing).
+    blocks of finite input whose scale is Inf or NaN (no eps clamp: amax 0
+    or tiny; a scale computed or stored in float16 or bfloat16 overflowing).
+``scale_zero``
+    blocks of finite input whose scale is 0 (a ``scale`` that underflowed
+    for a huge amax, a ``scale_inv`` of an all-zero block without eps).
 ``nan_codes_from_finite_input``
     NaN codes for finite input (0 * Inf, 0/0 when amax is 0 and there is
     no eps).
@@ -42,6 +44,8 @@ from fp8check.quantizers.scaling import (
     element_blocks,
     overflow_threshold,
     quantize,
+    applied_scales,
+    block_amax,
 )
 from fp8check.quantizers.cases import QuantCase, assemble, boundary_amaxes, to_dtype
 
@@ -49,7 +53,8 @@ __all__ = ["HAZARDS", "HazardTally", "edge_cases", "nan_code_table"]
 
 HAZARDS = {
     "nonfinite_blast_radius": "finite values zeroed or made NaN because their block held an Inf or NaN",
-    "scale_not_finite": "blocks of finite input whose scale is 0, Inf or NaN",
+    "scale_not_finite": "blocks of finite input whose scale is Inf or NaN",
+    "scale_zero": "blocks of finite input whose scale is 0",
     "nan_codes_from_finite_input": "NaN codes produced from finite input values",
     "dequant_overflow": "finite inputs whose code x scale overflows the dequantized dtype",
 }
@@ -106,16 +111,18 @@ class HazardTally:
 
         good = ~bad_block & (elements > 0)
         with np.errstate(invalid="ignore"):
-            bad_scale = good & ~(np.isfinite(s) & (s > 0))
-        if bad_scale.any():
-            b = int(np.flatnonzero(bad_scale)[0])
-            self._add("scale_not_finite", int(bad_scale.sum()),
-                      f"{case.name}: block {b} of {m}x{n} {case.dtype} has scale {s[b]!r}")
+            not_finite = good & ~np.isfinite(s)
+            zero = good & (s == 0)
+        for hazard, bad_scale in (("scale_not_finite", not_finite), ("scale_zero", zero)):
+            if bad_scale.any():
+                b = int(np.flatnonzero(bad_scale)[0])
+                self._add(hazard, int(bad_scale.sum()),
+                          f"{case.name}: block {b} of {m}x{n} {case.dtype} has scale {float(s[b])!r}")
         nan_from_finite = finite & is_nan & good[blocks]
         if nan_from_finite.any():
             i = int(np.flatnonzero(nan_from_finite)[0])
             self._add("nan_codes_from_finite_input", int(nan_from_finite.sum()),
-                      f"{case.name}: x[{i // n}, {i % n}] = {x.reshape(-1)[i]!r} gave NaN code {codes[i]:#04x}")
+                      f"{case.name}: x[{i // n}, {i % n}] = {float(x.reshape(-1)[i])!r} gave NaN code {codes[i]:#04x}")
         threshold = overflow_threshold(recipe.dequant_dtype)
         values = dequantize(actual_codes, actual_scales, recipe, offsets=case.offsets).reshape(-1)
         with np.errstate(invalid="ignore"):
@@ -123,7 +130,7 @@ class HazardTally:
         if over.any():
             i = int(np.flatnonzero(over)[0])
             self._add("dequant_overflow", int(over.sum()),
-                      f"{case.name}: x = {x.reshape(-1)[i]!r} dequantizes to {values[i]!r}, beyond {recipe.dequant_dtype}")
+                      f"{case.name}: x = {float(x.reshape(-1)[i])!r} dequantizes to {float(values[i])!r}, beyond {recipe.dequant_dtype}")
 
     def to_list(self) -> list[dict[str, object]]:
         return [
@@ -162,7 +169,8 @@ def _tie_payloads(recipe: Recipe) -> list[np.ndarray]:
     out = []
     for k in (-6, 0, 5):
         amax = recipe.amax_target * 2.0 ** k if recipe.rule == "amax" else 2.0 ** (recipe.format.emax + k) * 1.75
-        scale = float(quantize(np.full((1, 1), amax, np.float32), recipe.replace(granularity=_TENSOR)).scales)
+        r1 = recipe.replace(granularity=_TENSOR)
+        scale = float(applied_scales(block_amax(np.full((1, 1), amax, np.float32), r1), r1))
         unit = scale if recipe.convention == "scale_inv" else 1.0 / scale
         if not (np.isfinite(unit) and unit > 0):
             continue

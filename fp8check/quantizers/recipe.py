@@ -40,7 +40,8 @@ The scale rules, exactly
     q = 2**floor(log2 q) or 2**ceil(log2 q) # when pow2 is "floor"/"ceil", exactly
     q = max(q, scale_min)                   # when scale_min is set (gemlite clamps the scale, not amax)
     S = round(q, scale_dtype)               # what is stored, and what is applied
-    S = zero_scale if S == 0                # when zero_scale is set (compressed-tensors: the scale
+    S = zero_scale if S == 0                # when zero_scale is set (scale convention: if amax == 0, where
+                                            # target/amax is Inf); compressed-tensors: the scale
                                             # dtype's eps; transformers' Fp8Quantize: 1.0)
 
 ``scale_precision="float64"`` divides in float64 and rounds the quotient to
@@ -66,6 +67,26 @@ The elements are then computed in float32 (IEEE, round to nearest even) as
 finite overflow and ±Inf to ±max, NaN stays NaN -- what a clamp before the
 cast gives).
 
+How the scale is applied and what is stored
+===========================================
+
+``apply`` (default: the convention's own operation) says what the kernel does
+with the scale ``S`` it computed: ``"multiply"`` (``x * S``, the ``scale``
+convention), ``"divide"`` (``x / S``, ``scale_inv``) or
+``"multiply-reciprocal"`` (``scale_inv`` only: ``x * fl(1/S)``, a float32
+reciprocal then a multiply, as vLLM's and AMD aiter's kernels do to avoid a
+division). ``stored`` says what the kernel returns: ``"applied"`` (``S``
+itself) or ``"reciprocal"`` (``fl(1/S)`` in float32, as FBGEMM's rowwise
+quantizer stores the dequant multiplier of the ``scale`` it applied). The
+reference rounds exactly these operations (each one IEEE float32, round to
+nearest even); the exactness verdict of a ``codes`` divergence says whether
+the kernel's or the recipe's code is the correctly rounded ``x / S``.
+
+Clamping: ``eps`` clamps amax before the division (``max(amax, eps)``),
+``scale_min`` clamps the scale after it (``max(amax / target, scale_min)``);
+the element clamp to the format's range after the scaling is the
+``satfinite`` profile (``ieee``: no clamp).
+
 Non-finite input
 ================
 
@@ -78,6 +99,11 @@ makes the scale NaN and every code NaN. torchao and most kernels do this.
 finite elements are quantized as if the non-finite ones were absent, and
 the non-finite ones go through the element cast (``satfinite``: ±Inf to
 ±max, NaN to NaN). Nothing finite is lost.
+
+``nonfinite="skip-nan"``: Triton's ``tl.max`` and CUDA's ``fmaxf``: a NaN
+is left out of amax but an Inf is kept (so an Inf makes the ``scale``
+convention's scale 0 and a ``scale_inv`` one Inf, as under ``ieee``); the NaN
+elements themselves go through the element cast (NaN).
 
 When the expected and the actual scale of a block are both NaN the codes of
 that block are not compared: a NaN scale makes the whole block NaN.
@@ -110,7 +136,9 @@ Convention = Literal["scale", "scale_inv"]
 Rule = Literal["amax", "mx-floor", "mx-ceil"]
 Pow2 = Literal["floor", "ceil"]
 ScaleDtype = Literal["float32", "bfloat16", "float16", "e8m0"]
-NonFinite = Literal["ieee", "finite"]
+NonFinite = Literal["ieee", "finite", "skip-nan"]
+Apply = Literal["divide", "multiply", "multiply-reciprocal"]
+Stored = Literal["applied", "reciprocal"]
 Precision = Literal["float32", "float64"]
 
 _KINDS = ("tensorwise", "rowwise", "colwise", "block", "group_rowwise", "group_colwise")
@@ -219,6 +247,11 @@ class Recipe:
     dequant_dtype: Literal["float32", "bfloat16", "float16"] = "bfloat16"
     scale_min: float | None = None
     zero_scale: float | None = None
+    apply: Apply | None = None  # None: the convention's own operation (scale: multiply, scale_inv: divide)
+    stored: Stored = "applied"
+    # How the scale's own quotient is computed: "divide" (one IEEE division) or "multiply-reciprocal"
+    # (numerator * fl(1/denominator): torch's `scalar / tensor`, and CUDA's `tensor / scalar`, do this).
+    scale_divide: Apply = "divide"
     description: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -231,7 +264,18 @@ class Recipe:
         _choice("pow2", self.pow2, (None, "floor", "ceil"), self.name)
         _choice("scale_dtype", self.scale_dtype, ("float32", "bfloat16", "float16", "e8m0"), self.name)
         _choice("scale_precision", self.scale_precision, ("float32", "float64"), self.name)
-        _choice("nonfinite", self.nonfinite, ("ieee", "finite"), self.name)
+        _choice("nonfinite", self.nonfinite, ("ieee", "finite", "skip-nan"), self.name)
+        _choice("apply", self.apply, (None, "divide", "multiply", "multiply-reciprocal"), self.name)
+        _choice("stored", self.stored, ("applied", "reciprocal"), self.name)
+        _choice("scale_divide", self.scale_divide, ("divide", "multiply-reciprocal"), self.name)
+        if self.scale_divide != "divide" and (self.rule != "amax" or self.scale_precision != "float32"):
+            raise InvalidValueError(f"recipe {self.name!r}: scale_divide={self.scale_divide!r} is for amax-rule "
+                                    "recipes computing their scale in float32")
+        if self.apply is not None and self.apply != self.natural_apply and not (
+                self.convention == "scale_inv" and self.apply == "multiply-reciprocal"):
+            raise InvalidValueError(
+                f"recipe {self.name!r}: apply={self.apply!r} does not go with convention={self.convention!r} "
+                f"(scale: 'multiply'; scale_inv: 'divide' or 'multiply-reciprocal', x * fl(1/scale_inv))")
         _choice("dequant_dtype", self.dequant_dtype, ("float32", "bfloat16", "float16"), self.name)
         if self.format.bits != 8 or self.format is E8M0FNU:
             raise InvalidValueError(f"recipe {self.name!r}: target format must be an fp8 element format, got {self.format.name}")
@@ -243,6 +287,10 @@ class Recipe:
                 raise InvalidValueError(f"recipe {self.name!r}: an MX rule stores e8m0 scales and takes no pow2 or target")
         elif self.scale_dtype == "e8m0" and self.pow2 is None:
             raise InvalidValueError(f"recipe {self.name!r}: e8m0 scales hold powers of two only; set pow2='floor' or 'ceil'")
+        if (self.stored == "reciprocal" or self.element_op == "multiply-reciprocal") and (
+                self.rule != "amax" or self.scale_dtype == "e8m0"):
+            raise InvalidValueError(f"recipe {self.name!r}: a reciprocal (apply='multiply-reciprocal' or "
+                                    "stored='reciprocal') is for amax-rule recipes with float scales")
         if self.target is not None and not (math.isfinite(self.target) and self.target > 0):
             raise InvalidValueError(f"recipe {self.name!r}: target must be a positive finite number, got {self.target!r}")
         if self.eps is not None and not (math.isfinite(self.eps) and self.eps > 0):
@@ -253,8 +301,26 @@ class Recipe:
                 continue
             if not (math.isfinite(v) and v > 0):
                 raise InvalidValueError(f"recipe {self.name!r}: {name} must be a positive finite number or None, got {v!r}")
-            if self.rule != "amax" or self.convention != "scale_inv" or self.scale_dtype == "e8m0":
-                raise InvalidValueError(f"recipe {self.name!r}: {name} is for amax-rule scale_inv recipes with float scales")
+            if self.rule != "amax" or self.scale_dtype == "e8m0" or (name == "scale_min" and self.convention != "scale_inv"):
+                raise InvalidValueError(f"recipe {self.name!r}: {name} is for amax-rule recipes with float scales"
+                                        + (" (scale_inv)" if name == "scale_min" else ""))
+
+    @property
+    def natural_apply(self) -> str:
+        return "multiply" if self.convention == "scale" else "divide"
+
+    @property
+    def element_op(self) -> str:
+        """How the applied scale meets x: ``multiply`` (x * s), ``divide`` (x / s) or ``multiply-reciprocal``
+        (x * fl(1/s), one float32 reciprocal then one multiply)."""
+        return self.apply or self.natural_apply
+
+    @property
+    def stored_convention(self) -> str:
+        """The convention of the number the kernel returns (the other one when it stores the reciprocal)."""
+        if self.stored == "applied":
+            return self.convention
+        return "scale_inv" if self.convention == "scale" else "scale"
 
     @property
     def amax_target(self) -> float:
@@ -291,6 +357,9 @@ class Recipe:
             "dequant_dtype": self.dequant_dtype,
             "scale_min": self.scale_min,
             "zero_scale": self.zero_scale,
+            "apply": self.element_op,
+            "stored": self.stored,
+            "scale_divide": self.scale_divide,
         }
 
     def summary(self) -> str:
@@ -299,6 +368,8 @@ class Recipe:
             a = f"max(amax, {self.eps:g})" if self.eps is not None else "amax"
             t = f"{self.amax_target:g}"
             formula = f"{t}/{a}" if self.convention == "scale" else f"{a}/{t}"
+            if self.scale_divide == "multiply-reciprocal":
+                formula = f"{t}*fl(1/{a})" if self.convention == "scale" else f"{a}*fl(1/{t})"
             if self.pow2:
                 formula = f"2^{self.pow2}(log2({formula}))"
             if self.scale_min is not None:
@@ -307,9 +378,15 @@ class Recipe:
             formula = f"2^({self.rule.split('-')[1]}(log2 amax) - {self.format.emax})"
         # The precision qualifies the formula, so it follows it directly; the
         # zero-scale rule is a separate clause after it.
-        zero = f", a zero scale stored as {self.zero_scale:g}" if self.zero_scale is not None else ""
+        zero = ((f", a zero scale stored as {self.zero_scale:g}" if self.convention == "scale_inv"
+                 else f", an all-zero block's scale {self.zero_scale:g}") if self.zero_scale is not None else "")
+        # The arithmetic is named only where it is not the convention's own (x * scale, x / scale_inv, stored as is).
+        op = ", applied as x * fl(1/s)" if self.element_op == "multiply-reciprocal" else ""
+        stored = ", its float32 reciprocal stored" if self.stored == "reciprocal" else ""
+        amax = {"finite": "finite", "ieee": "ieee", "skip-nan": "skip-nan (NaN left out of amax, Inf kept)"}
         return (f"{self.granularity}, {self.convention} = {formula} ({self.scale_precision}, stored "
-                f"{self.scale_dtype}){zero}, {self.format.name} {self.profile.name}, non-finite {self.nonfinite}")
+                f"{self.scale_dtype}){zero}{op}{stored}, {self.format.name} {self.profile.name}, "
+                f"non-finite {amax[self.nonfinite]}")
 
     def __str__(self) -> str:
         return self.name

@@ -38,6 +38,9 @@ __all__ = [
     "dequantize",
     "block_amax",
     "scales_from_amax",
+    "applied_scales",
+    "apply_scale",
+    "reciprocal32",
     "expand_scales",
     "element_blocks",
     "check_offsets",
@@ -138,6 +141,8 @@ def block_amax(x: Any, recipe: Recipe, offsets: Any = None) -> np.ndarray:
         a = np.abs(x32)
     if recipe.nonfinite == "finite":
         a = np.where(np.isfinite(a), a, np.float32(0))
+    elif recipe.nonfinite == "skip-nan":  # tl.max / fmaxf: NaN loses a maximum, Inf wins it
+        a = np.where(np.isnan(a), np.float32(0), a)
     shape = g.scale_shape((m, n), 0 if off is None else off.size)
     if g.kind == "block":
         mb, nb = shape
@@ -184,7 +189,32 @@ def _to_e8m0(q: np.ndarray) -> np.ndarray:
 
 
 def scales_from_amax(amax: np.ndarray, recipe: Recipe) -> np.ndarray:
-    """The stored scales (float32) for blocks with the given amax."""
+    """The stored scales (float32) for blocks with the given amax: the applied ones, or their float32
+    reciprocals when the recipe stores ``reciprocal``."""
+    applied = applied_scales(amax, recipe)
+    return applied if recipe.stored == "applied" else reciprocal32(applied)
+
+
+def reciprocal32(s: np.ndarray) -> np.ndarray:
+    """``fl(1/s)``: one IEEE float32 division, round to nearest even (1/0 = Inf, 1/Inf = 0, NaN stays)."""
+    with np.errstate(all="ignore"):
+        return (np.float32(1) / np.asarray(s, dtype=np.float32)).astype(np.float32)
+
+
+def apply_scale(x32: np.ndarray, s: np.ndarray, recipe: Recipe) -> np.ndarray:
+    """The float32 values the element cast receives: x and the applied scale of its block, as the recipe
+    combines them (each operation one IEEE float32 operation)."""
+    op = recipe.element_op
+    with np.errstate(all="ignore"):
+        if op == "multiply":
+            return (x32 * s).astype(np.float32)
+        if op == "divide":
+            return (x32 / s).astype(np.float32)
+        return (x32 * reciprocal32(s)).astype(np.float32)
+
+
+def applied_scales(amax: np.ndarray, recipe: Recipe) -> np.ndarray:
+    """The scales (float32) a kernel applies for blocks with the given amax."""
     amax = np.asarray(amax, dtype=np.float32)
     fmt = recipe.format
     with np.errstate(all="ignore"):
@@ -206,7 +236,11 @@ def scales_from_amax(amax: np.ndarray, recipe: Recipe) -> np.ndarray:
         else:
             a32 = amax if recipe.eps is None else np.maximum(amax, np.float32(recipe.eps))
             t32 = np.float32(target)
-            q = (t32 / a32 if recipe.convention == "scale" else a32 / t32).astype(np.float32)
+            num, den = (t32, a32) if recipe.convention == "scale" else (a32, t32)
+            if recipe.scale_divide == "multiply-reciprocal":  # num * fl(1/den), two float32 roundings
+                q = (num * (np.float32(1) / np.asarray(den, np.float32)).astype(np.float32)).astype(np.float32)
+            else:
+                q = (num / den).astype(np.float32)
         if recipe.pow2 is not None:
             normal = np.isfinite(q) & (q > 0)
             k = _pow2_exponent(np.where(normal, q, 1), recipe.pow2)
@@ -219,9 +253,10 @@ def scales_from_amax(amax: np.ndarray, recipe: Recipe) -> np.ndarray:
             q = q.astype(ml_dtypes.bfloat16).astype(np.float32)
         elif recipe.scale_dtype == "float16":
             q = q.astype(np.float16).astype(np.float32)
-        if recipe.zero_scale is not None:
+        if recipe.zero_scale is not None:  # scale_inv: a zero scale; scale: the scale of an all-zero block (Inf)
             stored = _round_scale(np.float32(recipe.zero_scale), recipe.scale_dtype)
-            q = np.where(q == 0, stored, q).astype(np.float32)
+            zero = (q == 0) if recipe.convention == "scale_inv" else (amax == 0)
+            q = np.where(zero, stored, q).astype(np.float32)
         return q
 
 
@@ -252,12 +287,10 @@ def quantize(x: Any, recipe: Recipe, *, offsets: Any = None) -> Quantized:
     """
     x32, _ = _as_float32(x)
     amax = block_amax(x32, recipe, offsets)
-    scales = scales_from_amax(amax, recipe)
-    s = expand_scales(scales, x32.shape, recipe, offsets)
-    with np.errstate(all="ignore"):
-        y = (x32 * s if recipe.convention == "scale" else x32 / s).astype(np.float32)
+    applied = applied_scales(amax, recipe)
+    y = apply_scale(x32, expand_scales(applied, x32.shape, recipe, offsets), recipe)
     codes = encode(y, recipe.format, recipe.profile)
-    return Quantized(codes, scales)
+    return Quantized(codes, applied if recipe.stored == "applied" else reciprocal32(applied))
 
 
 def e8m0_codes(scales: np.ndarray) -> np.ndarray:
@@ -270,7 +303,7 @@ def dequantize(codes: Any, scales: Any, recipe: Recipe, *, offsets: Any = None) 
     values = decode(codes, recipe.format)
     s = expand_scales(np.asarray(scales, dtype=np.float64), values.shape, recipe, offsets)
     with np.errstate(all="ignore"):
-        return values * s if recipe.convention == "scale_inv" else values / s
+        return values * s if recipe.stored_convention == "scale_inv" else values / s
 
 
 def overflow_threshold(dtype: str) -> float:

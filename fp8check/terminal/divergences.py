@@ -117,6 +117,17 @@ def _quantize_body(result: CheckResult) -> list[Line]:
             line += (f"  e.g. input {d.input_hex} ({d.input_value}): expected {d.expected_hex} ({d.expected_value}), "
                      f"got {d.actual_hex} ({d.actual_value})\n{'':21}{d.detail}")
         lines.append((line, "red" if n else ""))
+    for cat in CALL_CATEGORIES:  # divergences of a call: the kernel wrote its input, differed, refused
+        n = result.categories.get(cat, 0)
+        if n:
+            d = first.get(cat)
+            lines.append((f"  {cat:<10}{n:>9,}" + (f"  {d.detail}" + (f" ({d.condition})" if d.condition else "")
+                                                    if d is not None else ""), "red"))
+    ex = extra.get("exactness")
+    if ex and result.categories.get("codes"):
+        lines.append((f"  exactness of the codes divergences: the kernel exact {ex['kernel_exact']:,}, the recipe exact "
+                      f"{ex['recipe_exact']:,}, neither {ex['neither']:,} (against the correctly rounded x / scale)",
+                      "yellow"))
     hazards = [h for h in extra.get("hazards", ()) if h["count"]]
     if hazards:
         lines.append(("hazards (reported whether or not the kernel conforms):", ""))
@@ -145,13 +156,33 @@ def result_lines(result: CheckResult, *, header: bool = True) -> list[Line]:
     """The lines that show ``result``: a header (``header=False`` leaves it to the caller), the verdict, per
     category the count and the simplest reproducer, the known upstream issue, and how to reproduce it."""
     lines: list[Line] = []
-    if result.kind == "quantize":
+    if result.categories.get("crashed"):
+        if header:
+            lines.append((f"fp8check: {result.kernel}  ({result.kind}, {result.format}, {result.input_dtype} in, "
+                          f"{result.device})", "bold"))
+        lines.extend((n, "yellow") for n in result.extra.get("notes", ()))
+        for d in result.divergences:
+            lines.append((f"CRASHED: {d.detail}", "bold red"))
+            if d.condition:
+                lines.append((f"  {d.condition}", "yellow"))
+        tail = result.extra.get("crash", {}).get("log_tail", [])
+        if tail:
+            lines.append(("  the child's last lines:", ""))
+            lines.extend((f"    {t}", "") for t in tail[-8:])
+        lines.append((f"reproduce: {result.command}", ""))
+        return lines
+    if result.kind in ("quantize", "static_quantize"):
         extra = result.extra
         if header:
-            lines.append((f"fp8check: {result.kernel}  recipe {extra['recipe']['name']} on {result.device}", "bold"))
+            lines.append((f"fp8check: {result.kernel}  recipe {extra['recipe']['name']} on {result.device}"
+                          + (f" ({result.input_dtype} in)" if result.kind == "static_quantize" else ""), "bold"))
             lines.append((f"  {extra['recipe_summary']}", ""))
         verdict = "CONFORMS" if result.passed else "DIVERGES"
+        if result.passed and extra.get("ulps"):
+            verdict += f" within {extra['ulps']} ulps (of the float32 value before the cast, and of the scale)"
         inputs = "input" if extra["cases"] == 1 else "inputs"
+        if result.kind == "static_quantize":
+            inputs = "scale" if extra["cases"] == 1 else "scales"
         lines.append((f"checked {result.checked:,} values in {extra['cases']} {inputs} ({result.input_dtype}): "
                       f"{verdict}",
                       "bold green" if result.passed else "bold red"))
@@ -167,7 +198,9 @@ def result_lines(result: CheckResult, *, header: bool = True) -> list[Line]:
             lines.append((f"checked {result.checked:,} {what}", ""))
             lines.extend(_scope_lines(result))
         if result.passed:
-            lines.append(("CONFORMS: every output equals the reference bit for bit", "bold green"))
+            ulps = result.extra.get("fused", {}).get("ulps", 0)
+            lines.append(((f"CONFORMS: every output is the code of a value within {ulps} ulps of the reference's"
+                           if ulps else "CONFORMS: every output equals the reference bit for bit"), "bold green"))
             lines.extend(_refusal_lines(result))
         else:
             lines.append((f"DIVERGES: {_summary(result)}", "bold red"))
@@ -176,7 +209,7 @@ def result_lines(result: CheckResult, *, header: bool = True) -> list[Line]:
             lines.extend(_decode_body(result) if result.kind == "decode" else _cast_body(result))
             lines.extend(_fault_lines(result))
             lines.extend(_refusal_lines(result))
-    if not result.passed or result.kind == "quantize":
+    if not result.passed or result.kind in ("quantize", "static_quantize"):
         lines.append((f"reproduce: {result.command}", ""))
     return lines
 

@@ -1,0 +1,218 @@
+"""Static-scale quantizers: ``kernel(x, scale) -> fp8 codes``, the scale an input.
+
+The kernel receives a 2-D tensor ``x`` (float32, float16 or bfloat16) and a
+float32 tensor ``scale`` of shape (1,), and applies the scale as declared
+(``apply``): ``divide`` (x / scale), ``multiply-reciprocal`` (x * fl(1/scale),
+vLLM's and aiter's static kernels) or ``multiply`` (x * scale). The reference
+computes the same float32 operations and encodes under ``profile``.
+
+The scales: the one given, or every boundary a kernel can trip on (powers of
+two and their float32 neighbours from the subnormal 2^-149 to 2^127, tiny
+(1e-30) and huge (1e30, float32's max) ones and scales of the form amax/448)
+and ``max_examples`` more drawn by the Hypothesis strategy
+:func:`static_scales` (any positive finite float32, subnormals included).
+For each, float16 and bfloat16 inputs are swept whole (all 65,536 values);
+float32 inputs are every fp8 value and rounding midpoint times the scale, their
+float32 neighbours, the special values and random ones. Each ``codes``
+divergence shows the input value and says which side is exact (:mod:`.exactness`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from fp8check.errors import InvalidValueError, KernelError
+from fp8check.formats import get as get_format
+from fp8check.profiles import get as get_profile
+from fp8check.quantizers import exactness
+from fp8check.quantizers.edge_cases import nan_code_table
+from fp8check.reference import decode, encode
+from fp8check.results import CheckResult, Divergence
+
+__all__ = ["check_static_quantizer", "boundary_scales", "static_scales", "check_options", "APPLY"]
+
+APPLY = ("divide", "multiply-reciprocal", "multiply")
+
+
+def check_options(apply: Any, scale: Any, label: str) -> None:
+    if (apply or "divide") not in APPLY:
+        raise InvalidValueError(f"{label}: apply = {apply!r}: use one of {', '.join(APPLY)}")
+    if scale is not None and not (np.isfinite(np.float32(scale)) and np.float32(scale) > 0):
+        raise InvalidValueError(f"{label}: scale = {scale!r}: a static scale must be a positive finite float32")
+
+
+def boundary_scales() -> np.ndarray:
+    """Scales at every boundary: powers of two (subnormal to 2^127) and their neighbours, tiny, huge, amax/448."""
+    out = [2.0 ** -149, 2.0 ** -140, 2.0 ** -127, 1e-30, 1e30, float(np.finfo(np.float32).max), 1.0 / 448, 3.0 / 448]
+    for e in (-126, -100, -20, -9, -1, 0, 1, 7, 20, 100, 127):
+        p = np.float32(2.0 ** e)
+        out += [float(p), float(np.nextafter(p, np.float32(0))), float(np.nextafter(p, np.float32(np.inf)))]
+    s = np.unique(np.array(out, dtype=np.float32))
+    return s[np.isfinite(s) & (s > 0)]
+
+
+def static_scales() -> Any:
+    """A Hypothesis strategy of static scales: a boundary scale (:func:`boundary_scales`) or any positive finite
+    float32, subnormals included, as often as each other."""
+    from hypothesis import strategies as st
+
+    tiny = float(np.float32(2.0 ** -149))
+    return st.one_of(st.sampled_from([float(v) for v in boundary_scales()]),
+                     st.floats(min_value=tiny, max_value=float(np.finfo(np.float32).max), width=32,
+                               allow_subnormal=True))
+
+
+def _drawn_scales(max_examples: int, seed: int) -> list[float]:
+    """``max_examples`` scales drawn from :func:`static_scales` (reproducible for a seed)."""
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hypothesis_seed
+
+    from fp8check.strategies import without_local_constants
+
+    drawn: list[float] = []
+
+    @hypothesis_seed(seed)
+    @settings(max_examples=max_examples, database=None, deadline=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(static_scales())
+    def draw(s: float) -> None:
+        drawn.append(s)
+
+    with without_local_constants():  # the same seed, the same scales, whatever the user's modules hold
+        draw()
+    return drawn
+
+
+def _applied(x32: np.ndarray, s: np.float32, apply: str) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        if apply == "multiply":
+            return (x32 * s).astype(np.float32)
+        if apply == "divide":
+            return (x32 / s).astype(np.float32)
+        return (x32 * (np.float32(1) / s)).astype(np.float32)
+
+
+def _inputs(fmt: Any, dtype: str, s: np.float32, apply: str, rng: np.random.Generator) -> np.ndarray:
+    import ml_dtypes
+
+    if dtype in ("float16", "bfloat16"):
+        bits = np.arange(1 << 16, dtype=np.uint16)
+        return (bits.view(np.float16) if dtype == "float16" else bits.view(ml_dtypes.bfloat16)).astype(np.float32)
+    v = decode(np.arange(256), fmt)
+    pos = np.unique(v[np.isfinite(v) & (v >= 0)])
+    grid = np.concatenate([pos, (pos[:-1] + pos[1:]) / 2, [pos[-1] * 1.0625, pos[-1] * 2]])
+    with np.errstate(all="ignore"):
+        unit = 1.0 / float(s) if apply == "multiply" else float(s)
+        base = (grid * unit).astype(np.float32)
+        near = np.concatenate([base, np.nextafter(base, np.float32(0)), np.nextafter(base, np.float32(np.inf))])
+        rand = (rng.standard_normal(2048) * pos[-1] / 4 * unit).astype(np.float32)
+    special = np.array([0.0, np.inf, np.nan, 2.0 ** -149, np.finfo(np.float32).max], np.float32)
+    x = np.concatenate([near, rand, special])
+    return np.concatenate([x, -x]).astype(np.float32)
+
+
+def _codes_of(out: Any, n: int, name: str) -> np.ndarray:
+    import torch
+
+    if isinstance(out, (tuple, list)):
+        out = out[0]
+    if not isinstance(out, torch.Tensor) or out.element_size() != 1:
+        raise KernelError(f"kernel {name} returned {type(out).__name__}; a static quantizer returns fp8 codes")
+    arr = out.detach().cpu().contiguous().view(torch.uint8).numpy().reshape(-1)
+    if arr.size != n:
+        raise KernelError(f"kernel {name} returned {arr.size} codes for {n} inputs")
+    return arr
+
+
+def check_static_quantizer(kernel: Callable[..., Any], *, format: object, profile: object = "satfinite",
+                           apply: str = "divide", scale: float | None = None, input_dtype: str = "float32",
+                           device: str = "cpu", seed: int = 0, name: str | None = None, ulps: int = 0,
+                           cap: int | None = 100, supports: Any = None, max_examples: int = 10) -> CheckResult:
+    """Check ``kernel(x, scale) -> codes`` on ``input_dtype`` inputs; a :class:`CheckResult` of kind
+    ``static_quantize`` labelled with the input dtype, each divergence showing the input. The scales: ``scale``
+    alone when given, else every boundary scale and ``max_examples`` drawn by :func:`static_scales`."""
+    import torch
+
+    from fp8check.casts.fused import allowed_codes
+
+    f, p = get_format(format), get_profile(profile)
+    p.resolve(f)
+    check_options(apply, scale, name or "kernel")
+    name = name or getattr(kernel, "__name__", repr(kernel))
+    rng = np.random.default_rng(seed)
+    if scale is not None:
+        scales = np.array([scale], np.float32)
+    else:
+        drawn = np.array(_drawn_scales(max_examples, seed) if max_examples > 0 else [], np.float32)
+        scales = np.unique(np.concatenate([boundary_scales(), drawn]).astype(np.float32))
+    nan_tab = nan_code_table(f)
+    values = decode(np.arange(256), f)
+    counts = {"codes": 0, "nonfinite": 0, "scale": 0}
+    found: list[Divergence] = []
+    verdicts: list[np.ndarray] = []
+    checked = 0
+    for s in scales:
+        x32 = _inputs(f, input_dtype, np.float32(s), apply, rng)
+        cols = 256
+        padded = np.zeros(-(-x32.size // cols) * cols, np.float32)
+        padded[:x32.size] = x32
+        xt = torch.from_numpy(padded.reshape(-1, cols)).to(getattr(torch, input_dtype)).to(device)
+        st = torch.tensor([float(s)], dtype=torch.float32, device=device)
+        try:
+            out = kernel(xt, st)
+        except Exception as exc:
+            raise KernelError(f"kernel {name} raised {type(exc).__name__} with scale {float(s)!r}: "
+                              f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
+        actual = _codes_of(out, padded.size, name)[:x32.size]
+        y = _applied(x32, np.float32(s), apply)
+        expected = encode(y, f, p)
+        same = (expected == actual) | (nan_tab[expected] & nan_tab[actual])
+        if ulps:
+            same |= allowed_codes(y, actual, f, p, ulps)
+        bad = np.flatnonzero(~same)
+        checked += x32.size
+        if not bad.size:
+            continue
+        finite = np.isfinite(x32[bad])
+        counts["codes"] += int(finite.sum())
+        counts["nonfinite"] += int((~finite).sum())
+        fin = bad[finite]
+        v = exactness.verdicts(x32[fin], np.full(fin.size, s, np.float32), expected[fin], actual[fin], apply, f, p,
+                               nan_tab)
+        verdicts.append(v)
+        for k, i in enumerate(bad[:4]):
+            xi = float(x32[i])
+            bits = int(np.float32(xi).view(np.uint32))
+            hex_in = f"{bits:08X}" if input_dtype == "float32" else (
+                f"{bits >> 16:04X}" if input_dtype == "bfloat16" else f"{int(np.float16(xi).view(np.uint16)):04X}")
+            tail = ""
+            if np.isfinite(xi):
+                j = int(np.searchsorted(fin, i))
+                tail = "; " + exactness.verdict_text(int(v[j]), xi, float(s), apply, f, p)
+            found.append(Divergence(
+                category="codes" if np.isfinite(xi) else "nonfinite", input_hex=hex_in,
+                expected_hex=f"{int(expected[i]):02X}", actual_hex=f"{int(actual[i]):02X}", input_dtype=input_dtype,
+                input_value=repr(xi), expected_value=repr(float(values[expected[i]])),
+                actual_value=repr(float(values[actual[i]])),
+                detail=f"scale {float(s)!r} ({apply}), the value before the cast {float(y[i])!r}{tail}"))
+    limit = len(found) if cap is None else cap
+    cmd = (f"fp8check check {name} --kind static --format {f.name} --profile {p.name} --apply {apply} "
+           f"--input-dtype {input_dtype}" + (f" --scale {float(scale)!r}" if scale is not None else "")
+           + (f" --ulps {ulps}" if ulps else ""))
+    result = CheckResult(kernel=name, format=f.name, profile=p.name, passed=not any(counts.values()),
+                         checked=checked, categories=counts, divergences=found[:limit], kind="static_quantize",
+                         input_dtype=input_dtype, device=device, seed=seed, command=cmd,
+                         extra={"recipe": {"name": f"static scale ({apply})"},
+                                "recipe_summary": (f"(x, scale) -> codes: {apply} by the given scale, "
+                                                   f"{f.name} {p.name}; {scales.size} scales"),
+                                "cases": int(scales.size), "hazards": [], "ulps": ulps})
+    if verdicts:
+        tallied = exactness.count(np.concatenate(verdicts))
+        result.extra["exactness"] = tallied.to_dict()
+        if tallied.kernel_exact:
+            result.add_note(f"{tallied.kernel_exact:,} of {counts['codes']:,} codes divergences have the kernel's "
+                            "code the correctly rounded value where the declared arithmetic's is not: the kernel is "
+                            "more exact than declared")
+    return result

@@ -1,0 +1,102 @@
+"""Huge calls (issue 21, item 6): one call past 2^31 elements and one with more than 65,535 rows, made by
+default on a CUDA device with room for them. On the CPU they are made here with ``huge=True`` at a size just
+past the harness's large call, on kernels planted to go wrong only past that size (as int32 offsets go wrong
+only past 2^31: gpu/huge.py has the real one, run on the H200 by ``bash gpu/run_all.sh huge``)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from fp8check import quantizers  # noqa: E402
+from fp8check.casts import engine, harness, huge  # noqa: E402
+from fp8check.casts.adapters.user import wrap_callable  # noqa: E402
+from fp8check.quantizers.adapters import torch_quantizer  # noqa: E402
+from fp8check.quantizers.conformance import check_quantizer  # noqa: E402
+
+PAST = harness.LARGE_CPU + 4096  # the element from which the planted kernels go wrong (the "2^31" here)
+
+
+def _cast(x):
+    return x.float().clamp(-448, 448).to(torch.float8_e4m3fn)
+
+
+def _wraps_past(x):
+    """Right on every input the usual calls make; past PAST elements its last 100 codes are stale (zero)."""
+    y = _cast(x)
+    if y.numel() > PAST:
+        y.view(torch.uint8).view(-1)[PAST:PAST + 100] = 0
+    return y
+
+
+def _kernel(fn):
+    return wrap_callable(fn, name=fn.__name__, profile="satfinite", input_dtypes=("bfloat16",))
+
+
+def test_the_huge_call_catches_a_cast_wrong_only_past_its_size():
+    run = dict(input_dtype="bfloat16", max_examples=0)
+    r, _ = engine.run_check(_kernel(_wraps_past), "e4m3fn", "satfinite", huge=True, huge_numel=PAST + 8192, **run)
+    assert not r.passed
+    for d in r.divergences:
+        assert "only for a huge input" in d.condition
+        first = int(d.condition.rsplit("first at element ", 1)[1].replace(",", ""))
+        assert PAST <= first < PAST + 100
+    assert engine.run_check(_kernel(_cast), "e4m3fn", "satfinite", huge=True, huge_numel=PAST + 8192, **run)[0].passed
+    # Without the huge calls (the CPU default) the same kernel conforms; a CPU kernel gets no note about them,
+    # a Triton kernel in the interpreter does (it is a GPU kernel the CPU run cannot call that large).
+    plain, _ = engine.run_check(_kernel(_wraps_past), "e4m3fn", "satfinite", **run)
+    assert plain.passed and not any("huge" in n for n in plain.extra.get("notes", ()))
+    pytest.importorskip("triton")
+    from fp8check.triton import interpreting
+
+    with interpreting():
+        assert "no huge calls on cpu" in huge.plan("cpu", bytes_per_element=10)[1]
+
+
+def test_max_numel_opts_out_of_the_huge_call():
+    calls, note = huge.plan("cuda", bytes_per_element=10, max_numel=1 << 30, force=True)
+    assert [c.what for c in calls] == ["65,553 rows (more than 65,535)"]
+    assert "past 2^31 elements" in note and "max_numel 1,073,741,824" in note
+    assert huge.plan("cpu", bytes_per_element=10)[0] == []
+    assert huge.plan("cuda", bytes_per_element=10, force=False) == ([], "")
+
+
+@pytest.mark.slow  # three whole quantizer checks with 8 M-element calls: 40 s on a loaded 2-core machine
+def test_the_huge_calls_of_a_quantizer():
+    good = torch_quantizer(quantizers.get("rowwise"))
+
+    def stale_past(x):
+        c, s = good(x)
+        if x.numel() > 1 << 23:
+            c.view(torch.uint8).view(-1)[1 << 23:(1 << 23) + 50] = 0
+        return c, s
+
+    fast = dict(max_examples=2, huge=True, huge_numel=(1 << 23) + 4096)
+    r = check_quantizer(stale_past, "rowwise", **fast)
+    assert not r.passed and r.categories["codes"] == 50
+    d = next(d for d in r.divergences if d.category == "codes")
+    assert "only for a huge input" in d.condition and "first at element 8,388,608 (row 2,048)" in d.detail
+    assert check_quantizer(good, "rowwise", **fast).passed
+    block = torch_quantizer(quantizers.get("block-128x128"))
+    assert check_quantizer(block, "block-128x128", **fast).passed
+
+
+def test_the_gpu_script_kernels_are_right_below_2_31_in_the_interpreter():
+    """gpu/huge.py's two Triton casts, run here in the faithful sm90 interpreter on every bfloat16 input: both
+    conform below 2^31 elements (the int32 one differs only past it, which only the GPU part reaches)."""
+    import importlib.util
+    from pathlib import Path
+
+    pytest.importorskip("triton")
+    from fp8check.declarations import cast_kernel, run_declaration
+
+    path = Path(__file__).resolve().parents[1] / "gpu" / "huge.py"
+    spec = importlib.util.spec_from_file_location("gpu_huge", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for fn in (module.cast_int32_offsets, module.cast_int64_offsets):
+        decl = cast_kernel(fn, format="e4m3fn", profile="triton-sm90", input_dtypes=("bfloat16",),
+                           triton_target="sm90", name=fn.__name__)
+        r = run_declaration(decl, input_dtype="bfloat16", max_examples=0, thorough=False)
+        assert r.passed and r.checked == 1 << 16, (fn.__name__, r.categories)
