@@ -61,6 +61,9 @@ def run_isolated(decl: Any, **kw: Any) -> Any:
                                     f"kernel importable by name (MODULE:FUNC); this one cannot be sent there: "
                                     f"{type(exc).__name__}: {exc}") from None
         env = dict(os.environ, PYTHONFAULTHANDLER="1")
+        # The child runs this fp8check (its -m lookup happens before the job's sys.path is applied).
+        here = str(Path(__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = here + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         with open(log, "wb") as stream:
             proc = subprocess.run([sys.executable, "-m", "fp8check.isolation", str(job), str(out)],
                                   stdout=stream, stderr=subprocess.STDOUT, env=env, check=False)
