@@ -32,19 +32,23 @@ ELEMENTWISE = {
     "clamp_neg_abs": "tl.clamp(a, -tl.abs(b), tl.abs(b))", "clamp_loaded": "tl.clamp(a, b, c)",
     "minmax_const": "tl.minimum(tl.maximum(a, -448.0), 448.0)",
     "where_nan": "tl.where(a != a, a, tl.clamp(a, -448.0, 448.0))", "where_gt": "tl.where(a > b, a, b)",
+    "add": "a + b", "sub": "a - b", "mul": "a * b", "neg": "-a",
     "fma_contract": "a * b + c", "fms_contract": "a * b - c", "fnms_contract": "c - a * b",
     "fma_two_products": "a * b + b * c", "tl_fma": "tl.fma(a, b, c)",
-    "div": "a / b", "recip": "1.0 / b", "div_const": "a / 448.0", "div_rn": "tl.math.div_rn(a, b)",
+    "div": "a / b", "recip": "1.0 / b", "div_const": "a / 448.0", "div_c240": "a / 240.0", "div_c224": "a / 224.0",
+    "div_c57344": "a / 57344.0", "div_c6": "a / 6.0", "div_c3": "a / 3.0", "div_rn": "tl.math.div_rn(a, b)",
     "sqrt": "tl.sqrt(|a|)", "sqrt_rn": "tl.sqrt_rn(|a|)", "rsqrt": "tl.math.rsqrt(|a|)",
     "exp": "tl.exp(a)", "exp2": "tl.exp2(a)", "log2": "tl.log2(|a|)", "log": "tl.log(|a|)",
     "bf16_add": "bf16(a) + bf16(b)", "bf16_sub": "bf16(a) - bf16(b)", "bf16_mul": "bf16(a) * bf16(b)",
     "bf16_div": "bf16(a) / bf16(b)", "bf16_max": "tl.maximum(bf16(a), bf16(b))",
     "bf16_clamp": "tl.clamp(bf16(a), -448.0, 448.0)", "bf16_fma": "bf16(a) * bf16(b) + bf16(c)",
     "bf16_lt": "bf16(a) < bf16(b)", "bf16_neg": "-bf16(a)", "bf16_round": "bf16(a)",
+    "f16_fma": "f16(a) * f16(b) + f16(c)",
 }
 REDUCTIONS = {"max": "tl.max(row)", "min": "tl.min(row)", "argmax": "tl.argmax(row)", "argmin": "tl.argmin(row)"}
 INT_CASTS = {"i32_to_bf16": "int32 .to(tl.bfloat16)", "bf16_to_i32": "bf16(a) .to(tl.int32)",
-             "i32_to_f32": "int32 .to(tl.float32)"}
+             "i32_to_f32": "int32 .to(tl.float32)", "f32_to_i32": "a .to(tl.int32)",
+             "exp2_int": "tl.exp2(int32 .to(tl.float32))"}
 ROW = 16
 
 
@@ -81,6 +85,14 @@ def elementwise_kernel(a_ptr, b_ptr, c_ptr, out_ptr, n, h, lo, OP: tl.constexpr,
         y = tl.where(a != a, a, tl.clamp(a, -448.0, 448.0))
     elif OP == "where_gt":
         y = tl.where(a > b, a, b)
+    elif OP == "add":
+        y = a + b
+    elif OP == "sub":
+        y = a - b
+    elif OP == "mul":
+        y = a * b
+    elif OP == "neg":
+        y = -a
     elif OP == "fma_contract":
         y = a * b + c
     elif OP == "fms_contract":
@@ -97,6 +109,16 @@ def elementwise_kernel(a_ptr, b_ptr, c_ptr, out_ptr, n, h, lo, OP: tl.constexpr,
         y = 1.0 / b
     elif OP == "div_const":
         y = a / 448.0
+    elif OP == "div_c240":
+        y = a / 240.0
+    elif OP == "div_c224":
+        y = a / 224.0
+    elif OP == "div_c57344":
+        y = a / 57344.0
+    elif OP == "div_c6":
+        y = a / 6.0
+    elif OP == "div_c3":
+        y = a / 3.0
     elif OP == "div_rn":
         y = tl.math.div_rn(a, b)
     elif OP == "sqrt":
@@ -131,6 +153,8 @@ def elementwise_kernel(a_ptr, b_ptr, c_ptr, out_ptr, n, h, lo, OP: tl.constexpr,
         y = (a.to(tl.bfloat16) < b.to(tl.bfloat16)).to(tl.float32)
     elif OP == "bf16_neg":
         y = (-a.to(tl.bfloat16)).to(tl.float32)
+    elif OP == "f16_fma":
+        y = (a.to(tl.float16) * b.to(tl.float16) + c.to(tl.float16)).to(tl.float32)
     else:  # "bf16_round"
         y = a.to(tl.bfloat16).to(tl.float32)
     tl.store(out_ptr + offs, y, mask=mask)
@@ -158,6 +182,10 @@ def int_cast_kernel(i_ptr, a_ptr, out_ptr, iout_ptr, n, OP: tl.constexpr, BLOCK:
         tl.store(out_ptr + offs, tl.load(i_ptr + offs, mask=mask).to(tl.bfloat16).to(tl.float32), mask=mask)
     elif OP == "i32_to_f32":
         tl.store(out_ptr + offs, tl.load(i_ptr + offs, mask=mask).to(tl.float32), mask=mask)
+    elif OP == "exp2_int":
+        tl.store(out_ptr + offs, tl.exp2(tl.load(i_ptr + offs, mask=mask).to(tl.float32)), mask=mask)
+    elif OP == "f32_to_i32":
+        tl.store(iout_ptr + offs, tl.load(a_ptr + offs, mask=mask).to(tl.int32), mask=mask)
     else:
         a = tl.load(a_ptr + offs, mask=mask)
         tl.store(iout_ptr + offs, a.to(tl.bfloat16).to(tl.int32), mask=mask)
@@ -178,7 +206,8 @@ def inputs(seed: int = 2026) -> dict[str, np.ndarray]:
     ints = np.concatenate([
         np.array([0, 1, -1, 5, 255, 256, 257, 2 ** 24 + 1, 2 ** 24 + 2 ** 16 + 1, -(2 ** 24 + 2 ** 16 + 1),
                   0x01018001, 2 ** 31 - 1, -(2 ** 31), 0x00FF8000, 0x00FF8001, 0x7F7F8000], dtype=np.int64),
-        rng.integers(-(2 ** 31), 2 ** 31, size=2048), rng.integers(-70000, 70000, size=1024)]).astype(np.int32)
+        np.arange(-160, 141), rng.integers(-(2 ** 31), 2 ** 31, size=2048),
+        rng.integers(-70000, 70000, size=1024)]).astype(np.int32)
     rows = _rows(rng)
     return {"a": a, "b": b, "c": c, "ints": ints, "rows": rows}
 
@@ -243,7 +272,7 @@ def run(data: dict[str, np.ndarray], device: str, launch=None) -> dict[str, np.n
         y = torch.empty(m, dtype=torch.float32, device=device)
         iy = torch.zeros(m, dtype=torch.int32, device=device)
         k = launch(int_cast_kernel)[(triton.cdiv(m, BLOCK),)](ints, fa_m, y, iy, m, OP=op, BLOCK=BLOCK)
-        out[op] = (iy.cpu().numpy().view(np.uint32) if op == "bf16_to_i32"
+        out[op] = (iy.cpu().numpy().view(np.uint32) if op in ("bf16_to_i32", "f32_to_i32")
                    else y.view(torch.int32).cpu().numpy().view(np.uint32))
         ptx[op] = _float_instructions(k)
     run.ptx = ptx
@@ -262,3 +291,39 @@ def _float_instructions(compiled) -> list[str]:
         if word.startswith(keep) and any(t in word for t in ("f32", "bf16", "f16", "ftz")):
             found.add(word)
     return sorted(found)
+
+
+def run_one(op: str, a=None, b=None, c=None, *, ints=None, launch=None, device: str = "cpu", row=None) -> np.ndarray:
+    """One op on float32 values (or bit patterns as uint32) ``a``, ``b``, ``c`` (``ints`` for the integer
+    casts, ``row`` for a reduction): the result bits (uint32; int32 results as their bits)."""
+    import torch
+
+    launch = launch or (lambda k: k)
+
+    def f32(v, like=None):
+        if v is None:
+            v = np.zeros(np.shape(like), np.float32)
+        v = np.asarray(v)
+        v = v.view(np.float32) if v.dtype == np.uint32 else v.astype(np.float32)
+        return torch.from_numpy(np.ascontiguousarray(v).copy()).to(device)
+
+    if op in REDUCTIONS:
+        x = f32(np.asarray(row).reshape(1, -1))
+        v = torch.empty(1, dtype=torch.float32, device=device)
+        i = torch.zeros(1, dtype=torch.int32, device=device)
+        launch(reduce_kernel)[(1,)](x, v, i, OP=op, ROW=x.shape[1])
+        return (v.view(torch.int32) if op in ("max", "min") else i).cpu().numpy().view(np.uint32)
+    if op in INT_CASTS:
+        ia = torch.from_numpy(np.asarray(ints if ints is not None else np.zeros(np.shape(a)), np.int32)).to(device)
+        fa = f32(a if a is not None else np.zeros(ia.shape, np.float32))
+        m = max(ia.numel(), fa.numel())
+        y = torch.empty(m, dtype=torch.float32, device=device)
+        iy = torch.zeros(m, dtype=torch.int32, device=device)
+        launch(int_cast_kernel)[(triton.cdiv(m, BLOCK),)](ia, fa, y, iy, m, OP=op, BLOCK=BLOCK)
+        return (iy if op in ("bf16_to_i32", "f32_to_i32") else y.view(torch.int32)).cpu().numpy().view(np.uint32)
+    fa = f32(a)
+    fb, fc = f32(b, a), f32(c, a)
+    y = torch.empty_like(fa)
+    n = fa.numel()
+    launch(elementwise_kernel)[(triton.cdiv(n, BLOCK),)](fa, fb, fc, y, n, H, LO, OP=op, BLOCK=BLOCK)
+    return y.view(torch.int32).cpu().numpy().view(np.uint32)
