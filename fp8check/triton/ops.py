@@ -43,6 +43,8 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
+from fp8check import brackets
+
 __all__ = ["install", "bracket", "bracket_mode", "BRACKET_MODES", "fma", "round_bf16", "widen_bf16",
            "approximate", "minmax", "clamp", "med3", "xorsign_clamp", "reduce_minmax", "argminmax",
            "canonical_nans", "divide_by_constant", "bracketed_runs"]
@@ -78,15 +80,24 @@ def bracketed_runs(run: Callable[[], Any]) -> list[Any]:
     """``[run()]`` in ``rn`` mode, and, when that run evaluated an op whose result the target leaves
     unspecified, ``run()`` again in ``lo`` and ``hi`` mode: ``[rn, lo, hi]``. ``run`` must compute from
     fresh copies of its inputs each time (a kernel may write them)."""
+    return _runs(run)[0]
+
+
+def _runs(run: Callable[[], Any]) -> tuple[list[Any], tuple[str, ...]]:
+    if bracket_mode() != "rn" or getattr(_STATE, "count", None) is not None:
+        return [run()], ()  # already inside a bracketed run (a check calling a check): one run
     with bracket("rn") as count:
         first = run()
     if not count:
-        return [first]
+        return [first], ()
     out = [first]
     for mode in ("lo", "hi"):
         with bracket(mode):
             out.append(run())
-    return out
+    return out, tuple(sorted(count))
+
+
+brackets.set_runner(_runs)  # the checks bracket their kernel calls through fp8check.brackets
 
 
 def _counted(op: str) -> None:

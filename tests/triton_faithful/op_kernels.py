@@ -239,10 +239,12 @@ def _rows(rng: np.random.Generator) -> np.ndarray:
 H, LO = 448.0, -448.0  # the scalar bound arguments
 
 
-def run(data: dict[str, np.ndarray], device: str, launch=None) -> dict[str, np.ndarray]:
+def run(data: dict[str, np.ndarray], device: str, launch=None, ops=None) -> dict[str, np.ndarray]:
     """Every op on ``data``'s inputs; ``device`` "cuda" (compiled) or "cpu" (``launch(kernel)`` gives an
     interpreted launcher, e.g. ``fp8check.triton.interpreted``). Returns op -> result bits (uint32 /
-    int32 indices). ``run.ptx`` (cuda) maps op -> the float instructions in its PTX."""
+    int32 indices). ``run.ptx`` (cuda) maps op -> the float instructions in its PTX; ``run.failed`` op -> why
+    it did not compile or run (on the GPU an op that fails is left out, the others still run). ``ops``: only
+    these (default: every op)."""
     import torch
 
     launch = launch or (lambda k: k)
@@ -251,46 +253,86 @@ def run(data: dict[str, np.ndarray], device: str, launch=None) -> dict[str, np.n
     n = fa.numel()
     out: dict[str, np.ndarray] = {}
     ptx: dict[str, list[str]] = {}
+    failed: dict[str, str] = {}
     grid = (triton.cdiv(n, BLOCK),)
+
+    def attempt(op, fn):
+        if device == "cpu":
+            return fn()
+        try:
+            return fn()
+        except Exception as exc:  # noqa: BLE001 -- a compile failure is a row of the table
+            failed[op] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+            return None
+
+    wanted = set(ops) if ops is not None else None
     for op in ELEMENTWISE:
+        if wanted is not None and op not in wanted:
+            continue
         y = torch.empty_like(fa)
-        k = launch(elementwise_kernel)[grid](fa, fb, fc, y, n, H, LO, OP=op, BLOCK=BLOCK)
+        k = attempt(op, lambda: launch(elementwise_kernel)[grid](fa, fb, fc, y, n, H, LO, OP=op, BLOCK=BLOCK))
+        if op in failed:
+            continue
         out[op] = y.view(torch.int32).cpu().numpy().view(np.uint32)
-        ptx[op] = _float_instructions(k)
+        ptx[op] = _instructions_of(k)
     rows = t["rows"].view(torch.float32)
     for op in REDUCTIONS:
+        if wanted is not None and op not in wanted:
+            continue
         v = torch.empty(rows.shape[0], dtype=torch.float32, device=device)
         i = torch.zeros(rows.shape[0], dtype=torch.int32, device=device)
-        k = launch(reduce_kernel)[(rows.shape[0],)](rows, v, i, OP=op, ROW=ROW)
+        k = attempt(op, lambda: launch(reduce_kernel)[(rows.shape[0],)](rows, v, i, OP=op, ROW=ROW))
+        if op in failed:
+            continue
         out[op] = (v.view(torch.int32).cpu().numpy().view(np.uint32) if op in ("max", "min")
                    else i.cpu().numpy().astype(np.uint32))
-        ptx[op] = _float_instructions(k)
+        ptx[op] = _instructions_of(k)
     ints = t["ints"]
     m = ints.numel()
     fa_m = fa[:m] if n >= m else fa
     for op in INT_CASTS:
+        if wanted is not None and op not in wanted:
+            continue
         y = torch.empty(m, dtype=torch.float32, device=device)
         iy = torch.zeros(m, dtype=torch.int32, device=device)
-        k = launch(int_cast_kernel)[(triton.cdiv(m, BLOCK),)](ints, fa_m, y, iy, m, OP=op, BLOCK=BLOCK)
+        k = attempt(op, lambda: launch(int_cast_kernel)[(triton.cdiv(m, BLOCK),)](ints, fa_m, y, iy, m, OP=op,
+                                                                                  BLOCK=BLOCK))
+        if op in failed:
+            continue
         out[op] = (iy.cpu().numpy().view(np.uint32) if op in ("bf16_to_i32", "f32_to_i32")
                    else y.view(torch.int32).cpu().numpy().view(np.uint32))
-        ptx[op] = _float_instructions(k)
+        ptx[op] = _instructions_of(k)
     run.ptx = ptx
+    run.failed = failed
     return out
 
 
-def _float_instructions(compiled) -> list[str]:
+def _instructions_of(compiled) -> list[str]:
     asm = getattr(compiled, "asm", None)
     if not asm or "ptx" not in asm:
         return []
-    keep = ("max.", "min.", "div.", "rcp.", "sqrt.", "rsqrt.", "ex2.", "lg2.", "fma.", "mul.", "add.", "sub.",
-            "cvt.", "setp.", "selp.", "neg.", "abs.")
-    found = set()
-    for line in asm["ptx"].splitlines():
-        word = line.strip().split(" ")[0].split("\t")[0]
-        if word.startswith(keep) and any(t in word for t in ("f32", "bf16", "f16", "ftz")):
-            found.add(word)
-    return sorted(found)
+    return float_instructions(asm["ptx"])
+
+
+_WORD = __import__("re").compile(r"^\s*(?:@!?%\w+\s+)?([a-z][\w.]*)")
+_KEEP = ("max", "min", "div", "rcp", "sqrt", "rsq", "ex2", "lg2", "exp", "log", "fma", "mul", "add", "sub", "cvt",
+         "setp", "selp", "neg", "abs", "med3", "fmac", "mad", "ldexp", "cndmask", "cmp")
+
+
+def float_instructions(text: str) -> list[str]:
+    """The float instructions (PTX or AMDGCN mnemonics, with how often each appears) in ``text``."""
+    found: dict[str, int] = {}
+    for line in text.splitlines():
+        m = _WORD.match(line)
+        if not m:
+            continue
+        word = m.group(1)
+        if word.startswith((".", "ld.", "st.", "mov", "global_", "buffer_", "s_")):
+            continue
+        floaty = any(t in word for t in ("f32", "f16", "bf16", "ftz")) or word.startswith("v_") and "_f" in word
+        if floaty and any(k in word for k in _KEEP):
+            found[word] = found.get(word, 0) + 1
+    return [f"{w}" + (f" x{c}" if c > 1 else "") for w, c in sorted(found.items())]
 
 
 def run_one(op: str, a=None, b=None, c=None, *, ints=None, launch=None, device: str = "cpu", row=None) -> np.ndarray:

@@ -141,6 +141,13 @@ def test_where_keeps_the_nan_it_selects():
         assert_bits(run(target, "where_nan", u32(NEG_NAN, NAN)), u32(NEG_NAN, NAN))
 
 
+def test_a_bfloat16_clamp_is_xorsign_too_on_sm90():
+    # 3.8/3.9: min.xorsign.abs.bf16; 3.6: widened, min.xorsign.abs.f32: NaN -> +448 either way; AMD: max then
+    # min (its v_med3 lowering takes f16/f32 only): NaN -> -448
+    assert_bits(run("sm90", "bf16_clamp", u32(NAN, NEG_NAN)), u32(P448, P448))
+    assert_bits(run("gfx942", "bf16_clamp", u32(NAN, NEG_NAN)), u32(M448, M448))
+
+
 def test_clamp_bounds_built_at_run_time_are_not_the_pattern():
     # tl.clamp(a, lo, h) with lo and h two arguments: isClipPattern cannot see lo == -h, so max.f32 then
     # min.f32: NaN -> lo = -448
@@ -424,3 +431,46 @@ def test_the_version_differences_are_applied():
     assert "splat_negf" in targets.for_triton(targets.get("sm90"), "3.8.0").ops.clip_patterns
     assert targets.for_triton(targets.get("gfx942"), "3.6.0").ops.clamp == "minmax"
     assert targets.for_triton(targets.get("gfx942"), "3.9.0").ops.clamp == "med3"
+
+
+# -- target-dependent outputs through fp8check's own checks ------------------------------
+
+import triton_kernels as tk  # noqa: E402
+
+QUANT = dict(max_examples=8, seed=0, dtypes=("float32",), thorough=False)
+
+
+def test_codes_that_depend_on_div_full_are_target_dependent_not_divergences():
+    from fp8check.quantizers.conformance import check_quantizer
+
+    with ft.faithful("sm90"):
+        result = check_quantizer(tk.tensorwise_e4m3fn_div, "tensorwise", fmt="e4m3fn", **QUANT)
+    assert result.passed, (result.categories, result.divergences[:2])
+    assert result.target_dependent > 0
+    assert result.target_dependent_examples and result.target_dependent_examples[0].category == "target_dependent"
+    assert "fdiv" in result.extra["target_dependent_ops"]
+    from fp8check.results import CheckResult
+    again = CheckResult.from_dict(result.to_dict())  # JSON round trip
+    assert again.target_dependent == result.target_dependent
+    assert again.target_dependent_examples == result.target_dependent_examples
+    from fp8check.terminal.divergences import result_text
+    assert "target-dependent:" in result_text(result)
+
+
+def test_the_same_quantizer_is_exact_where_division_is_correctly_rounded():
+    from fp8check.quantizers.conformance import check_quantizer
+
+    with ft.faithful("sm90"):
+        exact = check_quantizer(tk.tensorwise_e4m3fn_div_rn, "tensorwise", fmt="e4m3fn", **QUANT)
+    with ft.faithful("gfx950"):
+        amd = check_quantizer(tk.tensorwise_e4m3fn_div, "tensorwise", fmt="e4m3fn", **QUANT)
+    for result in (exact, amd):
+        assert result.passed and result.target_dependent == 0, (result.categories, result.target_dependent)
+
+
+def test_a_wrong_quantizer_still_diverges_under_brackets():
+    from fp8check.quantizers.conformance import check_quantizer
+
+    with ft.faithful("sm90"):
+        result = check_quantizer(tk.tensorwise_e4m3fn_div_240, "tensorwise", fmt="e4m3fn", **QUANT)
+    assert not result.passed and result.categories["scale"] > 0
