@@ -1,0 +1,161 @@
+"""The reference's fast path: table lookups in cache-sized blocks, on every core.
+
+The tables come from the model (:mod:`.model`); this module only decides
+which entry each input selects and spreads the blocks over threads (NumPy
+releases the GIL inside ``take`` and the ufunc loops). Every function here
+writes into an output array the caller owns, and every temporary is a
+per-thread scratch buffer allocated once: a sweep calls these millions of
+times and must not page-fault fresh memory each time.
+
+The index of a 32- or 64-bit input is its upper 16 bits: with every format's
+mantissa within the 7 (float32) or 4 (float64) mantissa bits they hold, a
+code depends only on them and on whether any lower bit is set (the sticky
+bit). ``sticky`` holds the code of each upper half with a lower half that is
+not zero (the common case), ``exact`` the code with a zero lower half; the
+few lanes of a block whose lower half is zero are corrected from ``exact``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable
+
+import numpy as np
+
+__all__ = ["threads", "parallel", "serial", "take16", "take_split", "decode_into"]
+
+# Elements per block: the block's index (8 bytes each) and temporaries stay in
+# L2 beside the table.
+BLOCK = 1 << 15
+# Below this, one thread: starting the others costs more than it saves.
+PARALLEL_MIN = 1 << 17
+
+_local = threading.local()
+_pool: ThreadPoolExecutor | None = None
+_pool_pid = -1
+_pool_lock = threading.Lock()
+
+
+def threads() -> int:
+    """Threads the reference uses: ``FP8CHECK_THREADS``, else the cores this process may run on."""
+    text = os.environ.get("FP8CHECK_THREADS", "").strip()
+    if text.isdigit() and int(text) > 0:
+        return int(text)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _executor(workers: int) -> ThreadPoolExecutor:
+    global _pool, _pool_pid
+    with _pool_lock:
+        # A forked child inherits the pool object but not its threads: make a new one.
+        if _pool is None or _pool_pid != os.getpid() or _pool._max_workers < workers:
+            _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fp8check")
+            _pool_pid = os.getpid()
+        return _pool
+
+
+class serial:
+    """Context: block-parallel calls on this thread run on it alone (the caller already runs one per core)."""
+
+    def __enter__(self) -> None:
+        self._before = getattr(_local, "serial", False)
+        _local.serial = True
+
+    def __exit__(self, *exc: Any) -> None:
+        _local.serial = self._before
+
+
+def _in_serial(fn: Callable[..., Any], *args: Any) -> Any:
+    with serial():
+        return fn(*args)
+
+
+def parallel(n: int, fn: Callable[[int, int], None], *, workers: int | None = None) -> None:
+    """Call ``fn(lo, hi)`` over [0, n) in spans of whole blocks, one span per thread."""
+    k = workers or threads()
+    if k <= 1 or n < PARALLEL_MIN or getattr(_local, "serial", False):
+        fn(0, n)
+        return
+    blocks = -(-n // BLOCK)
+    k = min(k, blocks)
+    edges = [min(n, (blocks * i // k) * BLOCK) for i in range(k + 1)]
+    pool = _executor(k - 1)
+    futures = [pool.submit(_in_serial, fn, edges[i], edges[i + 1]) for i in range(1, k)]
+    try:
+        _in_serial(fn, edges[0], edges[1])
+    finally:
+        for f in futures:
+            f.result()  # re-raises a worker's exception
+
+
+def scratch(name: str, dtype: Any, size: int) -> np.ndarray:
+    """This thread's reusable buffer ``name`` of at least ``size`` elements (first ``size`` returned)."""
+    bufs = getattr(_local, "buffers", None)
+    if bufs is None:
+        bufs = _local.buffers = {}
+    buf = bufs.get(name)
+    if buf is None or buf.dtype != dtype or buf.size < size:
+        buf = bufs[name] = np.empty(max(size, BLOCK), dtype=dtype)
+    return buf[:size]
+
+
+def take16(table: np.ndarray, index: np.ndarray, out: np.ndarray) -> None:
+    """``out[i] = table[index[i]]`` for 1-d unsigned ``index`` (8- or 16-bit) within the table."""
+
+    def span(lo: int, hi: int) -> None:
+        for s in range(lo, hi, BLOCK):
+            e = min(hi, s + BLOCK)
+            ix = scratch("index", np.intp, e - s)
+            ix[...] = index[s:e]
+            # mode="clip" skips the bounds check (every index is in range by construction).
+            np.take(table, ix, out=out[s:e], mode="clip")
+
+    parallel(index.size, span)
+
+
+def take_split(bits: np.ndarray, sticky: np.ndarray, exact: np.ndarray, out: np.ndarray) -> None:
+    """Codes of 1-d uint32 or uint64 ``bits`` from their upper 16 bits (see the module docstring)."""
+    width = bits.dtype.itemsize * 8
+    shift = bits.dtype.type(width - 16)
+    low_mask = bits.dtype.type((1 << (width - 16)) - 1)
+
+    def span(lo: int, hi: int) -> None:
+        for s in range(lo, hi, BLOCK):
+            e = min(hi, s + BLOCK)
+            m = e - s
+            b = bits[s:e]
+            o = out[s:e]
+            ix = scratch("index", np.intp, m)
+            if width == 64:
+                np.right_shift(b, shift, out=ix.view(np.uint64))
+            else:
+                upper = scratch("upper", np.uint32, m)
+                np.right_shift(b, shift, out=upper)
+                ix[...] = upper
+            np.take(sticky, ix, out=o, mode="clip")
+            low = scratch(f"low{width}", bits.dtype, m)
+            np.bitwise_and(b, low_mask, out=low)
+            zeros = m - np.count_nonzero(low)
+            if not zeros:
+                continue
+            is_zero = scratch("zero", np.bool_, m)
+            np.equal(low, 0, out=is_zero)
+            if zeros * 16 < m:
+                where = np.flatnonzero(is_zero)
+                o[where] = exact[ix[where]]
+            else:  # many exact lower halves (e.g. float32 holding bfloat16 values)
+                alt = scratch("alt", np.uint8, m)
+                np.take(exact, ix, out=alt, mode="clip")
+                np.copyto(o, alt, where=is_zero)
+
+    parallel(bits.size, span)
+
+
+def decode_into(table: np.ndarray, codes: np.ndarray, out: np.ndarray) -> None:
+    """``out[i] = table[codes[i]]`` (codes 1-d, 8- or 16-bit unsigned or any int in range)."""
+    take16(table, codes, out)
