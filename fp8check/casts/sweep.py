@@ -28,6 +28,8 @@ def sweep(kernel: Any, fmt: Any, profile: Any, start: int, stop: int, *, device:
 
     from fp8check import reference
 
+    if device == "cpu":
+        return _sweep_cpu(kernel, fmt, profile, start, stop, chunk=chunk, progress=progress)
     total = 0
     kept_bits, kept_exp, kept_act = [], [], []
     kept = 0
@@ -79,6 +81,123 @@ def sweep(kernel: Any, fmt: Any, profile: Any, start: int, stop: int, *, device:
         "seconds": elapsed,
         "kernel_seconds": t_kernel,
         "reference_seconds": t_ref,
+    }
+
+
+_CPU_BLOCK = 1 << 20  # patterns per CPU block: its buffers stay allocated and warm
+
+
+def _sweep_cpu(kernel: Any, fmt: Any, profile: Any, start: int, stop: int, *, chunk: int,
+               progress: Any = None) -> dict[str, Any]:
+    """:func:`sweep` on the CPU: one worker per core, each with its own buffers, over blocks in turn.
+
+    While one worker is in the kernel another computes the reference, so the
+    two overlap; each block's bits, expected codes and comparison are written
+    into buffers allocated once per worker (no page faults per block). The
+    kept mismatches are those of the first blocks, in pattern order.
+    """
+    import threading
+
+    import numpy as np
+    import torch
+
+    from fp8check import reference
+    from fp8check.reference import fast
+
+    block = max(1, min(chunk, _CPU_BLOCK))
+    lock = threading.Lock()
+    state = {"next": start, "total": 0, "done": 0, "kernel": 0.0, "ref": 0.0}
+    kept: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    workers = fast.threads()
+    steps = np.arange(block, dtype=np.uint32)
+
+    def kept_before(lo: int) -> int:
+        return sum(v[0].size for k, v in kept.items() if k < lo)
+
+    def work() -> None:
+        bits = np.empty(block, dtype=np.uint32)
+        expected = np.empty(block, dtype=np.uint8)
+        diff = np.empty(block, dtype=np.bool_)
+        t_kernel = t_ref = 0.0
+        with fast.serial():
+            while True:
+                with lock:
+                    lo = state["next"]
+                    if lo >= stop:
+                        break
+                    hi = min(stop, lo + block)
+                    state["next"] = hi
+                m = hi - lo
+                b = bits[:m]
+                np.add(steps[:m], np.uint32(lo), out=b)  # lo + m <= 2**32: no wrap
+                x = torch.from_numpy(b.view(np.float32))
+                t0 = time.perf_counter()
+                actual = kernel.cast_tensor(x, fmt).numpy()
+                t1 = time.perf_counter()
+                e = expected[:m]
+                reference._encode_numpy(b.view(np.float32), "float32", fmt, profile, None, out=e)
+                t2 = time.perf_counter()
+                t_kernel += t1 - t0
+                t_ref += t2 - t1
+                d = diff[:m]
+                np.not_equal(actual, e, out=d)
+                n = int(np.count_nonzero(d))
+                with lock:
+                    state["total"] += n
+                    state["done"] += m
+                    if n and kept_before(lo) < _KEEP:
+                        idx = np.flatnonzero(d)[:_KEEP]
+                        kept[lo] = (b[idx].copy(), e[idx].copy(), actual[idx].copy())
+                        for k in sorted(kept, reverse=True):  # drop blocks the first _KEEP no longer need
+                            if k > lo and kept_before(k) >= _KEEP:
+                                del kept[k]
+                    if progress is not None:
+                        progress(state["done"], stop - start, state["total"])
+        with lock:
+            state["kernel"] += t_kernel
+            state["ref"] += t_ref
+
+    began = time.perf_counter()
+    errors: list[BaseException] = []
+
+    def guarded() -> None:
+        try:
+            work()
+        except BaseException as exc:  # re-raised on the calling thread
+            errors.append(exc)
+            with lock:
+                state["next"] = stop
+
+    pool = [threading.Thread(target=guarded, name=f"fp8check-sweep-{i}") for i in range(workers - 1)]
+    for t in pool:
+        t.start()
+    try:
+        work()
+    except BaseException:
+        with lock:
+            state["next"] = stop
+        raise
+    finally:
+        for t in pool:
+            t.join()
+    if errors:
+        raise errors[0]
+    elapsed = time.perf_counter() - began
+    order = sorted(kept)
+
+    def cat(i: int, dt: Any) -> np.ndarray:
+        return np.concatenate([kept[k][i] for k in order])[:_KEEP] if order else np.zeros(0, dtype=dt)
+
+    return {
+        "checked": stop - start,
+        "diverged": state["total"],
+        "bits": cat(0, np.uint32),
+        "expected": cat(1, np.uint8),
+        "actual": cat(2, np.uint8),
+        "seconds": elapsed,
+        # thread-seconds: the workers' kernel and reference run at the same time
+        "kernel_seconds": state["kernel"],
+        "reference_seconds": state["ref"],
     }
 
 
