@@ -92,9 +92,12 @@ def _sweep_cpu(kernel: Any, fmt: Any, profile: Any, start: int, stop: int, *, ch
     """:func:`sweep` on the CPU: one worker per core, each with its own buffers, over blocks in turn.
 
     While one worker is in the kernel another computes the reference, so the
-    two overlap; each block's bits, expected codes and comparison are written
-    into buffers allocated once per worker (no page faults per block). The
-    kept mismatches are those of the first blocks, in pattern order.
+    two overlap; each block's bits and comparison use buffers allocated once
+    per worker (no page faults per block). Where the profile has a table the
+    reference and the comparison are one pass (:func:`fast.sweep32_mismatches`),
+    else the reference is encoded into a buffer and compared. torch runs one
+    intra-op thread per worker meanwhile (the workers are the parallelism).
+    The kept mismatches are those of the first blocks, in pattern order.
     """
     import threading
 
@@ -108,14 +111,16 @@ def _sweep_cpu(kernel: Any, fmt: Any, profile: Any, start: int, stop: int, *, ch
     lock = threading.Lock()
     state = {"next": start, "total": 0, "done": 0, "kernel": 0.0, "ref": 0.0}
     kept: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-    workers = fast.threads()
-    steps = np.arange(block, dtype=np.uint32)
+    workers = max(1, min(fast.threads(), -(-(stop - start) // block)))
+    tables = reference._split_tables("float32", fmt, profile) if reference._uses_table("float32", fmt, profile) \
+        else None
 
     def kept_before(lo: int) -> int:
         return sum(v[0].size for k, v in kept.items() if k < lo)
 
     def work() -> None:
         bits = np.empty(block, dtype=np.uint32)
+        where = np.empty(min(block, _KEEP), dtype=np.int64)
         expected = np.empty(block, dtype=np.uint8)
         diff = np.empty(block, dtype=np.bool_)
         t_kernel = t_ref = 0.0
@@ -129,25 +134,31 @@ def _sweep_cpu(kernel: Any, fmt: Any, profile: Any, start: int, stop: int, *, ch
                     state["next"] = hi
                 m = hi - lo
                 b = bits[:m]
-                np.add(steps[:m], np.uint32(lo), out=b)  # lo + m <= 2**32: no wrap
+                np.add(fast._steps(m), np.uint32(lo), out=b)  # lo + m <= 2**32: no wrap
                 x = torch.from_numpy(b.view(np.float32))
                 t0 = time.perf_counter()
                 actual = kernel.cast_tensor(x, fmt).numpy()
                 t1 = time.perf_counter()
-                e = expected[:m]
-                reference._encode_numpy(b.view(np.float32), "float32", fmt, profile, None, out=e)
+                if tables is not None:
+                    n = fast.sweep32_mismatches(lo, actual, tables[0], tables[1], where, expected)
+                    k = min(n, where.size)
+                    idx, exp = where[:k], expected[:k]
+                else:
+                    e = expected[:m]
+                    reference._encode_numpy(b.view(np.float32), "float32", fmt, profile, None, out=e)
+                    d = diff[:m]
+                    np.not_equal(actual, e, out=d)
+                    n = int(np.count_nonzero(d))
+                    idx = np.flatnonzero(d)[:_KEEP] if n else where[:0]
+                    exp = e[idx]
                 t2 = time.perf_counter()
                 t_kernel += t1 - t0
                 t_ref += t2 - t1
-                d = diff[:m]
-                np.not_equal(actual, e, out=d)
-                n = int(np.count_nonzero(d))
                 with lock:
                     state["total"] += n
                     state["done"] += m
                     if n and kept_before(lo) < _KEEP:
-                        idx = np.flatnonzero(d)[:_KEEP]
-                        kept[lo] = (b[idx].copy(), e[idx].copy(), actual[idx].copy())
+                        kept[lo] = (b[idx].copy(), exp.copy(), actual[idx].copy())
                         for k in sorted(kept, reverse=True):  # drop blocks the first _KEEP no longer need
                             if k > lo and kept_before(k) >= _KEEP:
                                 del kept[k]
@@ -168,18 +179,24 @@ def _sweep_cpu(kernel: Any, fmt: Any, profile: Any, start: int, stop: int, *, ch
             with lock:
                 state["next"] = stop
 
+    torch_threads = torch.get_num_threads()
+    if workers > 1:
+        torch.set_num_threads(1)  # two OpenMP teams on the same cores spin against each other
     pool = [threading.Thread(target=guarded, name=f"fp8check-sweep-{i}") for i in range(workers - 1)]
-    for t in pool:
-        t.start()
     try:
-        work()
-    except BaseException:
-        with lock:
-            state["next"] = stop
-        raise
-    finally:
         for t in pool:
-            t.join()
+            t.start()
+        try:
+            work()
+        except BaseException:
+            with lock:
+                state["next"] = stop
+            raise
+        finally:
+            for t in pool:
+                t.join()
+    finally:
+        torch.set_num_threads(torch_threads)
     if errors:
         raise errors[0]
     elapsed = time.perf_counter() - began

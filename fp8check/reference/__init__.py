@@ -217,15 +217,16 @@ def encode_tensor(x: Any, fmt: object, profile: object = "ieee", *, random_bits:
     flat = x.reshape(-1)
     out = torch.empty(flat.shape, dtype=torch.uint8, device=x.device)
     use_table = rnd is None and _uses_table(source, f, p)
+    width = SOURCE_FORMATS[source].bits
     if use_table:
-        table = torch.from_numpy(encode_table(source, f, p)).to(x.device)
+        table = torch.tensor(encode_table(source, f, p), device=x.device)  # a copy: the table is read-only
     chunk = _CHUNK if x.device.type == "cpu" else 1 << 26
     xp = None
     for start in range(0, flat.numel(), chunk):
         bits = _bits_torch(flat[start:start + chunk], source)
         if use_table:
-            if source == "float32":
-                bits = ((bits >> 15) & 0x1FFFE) | ((bits & 0xFFFF) != 0).to(torch.int64)
+            if width > 16:  # index (upper 16 bits) * 2 + (any lower bit set), as encode_table says
+                bits = ((bits >> (width - 17)) & 0x1FFFE) | ((bits & ((1 << (width - 16)) - 1)) != 0).to(torch.int64)
             out[start:start + chunk] = table[bits]
         else:
             xp = xp or _xp(bits)

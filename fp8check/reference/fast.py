@@ -13,6 +13,12 @@ code depends only on them and on whether any lower bit is set (the sticky
 bit). ``sticky`` holds the code of each upper half with a lower half that is
 not zero (the common case), ``exact`` the code with a zero lower half; the
 few lanes of a block whose lower half is zero are corrected from ``exact``.
+
+Two engines do the lookups and give the same codes (both only index the
+model's tables): numba-compiled loops (:mod:`._compiled`, one pass per
+value) when numba is installed (``pip install fp8check[fast]``), else the
+NumPy passes below. ``FP8CHECK_NUMBA=0`` keeps NumPy; :func:`engine` says
+which one runs.
 """
 
 from __future__ import annotations
@@ -24,7 +30,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["threads", "parallel", "serial", "take16", "take_split", "decode_into"]
+__all__ = ["threads", "parallel", "serial", "engine", "compiled", "take16", "take_split", "decode_into",
+           "sweep32_mismatches"]
 
 # Elements per block: the block's index (8 bytes each) and temporaries stay in
 # L2 beside the table.
@@ -32,7 +39,12 @@ BLOCK = 1 << 15
 # Below this, one thread: starting the others costs more than it saves.
 PARALLEL_MIN = 1 << 17
 
+# Below this, NumPy: importing numba (and loading the compiled loops) costs more than it saves.
+COMPILED_MIN = 1 << 14
+
 _local = threading.local()
+_compiled: Any = None  # the compiled loops' module, False when numba is missing or switched off
+_compiled_lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
 _pool_pid = -1
 _pool_lock = threading.Lock()
@@ -57,6 +69,32 @@ def _executor(workers: int) -> ThreadPoolExecutor:
             _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fp8check")
             _pool_pid = os.getpid()
         return _pool
+
+
+def compiled() -> Any:
+    """The numba-compiled loops (:mod:`._compiled`), or None (numba missing, or ``FP8CHECK_NUMBA=0``)."""
+    global _compiled
+    if os.environ.get("FP8CHECK_NUMBA", "").strip() == "0":
+        return None
+    if _compiled is None:
+        with _compiled_lock:
+            if _compiled is None:
+                try:
+                    from fp8check.reference import _compiled as module
+                except ImportError:  # no numba, or one that cannot load beside this NumPy
+                    module = False
+                _compiled = module
+    return _compiled or None
+
+
+def engine() -> str:
+    """``"numba <version>"`` or ``"numpy"``: which engine large lookups run on."""
+    c = compiled()
+    return f"numba {c.VERSION}" if c is not None else "numpy"
+
+
+def _compiled_for(n: int) -> Any:
+    return compiled() if n >= COMPILED_MIN else None
 
 
 class serial:
@@ -106,6 +144,10 @@ def scratch(name: str, dtype: Any, size: int) -> np.ndarray:
 
 def take16(table: np.ndarray, index: np.ndarray, out: np.ndarray) -> None:
     """``out[i] = table[index[i]]`` for 1-d unsigned ``index`` (8- or 16-bit) within the table."""
+    c = _compiled_for(index.size)
+    if c is not None and index.dtype in (np.uint8, np.uint16):
+        parallel(index.size, lambda lo, hi: c.take(table, index[lo:hi], out[lo:hi]))
+        return
 
     def span(lo: int, hi: int) -> None:
         for s in range(lo, hi, BLOCK):
@@ -121,6 +163,11 @@ def take16(table: np.ndarray, index: np.ndarray, out: np.ndarray) -> None:
 def take_split(bits: np.ndarray, sticky: np.ndarray, exact: np.ndarray, out: np.ndarray) -> None:
     """Codes of 1-d uint32 or uint64 ``bits`` from their upper 16 bits (see the module docstring)."""
     width = bits.dtype.itemsize * 8
+    c = _compiled_for(bits.size)
+    if c is not None:
+        loop = c.take_split32 if width == 32 else c.take_split64
+        parallel(bits.size, lambda lo, hi: loop(bits[lo:hi], sticky, exact, out[lo:hi]))
+        return
     shift = bits.dtype.type(width - 16)
     low_mask = bits.dtype.type((1 << (width - 16)) - 1)
 
@@ -159,3 +206,57 @@ def take_split(bits: np.ndarray, sticky: np.ndarray, exact: np.ndarray, out: np.
 def decode_into(table: np.ndarray, codes: np.ndarray, out: np.ndarray) -> None:
     """``out[i] = table[codes[i]]`` (codes 1-d, 8- or 16-bit unsigned or any int in range)."""
     take16(table, codes, out)
+
+
+def sweep32_mismatches(first: int, actual: np.ndarray, sticky: np.ndarray, exact: np.ndarray,
+                       where: np.ndarray, expected: np.ndarray) -> int:
+    """Compare ``actual`` (codes of the float32 patterns ``first``, ``first + 1``, ... < 2**32) with the tables.
+
+    Returns how many differ, and writes the offsets and expected codes of
+    the first ``where.size`` of them into ``where`` and ``expected``.
+    Consecutive patterns share their upper half 65,536 at a time, so the
+    expected code is one constant per run (``exact``'s for the pattern
+    whose lower half is zero, ``sticky``'s for the rest): each run is one
+    comparison with a scalar, no lookup per pattern.
+    """
+    m = actual.size
+    diff = scratch("sweep_diff", np.bool_, min(m, 1 << 16))
+    n = kept = 0
+    pos = 0
+    while pos < m:
+        pattern = first + pos
+        upper = pattern >> 16
+        if pattern & 0xFFFF == 0:  # the exact lower half: one pattern on its own
+            code = exact[upper]
+            if actual[pos] != code:
+                if kept < where.size:
+                    where[kept], expected[kept] = pos, code
+                    kept += 1
+                n += 1
+            pos += 1
+            continue
+        end = min(m, pos + (((upper + 1) << 16) - pattern))
+        code = sticky[upper]
+        d = diff[:end - pos]
+        np.not_equal(actual[pos:end], code, out=d)
+        bad = int(np.count_nonzero(d))
+        if bad:
+            if kept < where.size:
+                idx = np.flatnonzero(d)[:where.size - kept]
+                where[kept:kept + idx.size] = idx + pos
+                expected[kept:kept + idx.size] = code
+                kept += idx.size
+            n += bad
+        pos = end
+    return n
+
+
+_STEPS = np.arange(BLOCK, dtype=np.uint32)
+
+
+def _steps(m: int) -> np.ndarray:
+    """0, 1, ..., m - 1 as uint32 (one array, grown when a larger one is asked for)."""
+    global _STEPS
+    if _STEPS.size < m:
+        _STEPS = np.arange(m, dtype=np.uint32)
+    return _STEPS[:m]
