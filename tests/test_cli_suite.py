@@ -202,6 +202,35 @@ def test_sweep_takes_the_numpy_kernel_its_help_lists(tmp_path, capsys):
     capsys.readouterr()
 
 
+# -- every float32 input (the slow lane): the reference's float32 fast path (a table on the upper
+# half plus the sticky bit) and the sweep's run-by-run comparison, judged against an independent
+# implementation on all 2^32 inputs, and the issue's sweep of torch's own cast.
+
+@pytest.mark.slow  # about 15 s of ml_dtypes per format on one core
+@pytest.mark.exhaustive
+@pytest.mark.parametrize("fmt", ["e4m3fn", "e4m3fnuz", "e5m2", "e5m2fnuz"])
+def test_every_float32_input_the_reference_equals_ml_dtypes(tmp_path, fmt):
+    from core_oracles import pinned
+
+    pinned("ml_dtypes")
+    out = tmp_path / "sw.json"
+    assert cli.main(["sweep", "ml_dtypes", "--format", fmt, "--json", str(out)]) == 0
+    r = json.loads(out.read_text())
+    assert r["checked"] == 1 << 32 and r["passed"] and r["extra"]["diverged"] == 0
+
+
+@pytest.mark.slow
+@pytest.mark.exhaustive
+@pytest.mark.parametrize("fmt", ["e4m3fn", "e5m2"])
+def test_every_float32_input_torch_cpu_casts_as_it_claims(tmp_path, fmt):
+    from core_oracles import pinned
+
+    pinned("torch")
+    out = tmp_path / "sw.json"
+    assert cli.main(["sweep", "torch-cpu", "--format", fmt, "--device", "cpu", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["checked"] == 1 << 32
+
+
 def test_survey_reports_a_stack_that_raises_for_one_format_and_goes_on():
     # Triton 3.6's interpreter raises for fnuz types; the survey must report
     # that format and still survey the others.

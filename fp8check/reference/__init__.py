@@ -115,6 +115,7 @@ def _split_tables(source: str, fmt: Format, profile: Profile) -> tuple[np.ndarra
 _TABLE_MANTISSA = {"float16": 10, "bfloat16": 7, "float32": 6, "float64": 3}
 
 
+@lru_cache(maxsize=None)
 def _uses_table(source: str, fmt: Format, profile: Profile) -> bool:
     p = profile.resolve(fmt)
     if p.rounding == "stochastic" or fmt.mantissa_bits > _TABLE_MANTISSA[source]:

@@ -39,11 +39,17 @@ BLOCK = 1 << 15
 # Below this, one thread: starting the others costs more than it saves.
 PARALLEL_MIN = 1 << 17
 
-# Below this, NumPy: importing numba (and loading the compiled loops) costs more than it saves.
+# Calls below COMPILED_MIN values run on NumPy; the compiled loops are loaded
+# once the process has looked up COMPILED_AFTER values (loading numba and its
+# cached loops costs about as much CPU as NumPy's extra passes over a few
+# hundred million values: a check or a sweep does not pay it, a long run
+# does). FP8CHECK_NUMBA=1 loads them at the first large call.
 COMPILED_MIN = 1 << 14
+COMPILED_AFTER = 1 << 28
 
 _local = threading.local()
 _compiled: Any = None  # the compiled loops' module, False when numba is missing or switched off
+_looked_up = 0  # values looked up so far in this process (approximate under threads: a heuristic's input)
 _compiled_lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
 _pool_pid = -1
@@ -71,12 +77,15 @@ def _executor(workers: int) -> ThreadPoolExecutor:
         return _pool
 
 
-def compiled() -> Any:
-    """The numba-compiled loops (:mod:`._compiled`), or None (numba missing, or ``FP8CHECK_NUMBA=0``)."""
+def compiled(load: bool = True) -> Any:
+    """The numba-compiled loops (:mod:`._compiled`), or None (numba missing, or ``FP8CHECK_NUMBA=0``).
+
+    ``load=False``: None unless they are loaded already.
+    """
     global _compiled
     if os.environ.get("FP8CHECK_NUMBA", "").strip() == "0":
         return None
-    if _compiled is None:
+    if _compiled is None and load:
         with _compiled_lock:
             if _compiled is None:
                 try:
@@ -88,13 +97,20 @@ def compiled() -> Any:
 
 
 def engine() -> str:
-    """``"numba <version>"`` or ``"numpy"``: which engine large lookups run on."""
+    """``"numba <version>"`` or ``"numpy"``: the engine of large lookups once the process runs long
+    enough to load the compiled loops (:data:`COMPILED_AFTER`)."""
     c = compiled()
     return f"numba {c.VERSION}" if c is not None else "numpy"
 
 
 def _compiled_for(n: int) -> Any:
-    return compiled() if n >= COMPILED_MIN else None
+    """The compiled loops for a call of ``n`` values, or None (NumPy)."""
+    global _looked_up
+    _looked_up += n
+    if n < COMPILED_MIN:
+        return None
+    hot = _looked_up >= COMPILED_AFTER or os.environ.get("FP8CHECK_NUMBA", "").strip() == "1"
+    return compiled(load=hot)
 
 
 class serial:
