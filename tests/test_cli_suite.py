@@ -202,6 +202,31 @@ def test_sweep_takes_the_numpy_kernel_its_help_lists(tmp_path, capsys):
     capsys.readouterr()
 
 
+@pytest.mark.parametrize("profile, first", [("ieee", 0x43E00000), ("via-float16", 0x3F7F0000)])
+def test_the_cpu_sweep_finds_what_encode_and_compare_find(profile, first):
+    # On the CPU the sweep compares run by run with the profile's table (ieee: torch saturates what ieee
+    # makes NaN, past 464) or, without a table (a float16 intermediate), encodes and compares; either
+    # way its counts and kept mismatches (in pattern order, over several blocks and both workers)
+    # equal encode + compare.
+    import numpy as np
+    import torch
+
+    from fp8check import formats, profiles, reference
+    from fp8check.casts.adapters import get_kernel
+    from fp8check.casts.sweep import sweep
+
+    p = profiles.Profile(name=profile, intermediate="float16") if profile == "via-float16" else profiles.get(profile)
+    fmt, stop = formats.E4M3FN, first + (3 << 18) + 5
+    found = sweep(get_kernel("torch-cpu"), fmt, p, first, stop, device="cpu", chunk=1 << 18)
+    bits = np.arange(first, stop, dtype=np.uint32)
+    expected = reference.encode(bits.view(np.float32), fmt, p)
+    actual = torch.from_numpy(bits.view(np.float32)).to(torch.float8_e4m3fn).view(torch.uint8).numpy()
+    bad = np.flatnonzero(expected != actual)
+    assert found["checked"] == bits.size and found["diverged"] == bad.size > 0
+    assert found["bits"].tolist() == bits[bad].tolist()
+    assert found["expected"].tolist() == expected[bad].tolist() and found["actual"].tolist() == actual[bad].tolist()
+
+
 # -- every float32 input (the slow lane): the reference's float32 fast path (a table on the upper
 # half plus the sticky bit) and the sweep's run-by-run comparison, judged against an independent
 # implementation on all 2^32 inputs, and the sweep of torch's own cast.
