@@ -26,8 +26,9 @@ def rows(out: str) -> dict[str, list[str]]:
 def test_bench_runs_every_case_on_a_small_size(capsys, monkeypatch, fmt, cases, engine):
     monkeypatch.delenv("FP8CHECK_NUMBA", raising=False)
     monkeypatch.delenv("FP8CHECK_THREADS", raising=False)
+    clock = "cpu" if engine == "numpy" else "wall"
     assert main(["bench", "--size", "4096", "--repeat", "1", "--format", fmt, "--cases", cases,
-                 "--sweep-limit", "0x180000", "--engine", engine]) == 0
+                 "--sweep-limit", "0x180000", "--engine", engine, "--clock", clock]) == 0
     out = capsys.readouterr().out
     found = rows(out)
     expected = ["encode from float32", "encode from float16", "encode from bfloat16", "encode from float64",
@@ -38,7 +39,7 @@ def test_bench_runs_every_case_on_a_small_size(capsys, monkeypatch, fmt, cases, 
         assert unit == ("s" if case.startswith("sweep") else "ns/value")
         assert float(ours) > 0 and float(ml) > 0 and ml_ratio.endswith("x")
         assert torch_ratio.endswith("x") or (fmt == "e2m1fn" and torch_cell == torch_ratio == "-")
-    assert "4,096 values" in out and f"engine {engine}" in out and "cores" in out
+    assert "4,096 values" in out and f"engine {engine}" in out and "cores" in out and f"{clock} clock" in out
     assert "FP8CHECK_NUMBA" not in os.environ and "FP8CHECK_THREADS" not in os.environ  # left as it was
 
 

@@ -15,16 +15,18 @@ not zero (the common case), ``exact`` the code with a zero lower half; the
 few lanes of a block whose lower half is zero are corrected from ``exact``.
 
 Two engines do the lookups and give the same codes (both only index the
-model's tables): numba-compiled loops (:mod:`._compiled`, one pass per
-value) when numba is installed (``pip install fp8check[fast]``), else the
-NumPy passes below. ``FP8CHECK_NUMBA=0`` keeps NumPy; :func:`engine` says
-which one runs.
+model's tables): the NumPy passes below, and numba-compiled loops
+(:mod:`._compiled`, one pass per value) where numba is installed (``pip
+install 'fp8check[fast]'``), loaded once the process has looked up
+:data:`COMPILED_AFTER` values. ``FP8CHECK_NUMBA=1`` loads them at the first
+large call, ``=0`` never; :func:`engine` says which one large lookups use.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
@@ -91,6 +93,10 @@ def compiled(load: bool = True) -> Any:
                 try:
                     from fp8check.reference import _compiled as module
                 except ImportError:  # no numba, or one that cannot load beside this NumPy
+                    module = False
+                except Exception as exc:  # a broken numba must not break the reference: say so once
+                    warnings.warn(f"fp8check: numba could not be loaded ({type(exc).__name__}: {exc}); "
+                                  "the reference's lookups run on NumPy", RuntimeWarning, stacklevel=2)
                     module = False
                 _compiled = module
     return _compiled or None
