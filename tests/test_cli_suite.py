@@ -202,12 +202,15 @@ def test_sweep_takes_the_numpy_kernel_its_help_lists(tmp_path, capsys):
     capsys.readouterr()
 
 
+@pytest.mark.parametrize("writes_input", [False, True], ids=["", "kernel-writes-its-input"])
 @pytest.mark.parametrize("profile, first", [("ieee", 0x43E00000), ("via-float16", 0x3F7F0000)])
-def test_the_cpu_sweep_finds_what_encode_and_compare_find(profile, first):
+def test_the_cpu_sweep_finds_what_encode_and_compare_find(profile, first, writes_input):
     # On the CPU the sweep compares run by run with the profile's table (ieee: torch saturates what ieee
     # makes NaN, past 464) or, without a table (a float16 intermediate), encodes and compares; either
     # way its counts and kept mismatches (in pattern order, over several blocks and both workers)
-    # equal encode + compare.
+    # equal encode + compare, also when the kernel scribbles on its input after casting it.
+    import dataclasses
+
     import numpy as np
     import torch
 
@@ -215,9 +218,13 @@ def test_the_cpu_sweep_finds_what_encode_and_compare_find(profile, first):
     from fp8check.casts.adapters import get_kernel
     from fp8check.casts.sweep import sweep
 
+    kernel = get_kernel("torch-cpu")
+    if writes_input:
+        cast = kernel.tensor_fn
+        kernel = dataclasses.replace(kernel, tensor_fn=lambda x, f: (cast(x, f).clone(), x.fill_(1.0))[0])
     p = profiles.Profile(name=profile, intermediate="float16") if profile == "via-float16" else profiles.get(profile)
     fmt, stop = formats.E4M3FN, first + (3 << 18) + 5
-    found = sweep(get_kernel("torch-cpu"), fmt, p, first, stop, device="cpu", chunk=1 << 18)
+    found = sweep(kernel, fmt, p, first, stop, device="cpu", chunk=1 << 18)
     bits = np.arange(first, stop, dtype=np.uint32)
     expected = reference.encode(bits.view(np.float32), fmt, p)
     actual = torch.from_numpy(bits.view(np.float32)).to(torch.float8_e4m3fn).view(torch.uint8).numpy()
