@@ -165,6 +165,35 @@ def test_the_sweeps_run_by_run_comparison_finds_every_mismatch(first):
     assert fast.sweep32_mismatches(first, expected, sticky, exact, where, codes) == 0
 
 
+def test_parallel_spans_cover_every_value_once_and_a_span_error_is_raised():
+    n = fast.BLOCK * 37 + 5
+    seen = np.zeros(n, np.int64)
+    fast.parallel(n, lambda lo, hi: seen[lo:hi].__iadd__(1), workers=3)
+    assert (seen == 1).all()
+
+    def fails_past_the_middle(lo: int, hi: int) -> None:
+        if lo > n // 2:
+            raise ZeroDivisionError(f"span {lo}")
+
+    with pytest.raises(ZeroDivisionError, match="span"):
+        fast.parallel(n, fails_past_the_middle, workers=3)
+
+
+def test_threads_are_the_cores_shared_among_pytest_xdist_workers(monkeypatch):
+    import os
+
+    monkeypatch.delenv("FP8CHECK_THREADS", raising=False)
+    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT", raising=False)
+    cores = fast.threads()
+    assert cores == len(os.sched_getaffinity(0))
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+    assert fast.threads() == max(1, cores // 2)
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "1000")
+    assert fast.threads() == 1
+    monkeypatch.setenv("FP8CHECK_THREADS", "5")
+    assert fast.threads() == 5
+
+
 def test_encode_table_shapes_and_the_sticky_bit():
     t16 = encode_table("float16", "e4m3fn")
     t32 = encode_table("float32", "e4m3fn")

@@ -189,7 +189,7 @@ def _run(args: argparse.Namespace) -> int:
 
     def row(case: str, unit: str, ours: float, ml: float | None, tq: float | None, scale: float = 1.0) -> None:
         def cell(v: float | None) -> str:
-            return "-" if v is None else f"{v * scale:.2f}"
+            return "-" if v is None else f"{v * scale:.3g}"
 
         def ratio(v: float | None) -> str:
             return "-" if v is None else f"{v / ours:.2f}x"

@@ -40,6 +40,7 @@ __all__ = ["threads", "parallel", "serial", "engine", "compiled", "take16", "tak
 BLOCK = 1 << 15
 # Below this, one thread: starting the others costs more than it saves.
 PARALLEL_MIN = 1 << 17
+SPANS_PER_THREAD = 4
 
 # Calls below COMPILED_MIN values run on NumPy; the compiled loops are loaded
 # once the process has looked up COMPILED_AFTER values (loading numba and its
@@ -59,14 +60,17 @@ _pool_lock = threading.Lock()
 
 
 def threads() -> int:
-    """Threads the reference uses: ``FP8CHECK_THREADS``, else the cores this process may run on."""
+    """Threads the reference uses: ``FP8CHECK_THREADS``, else the cores this process may run on,
+    shared among the workers of a pytest-xdist run (each of them is a process of its own)."""
     text = os.environ.get("FP8CHECK_THREADS", "").strip()
     if text.isdigit() and int(text) > 0:
         return int(text)
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cores = max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+        cores = max(1, os.cpu_count() or 1)
+    xdist = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "").strip()
+    return max(1, cores // int(xdist)) if xdist.isdigit() and int(xdist) > 0 else cores
 
 
 def _executor(workers: int) -> ThreadPoolExecutor:
@@ -130,24 +134,36 @@ class serial:
         _local.serial = self._before
 
 
-def _in_serial(fn: Callable[..., Any], *args: Any) -> Any:
-    with serial():
-        return fn(*args)
-
-
 def parallel(n: int, fn: Callable[[int, int], None], *, workers: int | None = None) -> None:
-    """Call ``fn(lo, hi)`` over [0, n) in spans of whole blocks, one span per thread."""
+    """Call ``fn(lo, hi)`` over [0, n) in spans of whole blocks, which the threads take in turn.
+
+    :data:`SPANS_PER_THREAD` spans per thread: a thread that the system
+    preempts (a busy machine) holds up one span, not a whole share.
+    """
     k = workers or threads()
     if k <= 1 or n < PARALLEL_MIN or getattr(_local, "serial", False):
         fn(0, n)
         return
     blocks = -(-n // BLOCK)
-    k = min(k, blocks)
-    edges = [min(n, (blocks * i // k) * BLOCK) for i in range(k + 1)]
+    spans = min(blocks, k * SPANS_PER_THREAD)
+    k = min(k, spans)
+    edges = [min(n, (blocks * i // spans) * BLOCK) for i in range(spans + 1)]
+    turn = iter(range(spans))
+    lock = threading.Lock()
+
+    def take() -> None:
+        with serial():
+            while True:
+                with lock:
+                    i = next(turn, spans)
+                if i >= spans:
+                    return
+                fn(edges[i], edges[i + 1])
+
     pool = _executor(k - 1)
-    futures = [pool.submit(_in_serial, fn, edges[i], edges[i + 1]) for i in range(1, k)]
+    futures = [pool.submit(take) for _ in range(k - 1)]
     try:
-        _in_serial(fn, edges[0], edges[1])
+        take()
     finally:
         for f in futures:
             f.result()  # re-raises a worker's exception
