@@ -202,6 +202,67 @@ def test_sweep_takes_the_numpy_kernel_its_help_lists(tmp_path, capsys):
     capsys.readouterr()
 
 
+@pytest.mark.parametrize("writes_input", [False, True], ids=["", "kernel-writes-its-input"])
+@pytest.mark.parametrize("profile, first", [("ieee", 0x43E00000), ("via-float16", 0x3F7F0000)])
+def test_the_cpu_sweep_finds_what_encode_and_compare_find(profile, first, writes_input):
+    # On the CPU the sweep compares run by run with the profile's table (ieee: torch saturates what ieee
+    # makes NaN, past 464) or, without a table (a float16 intermediate), encodes and compares; either
+    # way its counts and kept mismatches (in pattern order, over several blocks and both workers)
+    # equal encode + compare, also when the kernel scribbles on its input after casting it.
+    import dataclasses
+
+    import numpy as np
+    import torch
+
+    from fp8check import formats, profiles, reference
+    from fp8check.casts.adapters import get_kernel
+    from fp8check.casts.sweep import sweep
+
+    kernel = get_kernel("torch-cpu")
+    if writes_input:
+        cast = kernel.tensor_fn
+        kernel = dataclasses.replace(kernel, tensor_fn=lambda x, f: (cast(x, f).clone(), x.fill_(1.0))[0])
+    p = profiles.Profile(name=profile, intermediate="float16") if profile == "via-float16" else profiles.get(profile)
+    fmt, stop = formats.E4M3FN, first + (3 << 18) + 5
+    found = sweep(kernel, fmt, p, first, stop, device="cpu", chunk=1 << 18)
+    bits = np.arange(first, stop, dtype=np.uint32)
+    expected = reference.encode(bits.view(np.float32), fmt, p)
+    actual = torch.from_numpy(bits.view(np.float32)).to(torch.float8_e4m3fn).view(torch.uint8).numpy()
+    bad = np.flatnonzero(expected != actual)
+    assert found["checked"] == bits.size and found["diverged"] == bad.size > 0
+    assert found["bits"].tolist() == bits[bad].tolist()
+    assert found["expected"].tolist() == expected[bad].tolist() and found["actual"].tolist() == actual[bad].tolist()
+
+
+# -- every float32 input (the slow lane): the reference's float32 fast path (a table on the upper
+# half plus the sticky bit) and the sweep's run-by-run comparison, judged against an independent
+# implementation on all 2^32 inputs, and the issue's sweep of torch's own cast.
+
+@pytest.mark.slow  # about 15 s of ml_dtypes per format on one core
+@pytest.mark.exhaustive
+@pytest.mark.parametrize("fmt", ["e4m3fn", "e4m3fnuz", "e5m2", "e5m2fnuz"])
+def test_every_float32_input_the_reference_equals_ml_dtypes(tmp_path, fmt):
+    from core_oracles import pinned
+
+    pinned("ml_dtypes")
+    out = tmp_path / "sw.json"
+    assert cli.main(["sweep", "ml_dtypes", "--format", fmt, "--json", str(out)]) == 0
+    r = json.loads(out.read_text())
+    assert r["checked"] == 1 << 32 and r["passed"] and r["extra"]["diverged"] == 0
+
+
+@pytest.mark.slow
+@pytest.mark.exhaustive
+@pytest.mark.parametrize("fmt", ["e4m3fn", "e5m2"])
+def test_every_float32_input_torch_cpu_casts_as_it_claims(tmp_path, fmt):
+    from core_oracles import pinned
+
+    pinned("torch")
+    out = tmp_path / "sw.json"
+    assert cli.main(["sweep", "torch-cpu", "--format", fmt, "--device", "cpu", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["checked"] == 1 << 32
+
+
 def test_survey_reports_a_stack_that_raises_for_one_format_and_goes_on():
     # Triton 3.6's interpreter raises for fnuz types; the survey must report
     # that format and still survey the others.

@@ -2,6 +2,9 @@
 NumPy arrays, the table fast paths equal the model, decode equals the spec,
 and bad input is a typed error."""
 
+import contextlib
+import os
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -10,7 +13,7 @@ import fp8check
 from fp8check import formats, profiles
 from fp8check.errors import FP8CheckError, InvalidValueError, UnsupportedDtypeError, UnsupportedFormatError
 from fp8check.profiles import Profile
-from fp8check.reference import decode_table, encode_table, model_encode, spec
+from fp8check.reference import decode_table, encode_table, fast, model_encode, spec
 
 from core_oracles import all_16bit, bits_of, first_differences, random_float32, random_float64, torch_tensor
 
@@ -34,6 +37,25 @@ def inputs(source: str, fmt) -> np.ndarray:
     if source == "float32":
         return random_float32(1 << 16, 5, fmt)
     return random_float64(1 << 14, 6, fmt)
+
+
+# The engines of the fast path (fast.engine): numba's compiled loops when installed, and NumPy.
+ENGINES = ["numpy"] + (["numba"] if fast.compiled() is not None else [])
+
+
+@contextlib.contextmanager
+def engine_of(name: str):
+    """Large lookups on ``name`` within the block (the engine is read on every call)."""
+    before = os.environ.get("FP8CHECK_NUMBA")
+    os.environ["FP8CHECK_NUMBA"] = "0" if name == "numpy" else "1"
+    try:
+        assert fast.engine().split()[0] == name
+        yield
+    finally:
+        if before is None:
+            del os.environ["FP8CHECK_NUMBA"]
+        else:
+            os.environ["FP8CHECK_NUMBA"] = before
 
 
 def assert_codes_equal(x, expected, actual):
@@ -63,20 +85,113 @@ def test_stochastic_model_on_torch_equals_numpy(source, fmt):
     assert_codes_equal(x, on_numpy, fp8check.encode_tensor(torch_tensor(x), fmt, SR, random_bits=r).numpy())
 
 
-@pytest.mark.parametrize("source", ["float16", "bfloat16", "float32"])
+def every_upper_half(source: str, lower_parts: int, seed: int = 0) -> np.ndarray:
+    """float32 (float64) inputs: every upper 16 bits, each with a zero lower part, lower part 1, the
+    lower part's top bit alone, and ``lower_parts - 3`` random non-zero lower parts (the sticky bit
+    the table keeps: every tie of a format is among the upper halves)."""
+    unsigned, shift = {"float32": (np.uint32, 16), "float64": (np.uint64, 48)}[source]
+    upper = np.arange(1 << 16, dtype=unsigned) << unsigned(shift)
+    rng = np.random.default_rng(seed)
+    low = [np.full(upper.size, v, unsigned) for v in (0, 1, 1 << (shift - 1))]
+    low += [rng.integers(1, 1 << shift, upper.size, dtype=np.uint64).astype(unsigned) for _ in range(lower_parts - 3)]
+    return np.concatenate([upper | v for v in low]).view(source)
+
+
+def assert_fast_paths_equal_the_model(x, fmt, profile):
+    direct = model_encode(x, fmt, profile)
+    engines = ENGINES if fp8check.reference._uses_table(fp8check.reference.source_name(x), fmt, profile) \
+        else ENGINES[:1]  # the model itself, whatever the engine
+    for engine in engines:
+        with engine_of(engine):
+            assert_codes_equal(x, direct, fp8check.encode(x, fmt, profile))
+            assert_codes_equal(x, direct, fp8check.encode(torch_tensor(x), fmt, profile))
+    assert_codes_equal(x, direct, fp8check.encode_tensor(torch_tensor(x), fmt, profile).numpy())
+
+
+@pytest.mark.parametrize("source", ["float16", "bfloat16", "float32", "float64"])
 @pytest.mark.parametrize("fmt, profile", PAIRS)
 def test_table_fast_paths_equal_the_direct_model(source, fmt, profile):
     x = inputs(source, fmt)
-    if source == "float32":
-        # Every float32 whose upper half is a tie of the format, with a zero
-        # and a non-zero lower half: the sticky bit the table keeps.
-        upper = np.arange(1 << 16, dtype=np.uint32) << 16
-        x = np.concatenate([x, upper.view(np.float32), (upper | 1).view(np.float32),
-                            (upper | 0x8000).view(np.float32)])
-    direct = model_encode(x, fmt, profile)
-    assert_codes_equal(x, direct, fp8check.encode(x, fmt, profile))
-    assert_codes_equal(x, direct, fp8check.encode_tensor(torch_tensor(x), fmt, profile).numpy())
-    assert_codes_equal(x, direct, fp8check.encode(torch_tensor(x), fmt, profile))
+    if source in ("float32", "float64"):
+        x = np.concatenate([x, every_upper_half(source, 3)])
+    assert_fast_paths_equal_the_model(x, fmt, profile)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("source", ["float32", "float64"])
+@pytest.mark.parametrize("fmt, profile", PAIRS)
+def test_table_fast_paths_equal_the_model_on_every_upper_half_with_many_lower_parts(source, fmt, profile):
+    assert_fast_paths_equal_the_model(every_upper_half(source, 16, seed=len(PAIRS)), fmt, profile)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_large_decodes_equal_the_table_on_every_engine(engine):
+    # Large enough for the compiled loops and for two threads; uint8 and the other index types.
+    codes = np.random.default_rng(5).integers(0, 256, 1 << 18, dtype=np.uint8)
+    codes[:256] = np.arange(256)
+    for fmt in (formats.E4M3FN, formats.E5M2FNUZ, formats.E2M1FN):
+        c = (codes.astype(np.int64) % fmt.code_count).astype(np.uint8)
+        expected = decode_table(fmt)[c.astype(np.intp)]
+        with engine_of(engine):
+            for given in (c, c.astype(np.uint16), c.astype(np.int64)):
+                got = fp8check.decode(given, fmt)
+                assert got.view(np.uint64).tobytes() == expected.view(np.uint64).tobytes()
+
+
+# Starts: 0, unaligned, a tie of e4m3fn (1.0625, 0x3F88xxxx: the exact lower half rounds down, the rest
+# up), +Inf then NaN (0x7F800000, 0x7F80xxxx), the sign bit, and a run ending at the last pattern.
+@pytest.mark.parametrize("first", [0, 5, 0xFFFF, 0x3F87FFF0, 0x7F7FFFF0, 0x7FFF8001, 0xFFFF0000 - 0x30000])
+def test_the_sweeps_run_by_run_comparison_finds_every_mismatch(first):
+    # fast.sweep32_mismatches compares a run of consecutive patterns with one
+    # code per upper half: against encode + compare, with mismatches planted
+    # at every kind of position (a zero lower half, run ends, the block's
+    # ends), unaligned starts, the sign bit and the last pattern, 2**32 - 1.
+    m = min(0x30000 + 77, (1 << 32) - first)
+    bits = (np.arange(m, dtype=np.uint64) + first).astype(np.uint32)
+    fmt, profile = formats.E4M3FN, profiles.get("torch-2.12")
+    expected = fp8check.encode(bits.view(np.float32), fmt, profile)
+    actual = expected.copy()
+    zero_lower = np.flatnonzero((bits & 0xFFFF) == 0)
+    plant = np.unique(np.concatenate([[0, 1, m - 1], zero_lower, zero_lower - 1, zero_lower + 1,
+                                      np.arange(3, m, 997)]).clip(0, m - 1))
+    actual[plant] ^= 0x01
+    sticky, exact = fp8check.reference._split_tables("float32", fmt, profile)
+    for cap in (m, 5):
+        where, codes = np.zeros(cap, np.int64), np.zeros(cap, np.uint8)
+        n = fast.sweep32_mismatches(first, actual, sticky, exact, where, codes)
+        assert n == plant.size
+        k = min(cap, n)
+        assert where[:k].tolist() == plant[:k].tolist() and codes[:k].tolist() == expected[plant[:k]].tolist()
+    assert fast.sweep32_mismatches(first, expected, sticky, exact, where, codes) == 0
+
+
+def test_parallel_spans_cover_every_value_once_and_a_span_error_is_raised():
+    n = fast.BLOCK * 37 + 5
+    seen = np.zeros(n, np.int64)
+    fast.parallel(n, lambda lo, hi: seen[lo:hi].__iadd__(1), workers=3)
+    assert (seen == 1).all()
+
+    def fails_past_the_middle(lo: int, hi: int) -> None:
+        if lo > n // 2:
+            raise ZeroDivisionError(f"span {lo}")
+
+    with pytest.raises(ZeroDivisionError, match="span"):
+        fast.parallel(n, fails_past_the_middle, workers=3)
+
+
+def test_threads_are_the_cores_shared_among_pytest_xdist_workers(monkeypatch):
+    import os
+
+    monkeypatch.delenv("FP8CHECK_THREADS", raising=False)
+    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT", raising=False)
+    cores = fast.threads()
+    assert cores == len(os.sched_getaffinity(0))
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+    assert fast.threads() == max(1, cores // 2)
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "1000")
+    assert fast.threads() == 1
+    monkeypatch.setenv("FP8CHECK_THREADS", "5")
+    assert fast.threads() == 5
 
 
 def test_encode_table_shapes_and_the_sticky_bit():

@@ -28,6 +28,8 @@ def sweep(kernel: Any, fmt: Any, profile: Any, start: int, stop: int, *, device:
 
     from fp8check import reference
 
+    if device == "cpu":
+        return _sweep_cpu(kernel, fmt, profile, start, stop, chunk=chunk, progress=progress)
     total = 0
     kept_bits, kept_exp, kept_act = [], [], []
     kept = 0
@@ -42,26 +44,25 @@ def sweep(kernel: Any, fmt: Any, profile: Any, start: int, stop: int, *, device:
         a, b = (lo, hi) if lo < 1 << 31 else (lo - (1 << 32), hi - (1 << 32))
         bits = torch.arange(a, b, dtype=torch.int32, device=device)
         x = bits.view(torch.float32)
+        # The reference first, and kept inputs from their offsets: a kernel that writes its input
+        # changes no verdict.
         sync()
         t0 = time.perf_counter()
-        actual = kernel.cast_tensor(x, fmt)
+        expected = reference.encode_tensor(x, fmt, profile)
         sync()
         t1 = time.perf_counter()
-        if device == "cpu":  # the NumPy tables are faster than torch ops on a CPU
-            expected = torch.from_numpy(reference.encode(x.numpy(), fmt, profile))
-        else:
-            expected = reference.encode_tensor(x, fmt, profile)
+        actual = kernel.cast_tensor(x, fmt)
         sync()
         t2 = time.perf_counter()
-        t_kernel += t1 - t0
-        t_ref += t2 - t1
+        t_ref += t1 - t0
+        t_kernel += t2 - t1
         diff = actual != expected
         n = int(diff.sum())
         if n:
             total += n
             if kept < _KEEP:
                 idx = torch.nonzero(diff).reshape(-1)[: _KEEP - kept]
-                kept_bits.append(bits[idx].cpu().numpy().view(np.uint32))
+                kept_bits.append((idx + a).to(torch.int32).cpu().numpy().view(np.uint32))
                 kept_exp.append(expected[idx].cpu().numpy())
                 kept_act.append(actual[idx].cpu().numpy())
                 kept += int(idx.numel())
@@ -79,6 +80,143 @@ def sweep(kernel: Any, fmt: Any, profile: Any, start: int, stop: int, *, device:
         "seconds": elapsed,
         "kernel_seconds": t_kernel,
         "reference_seconds": t_ref,
+    }
+
+
+_CPU_BLOCK = 1 << 20  # patterns per CPU block: its buffers stay allocated and warm
+
+
+def _sweep_cpu(kernel: Any, fmt: Any, profile: Any, start: int, stop: int, *, chunk: int,
+               progress: Any = None) -> dict[str, Any]:
+    """:func:`sweep` on the CPU: one worker per core, each with its own buffers, over blocks in turn.
+
+    While one worker is in the kernel another computes the reference, so the
+    two overlap; each block's bits and comparison use buffers allocated once
+    per worker (no page faults per block). Where the profile has a table the
+    kernel's codes are compared run by run with one code per upper half
+    (:func:`fast.sweep32_mismatches`), else the reference is encoded into a
+    buffer and compared. torch runs one intra-op thread per worker meanwhile
+    (the workers are the parallelism). The kept mismatches are those of the
+    first blocks, in pattern order.
+    """
+    import threading
+
+    import numpy as np
+    import torch
+
+    from fp8check import reference
+    from fp8check.reference import fast
+
+    block = max(1, min(chunk, _CPU_BLOCK))
+    lock = threading.Lock()
+    state = {"next": start, "total": 0, "done": 0, "kernel": 0.0, "ref": 0.0}
+    kept: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    workers = max(1, min(fast.threads(), -(-(stop - start) // block)))
+    tables = reference._split_tables("float32", fmt, profile) if reference._uses_table("float32", fmt, profile) \
+        else None
+
+    def kept_before(lo: int) -> int:
+        return sum(v[0].size for k, v in kept.items() if k < lo)
+
+    def work() -> None:
+        bits = np.empty(block, dtype=np.uint32)
+        where = np.empty(min(block, _KEEP), dtype=np.int64)
+        expected = np.empty(block, dtype=np.uint8)
+        diff = np.empty(block, dtype=np.bool_)
+        t_kernel = t_ref = 0.0
+        with fast.serial():
+            while True:
+                with lock:
+                    lo = state["next"]
+                    if lo >= stop:
+                        break
+                    hi = min(stop, lo + block)
+                    state["next"] = hi
+                m = hi - lo
+                b = bits[:m]
+                np.add(fast._steps(m), np.uint32(lo), out=b)  # lo + m <= 2**32: no wrap
+                # Nothing after the kernel's call reads b: a kernel that writes its input changes no verdict.
+                t0 = time.perf_counter()
+                if tables is None:
+                    e = expected[:m]
+                    reference._encode_numpy(b.view(np.float32), "float32", fmt, profile, None, out=e)
+                t1 = time.perf_counter()
+                actual = kernel.cast_tensor(torch.from_numpy(b.view(np.float32)), fmt).numpy()
+                t2 = time.perf_counter()
+                if tables is not None:
+                    n = fast.sweep32_mismatches(lo, actual, tables[0], tables[1], where, expected)
+                    k = min(n, where.size)
+                    idx, exp = where[:k], expected[:k]
+                else:
+                    d = diff[:m]
+                    np.not_equal(actual, e, out=d)
+                    n = int(np.count_nonzero(d))
+                    idx = np.flatnonzero(d)[:_KEEP] if n else where[:0]
+                    exp = e[idx]
+                t3 = time.perf_counter()
+                t_kernel += t2 - t1
+                t_ref += (t1 - t0) + (t3 - t2)
+                with lock:
+                    state["total"] += n
+                    state["done"] += m
+                    if n and kept_before(lo) < _KEEP:
+                        kept[lo] = ((idx + lo).astype(np.uint32), exp.copy(), actual[idx].copy())
+                        for k in sorted(kept, reverse=True):  # drop blocks the first _KEEP no longer need
+                            if k > lo and kept_before(k) >= _KEEP:
+                                del kept[k]
+                    if progress is not None:
+                        progress(state["done"], stop - start, state["total"])
+        with lock:
+            state["kernel"] += t_kernel
+            state["ref"] += t_ref
+
+    began = time.perf_counter()
+    errors: list[BaseException] = []
+
+    def guarded() -> None:
+        try:
+            work()
+        except BaseException as exc:  # re-raised on the calling thread
+            errors.append(exc)
+            with lock:
+                state["next"] = stop
+
+    torch_threads = torch.get_num_threads()
+    if workers > 1:
+        torch.set_num_threads(1)  # two OpenMP teams on the same cores spin against each other
+    pool = [threading.Thread(target=guarded, name=f"fp8check-sweep-{i}") for i in range(workers - 1)]
+    try:
+        for t in pool:
+            t.start()
+        try:
+            work()
+        except BaseException:
+            with lock:
+                state["next"] = stop
+            raise
+        finally:
+            for t in pool:
+                t.join()
+    finally:
+        torch.set_num_threads(torch_threads)
+    if errors:
+        raise errors[0]
+    elapsed = time.perf_counter() - began
+    order = sorted(kept)
+
+    def cat(i: int, dt: Any) -> np.ndarray:
+        return np.concatenate([kept[k][i] for k in order])[:_KEEP] if order else np.zeros(0, dtype=dt)
+
+    return {
+        "checked": stop - start,
+        "diverged": state["total"],
+        "bits": cat(0, np.uint32),
+        "expected": cat(1, np.uint8),
+        "actual": cat(2, np.uint8),
+        "seconds": elapsed,
+        # thread-seconds: the workers' kernel and reference run at the same time
+        "kernel_seconds": state["kernel"],
+        "reference_seconds": state["ref"],
     }
 
 

@@ -9,9 +9,10 @@ Speed: a 16-bit input selects its code from a 65,536-entry table per format
 and profile, built once by the model. A float32 input's code depends only on
 its upper 16 bits and on whether any of the lower 16 is set (the rounding
 point of every format here lies within the upper 16 bits: mantissa <= 6
-bits), so a 131,072-entry table serves float32 too. float64 inputs,
-stochastic rounding and profiles that round through a 16-bit intermediate
-use the model directly.
+bits), so a 131,072-entry table serves float32 too; likewise float64 with
+its upper 16 bits (mantissa <= 3 bits). Stochastic rounding and profiles
+that round through an intermediate type use the model directly. The lookups
+run in cache-sized blocks on every core (:mod:`.fast`).
 """
 
 from __future__ import annotations
@@ -25,15 +26,12 @@ import numpy as np
 from fp8check.errors import InvalidValueError, UnsupportedDtypeError
 from fp8check.formats import SOURCE_FORMATS, Format, get as get_format
 from fp8check.profiles import Profile, get as get_profile
-from fp8check.reference import model, spec
+from fp8check.reference import fast, model, spec
 
 __all__ = ["encode", "decode", "encode_tensor", "model_encode", "decode_table", "encode_table", "conversion_table",
            "source_name", "spec", "model"]
 
 _CHUNK = 1 << 18  # model chunk: bounds the int64 temporaries
-# Table lookups run in chunks whose index array stays in the L2 cache: a
-# whole-array np.take first materialises an 8-byte index per value.
-_TAKE_CHUNK = 1 << 16
 SOURCE_DTYPES = ("float16", "bfloat16", "float32", "float64")
 
 
@@ -95,49 +93,59 @@ def _table16(source: str, fmt: Format, profile: Profile) -> np.ndarray:
 
 
 @lru_cache(maxsize=None)
-def _table32(fmt: Format, profile: Profile) -> np.ndarray:
-    # Entry i stands for every float32 with upper half i >> 1 and a lower
-    # half that is zero (i even) or not (i odd).
-    i = np.arange(1 << 17, dtype=np.int64)
-    bits = ((i >> 1) << 16) | (i & 1)
-    return model.encode_bits(np, bits, "float32", fmt, profile).astype(np.uint8)
+def _table_wide(source: str, fmt: Format, profile: Profile) -> np.ndarray:
+    # Entry i stands for every float32 (float64) with upper 16 bits i >> 1
+    # and lower bits that are all zero (i even) or not (i odd).
+    width = SOURCE_FORMATS[source].bits
+    i = np.arange(1 << 17, dtype=np.uint64)
+    bits = (((i >> np.uint64(1)) << np.uint64(width - 16)) | (i & np.uint64(1))).astype(np.int64)
+    table = model.encode_bits(np, bits, source, fmt, profile).astype(np.uint8)
+    table.setflags(write=False)
+    return table
 
 
+@lru_cache(maxsize=None)
+def _split_tables(source: str, fmt: Format, profile: Profile) -> tuple[np.ndarray, np.ndarray]:
+    """(sticky, exact): 65,536 codes each, by upper 16 bits, lower bits non-zero or zero."""
+    table = _table_wide(source, fmt, profile)
+    return np.ascontiguousarray(table[1::2]), np.ascontiguousarray(table[0::2])
+
+
+# Mantissa bits a table on the upper 16 bits can round to: the round bit must lie there too.
+_TABLE_MANTISSA = {"float16": 10, "bfloat16": 7, "float32": 6, "float64": 3}
+
+
+@lru_cache(maxsize=None)
 def _uses_table(source: str, fmt: Format, profile: Profile) -> bool:
     p = profile.resolve(fmt)
-    if p.rounding == "stochastic" or fmt.mantissa_bits > 6:
+    if p.rounding == "stochastic" or fmt.mantissa_bits > _TABLE_MANTISSA[source]:
         return False
     if source in ("float16", "bfloat16"):
         return True
-    return source == "float32" and p.intermediate in (None, "float32")
+    return p.intermediate in (None, source)
 
 
 def encode_table(source: str, fmt: object, profile: object = "ieee") -> np.ndarray:
     """The table the fast path uses: 65,536 codes for a 16-bit source, or
-    131,072 for float32 (index ``(bits >> 16) * 2 + (bits & 0xFFFF != 0)``)."""
+    131,072 for float32 (index ``(bits >> 16) * 2 + (bits & 0xFFFF != 0)``)
+    and float64 (``(bits >> 48) * 2 + (bits & (2**48 - 1) != 0)``)."""
     f, p = get_format(fmt), get_profile(profile)
     p.resolve(f)
-    if source == "float32":
-        return _table32(f, p)
+    if source in ("float32", "float64"):
+        return _table_wide(source, f, p)
     return _table16(source, f, p)
 
 
 def _encode_numpy(x: np.ndarray, source: str, fmt: Format, profile: Profile,
-                  random_bits: np.ndarray | None) -> np.ndarray:
+                  random_bits: np.ndarray | None, out: np.ndarray | None = None) -> np.ndarray:
     bits = _bits_numpy(x, source).reshape(-1)
-    out = np.empty(bits.shape, dtype=np.uint8)
+    out = np.empty(bits.shape, dtype=np.uint8) if out is None else out.reshape(-1)
     if random_bits is None and _uses_table(source, fmt, profile):
-        if source == "float32":
-            table = _table32(fmt, profile)
-            for start in range(0, bits.size, _TAKE_CHUNK):
-                b = bits[start:start + _TAKE_CHUNK]
-                idx = (b >> np.uint32(15)) & np.uint32(0x1FFFE)
-                idx |= (b & np.uint32(0xFFFF)) != 0
-                np.take(table, idx, out=out[start:start + _TAKE_CHUNK])
+        if source in ("float32", "float64"):
+            sticky, exact = _split_tables(source, fmt, profile)
+            fast.take_split(bits, sticky, exact, out)
         else:
-            table = _table16(source, fmt, profile)
-            for start in range(0, bits.size, _TAKE_CHUNK):
-                np.take(table, bits[start:start + _TAKE_CHUNK], out=out[start:start + _TAKE_CHUNK])
+            fast.take16(_table16(source, fmt, profile), bits, out)
         return out.reshape(x.shape)
     rnd = None if random_bits is None else random_bits.reshape(-1)
     for start in range(0, bits.size, _CHUNK):
@@ -210,15 +218,16 @@ def encode_tensor(x: Any, fmt: object, profile: object = "ieee", *, random_bits:
     flat = x.reshape(-1)
     out = torch.empty(flat.shape, dtype=torch.uint8, device=x.device)
     use_table = rnd is None and _uses_table(source, f, p)
+    width = SOURCE_FORMATS[source].bits
     if use_table:
-        table = torch.from_numpy(encode_table(source, f, p)).to(x.device)
+        table = torch.tensor(encode_table(source, f, p), device=x.device)  # a copy: the table is read-only
     chunk = _CHUNK if x.device.type == "cpu" else 1 << 26
     xp = None
     for start in range(0, flat.numel(), chunk):
         bits = _bits_torch(flat[start:start + chunk], source)
         if use_table:
-            if source == "float32":
-                bits = ((bits >> 15) & 0x1FFFE) | ((bits & 0xFFFF) != 0).to(torch.int64)
+            if width > 16:  # index (upper 16 bits) * 2 + (any lower bit set), as encode_table says
+                bits = ((bits >> (width - 17)) & 0x1FFFE) | ((bits & ((1 << (width - 16)) - 1)) != 0).to(torch.int64)
             out[start:start + chunk] = table[bits]
         else:
             xp = xp or _xp(bits)
@@ -306,6 +315,5 @@ def decode(codes: Any, fmt: object) -> np.ndarray:
         arr = arr.astype(np.uint8)
     flat = np.ascontiguousarray(arr).reshape(-1)
     out = np.empty(flat.shape, dtype=np.float64)
-    for start in range(0, flat.size, _TAKE_CHUNK):
-        np.take(table, flat[start:start + _TAKE_CHUNK], out=out[start:start + _TAKE_CHUNK])
+    fast.decode_into(table, flat, out)
     return out.reshape(arr.shape)
