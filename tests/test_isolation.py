@@ -16,6 +16,7 @@ torch = pytest.importorskip("torch")
 pytest_plugins = ["pytester"]
 
 import fp8check.suite  # noqa: E402,F401  (pytester's in-process runs share the outer session's modules)
+import jinja2  # noqa: E402,F401  (imported here: pytester unloads what its in-process run imports, and the report needs it)
 from fp8check.cli import main  # noqa: E402
 from fp8check.declarations import cast_kernel, quantizer_kernel, run_declaration  # noqa: E402
 
