@@ -41,6 +41,7 @@ import numpy as np
 from fp8check import reference
 from fp8check.errors import FP8CheckError
 from fp8check.formats import get as get_format
+from fp8check.triton import ops as _ops
 from fp8check.triton import targets as _targets
 from fp8check.triton.targets import TL_NAMES, Target
 
@@ -268,15 +269,17 @@ def _convert(active: _Active, src: Any, dst_type: Any, rounding_mode: Any) -> An
     return interp.TensorHandle(out.reshape(np.shape(src.data)), dst_ty)
 
 
-def _f32_to_bf16(x: np.ndarray, target: str) -> np.ndarray:
-    """float32 -> bfloat16 bits (uint16), round to nearest even; NaN as the target writes it."""
-    b = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
-    rounded = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)  # RNE; overflow carries into Inf
-    nan = np.isnan(x)
-    if nan.any():
-        quiet = ((b >> 16) | 0x0040).astype(np.uint16)  # sign and top payload kept, made quiet
-        rounded = np.where(nan, np.uint16(0x7FFF) if target.startswith("sm") else quiet, rounded)
-    return rounded.astype(np.uint16)
+def _active_now() -> _Active | None:
+    with _LOCK:
+        return _STACK[-1] if _STACK else None
+
+
+def _note_division(target: Target) -> None:
+    """A float32 ``/`` the target compiles to an approximate division ran (for :class:`Watch`)."""
+    with _LOCK:
+        for w in _WATCHES:
+            w.approximate_divisions += 1
+            w.division_target = target
 
 
 def _involves_fp8(*dtypes: Any) -> bool:
@@ -326,46 +329,9 @@ def _install() -> None:
             a, b = _operand(active, a), _operand(active, b)
         return orig_dot(self, a, b, d, *args, **kwargs)
 
-    orig_cast = builder.__dict__["cast_impl"]
-
-    def cast_impl(self: Any, src: Any, dst_type: Any) -> Any:
-        # bfloat16 <-> float32 go through the same _convert_float as the fp8
-        # casts: bfloat16 subnormals widen wrong (0x0001 = 9.18e-41 -> 0) and
-        # float32 -> bfloat16 truncates. Every target widens exactly (a 16-bit
-        # shift) and narrows with round-to-nearest-even (cvt.rn.bf16.f32 on
-        # NVIDIA, whose NaN is the canonical 0x7FFF; AMD: a software RNE, or
-        # v_cvt_pk_bf16_f32 on gfx950, whose NaN pattern is not tabulated:
-        # a quiet NaN with the sign kept is written, NaN by class).
-        import triton.language as tl
-
-        with _LOCK:
-            active = _STACK[-1] if _STACK else None
-        s, d = src.dtype.scalar, dst_type.scalar
-        if active is not None and s == tl.bfloat16 and d == tl.float32:
-            bits = np.ascontiguousarray(src.data).view(np.uint16).astype(np.uint32) << 16
-            return interp.TensorHandle(bits.view(np.float32), d)
-        if active is not None and s == tl.float32 and d == tl.bfloat16:
-            return interp.TensorHandle(_f32_to_bf16(np.asarray(src.data, dtype=np.float32), active.target.name), d)
-        return orig_cast(self, src, dst_type)
-
-    orig_fdiv = builder.__dict__["create_fdiv"]
-
-    def create_fdiv(self: Any, lhs: Any, rhs: Any) -> Any:
-        with _LOCK:
-            active = _STACK[-1] if _STACK else None
-            if active is not None and active.target.approximate_fp32_division and _WATCHES:
-                import triton.language as tl
-
-                if lhs.dtype.scalar == tl.float32:
-                    for w in _WATCHES:
-                        w.approximate_divisions += 1
-                        w.division_target = active.target
-        return orig_fdiv(self, lhs, rhs)
-
     _set(_SAVED, builder, "create_fp_to_fp", create_fp_to_fp)
-    _set(_SAVED, builder, "create_fdiv", create_fdiv)
     _set(_SAVED, builder, "create_dot", create_dot)
-    _set(_SAVED, builder, "cast_impl", cast_impl)
+    _ops.install(_SAVED, _set, builder, interp, _active_now, _note_division)  # every other float op
     orig_core = getattr(interp, "_patch_lang_core", None)
     if orig_core is not None:
         # Triton 3.6's interpreter cannot build the fnuz types ("fail to

@@ -36,7 +36,7 @@ from fp8check.errors import FP8CheckError, UnknownProfileError
 from fp8check.profiles import Profile
 
 __all__ = [
-    "Downcast", "Upcast", "Target", "TARGETS", "get", "names",
+    "Downcast", "Upcast", "Target", "OpRules", "ErrorBound", "Approx", "OP_SOURCES", "TARGETS", "get", "names",
     "TRITON_SM90", "TRITON_SM90_RTZ", "TRITON_GFX942", "TRITON_GFX950", "RTZ_TRUNCATE",
     "SOURCES", "DESTINATIONS", "FP8", "TL_NAMES", "UnknownTargetError",
 ]
@@ -111,6 +111,52 @@ class Upcast:
         return not self.unsupported
 
 
+@dataclass(frozen=True)
+class ErrorBound:
+    """How far from the exact result an unspecified instruction may land:
+    ``ulps`` ulp of the correctly rounded result, ``rel`` relative or ``abs``
+    absolute error (the widest applies). ``source``: where the bound is stated."""
+
+    ulps: int = 0
+    rel: float = 0.0
+    abs: float = 0.0
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Approx:
+    """One float32 function as a target compiles it: ``lowering`` (the
+    instructions), ``bound`` (None: correctly rounded, bit-exact), ``ftz``
+    (subnormal inputs read as zero of their sign), ``status``: ``pinned`` (on
+    hardware), ``derived`` (from source) or ``bracketed`` (its results lie in
+    the bound; codes that depend on where are target-dependent)."""
+
+    lowering: str
+    bound: ErrorBound | None = None
+    ftz: bool = False
+    status: str = "derived"
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpRules:
+    """The float semantics of compiled Triton on a target, beyond FP8 conversions (fp8check.triton.ops)."""
+
+    minmax_zeros: Literal["ordered", "either"]  # ordered: -0 < +0; either: unspecified (bracketed)
+    nan_pattern: Literal["canonical_nvidia", "quiet"]  # the NaN an op creates: 0x7FFFFFFF or 0x7FC00000
+    clamp: Literal["xorsign_abs", "med3", "minmax"]  # symmetric tl.clamp; the others are always min(max())
+    fma_contraction: bool  # a * b + c compiled to one fma (enable_fp_fusion, on by default)
+    fdiv: ErrorBound | None  # float32 `/` (None: correctly rounded)
+    sqrt: Approx
+    rsqrt: Approx
+    exp2: Approx
+    log2: Approx
+    log: Approx
+    bf16_nan: int | None  # the NaN float32 -> bfloat16 writes (None: quiet, sign and top payload kept)
+    int_to_bf16: Literal["direct", "via_f32"]  # one rounding, or int -> float32 -> bfloat16
+    lowerings: Mapping[str, str] = field(default_factory=dict)  # op -> instructions and status, for docs
+    sources: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True, kw_only=True)
 class Target:
     """A GPU target's FP8 semantics under compiled Triton."""
@@ -127,6 +173,7 @@ class Target:
     # What float32 ``/`` compiles to when it is not correctly rounded ("" when it is): the interpreter
     # divides exactly, so quotients can differ in the last bit from the compiled kernel's.
     approximate_fp32_division: str = ""
+    ops: OpRules | None = None  # the float semantics of everything else (None: the interpreter's NumPy)
 
     def downcast(self, source: str, fmt: str, rounding: str) -> Downcast:
         """The entry for ``source`` -> ``fmt`` with ``rounding`` (``rtne``/``rtz``)."""
@@ -167,6 +214,87 @@ def _freeze(d: dict) -> Mapping:
 _VERSIONS = ("3.6.0", "3.8.0", "3.9.0")
 
 
+# -- float ops beyond FP8 conversions ----------------------------------------------
+
+#: Where the op rules come from (file and commit of each source read).
+OP_SOURCES = MappingProxyType({
+    "triton-nvidia": "triton-lang/triton third_party/nvidia/lib/TritonNVIDIAGPUToLLVM/ElementwiseOpToLLVM.cpp "
+                     "@ d9fd6ed18eece1ecdf839e91c9329858a782f252 (ClampFOpConversion.isClipPattern: "
+                     "min.xorsign.abs for computeCapability >= 90; ExpOpConversionApprox: x * log2e then "
+                     "ex2.approx.f; math::SqrtOp -> llvm.sqrt afn; math::RsqrtOp -> NVVM rsqrt)",
+    "triton-common": "triton-lang/triton lib/Conversion/TritonGPUToLLVM/ElementwiseOpToLLVM.cpp "
+                     "(ClampFOpConversion: maxnum/minnum, maximum/minimum with propagate_nan ALL; "
+                     "MinNumF/MaxNumF -> llvm.minnum/maxnum)",
+    "triton-amd": "triton-lang/triton third_party/amd/lib/TritonAMDGPUToLLVM/ElementwiseOpToLLVM.cpp "
+                  "@ 00a287a7530fdc5fe89a2a01ac1de19f66aca85a (FDivOpConversion: plain llvm fdiv; "
+                  "bf16 add/sub/mul via float32 and RTNE; SIToFP -> float32 -> bfloat16 RTNE; "
+                  "ExpOpConversionApprox: x * log2e then llvm.exp2.f32; SqrtOpConversion: v_sqrt_f32, "
+                  "1 ulp, denormals scaled; ClampFOpConversion: v_med3_f32, NaN -> the minimum)",
+    "ptx-isa": "NVIDIA PTX ISA, floating-point instructions: div.full.f32 (max 2 ulp), sqrt.approx.f32 "
+               "(max relative error 2^-23), rsqrt.approx.f32 (2^-22.9), ex2.approx.f32 (2^-22.5), "
+               "lg2.approx.f32 (absolute error 2^-22.6); min/max: +0.0 > -0.0, a NaN operand loses, "
+               "min.NaN/max.NaN return the canonical NaN",
+    "llvm-langref": "LLVM LangRef llvm.maxnum/minnum: operands comparing equal (+0, -0) return either",
+    "h200": "gpu/results/ops-table.json: every op x special values, compiled Triton 3.6 for sm90 on an H200",
+})
+
+_PTX = OP_SOURCES["ptx-isa"]
+
+
+def _nvidia_ops(arch: str) -> OpRules:
+    return OpRules(
+        minmax_zeros="ordered", nan_pattern="canonical_nvidia",
+        clamp="xorsign_abs" if arch == "sm90" else "minmax",
+        fma_contraction=True,
+        fdiv=ErrorBound(ulps=2, source=_PTX),
+        sqrt=Approx("sqrt.approx.ftz.f32", ErrorBound(rel=2.0 ** -23, source=_PTX), ftz=True, status="bracketed"),
+        rsqrt=Approx("rsqrt.approx.ftz.f32", ErrorBound(rel=2.0 ** -22.9, source=_PTX), ftz=True,
+                     status="bracketed"),
+        exp2=Approx("ex2.approx.f32", ErrorBound(rel=2.0 ** -22.5, source=_PTX), status="bracketed"),
+        log2=Approx("lg2.approx.f32", ErrorBound(ulps=1, abs=2.0 ** -22.6, source=_PTX), status="bracketed"),
+        log=Approx("lg2.approx.f32 * ln 2", ErrorBound(ulps=2, abs=2.0 ** -22.0, source=_PTX), status="bracketed"),
+        bf16_nan=0x7FFF, int_to_bf16="direct",
+        lowerings=MappingProxyType({
+            "tl.maximum / tl.minimum": "max.f32 / min.f32 (NaN loses, +0 > -0); propagate_nan=ALL: max.NaN.f32",
+            "tl.clamp": ("min.xorsign.abs.f32 x, hi when lo is -hi (sm90: NaN -> +hi); else max.f32 then min.f32"
+                         if arch == "sm90" else "max.f32 then min.f32 (no xorsign before sm90 in Triton)"),
+            "tl.max / tl.min": "max.f32 / min.f32 combine (NaN ignored, +0 > -0)",
+            "tl.argmax / tl.argmin": "compare-and-select combine (a NaN row's index follows the reduction order)",
+            "a * b + c": "fma.rn.f32 (LLVM fp-contract=fast, Triton's enable_fp_fusion default)",
+            "/ (float32)": "div.full.f32 (bracketed, 2 ulp)", "tl.div_rn": "div.rn.f32 (exact)",
+            "tl.sqrt": "sqrt.approx.ftz.f32 (bracketed)", "tl.sqrt_rn": "sqrt.rn.f32 (exact)",
+            "tl.rsqrt": "rsqrt.approx.ftz.f32 (bracketed)", "tl.exp": "mul.f32 by log2(e), ex2.approx.f32",
+            "tl.exp2": "ex2.approx.f32 (bracketed)", "tl.log2": "lg2.approx.f32 (bracketed)",
+            "bfloat16 + - * /": "one rounding to nearest even (float32 then cvt.rn.bf16.f32)",
+            "int -> bfloat16": "cvt.rn.bf16.s32: one rounding",
+        }),
+        sources=("triton-nvidia", "triton-common", "ptx-isa", "h200"),
+    )
+
+
+_AMD_1ULP = ErrorBound(ulps=1, source="v_sqrt_f32: 1 ulp (Triton AMD SqrtOpConversion)")
+_AMD_2ULP = ErrorBound(ulps=2, source="AMD does not state a per-instruction bound; 2 ulp assumed (derived, not pinned)")
+AMD_OPS = OpRules(
+    minmax_zeros="either", nan_pattern="quiet", clamp="med3", fma_contraction=True,
+    fdiv=None,
+    sqrt=Approx("v_sqrt_f32, inputs below 2^-96 scaled", _AMD_1ULP, status="bracketed"),
+    rsqrt=Approx("__ocml_rsqrt_f32", _AMD_2ULP, status="bracketed"),
+    exp2=Approx("llvm.exp2.f32 (v_exp_f32, denormals handled)", _AMD_2ULP, status="bracketed"),
+    log2=Approx("llvm.log2.f32 (v_log_f32)", _AMD_2ULP, status="bracketed"),
+    log=Approx("llvm.log.f32", _AMD_2ULP, status="bracketed"),
+    bf16_nan=None, int_to_bf16="via_f32",
+    lowerings=MappingProxyType({
+        "tl.maximum / tl.minimum": "llvm.maxnum/minnum (v_max_f32: NaN loses, +0/-0 either); ALL: llvm.maximum",
+        "tl.clamp": "v_med3_f32 (NaN -> lo); propagate_nan=ALL: select on x != x",
+        "tl.max / tl.min": "maxnum combine (NaN ignored; +0/-0 either)",
+        "a * b + c": "fma (fp-contract=fast; AMDGPU prefers v_fma_f32 for float32) -- derived, not pinned",
+        "/ (float32)": "llvm fdiv without fast-math flags: correctly rounded",
+        "bfloat16 + - * /": "float32 op, RTNE to bfloat16", "int -> bfloat16": "sitofp to float32, RTNE (two roundings)",
+    }),
+    sources=("triton-amd", "triton-common", "llvm-langref"),
+)
+
+
 def _sm(arch: str) -> Target:
     down: dict[tuple[str, str, str], Downcast] = {}
     for src in SOURCES:
@@ -198,6 +326,7 @@ def _sm(arch: str) -> Target:
         upcasts=_freeze(up),
         triton_versions=_VERSIONS,
         approximate_fp32_division="div.full.f32 (within 2 ulp; triton-lang/triton#10661)",
+        ops=_nvidia_ops(arch),
         notes=("fnuz types do not compile on NVIDIA (\"type fp8e4b8 not supported in this architecture\")",
                "fp_downcast_rounding='rtz' compiles only for float32 -> e5m2",
                "e5m2 -> bfloat16 decodes +Inf 0x7C to 65536 and NaN codes to finite values"),
@@ -233,6 +362,7 @@ def _gfx942() -> Target:
         name="gfx942",
         description="AMD CDNA3 (MI300)",
         provenance="derived from source, not pinned on hardware",
+        ops=AMD_OPS,
         profile=TRITON_GFX942,
         formats=frozenset(FP8),
         downcasts=_freeze(down),
@@ -276,6 +406,7 @@ def _gfx950() -> Target:
         name="gfx950",
         description="AMD CDNA4 (MI355)",
         provenance="derived from source, not pinned on hardware",
+        ops=AMD_OPS,
         profile=TRITON_GFX950,
         formats=frozenset(FP8),
         downcasts=_freeze(down),
