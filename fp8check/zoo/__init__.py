@@ -247,7 +247,8 @@ def package_version(entry: ZooEntry) -> str | None:
 
 # -- the catalog ------------------------------------------------------------------
 
-_MODULES = ("transformers", "compressed_tensors", "vllm", "sglang", "quark", "gemlite", "coat", "transformer_engine")
+_MODULES = ("transformers", "compressed_tensors", "vllm", "sglang", "quark", "gemlite", "coat", "transformer_engine",
+            "aiter", "fbgemm")
 
 
 def entries() -> tuple[ZooEntry, ...]:
