@@ -333,7 +333,8 @@ def run_declaration(decl: KernelDeclaration, *, input_dtype: str | None = None, 
 
 def _each_config(decl: KernelDeclaration, once: Callable[[], tuple[Any, Any]]) -> tuple[Any, Any]:
     """``once()`` for each config of the autotuned kernels a declared Triton kernel launches (each config
-    is a kernel of its own), merged into one result whose divergences and faults name their config."""
+    is a kernel of its own), merged into one result (and one record of a cast's divergences) whose
+    divergences and faults name their config."""
     if not decl.triton_target:
         return once()
     from fp8check.triton import launch
@@ -341,49 +342,79 @@ def _each_config(decl: KernelDeclaration, once: Callable[[], tuple[Any, Any]]) -
     runs = launch.each_config(once)
     if len(runs) == 1 and not runs[0][0]:
         return runs[0][1]
-    record = next((rec for _, (r, rec) in runs if not r.passed), runs[0][1][1])
-    return merge_config_runs([(label, r) for label, (r, _) in runs]), record
+    return merge_config_runs([(label, r) for label, (r, _) in runs]), _merge_config_records(runs)
+
+
+def _merge_config_records(runs: list[tuple[str, tuple[Any, Any]]]) -> Any:
+    """One record of a cast's divergent inputs over every config (None for other kinds), each labelled."""
+    records = [(label, rec) for label, (_, rec) in runs if rec is not None]
+    if not records:
+        return None
+    import numpy as np
+
+    first = records[0][1]
+    merged = type(first)(fmt=first.fmt, profile=first.profile, input_dtype=first.input_dtype,
+                         checked_count=first.checked_count)
+    for label, rec in records:
+        conditions = np.array([f"config {label}" + (f"; {c}" if c else "") for c in rec.conditions], dtype=object)
+        merged.extend(rec.bits, rec.expected, rec.actual, rec.categories, conditions)
+        for category, (count, d) in rec.calls.items():
+            merged.add_call(category, count, _in_config(d, label))
+        if rec.input_map is not None and merged.input_map is None:
+            merged.input_map = rec.input_map
+        elif rec.input_map is not None:
+            merged.input_map.merge(rec.input_map)
+    return merged
+
+
+def _in_config(d: Any, label: str) -> Any:
+    if d.condition.startswith("config "):
+        return d
+    return dataclasses.replace(d, condition="; ".join(x for x in (f"config {label}", d.condition) if x))
 
 
 def merge_config_runs(runs: list[tuple[str, Any]]) -> Any:
     """One :class:`~fp8check.results.CheckResult` from one per autotune config: divergences carry their
-    config in ``condition``, counts add up, ``extra["triton_configs"]`` has each config's verdict."""
+    config in ``condition``, counts add up, ``extra["triton_configs"]`` has each config's verdict.
+    ``checked`` is one config's (every config is run on the same inputs)."""
     base = dataclasses.replace(runs[0][1], categories={}, divergences=[], refusals=[], extra=dict(runs[0][1].extra))
-    base.checked = 0
+    base.extra.pop("kernel_faults", None)
     base.passed = all(r.passed for _, r in runs)
     per_config = []
     for label, r in runs:
-        base.checked += r.checked
         for cat, n in r.categories.items():
             base.categories[cat] = base.categories.get(cat, 0) + n
-        for d in r.divergences:
-            cond = d.condition if d.condition.startswith("config ") else "; ".join(
-                x for x in (f"config {label}", d.condition) if x)
-            base.divergences.append(dataclasses.replace(d, condition=cond))
+        base.divergences.extend(_in_config(d, label) for d in r.divergences)
         base.refusals.extend(r.refusals)
         for note in r.extra.get("notes", ()):
             base.add_note(note)
+        base.extra.setdefault("kernel_faults", []).extend(r.extra.get("kernel_faults", ()))
         per_config.append({"config": label, "passed": r.passed, "checked": r.checked,
-                           "categories": dict(r.categories)})
+                           "categories": {c: n for c, n in r.categories.items() if n}})
+    if not base.extra["kernel_faults"]:
+        del base.extra["kernel_faults"]
     base.extra["triton_configs"] = per_config
     verdicts = ", ".join(f"{c['config']}: {'conforms' if c['passed'] else 'DIVERGES'}" for c in per_config)
-    base.add_note(f"autotuned: {len(runs)} config{'s' if len(runs) != 1 else ''} checked, each a kernel of its own "
-                  f"({verdicts})")
+    base.add_note(f"autotuned: {len(runs)} config{'s' if len(runs) != 1 else ''} checked on the same inputs, "
+                  f"each a kernel of its own ({verdicts})")
     return base
 
 
 def add_faults(result: Any, faults: list[Any]) -> None:
-    """Add the faults an interpreted kernel made (:class:`fp8check.triton.sanitizer.KernelFault`) to a result:
-    each a divergence of its own category (a kernel that faults does not conform)."""
+    """Add the faults an interpreted kernel made (:class:`fp8check.triton.sanitizer.KernelFault`, or their
+    ``to_dict()``) to a result: each a divergence of its own category (a kernel that faults does not
+    conform), listed first, and all of them in ``extra["kernel_faults"]``."""
     from fp8check.results import Divergence
 
+    added = []
     for f in faults:
-        result.categories[f.kind] = result.categories.get(f.kind, 0) + f.count
-        result.divergences.append(Divergence(category=f.kind, input_hex="-", expected_hex="-", actual_hex="-",
-                                             detail=f.message, condition=f"config {f.config}" if f.config else ""))
+        f = f if isinstance(f, dict) else f.to_dict()
+        result.categories[f["kind"]] = result.categories.get(f["kind"], 0) + int(f["count"])
+        added.append(Divergence(category=f["kind"], input_hex="-", expected_hex="-", actual_hex="-",
+                                detail=f["message"], condition=f"config {f['config']}" if f["config"] else ""))
+        result.extra.setdefault("kernel_faults", []).append(f)
         result.passed = False
-    if faults:
-        result.extra.setdefault("kernel_faults", []).extend(f.to_dict() for f in faults)
+    result.divergences[:0] = added
 
 
 def _run_other(decl: KernelDeclaration, *, input_dtype: str | None, max_examples: int, seed: int, thorough: bool,

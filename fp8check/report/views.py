@@ -20,7 +20,7 @@ from fp8check.codes import field_widths
 from fp8check.errors import FP8CheckError
 from fp8check.formats import Format
 from fp8check.report import graphics
-from fp8check.results import CATEGORIES, CheckResult, Divergence, InputMap16
+from fp8check.results import CATEGORIES, KERNEL_FAULT_CATEGORIES, CheckResult, Divergence, InputMap16
 
 __all__ = ["Source", "bit_fields", "ulp_error", "divergence_context", "comparison_context", "check_key"]
 
@@ -216,8 +216,8 @@ def _divergence_view(c: CheckResult, d: Divergence, fmt: Format | None, full: bo
         "ulps": (_ulps_text(err, d.expected_value, d.actual_value) if has_ulps else ""),
         "ulps_short": ("no finite error" if err is None else _ulps_text(err, "", "")) if has_ulps else "",
         "ulps_sort": (err if err is not None else (math.inf if has_ulps else 0.0)),
-        # A cast's detail only restates the bit fields shown next to it.
-        "detail": d.detail if c.kind != "cast" else "",
+        # A cast's detail only restates the bit fields shown next to it (a kernel fault's is all there is).
+        "detail": d.detail if c.kind != "cast" or d.category in KERNEL_FAULT_CATEGORIES else "",
     }
     if full:
         view["input"]["fields"] = _code_view(d.input_hex, d.input_value, in_fmt, None)["fields"] if in_fmt else None
@@ -363,10 +363,22 @@ def check_view(c: CheckResult, index: int, source: str, max_rows: int) -> dict[s
         "profile_summary": str(c.extra.get("profile_summary", "")),
         "map": map16,
         "plot": plot,
+        "faults": [_fault_view(f) for f in c.extra.get("kernel_faults", ()) if isinstance(f, dict)],
+        "configs": [dict(cfg, status="pass" if cfg.get("passed") else "fail")
+                    for cfg in c.extra.get("triton_configs", ()) if isinstance(cfg, dict)],
         "extra": {k: v for k, v in c.extra.items()
                   if k not in ("map16", "profile_summary", "profile_description", "listed")
                   and isinstance(v, (str, int, float, bool))},
     }
+
+
+def _fault_view(f: dict[str, Any]) -> dict[str, Any]:
+    """One kernel fault (fp8check.triton.sanitizer.KernelFault.to_dict()) as the report shows it."""
+    offsets = ", ".join(str(o) for o in list(f.get("offsets") or ())[:6])
+    return {"kind": f.get("kind", ""), "kernel": f.get("kernel", ""), "site": f.get("site", ""),
+            "program": "(" + ", ".join(str(p) for p in f.get("program") or ()) + ")", "config": f.get("config", ""),
+            "buffer": f.get("buffer", ""), "offsets": offsets + (", ..." if len(f.get("offsets") or ()) > 6 else ""),
+            "count": int(f.get("count", 0)), "detail": f.get("detail", "")}
 
 
 def _checks(n: int) -> str:

@@ -98,7 +98,7 @@ class Collector:
 
     def _entry(self, key: tuple[str, str, str, str, str], rec: engine.Divergences | None = None) -> dict[str, Any]:
         if key not in self.checks:
-            self.checks[key] = {"rec": None, "tests": 0, "failed_tests": 0, "reasons": set()}
+            self.checks[key] = {"rec": None, "tests": 0, "failed_tests": 0, "reasons": set(), "triton": {}}
         e = self.checks[key]
         if e["rec"] is None and rec is not None:
             e["rec"] = engine.Divergences(fmt=rec.fmt, profile=rec.profile, input_dtype=rec.input_dtype)
@@ -106,6 +106,16 @@ class Collector:
 
     def add(self, key: tuple[str, str, str, str, str], rec: engine.Divergences) -> None:
         self._entry(key, rec)["rec"].merge(rec)
+
+    def note_triton(self, key: tuple[str, str, str, str, str], extra: dict[str, Any]) -> None:
+        """What a declared Triton cast's check found beyond divergent inputs: its kernel faults, its
+        autotune configs' verdicts and its notes (``CheckResult.extra``), kept for the check's result."""
+        t = self._entry(key)["triton"]
+        t.setdefault("kernel_faults", []).extend(extra.get("kernel_faults", ()))
+        if extra.get("triton_configs"):
+            t["triton_configs"] = list(extra["triton_configs"])
+        t.setdefault("notes", [])
+        t["notes"] += [n for n in extra.get("notes", ()) if n not in t["notes"]]
 
     def note_decode_test(self, key: tuple[str, str, str], reason: str = "") -> None:
         """A decode property ran; ``reason``: the known upstream bug it is expected to fail by."""
@@ -127,6 +137,7 @@ class Collector:
         whole = [{"whole": r.to_dict()} for r in self.whole]
         return decodes + whole + [
             {"key": list(key), "tests": e["tests"], "failed_tests": e["failed_tests"], "reasons": sorted(e["reasons"]),
+             "triton": e["triton"],
              "profile": e["rec"].profile.to_dict() if e["rec"] is not None else None,
              "divergences": e["rec"].to_state() if e["rec"] is not None else None}
             for key, e in self.checks.items()
@@ -151,6 +162,7 @@ class Collector:
             e["tests"] += item["tests"]
             e["failed_tests"] += item["failed_tests"]
             e["reasons"].update(item["reasons"])
+            self.note_triton(key, item.get("triton", {}))  # type: ignore[arg-type]
             if item["divergences"] is not None:
                 rec = engine.Divergences.from_state(formats.get(key[1]), Profile.from_dict(item["profile"]), key[3],
                                                     item["divergences"])
@@ -170,6 +182,14 @@ class Collector:
             result.expected_failure = "; ".join(sorted(e["reasons"]))
             result.extra.update(tests=e["tests"], failed_tests=e["failed_tests"],
                                 checked_means="inputs compared, summed over the properties run")
+            if e["triton"]:
+                from fp8check.declarations import add_faults
+
+                add_faults(result, e["triton"].get("kernel_faults", ()))
+                if e["triton"].get("triton_configs"):
+                    result.extra["triton_configs"] = e["triton"]["triton_configs"]
+                for note in e["triton"].get("notes", ()):
+                    result.add_note(note)
             out.append(result)
         from fp8check.results import Divergence
 
@@ -312,6 +332,8 @@ class DeclaredTarget:
             if self.collector is not None:
                 key = (decl.name, record.fmt.name, record.profile.name, record.input_dtype, decl.device)
                 self.collector.add(key, record)
+                if decl.triton_target:
+                    self.collector.note_triton(key, result.extra)
                 self.collector.note_test(key, failed=not result.passed)
         else:
             result = run_declaration(decl, input_dtype=self.input_dtype, max_examples=max_examples)

@@ -7,15 +7,21 @@ drivers ([]). There should only be one."). While
 replaced by a run that benchmarks nothing and launches the config the
 current :func:`pinned` block asks for:
 
-- the configs are the kernel's own, after its ``prune_configs_by``
-  (``early_config_prune``, ``perf_model``/``top_k``), pruned for each
-  call's arguments as Triton prunes them (so ``key`` decides, as in Triton,
-  which arguments a pruning function sees); the run for index ``i`` launches
-  config ``i`` of that list (``i`` modulo its length);
-- what Triton does around the chosen config is done too: ``reset_to_zero``
-  arguments are zeroed after a tuning, the config's ``pre_hook`` runs;
-- ``@triton.heuristics`` and a plain ``@triton.jit`` below the autotuner run
-  as Triton runs them.
+- run ``i`` of :func:`each_config` launches config ``i`` of the kernel's
+  own list wherever that config survives the kernel's ``prune_configs_by``
+  (``early_config_prune``, ``perf_model``/``top_k``, called with each
+  call's arguments as Triton calls them); where pruning removed it for a
+  call, the first config left runs, and the label says so;
+- what Triton does around the chosen config is done too, as often as Triton
+  does it: the first call of each tuning ``key`` (Triton's cache key: the
+  ``key`` arguments' values and every tensor argument's dtype) with more
+  than one config left after pruning resets the ``reset_to_zero``
+  arguments (or calls a user ``pre_hook`` with ``reset_only=True``), as
+  Triton does after benchmarking; later calls with that key do not (a
+  launcher that relies on ``reset_to_zero`` for every call is wrong on a
+  GPU too). The config's own ``pre_hook`` runs before every launch;
+- ``@triton.heuristics`` and a plain ``@triton.jit`` below or above the
+  autotuner run as Triton runs them (their ``run`` is Triton's own).
 
 :func:`each_config` runs a whole check once per config (each config is a
 different kernel, and a bug can live in one) and labels each run.
@@ -28,7 +34,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, TypeVar
 
-__all__ = ["pinned", "each_config", "current_config", "ConfigPin"]
+__all__ = ["pinned", "each_config", "current_config", "config_label", "ConfigPin"]
 
 T = TypeVar("T")
 _LOCK = threading.RLock()
@@ -36,19 +42,25 @@ _LOCK = threading.RLock()
 
 @dataclass
 class ConfigPin:
-    """Which config autotuned kernels launch inside a :func:`pinned` block, and what they had."""
+    """Which config autotuned kernels launch inside a :func:`pinned` block, and what they launched."""
 
     index: int = 0
-    counts: dict[str, int] = field(default_factory=dict)  # kernel -> configs after pruning (the most seen)
-    used: dict[str, list[str]] = field(default_factory=dict)  # kernel -> labels of the configs launched
+    counts: dict[str, int] = field(default_factory=dict)  # kernel -> configs it declares
+    chosen: dict[str, str] = field(default_factory=dict)  # kernel -> the label of config ``index``
+    fallbacks: dict[str, dict[str, int]] = field(default_factory=dict)  # kernel -> {label that ran: calls}
+    tuned: set[tuple[int, Any]] = field(default_factory=set)  # (autotuner id, key) tuned in this block
 
     @property
     def label(self) -> str:
         """The configs launched, as one label ('' where no autotuned kernel ran)."""
         parts = []
-        for kernel, labels in self.used.items():
-            text = " | ".join(dict.fromkeys(labels))
-            parts.append(text if len(self.used) == 1 else f"{kernel}: {text}")
+        for kernel, label in self.chosen.items():
+            text = label
+            falls = self.fallbacks.get(kernel)
+            if falls:
+                ran = ", ".join(f"{lab} in {n:,} call{'s' if n != 1 else ''}" for lab, n in falls.items())
+                text += f" (pruned away for some calls; ran {ran})"
+            parts.append(text if len(self.chosen) == 1 else f"{kernel}: {text}")
         return "; ".join(parts)
 
     @property
@@ -57,6 +69,7 @@ class ConfigPin:
 
 
 _PINS: list[ConfigPin] = []
+_TUNED: set[tuple[int, Any]] = set()  # what was tuned outside any pinned block (until uninstall)
 _CURRENT: list[str] = []  # the config label of the launch under way
 
 
@@ -67,6 +80,7 @@ def current_config() -> str:
 
 @contextlib.contextmanager
 def pinned(index: int = 0) -> Iterator[ConfigPin]:
+    """Inside the block, autotuned kernels launch config ``index`` of their list (see the module docstring)."""
     pin = ConfigPin(index=index)
     with _LOCK:
         _PINS.append(pin)
@@ -79,7 +93,8 @@ def pinned(index: int = 0) -> Iterator[ConfigPin]:
 
 def each_config(run: Callable[[], T]) -> list[tuple[str, T]]:
     """``run()`` once per config of the autotuned kernels it launches: ``[(config label, result), ...]``
-    (one entry, label '', when it launches none)."""
+    (one entry, label '', when it launches none). With several autotuned kernels of different config
+    counts, run ``i`` launches config ``i`` of each that has one (its last config otherwise)."""
     results = []
     with pinned(0) as first:
         result = run()
@@ -92,30 +107,47 @@ def each_config(run: Callable[[], T]) -> list[tuple[str, T]]:
 
 
 def config_label(config: Any) -> str:
-    """``BLOCK=128, num_warps=4`` (the config's keyword arguments, then what differs from Triton's defaults)."""
+    """``BLOCK=128, num_warps=8`` (the config's keyword arguments, then what differs from Triton's defaults)."""
     parts = [f"{k}={v}" for k, v in getattr(config, "kwargs", {}).items()]
-    for name, default in (("num_warps", 4), ("num_stages", 3), ("num_ctas", 1)):
+    for name, default in (("num_warps", 4), ("num_stages", 3), ("num_ctas", 1), ("maxnreg", None)):
         value = getattr(config, name, default)
         if value != default:
             parts.append(f"{name}={value}")
     return ", ".join(parts) or "default"
 
 
+def _tuning_key(self: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """Triton's cache key of ``Autotuner.run`` for these arguments."""
+    all_args = {**dict(zip(self.arg_names, args)), **kwargs}
+    named = {k: v for k, v in all_args.items() if k in self.arg_names}
+    key = [named[k] for k in self.keys if k in named]
+    key += [str(v.dtype) for v in named.values() if hasattr(v, "dtype")]
+    return tuple(key)
+
+
 def _autotuned_run(self: Any, *args: Any, **kwargs: Any) -> Any:
     """``Autotuner.run`` in the interpreter: the pinned config, benchmarking nothing."""
     self.nargs = dict(zip(self.arg_names, args))
-    configs = list(self.prune_configs(kwargs)) if len(self.configs) > 1 else list(self.configs)
     pin = _PINS[-1] if _PINS else None
-    index = pin.index if pin is not None else 0
-    config = configs[index % len(configs)]
     name = getattr(self.base_fn, "__name__", "kernel")
+    index = min(pin.index, len(self.configs) - 1) if pin is not None else 0
+    wanted = self.configs[index]
+    configs = list(self.prune_configs(kwargs)) if len(self.configs) > 1 else list(self.configs)
+    config = wanted if wanted in configs else configs[0]
     label = config_label(config)
     if pin is not None:
-        pin.counts[name] = max(pin.counts.get(name, 1), len(configs))
-        pin.used.setdefault(name, []).append(label)
+        pin.counts[name] = max(pin.counts.get(name, 1), len(self.configs))
+        pin.chosen.setdefault(name, config_label(wanted))
+        if config is not wanted:
+            falls = pin.fallbacks.setdefault(name, {})
+            falls[label] = falls.get(label, 0) + 1
     full = {**self.nargs, **kwargs, **config.all_kwargs()}
     if len(configs) > 1:
-        self.pre_hook(full, reset_only=True)  # what Triton does after a tuning, before the chosen run
+        key = (id(self), _tuning_key(self, args, kwargs))
+        tuned = pin.tuned if pin is not None else _TUNED
+        if key not in tuned:  # what Triton does once per key, after benchmarking
+            tuned.add(key)
+            self.pre_hook(full, reset_only=True)
     self.best_config = config
     if config.pre_hook is not None:
         config.pre_hook(full)
@@ -143,4 +175,5 @@ def install() -> None:
 def uninstall() -> None:
     from fp8check.triton import _patching as faithful
 
+    _TUNED.clear()
     faithful._restore(_SAVED)

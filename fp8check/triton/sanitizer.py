@@ -1,28 +1,29 @@
 """Memory-safe interpretation: every load and store of an interpreted kernel checked, hints checked.
 
-What compute-sanitizer does on a GPU, done with the interpreter's concrete
-addresses (no solver): while :func:`fp8check.triton.interpreting` is active,
+What compute-sanitizer (memcheck, initcheck, racecheck) does on a GPU, done with the interpreter's
+concrete addresses (no solver). While :func:`fp8check.triton.interpreting` is active:
 
-- every ``tl.load``/``tl.store`` (and atomic) lane is checked against the
-  tensor its pointer was derived from (the pointer argument's storage, carried
-  through ``ptr + offsets``, broadcasts and reshapes; a pointer of unknown
-  origin is checked against every tensor argument of the launch). A lane
-  outside it is an ``out_of_bounds`` fault and is **not performed** (a load
-  gives 0, a store writes nothing), so a kernel can no longer corrupt the
-  heap of the process that checks it;
-- a load of bytes of a tensor the kernel stores into, bytes that the launch
-  never writes, is an ``uninitialised`` read (decided when the launch ends,
-  so an in-place kernel that reads then writes the same bytes is not one);
-- two programs storing different bytes to one address is a ``race``: on a
-  GPU, which store lands last depends on scheduling;
-- a false ``tl.assume``, ``tl.multiple_of`` or ``tl.max_contiguous`` is a
-  ``false_hint`` (undefined behaviour once compiled) and a failing
-  ``tl.device_assert`` a ``device_assert`` fault; the kernel goes on.
+- every ``tl.load``/``tl.store`` lane (atomics and tensor-descriptor accesses too) is checked against
+  the allocation (torch storage) of the tensor argument its pointer was derived from (carried through
+  ``ptr + offsets``, splats, broadcasts, reshapes); a pointer of unknown origin (a ``tl.where`` of two
+  pointers, a pointer loaded from memory) is checked lane by lane against every tensor argument of the
+  launch. A lane outside is an ``out_of_bounds`` fault and is **not performed** (a load gives ``other``
+  or 0, a store writes nothing), so no kernel can write into, or read from, memory that is not its
+  tensors': the process that checks it cannot be corrupted;
+- a load of bytes of a ``torch.empty``-family allocation (made inside the block: the launcher's
+  outputs and scratch buffers) that nothing has written yet is an ``uninitialised`` read. Bytes count
+  as written once an interpreted store (of any launch) wrote them, or once torch wrote to the tensor
+  (its version counter moved: ``zero_()``, ``copy_()``, an autotuner's ``reset_to_zero``);
+- two programs of one launch storing different bytes to one address is a ``race``: on a GPU, which
+  store lands last depends on scheduling (atomics are not races);
+- a false ``tl.assume``, ``tl.multiple_of`` or ``tl.max_contiguous`` is a ``false_hint`` (undefined
+  behaviour once compiled: the compiler optimises on it) and a failing ``tl.device_assert`` a
+  ``device_assert`` fault. Triton's interpreter stops the kernel at the first (``AssertionError('Assume
+  failed')``); here each is reported and the kernel goes on.
 
-Each fault names the kernel's file:line, the program id, the tensor argument
-and element offsets (and the autotune config, :mod:`.launch`). Faults are
-collected by :func:`collect` blocks; outside one they are still suppressed,
-only not reported.
+Each fault names the kernel, its file:line, the program id, the tensor argument and element offsets
+into it (and the autotune config, :mod:`.launch`). Faults are collected by :func:`collect` blocks;
+outside one they are still suppressed, only not reported.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import linecache
 import os
 import sys
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -76,15 +78,15 @@ class KernelFault:
                 f"({self.count:,} lane{'s' if self.count != 1 else ''})")
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return {**dataclasses.asdict(self), "program": list(self.program), "offsets": list(self.offsets),
+                "message": self.message}
 
 
 @dataclass
 class Collected:
-    """What a :func:`collect` block saw: faults (merged by kind, site, buffer and config) and launches."""
+    """What a :func:`collect` block saw: faults, merged by kind, site, buffer and config."""
 
     faults: list[KernelFault] = field(default_factory=list)
-    launches: int = 0
     _index: dict[tuple[str, str, str, str], int] = field(default_factory=dict, repr=False)
 
     def add(self, fault: KernelFault) -> None:
@@ -120,12 +122,6 @@ def collect() -> Iterator[Collected]:
             _COLLECTORS.remove(c)
 
 
-def _report(fault: KernelFault) -> None:
-    with _LOCK:
-        for c in _COLLECTORS:
-            c.add(fault)
-
-
 # -- where in the kernel ----------------------------------------------------------------
 
 
@@ -133,11 +129,11 @@ def _kernel_frame() -> Any:
     """The innermost frame of user code: the kernel (or its helper) line that made the access."""
     import triton
 
-    skip = (os.path.dirname(os.path.abspath(triton.__file__)), _HERE, os.path.dirname(np.__file__))
+    skip = (os.path.dirname(os.path.abspath(triton.__file__)), _HERE, os.path.dirname(np.__file__),
+            os.path.dirname(contextlib.__file__))
     f = sys._getframe(2)
     while f is not None:
-        name = os.path.abspath(f.f_code.co_filename)
-        if not name.startswith(skip) and "contextlib" not in name:
+        if not os.path.abspath(f.f_code.co_filename).startswith(skip):
             return f
         f = f.f_back
     return None
@@ -149,34 +145,47 @@ def _site(frame: Any) -> str:
     return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
 
 
-def _program() -> tuple[int, int, int]:
+def _builder() -> Any:
     from fp8check.triton import _patching as faithful
 
-    idx = getattr(faithful._interp().interpreter_builder, "grid_idx", None)
+    return faithful._interp().interpreter_builder
+
+
+def _program() -> tuple[int, int, int]:
+    idx = getattr(_builder(), "grid_idx", None)
     return tuple(int(i) for i in idx) if idx is not None else (0, 0, 0)  # type: ignore[return-value]
 
 
-def _linear(program: tuple[int, int, int]) -> int:
-    from fp8check.triton import _patching as faithful
+def _grid() -> tuple[int, int, int]:
+    return tuple(getattr(_builder(), "grid_dim", None) or (1, 1, 1))  # type: ignore[return-value]
 
-    dim = getattr(faithful._interp().interpreter_builder, "grid_dim", None) or (1, 1, 1)
+
+def _linear(program: tuple[int, int, int]) -> int:
+    dim = _grid()
     return int(program[0] + program[1] * dim[0] + program[2] * dim[0] * dim[1])
 
 
 def _unlinear(p: int) -> tuple[int, int, int]:
-    from fp8check.triton import _patching as faithful
-
-    dim = getattr(faithful._interp().interpreter_builder, "grid_dim", None) or (1, 1, 1)
+    dim = _grid()
     return (p % dim[0], (p // dim[0]) % dim[1], p // (dim[0] * dim[1]))
 
 
-def _values_on_line(frame: Any) -> str:
-    """``name=value`` for the kernel variables named on the frame's line (what a false hint was about)."""
-    if frame is None:
-        return ""
+def _source_line(frame: Any) -> str:
+    """The statement on the frame's line, without its comment."""
     line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
     try:
-        names = sorted({n.id for n in ast.walk(ast.parse(line.rstrip(":"), mode="exec")) if isinstance(n, ast.Name)})
+        return ast.unparse(ast.parse(line.rstrip(":")))
+    except SyntaxError:
+        return line
+
+
+def _values_on_line(frame: Any) -> str:
+    """The frame's statement with ``name=value`` for the kernel variables it names (what a hint was about)."""
+    if frame is None:
+        return ""
+    line = _source_line(frame)
+    try:
+        names = sorted({n.id for n in ast.walk(ast.parse(line)) if isinstance(n, ast.Name)})
     except SyntaxError:
         names = []
     shown = []
@@ -184,7 +193,13 @@ def _values_on_line(frame: Any) -> str:
         v = frame.f_locals.get(n)
         data = getattr(getattr(v, "handle", None), "data", None)
         if isinstance(data, np.ndarray) and data.size <= 8:
-            shown.append(f"{n}={data.reshape(-1).tolist()[0] if data.size == 1 else data.reshape(-1).tolist()}")
+            flat = data.reshape(-1).tolist()
+            shown.append(f"{n}={flat[0] if data.size == 1 else flat}")
+        elif isinstance(data, np.ndarray):
+            flat = data.reshape(-1)
+            shown.append(f"{n}=[{', '.join(str(x) for x in flat[:4].tolist())}, ...] ({data.size} values)")
+        elif isinstance(getattr(v, "value", None), (int, float, bool)):  # a constexpr
+            shown.append(f"{n}={v.value}")
         elif isinstance(v, (int, float, bool)):
             shown.append(f"{n}={v}")
     return f"`{line}`" + (f" with {', '.join(shown)}" if shown else "")
@@ -198,35 +213,86 @@ def _fault(kind: str, detail: str, *, buffer: str = "", offsets: Any = (), count
 
     state = _LAUNCHES[-1] if _LAUNCHES else None
     frame = frame if frame is not None else _kernel_frame()
-    _report(KernelFault(kind=kind, kernel=state.kernel if state else "?", site=_site(frame),
+    fault = KernelFault(kind=kind, kernel=state.kernel if state else "?", site=_site(frame),
                         program=program if program is not None else _program(), buffer=buffer,
                         offsets=tuple(int(o) for o in list(offsets)[:8]), detail=detail, count=int(count),
-                        config=launch.current_config()))
+                        config=launch.current_config())
+    with _LOCK:
+        for c in _COLLECTORS:
+            c.add(fault)
+
+
+# -- allocations whose bytes are not yet written ---------------------------------------
+
+
+@dataclass
+class _Fresh:
+    """A ``torch.empty``-family allocation: which of its storage's bytes something has written."""
+
+    ref: Any  # weakref to the tensor allocated
+    version: int  # its version counter at allocation (torch's writes move it)
+    written: np.ndarray  # bool per byte of the storage
+
+    def live(self) -> bool:
+        t = self.ref()
+        return t is not None and int(t._version) == self.version
+
+
+_FRESH: dict[int, _Fresh] = {}  # storage address -> allocation
+_EMPTY_NAMES = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"})
+
+
+def _track(t: Any) -> None:
+    try:
+        if t.device.type != "cpu":
+            return
+        storage = t.untyped_storage()
+        start, nbytes = int(storage.data_ptr()), int(storage.nbytes())
+    except Exception:  # not a plain strided tensor
+        return
+    if not nbytes:
+        return
+
+    def forget(_: Any, start: int = start) -> None:
+        entry = _FRESH.get(start)
+        if entry is not None and entry.ref() is None:
+            del _FRESH[start]
+
+    _FRESH[start] = _Fresh(weakref.ref(t, forget), int(t._version), np.zeros(nbytes, bool))
+
+
+def _allocation_mode() -> Any:
+    """A torch function mode that records the ``torch.empty``-family tensors made while it is active."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    class _AllocationWatch(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            out = func(*args, **(kwargs or {}))
+            if getattr(func, "__name__", "") in _EMPTY_NAMES and isinstance(out, torch.Tensor):
+                _track(out)
+            return out
+
+    return _AllocationWatch()
 
 
 # -- the tensors of a launch -------------------------------------------------------------
 
 
 class _Buffer:
-    """A tensor argument's storage, with shadow bytes (allocated on first use)."""
+    """A tensor argument's storage; the shadow bytes of its stores in this launch (made on first store)."""
 
-    def __init__(self, name: str, start: int, nbytes: int, tensor_start: int, itemsize: int) -> None:
+    def __init__(self, name: str, start: int, nbytes: int, tensor_start: int, itemsize: int,
+                 fresh: _Fresh | None) -> None:
         self.name, self.start, self.nbytes = name, start, nbytes
         self.tensor_start, self.itemsize = tensor_start, itemsize
-        self._shadow: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
-        self.read_site: tuple[str, tuple[int, int, int], Any] | None = None
+        self.fresh = fresh
+        self.writer: np.ndarray | None = None  # int32 per byte: the linear program id of its last store, -1 none
+        self.last: np.ndarray | None = None  # uint8 per byte: the byte last stored
 
-    @property
-    def shadow(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """written (bool), writer program (int64, -1 none), last byte written, read while unwritten (bool)."""
-        if self._shadow is None:
-            n = self.nbytes
-            self._shadow = (np.zeros(n, bool), np.full(n, -1, np.int64), np.zeros(n, np.uint8), np.zeros(n, bool))
-        return self._shadow
-
-    def elements(self, byte_offsets: np.ndarray, itemsize: int) -> np.ndarray:
-        """Element offsets into the tensor argument (its own dtype's elements where the access width matches)."""
-        return (byte_offsets + self.start - self.tensor_start) // max(1, itemsize)
+    def elements(self, byte_offsets: np.ndarray) -> np.ndarray:
+        """Element offsets into the tensor argument (in its own elements, from its first one)."""
+        return (byte_offsets + self.start - self.tensor_start) // max(1, self.itemsize)
 
 
 @dataclass
@@ -234,50 +300,41 @@ class _Launch:
     kernel: str
     buffers: list[_Buffer] = field(default_factory=list)
 
-    def find(self, address: int) -> _Buffer | None:
-        for b in self.buffers:
-            if b.start <= address < b.start + b.nbytes:
-                return b
-        return None
-
-    def finish(self) -> None:
-        for b in self.buffers:
-            if b._shadow is None:
-                continue
-            written, _, _, read_unwritten = b._shadow
-            if not written.any():
-                continue  # an input: nothing to say about reading it
-            never = np.flatnonzero(read_unwritten & ~written)
-            if never.size and b.read_site is not None:
-                site, program, config = b.read_site
-                elems = np.unique(b.elements(never, b.itemsize))
-                if _COLLECTORS:
-                    from fp8check.triton import launch
-
-                    _report(KernelFault(kind="uninitialised", kernel=self.kernel, site=site, program=program,
-                                        buffer=b.name, offsets=tuple(int(e) for e in elems[:8]),
-                                        detail="reads memory of an output the kernel never writes",
-                                        count=int(elems.size), config=config))
+    def locate(self, addr: np.ndarray, size: int) -> np.ndarray:
+        """Per lane, the index of the buffer holding all ``size`` bytes at ``addr``, or -1."""
+        if not self.buffers:
+            return np.full(addr.shape, -1, np.int64)
+        order = sorted(range(len(self.buffers)), key=lambda i: self.buffers[i].start)
+        starts = np.array([self.buffers[i].start for i in order], np.uint64)
+        ends = np.array([self.buffers[i].start + self.buffers[i].nbytes for i in order], np.uint64)
+        pos = np.searchsorted(starts, addr, side="right").astype(np.int64) - 1
+        clipped = np.maximum(pos, 0)
+        inside = (pos >= 0) & (addr + np.uint64(size) <= ends[clipped])
+        return np.where(inside, np.array(order, np.int64)[clipped], -1)
 
 
 _LAUNCHES: list[_Launch] = []
 
 
-def _register(launch_state: _Launch, name: str, arg: Any) -> None:
+def _register(state: _Launch, name: str, arg: Any) -> None:
     if not hasattr(arg, "data_ptr") or not hasattr(arg, "untyped_storage"):
         return
     try:
         storage = arg.untyped_storage()
         start, nbytes = int(storage.data_ptr()), int(storage.nbytes())
         tensor_start, itemsize = int(arg.data_ptr()), int(arg.element_size())
-    except Exception:  # not a plain strided tensor: leave it unchecked
+    except Exception:  # not a plain strided tensor: its accesses are checked against the others
         return
-    for b in launch_state.buffers:
+    for b in state.buffers:
         if b.start == start and b.nbytes == nbytes:
             if name not in b.name.split("/"):
                 b.name += f"/{name}"
             return
-    launch_state.buffers.append(_Buffer(name, start, nbytes, tensor_start, itemsize))
+    fresh = _FRESH.get(start)
+    if fresh is not None and (not fresh.live() or fresh.written.size != nbytes):
+        del _FRESH[start]  # torch wrote to it (or it is gone): every byte counts as written
+        fresh = None
+    state.buffers.append(_Buffer(name, start, nbytes, tensor_start, itemsize, fresh))
 
 
 # -- the checks ------------------------------------------------------------------------
@@ -287,92 +344,106 @@ def _itemsize(ptrs: Any) -> int:
     return max(1, int(ptrs.get_element_ty().primitive_bitwidth) // 8)
 
 
-def _lanes(ptrs: Any, mask: Any) -> tuple[np.ndarray, np.ndarray]:
-    addr = np.asarray(ptrs.data).astype(np.uint64, copy=False)
-    m = np.broadcast_to(np.asarray(mask.data).astype(bool, copy=False), addr.shape) if mask is not None else (
-        np.ones(addr.shape, bool))
-    return addr, m
+@dataclass
+class _Access:
+    """The lanes of one access that fall inside one buffer."""
+
+    buf: _Buffer
+    lanes: np.ndarray  # flat lane indices
+    off: np.ndarray  # byte offsets of those lanes into the buffer
 
 
-def _check_bounds(ptrs: Any, mask: Any, what: str) -> tuple[np.ndarray, _Buffer | None, np.ndarray, np.ndarray]:
-    """The mask with out-of-bounds lanes off (each reported), the buffer, byte offsets into it, the lanes kept."""
+def _check(ptrs: Any, mask: Any, what: str) -> tuple[np.ndarray, list[_Access]]:
+    """The mask with every lane outside its tensor off (each reported), and the lanes kept, per buffer."""
     state = _LAUNCHES[-1]
-    addr, m = _lanes(ptrs, mask)
-    size = _itemsize(ptrs)
-    buf = ptrs.attr.get(_KEY) if getattr(ptrs, "attr", None) else None
-    if buf is None:
-        live = np.flatnonzero(m.reshape(-1))
-        first = int(addr.reshape(-1)[live[0]]) if live.size else 0
-        buf = state.find(first)
-    if buf is None:
-        inside = np.zeros(addr.shape, bool)
-        off = np.zeros(addr.shape, np.int64)
+    addr = np.asarray(ptrs.data)
+    shape = addr.shape
+    flat = addr.reshape(-1).astype(np.uint64, copy=False)
+    if mask is None:
+        m = np.ones(flat.size, bool)
     else:
-        off = (addr - np.uint64(buf.start)).view(np.int64) if addr.dtype == np.uint64 else addr.astype(np.int64)
-        off = np.asarray(off)
-        inside = (off >= 0) & (off <= buf.nbytes - size)
-    bad = m & ~inside
+        m = np.asarray(mask if isinstance(mask, np.ndarray) else mask.data)  # 3.6's block pointers pass arrays
+        m = (m if m.shape == shape else np.broadcast_to(m, shape)).reshape(-1).astype(bool, copy=False)
+    size = _itemsize(ptrs)
+    live = np.flatnonzero(m)
+    buf = ptrs.attr.get(_KEY) if getattr(ptrs, "attr", None) else None
+    if buf is not None and not any(b is buf for b in state.buffers):
+        buf = None  # derived from a tensor of another launch
+    at = flat[live]
+    if buf is not None:  # the tensor it was derived from: anything else is out of bounds (even another tensor)
+        off = (at - np.uint64(buf.start)).view(np.int64)
+        bad = (at < np.uint64(buf.start)) | (off > buf.nbytes - size)
+        accesses = [_Access(buf, live[~bad], off[~bad])] if not bad.all() else []
+    else:
+        where = state.locate(at, size)
+        bad = where < 0
+        accesses = []
+        for i in np.unique(where[~bad]):
+            b = state.buffers[int(i)]
+            lanes = live[where == i]
+            accesses.append(_Access(b, lanes, (flat[lanes] - np.uint64(b.start)).view(np.int64)))
     if bad.any():
         n = int(np.count_nonzero(bad))
-        if buf is None:
-            _fault("out_of_bounds", f"{what} {n} lanes at addresses inside no tensor argument of the launch "
-                                    f"(not performed)", count=n)
+        if buf is not None:
+            elems = buf.elements(off[bad])
+            _fault("out_of_bounds", f"{what} outside the tensor's storage ({buf.nbytes // size:,} elements of "
+                                    f"{size} byte{'s' if size != 1 else ''}; not performed)",
+                   buffer=buf.name, offsets=elems, count=n)
         else:
-            elems = buf.elements(off[bad], size)
-            total = buf.nbytes // max(1, size)
-            _fault("out_of_bounds", f"{what} outside the tensor's storage ({total:,} elements of {size} bytes; "
-                                    f"not performed)", buffer=buf.name, offsets=elems, count=n)
-        m = m & inside
-    return m, buf, off, m
+            _fault("out_of_bounds", f"{what} {n:,} lane{'s' if n != 1 else ''} at addresses inside no tensor "
+                                    f"argument of the launch (not performed)", count=n)
+        m = m.copy()
+        m[live[bad]] = False
+    return m.reshape(shape), accesses
 
 
-def _byte_index(off: np.ndarray, keep: np.ndarray, size: int) -> np.ndarray:
-    return (off[keep].astype(np.int64)[:, None] + np.arange(size, dtype=np.int64)[None, :]).reshape(-1)
+def _bytes(off: np.ndarray, size: int) -> np.ndarray:
+    return (off[:, None] + np.arange(size, dtype=np.int64)[None, :]).reshape(-1)
 
 
-def _load_mask(ptrs: Any, mask: Any) -> Any:
-    m, buf, off, keep = _check_bounds(ptrs, mask, "loads")
-    if buf is not None and keep.any():
-        size = _itemsize(ptrs)
-        bi = _byte_index(off, keep, size)
-        written, _, _, read_unwritten = buf.shadow
-        unwritten = ~written[bi]
+def _read(accesses: list[_Access], size: int, what: str) -> None:
+    """Report lanes that read bytes of a fresh allocation nothing has written."""
+    for a in accesses:
+        fresh = a.buf.fresh
+        if fresh is None:
+            continue
+        unwritten = ~fresh.written[_bytes(a.off, size)].reshape(-1, size).all(axis=1)
         if unwritten.any():
-            read_unwritten[bi[unwritten]] = True
-            if buf.read_site is None:
-                from fp8check.triton import launch
-
-                buf.read_site = (_site(_kernel_frame()), _program(), launch.current_config())
-    return m
+            elems = np.unique(a.buf.elements(a.off[unwritten]))
+            _fault("uninitialised", f"{what} memory nothing has written (a torch.empty allocation)",
+                   buffer=a.buf.name, offsets=elems, count=int(np.count_nonzero(unwritten)))
 
 
-def _store_mask(ptrs: Any, value: Any, mask: Any) -> Any:
-    m, buf, off, keep = _check_bounds(ptrs, mask, "stores")
-    if buf is None or not keep.any():
-        return m
-    size = _itemsize(ptrs)
-    bi = _byte_index(off, keep, size)
-    written, writer, last, _ = buf.shadow
-    pid = _linear(_program())
-    new = None
+def _write(accesses: list[_Access], size: int, value: Any, shape: tuple[int, ...]) -> None:
+    """Record stores: the written bytes of fresh allocations, and races between programs (``value`` None: an
+    atomic, never a race)."""
+    new_all = None
     if value is not None:
         data = np.asarray(value.data)
         if data.dtype.itemsize == size:
-            new = np.ascontiguousarray(np.broadcast_to(data, keep.shape)[keep]).view(np.uint8).reshape(-1)
-    if new is not None:
-        prev = writer[bi]
-        clash = (prev >= 0) & (prev != pid) & (last[bi] != new)
+            new_all = np.broadcast_to(data, shape).reshape(-1)
+    pid = _linear(_program())
+    for a in accesses:
+        bi = _bytes(a.off, size)
+        if a.buf.fresh is not None:
+            a.buf.fresh.written[bi] = True
+        if new_all is None:
+            continue
+        b = a.buf
+        if b.writer is None:
+            b.writer, b.last = np.full(b.nbytes, -1, np.int32), np.zeros(b.nbytes, np.uint8)
+        new = np.ascontiguousarray(new_all[a.lanes]).view(np.uint8).reshape(-1)
+        prev = b.writer[bi]
+        clash = (prev >= 0) & (prev != pid) & (b.last[bi] != new)
         if clash.any():
             at = np.flatnonzero(clash)
             other = _unlinear(int(prev[at[0]]))
-            elems = np.unique(buf.elements(bi[at], size))
-            _fault("race", f"stores bytes that program {other} stored differently "
-                           f"(0x{int(last[bi[at[0]]]):02x} there, 0x{int(new[at[0]]):02x} here): which lands "
-                           f"last depends on scheduling", buffer=buf.name, offsets=elems, count=int(elems.size))
-        last[bi] = new
-    written[bi] = True
-    writer[bi] = pid
-    return m
+            elems = np.unique(b.elements(bi[at] - bi[at] % size))
+            _fault("race", f"stores bytes that program {other} stored differently (0x{int(b.last[bi[at[0]]]):02x} "
+                           f"there, 0x{int(new[at[0]]):02x} here): which lands last depends on scheduling",
+                   buffer=b.name, offsets=elems, count=int(elems.size))
+        b.last[bi] = new
+        b.writer[bi] = pid
 
 
 def _check_hint(kind: str, input: Any, values: Any) -> None:
@@ -383,14 +454,16 @@ def _check_hint(kind: str, input: Any, values: Any) -> None:
     vals = [int(getattr(v, "value", v)) for v in vals]
     arr = data.astype(np.int64).reshape(data.shape or (1,))
     step = 1
-    if getattr(getattr(input, "dtype", None), "is_ptr", lambda: False)():
-        step = max(1, int(input.dtype.scalar.element_ty.primitive_bitwidth) // 8)
+    dtype = getattr(input, "dtype", None)
+    if dtype is not None and dtype.is_ptr():
+        # a pointer's divisibility is in bytes, its contiguity in elements
+        step = max(1, int(dtype.element_ty.primitive_bitwidth) // 8)
     for axis, v in enumerate(vals[:arr.ndim]):
         if v <= 1:
             continue
         moved = np.moveaxis(arr, axis, -1)
         if kind == "multiple_of":
-            # the first element of every contiguous run along the axis must be divisible by v
+            # as Triton's axis analysis reads it: the first element of each contiguous run is divisible by v
             starts = np.ones(moved.shape, bool)
             starts[..., 1:] = np.diff(moved, axis=-1) != step
             bad = starts & (moved % v != 0)
@@ -416,6 +489,7 @@ def _check_hint(kind: str, input: Any, values: Any) -> None:
 # -- installing ------------------------------------------------------------------------
 
 _SAVED: list[tuple[object, str, object]] = []
+_MODE: list[Any] = []
 
 
 def install() -> None:
@@ -426,31 +500,35 @@ def install() -> None:
     builder = interp.InterpreterBuilder
     d = builder.__dict__
     orig_load, orig_store = d["create_masked_load"], d["create_masked_store"]
-    orig_assume, orig_assert = d["create_assume"], d["create_assert"]
+    int1 = interp.tl.int1
 
-    def create_masked_load(self: Any, ptrs: Any, mask: Any, other: Any, *rest: Any) -> Any:
+    def create_masked_load(self: Any, ptrs: Any, mask: Any, other: Any, *rest: Any, **kw: Any) -> Any:
         if _LAUNCHES:
-            mask = interp.TensorHandle(_load_mask(ptrs, mask), interp.tl.int1)
-        return orig_load(self, ptrs, mask, other, *rest)
+            kept, accesses = _check(ptrs, mask, "loads")
+            _read(accesses, _itemsize(ptrs), "loads")
+            mask = interp.TensorHandle(kept, int1)
+        return orig_load(self, ptrs, mask, other, *rest, **kw)
 
-    def create_masked_store(self: Any, ptrs: Any, value: Any, mask: Any, *rest: Any) -> Any:
+    def create_masked_store(self: Any, ptrs: Any, value: Any, mask: Any, *rest: Any, **kw: Any) -> Any:
         if _LAUNCHES:
-            mask = interp.TensorHandle(_store_mask(ptrs, value, mask), interp.tl.int1)
-        return orig_store(self, ptrs, value, mask, *rest)
+            kept, accesses = _check(ptrs, mask, "stores")
+            _write(accesses, _itemsize(ptrs), value, np.shape(ptrs.data))
+            mask = interp.TensorHandle(kept, int1)
+        return orig_store(self, ptrs, value, mask, *rest, **kw)
 
-    def create_assume(self: Any, condition: Any, *rest: Any) -> Any:
-        data = np.asarray(getattr(condition, "data", condition))
+    def create_assume(self: Any, condition: Any, *rest: Any, **kw: Any) -> Any:
+        data = np.asarray(getattr(condition, "data", condition)).astype(bool)
         if not data.all():
             frame = _kernel_frame()
             _fault("false_hint", f"tl.assume is false: {_values_on_line(frame)}",
-                   count=int(np.count_nonzero(~data.astype(bool))), frame=frame)
+                   count=int(np.count_nonzero(~data)), frame=frame)
         return None
 
-    def create_assert(self: Any, condition: Any, message: Any = "", *rest: Any) -> Any:
-        data = np.asarray(getattr(condition, "data", condition))
+    def create_assert(self: Any, condition: Any, message: Any = "", *rest: Any, **kw: Any) -> Any:
+        data = np.asarray(getattr(condition, "data", condition)).astype(bool)
         if not data.all():
             frame = _kernel_frame()
-            lanes = np.flatnonzero(~data.astype(bool).reshape(-1))
+            lanes = np.flatnonzero(~data.reshape(-1))
             _fault("device_assert", f"tl.device_assert failed ({message}) on lanes {lanes[:6].tolist()}: "
                                     f"{_values_on_line(frame)}", count=int(lanes.size), frame=frame)
         return None
@@ -460,10 +538,9 @@ def install() -> None:
         if orig is None:
             return
 
-        def method(self: Any, *args: Any) -> Any:
-            out = orig(self, *args)
-            src = args[source]
-            attr = getattr(src, "attr", None)
+        def method(self: Any, *args: Any, **kw: Any) -> Any:
+            out = orig(self, *args, **kw)
+            attr = getattr(args[source], "attr", None)
             if attr and _KEY in attr and hasattr(out, "attr"):
                 out.attr[_KEY] = attr[_KEY]
             return out
@@ -477,18 +554,42 @@ def install() -> None:
     for name, source in (("create_addptr", 0), ("create_splat", 1), ("create_broadcast", 0),
                          ("create_expand_dims", 0), ("create_reshape", 0), ("create_trans", 0)):
         carry(name, source)
-    for name, ptr_at, mask_at in (("create_atomic_rmw", 1, 3),):
-        if name in d:
-            orig_rmw = d[name]
 
-            def atomic(self: Any, *args: Any, _orig: Any = orig_rmw) -> Any:
-                if _LAUNCHES:
-                    args = list(args)
-                    m = _store_mask(args[ptr_at], None, args[mask_at])
-                    args[mask_at] = interp.TensorHandle(m, interp.tl.int1)
-                return _orig(self, *args)
+    orig_rmw = d.get("create_atomic_rmw")
+    if orig_rmw is not None:
+        def create_atomic_rmw(self: Any, op: Any, ptr: Any, val: Any, mask: Any, *rest: Any, **kw: Any) -> Any:
+            if _LAUNCHES:
+                kept, accesses = _check(ptr, mask, "atomically updates")
+                _read(accesses, _itemsize(ptr), "atomically updates")
+                _write(accesses, _itemsize(ptr), None, np.shape(ptr.data))
+                mask = interp.TensorHandle(kept, int1)
+            return orig_rmw(self, op, ptr, val, mask, *rest, **kw)
 
-            faithful._set(_SAVED, builder, name, atomic)
+        faithful._set(_SAVED, builder, "create_atomic_rmw", create_atomic_rmw)
+
+    orig_cas = d.get("create_atomic_cas")
+    if orig_cas is not None:
+        def create_atomic_cas(self: Any, ptr: Any, cmp: Any, val: Any, *rest: Any, **kw: Any) -> Any:
+            if not _LAUNCHES:
+                return orig_cas(self, ptr, cmp, val, *rest, **kw)
+            kept, accesses = _check(ptr, None, "atomically compares and swaps")
+            _read(accesses, _itemsize(ptr), "atomically compares and swaps")
+            _write(accesses, _itemsize(ptr), None, np.shape(ptr.data))
+            if kept.all():
+                return orig_cas(self, ptr, cmp, val, *rest, **kw)
+            # a compare-and-swap has no mask: perform the lanes inside only (the others give 0)
+            shape = np.shape(ptr.data)
+            sel = kept.reshape(-1)
+            out = np.zeros(shape, dtype=np.asarray(cmp.data).dtype).reshape(-1)
+            if sel.any():
+                def part(h: Any) -> Any:
+                    return interp.TensorHandle(np.ascontiguousarray(
+                        np.broadcast_to(np.asarray(h.data), shape).reshape(-1)[sel]), h.dtype)
+
+                out[sel] = np.asarray(orig_cas(self, part(ptr), part(cmp), part(val), *rest, **kw).data).reshape(-1)
+            return interp.TensorHandle(out.reshape(shape), cmp.dtype.scalar)
+
+        faithful._set(_SAVED, builder, "create_atomic_cas", create_atomic_cas)
 
     ge = interp.GridExecutor
     orig_call, orig_init = ge.__dict__["__call__"], ge.__dict__["_init_args_hst"]
@@ -502,14 +603,15 @@ def install() -> None:
         finally:
             with _LOCK:
                 _LAUNCHES.remove(state)
-            state.finish()
 
     def _init_args_hst(self: Any, args_dev: Any, kwargs: Any) -> Any:
         args_hst, kwargs_hst = orig_init(self, args_dev, kwargs)
         if _LAUNCHES:
             state = _LAUNCHES[-1]
             for name, arg in list(zip(self.arg_names, args_hst)) + list(kwargs_hst.items()):
-                _register(state, name, arg)
+                for i, item in enumerate(arg if isinstance(arg, tuple) else (arg,)):
+                    _register(state, name if not isinstance(arg, tuple) else f"{name}[{i}]",
+                              getattr(item, "base", item))
         return args_hst, kwargs_hst
 
     faithful._set(_SAVED, ge, "__call__", __call__)
@@ -520,9 +622,14 @@ def install() -> None:
     def _implicit_cvt(arg: Any) -> Any:
         out = orig_cvt(arg)
         if _LAUNCHES and hasattr(arg, "data_ptr") and hasattr(out, "handle"):
-            buf = _LAUNCHES[-1].find(int(arg.data_ptr()))
-            if buf is not None:
-                out.handle.attr[_KEY] = buf
+            try:
+                storage = int(arg.untyped_storage().data_ptr())
+            except Exception:
+                storage = None
+            for b in _LAUNCHES[-1].buffers:
+                if b.start == storage:
+                    out.handle.attr[_KEY] = b
+                    break
         return out
 
     faithful._set(_SAVED, interp, "_implicit_cvt", _implicit_cvt)
@@ -531,7 +638,7 @@ def install() -> None:
 
     def _patch_lang(fn: Any) -> Any:
         scope = orig_patch(fn)
-        langs = [v for v in fn.__globals__.values() if v in (interp.tl, interp.tl.core)]
+        langs = [v for v in fn.__globals__.values() if v is interp.tl or v is interp.tl.core]
         for lang in langs:
             for hint in ("multiple_of", "max_contiguous"):
                 below = getattr(lang, hint, None)
@@ -547,15 +654,24 @@ def install() -> None:
         return scope
 
     faithful._set(_SAVED, interp, "_patch_lang", _patch_lang)
-    # tl.device_assert runs only in debug mode; the overflow checks debug mode adds stay off
+    # tl.device_assert runs only in debug mode; the integer-overflow checks debug mode adds stay off
     opts = getattr(interp.interpreter_builder, "options", None)
     if opts is not None and dataclasses.is_dataclass(opts):
         new = dataclasses.replace(opts, debug=True, **({"sanitize_overflow": False}
                                                        if hasattr(opts, "sanitize_overflow") else {}))
         faithful._set(_SAVED, interp.interpreter_builder, "options", new)
+    try:
+        mode = _allocation_mode()
+    except ImportError:  # no torch: no tensors to allocate either
+        return
+    mode.__enter__()
+    _MODE.append(mode)
 
 
 def uninstall() -> None:
     from fp8check.triton import _patching as faithful
 
+    while _MODE:
+        _MODE.pop().__exit__(None, None, None)
+    _FRESH.clear()
     faithful._restore(_SAVED)
