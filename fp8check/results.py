@@ -44,7 +44,11 @@ MATMUL_CATEGORIES = ("accuracy",)
 # one address, a false tl.assume/tl.multiple_of/tl.max_contiguous, a failing tl.device_assert.
 # Not divergences of a value: the kernel's behaviour on a GPU is undefined or scheduling-dependent.
 KERNEL_FAULT_CATEGORIES = ("out_of_bounds", "uninitialised", "race", "false_hint", "device_assert")
-CATEGORIES = CAST_CATEGORIES + QUANTIZE_CATEGORIES + MATMUL_CATEGORIES + CALL_CATEGORIES + KERNEL_FAULT_CATEGORIES
+# Not a divergence: an output whose code depends on where the target's unspecified instructions (NVIDIA's
+# div.full.f32, .approx functions) land inside their documented bounds (fp8check.brackets). Counted in
+# CheckResult.target_dependent, never in CheckResult.categories.
+TARGET_DEPENDENT = "target_dependent"
+CATEGORIES = CAST_CATEGORIES + QUANTIZE_CATEGORIES + MATMUL_CATEGORIES + CALL_CATEGORIES + KERNEL_FAULT_CATEGORIES + (TARGET_DEPENDENT,)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,6 +127,9 @@ class CheckResult:
     expected_failure: str = ""  # the upstream issue when the divergence is known
     refusals: list[Refusal] = field(default_factory=list)  # calls the kernel raised on
     extra: dict[str, Any] = field(default_factory=dict)
+    # Outputs (each input once) whose code depends on the target's approximation: not divergences.
+    target_dependent: int = 0
+    target_dependent_examples: list[Divergence] = field(default_factory=list)
 
     def add_note(self, note: str | None) -> None:
         """Add a line the result shows under its header (``extra["notes"]``); empty or repeated notes are left out."""
@@ -130,9 +137,10 @@ class CheckResult:
             self.extra.setdefault("notes", []).append(note)
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(dataclasses.replace(self, divergences=[], refusals=[]))
+        data = asdict(dataclasses.replace(self, divergences=[], refusals=[], target_dependent_examples=[]))
         data["divergences"] = [d.to_dict() for d in self.divergences]
         data["refusals"] = [r.to_dict() for r in self.refusals]
+        data["target_dependent_examples"] = [d.to_dict() for d in self.target_dependent_examples]
         return data
 
     @classmethod
@@ -141,6 +149,8 @@ class CheckResult:
         kept = {k: v for k, v in data.items() if k in names}
         kept["divergences"] = [Divergence.from_dict(d) for d in data.get("divergences", [])]
         kept["refusals"] = [Refusal.from_dict(r) for r in data.get("refusals", [])]
+        kept["target_dependent_examples"] = [Divergence.from_dict(d)
+                                             for d in data.get("target_dependent_examples", [])]
         return cls(**kept)
 
     def __str__(self) -> str:
@@ -148,10 +158,11 @@ class CheckResult:
         reproducers included, is the terminal printer's (``fp8check.terminal.divergences.result_text``,
         which ``fp8check.assert_conforms`` and ``str(Report)`` use): the core renders nothing."""
         what = f"{self.kernel} ({self.kind}, {self.format}/{self.profile}, {self.input_dtype} in, {self.device})"
+        dependent = f"; {self.target_dependent:,} target-dependent" if self.target_dependent else ""
         if self.passed:
-            return f"{what}: conforms ({self.checked:,} values checked)"
+            return f"{what}: conforms ({self.checked:,} values checked{dependent})"
         found = ", ".join(f"{c} {n:,}" for c, n in self.categories.items() if n) or "no divergence counted"
-        return f"{what}: diverges ({found}; {self.checked:,} values checked)"
+        return f"{what}: diverges ({found}; {self.checked:,} values checked{dependent})"
 
 
 _DIVERGENCE_FIELDS = tuple(f.name for f in fields(Divergence))

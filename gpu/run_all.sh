@@ -10,7 +10,7 @@
 # under its own time limit, and one failing part does not stop the others.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-KNOWN=" environment suite tests-gpu recipes triton-faithful zoo training audit-bench "  # in the order they run
+KNOWN=" environment suite tests-gpu recipes triton-faithful ops-table zoo training audit-bench "  # in the order they run
 PARTS=" $* "
 for p in $PARTS; do
     if [[ "$KNOWN" != *" $p "* ]]; then
@@ -57,6 +57,10 @@ part recipes 300 python3 gpu/recipes.py --max-examples 10 --json "$OUT/recipes.j
 # The faithful Triton interpreter's sm90 target against compiled Triton: every
 # float32 input per format and direction, quantizer kernels (< 3 min).
 part triton-faithful 240 python3 gpu/triton_faithful.py --json "$OUT/triton-faithful.json"
+# The faithful interpreter's float ops (fp8check.triton.ops) against compiled sm90: every op a quantizer
+# uses x special values, compiled here and interpreted in the three bracket modes (< 3 min on an H200).
+# Commit $OUT/ops-table.json.gz as gpu/results/ops-table.json.gz (tests/triton_faithful/test_ops_table.py).
+part ops-table 420 python3 gpu/ops_table.py --json "$OUT/ops-table.json.gz"
 # Third-party packages' FP8 quantizers (fp8check.zoo): compiled sm90 against the faithful sm90
 # interpreter byte for byte on the same inputs, then each entry against its claim on the GPU.
 # Alone in its call: up to 9 minutes (the interpreter side runs on this host's CPU).

@@ -43,6 +43,7 @@ from fp8check.quantizers.edge_cases import HazardTally, edge_cases, nan_code_tab
 from fp8check.quantizers.recipe import Recipe
 from fp8check.quantizers.scaling import block_amax, element_blocks, quantize
 from fp8check.quantizers.cases import QuantCase, quantizer_inputs
+from fp8check import brackets
 from fp8check.results import CALL_CATEGORIES, QUANTIZE_CATEGORIES, CheckResult, Divergence, Refusal
 
 __all__ = ["run_kernel", "check_quantizer", "reference_kernel"]
@@ -358,6 +359,7 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
     refusals: list[Refusal] = []
     sup = supports or Supports()
     outputs: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    dependent = brackets.Tally()  # target-dependent codes and scales
 
     def call_args(case: QuantCase) -> tuple[Any, ...]:
         if args is None:
@@ -373,7 +375,9 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
             return
         a = call_args(case)
         try:
-            codes, scales, moved = run_kernel(kernel, case, r, device=device, name=name, args=a)
+            # under a faithful Triton target with bracketed instructions: rn, lo and hi runs (fresh copies)
+            outs, op_names = brackets.runs(lambda: run_kernel(kernel, case, r, device=device, name=name, args=a))
+            codes, scales, moved = outs[0]
         except KernelError as exc:
             declared = sup.declared
             refusals.append(Refusal(condition=repr(case), error=str(exc), declared=declared))
@@ -386,6 +390,8 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
         compared = case
         if precast is not None:  # a fused quantizer: the recipe applies to the values before its quantization
             compared = dataclasses.replace(case, x=_precast_values(precast, case, a, device))
+        if len(outs) > 1:
+            codes, scales = _resolve_bracketed(compared, r, outs, op_names, seen["cases"], dependent)
         n_before = len(found)
         _compare(compared, r, codes, scales, seen["cases"], counts, found)
         for f in found[n_before:]:
@@ -470,7 +476,43 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
     )
     if thorough and cases is None:
         result.add_note(harness.large_numel(device)[1])
+    dependent.apply(result)
     return result
+
+
+def _resolve_bracketed(case: QuantCase, recipe: Recipe, outs: list[Any], op_names: tuple[str, ...], number: int,
+                       tally: brackets.Tally) -> tuple[np.ndarray, np.ndarray]:
+    """Codes and scales to compare when the kernel ran three times (rn, lo, hi): a scale or code that differs
+    between the runs and is the recipe's in one of them is target-dependent, compared as the recipe's."""
+    expected = quantize(case.x, recipe, offsets=case.offsets)
+    exp_s = expected.scales.astype(np.float64).reshape(-1)
+    ce = expected.codes.reshape(-1)
+    scales, dep_s = brackets.resolve(exp_s, [np.asarray(o[1], dtype=np.float64).reshape(-1) for o in outs])
+    nan_tab = nan_code_table(recipe.format)
+    codes, dep_c = brackets.resolve(ce, [np.asarray(o[0]).reshape(-1) for o in outs],
+                                    same=lambda a, b: (a == b) | (nan_tab[a] & nan_tab[b]))
+    x = case.x.reshape(-1)
+    where = f"{case.name} ({case.x.shape[0]}x{case.x.shape[1]} {case.dtype})"
+
+    def scale_example(b: int) -> Divergence:
+        rn, lo, hi = (float(np.asarray(o[1], dtype=np.float64).reshape(-1)[b]) for o in outs[:3])
+        return Divergence(category="target_dependent", input_hex="-", expected_hex=_hex32(exp_s[b]),
+                          actual_hex=_hex32(rn), input_dtype="float32", expected_value=repr(float(exp_s[b])),
+                          actual_value=repr(rn),
+                          detail=f"{where}: scale of {_block_text(recipe, b, case.x.shape, case.offsets)}; "
+                                 f"correctly rounded {', '.join(op_names)}: {rn!r}, low end {lo!r}, high end {hi!r}")
+
+    def code_example(i: int) -> Divergence:
+        rn, lo, hi = (int(np.asarray(o[0]).reshape(-1)[i]) for o in outs[:3])
+        return Divergence(category="target_dependent", input_hex=_hex_input(x[i], case.dtype),
+                          expected_hex=f"{ce[i]:02X}", actual_hex=f"{rn:02X}", input_dtype=case.dtype,
+                          input_value=repr(float(x[i])),
+                          detail=f"{where}: x[{i // case.x.shape[1]}, {i % case.x.shape[1]}]; correctly rounded "
+                                 f"{', '.join(op_names)}: {rn:02X}, low end {lo:02X}, high end {hi:02X}")
+
+    tally.add([("scale", number, b) for b in range(exp_s.size)], scale_example, dep_s, op_names)
+    tally.add([("code", number, i) for i in range(ce.size)], code_example, dep_c, op_names)
+    return codes.reshape(np.shape(outs[0][0])), scales
 
 
 def _precast_values(precast: Callable[..., Any], case: QuantCase, args: tuple[Any, ...], device: str) -> np.ndarray:

@@ -136,6 +136,22 @@ def _scope_lines(result: CheckResult) -> list[Line]:
     return [(f"note: {note}", "yellow") for note in result.extra.get("notes", ())]
 
 
+def _target_dependent_lines(result: CheckResult) -> list[Line]:
+    """Outputs whose code depends on the target's approximation: not divergences, but worth knowing."""
+    n = result.target_dependent
+    if not n:
+        return []
+    ops = result.extra.get("target_dependent_ops", "")
+    lines: list[Line] = [(f"target-dependent: {n:,} {'output' if n == 1 else 'outputs'} take the reference's code "
+                          f"only for some results inside the documented bounds of {ops or 'approximate instructions'}"
+                          f" (not divergences; a correctly rounded instruction, e.g. tl.div_rn or tl.sqrt_rn, "
+                          f"makes them exact)", "yellow")]
+    for d in result.target_dependent_examples[:3]:
+        where = f"input {d.input_hex} ({d.input_value}): " if d.input_hex != "-" else ""
+        lines.append((f"  e.g. {where}reference {d.expected_hex}; {d.detail}", "yellow"))
+    return lines
+
+
 def _decode_body(result: CheckResult) -> list[Line]:
     return [(f"  {d.category:<11} code {d.input_hex} [{d.input_value}] -> {d.actual_value} "
              f"(expected {d.expected_value})", "red") for d in result.divergences[:8]]
@@ -167,7 +183,8 @@ def result_lines(result: CheckResult, *, header: bool = True) -> list[Line]:
             lines.append((f"checked {result.checked:,} {what}", ""))
             lines.extend(_scope_lines(result))
         if result.passed:
-            lines.append(("CONFORMS: every output equals the reference bit for bit", "bold green"))
+            lines.append(("CONFORMS: every output equals the reference bit for bit"
+                          + (" or is target-dependent (below)" if result.target_dependent else ""), "bold green"))
             lines.extend(_refusal_lines(result))
         else:
             lines.append((f"DIVERGES: {_summary(result)}", "bold red"))
@@ -176,6 +193,7 @@ def result_lines(result: CheckResult, *, header: bool = True) -> list[Line]:
             lines.extend(_decode_body(result) if result.kind == "decode" else _cast_body(result))
             lines.extend(_fault_lines(result))
             lines.extend(_refusal_lines(result))
+    lines.extend(_target_dependent_lines(result))
     if not result.passed or result.kind == "quantize":
         lines.append((f"reproduce: {result.command}", ""))
     return lines

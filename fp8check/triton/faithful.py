@@ -635,9 +635,9 @@ class Watch:
         if not self.approximate_divisions or t is None:
             return None
         return (f"the kernel divides float32 values with `/`, which Triton compiles for {t.name} to "
-                f"{t.approximate_fp32_division}: "
-                f"this interpreter's quotients are correctly rounded, so codes at rounding boundaries may differ "
-                f"from the compiled kernel's (tl.div_rn makes them agree)")
+                f"{t.approximate_fp32_division}: the check ran it correctly rounded and at both ends of that "
+                f"bound, and counts codes that depend on where the GPU lands as target-dependent "
+                f"(tl.div_rn makes them exact)")
 
     @property
     def warning(self) -> str | None:

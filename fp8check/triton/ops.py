@@ -2,25 +2,30 @@
 
 Triton's interpreter computes with NumPy: ``np.fmax``/``np.clip`` for
 ``tl.maximum``/``tl.clamp``, ``np.nanmax`` for ``tl.max``, IEEE division and
-square roots, no fma contraction, and bfloat16 arithmetic on the uint16 bit
-pattern (``int32 5 .to(tl.bfloat16)`` gives 4.6e-40). Compiled Triton differs
-on every one of these, differently per target. This module replaces the
-interpreter's builder methods while a :func:`~fp8check.triton.faithful`
-block is open, following the target's :class:`~fp8check.triton.targets.OpRules`:
+square roots, no fma contraction, x86's NaNs, and bfloat16 arithmetic on the
+uint16 bit pattern (``int32 5 .to(tl.bfloat16)`` gives 4.6e-40). Compiled
+Triton differs on every one of these, differently per target. This module
+replaces the interpreter's builder methods while a
+:func:`~fp8check.triton.faithful` block is open, following the target's
+:class:`~fp8check.triton.targets.OpRules`:
 
 - ``minimum``/``maximum`` (``propagate_nan`` NONE: the non-NaN operand wins,
-  +0 > -0 where the target says so; ALL: NaN wins), ``clamp`` (sm90 compiles
-  symmetric bounds to ``min.xorsign.abs.f32``: NaN in, +bound out, found from
-  how the bounds were built, as the compiler's pattern match finds them),
+  +0 > -0 where the target orders zeros; ALL: NaN wins), ``clamp`` (sm90
+  compiles ``lo == -hi`` to ``min.xorsign.abs.f32``: NaN in, +hi out; which
+  forms of ``-hi`` the compiler recognises depends on the Triton version and
+  is read from how the bounds were built; AMD: ``v_med3_f32``),
   ``tl.max``/``tl.min``/``tl.argmax``/``tl.argmin`` with the same rules;
-- fma contraction of ``a * b + c`` (and ``a * b - c``, ``c - a * b``), rounded
-  once, where the target contracts;
+- fma contraction of ``a * b + c`` (and ``a * b - c``, ``c - a * b``),
+  rounded once, for the dtypes the target fuses;
 - ``/``, ``sqrt``, ``rsqrt``, ``exp``, ``exp2``, ``log2``, ``log``: exact where
   the instruction is specified (``div.rn``, ``sqrt.rn``, AMD's IEEE division);
-  where it is not (NVIDIA's ``div.full.f32`` and ``.approx`` functions) the
-  result is the correctly rounded one, and under :func:`bracket` the lowest or
-  highest one the documented error bound allows (``lo``/``hi``): a code that
-  changes between the three runs depends on the hardware's approximation;
+  where it is not (NVIDIA's ``div.full.f32`` and ``.approx`` functions, AMD's
+  1-ulp transcendental instructions) the result is the correctly rounded one,
+  and under :func:`bracket` the lowest or highest one the documented error
+  bound allows (``lo``/``hi``): a code that changes between the three runs
+  depends on the hardware's approximation (target-dependent);
+- the NaN an arithmetic op writes (NVIDIA's canonical 0x7FFFFFFF; AMD's
+  quiet input NaN or 0x7FC00000 where x86 writes 0xFFC00000);
 - bfloat16 arithmetic, comparisons, min/max and int <-> bfloat16 casts on
   bfloat16 values, rounded to nearest even (the interpreter works on bits).
 
@@ -31,13 +36,18 @@ are pinned on an H200, which are derived from source and which are bracketed.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
-from typing import Any, Callable, Iterator
+import warnings
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
+from fp8check import brackets
+
 __all__ = ["install", "bracket", "bracket_mode", "BRACKET_MODES", "fma", "round_bf16", "widen_bf16",
-           "approximate", "minmax", "clamp", "reduce_minmax", "argminmax"]
+           "approximate", "minmax", "clamp", "med3", "xorsign_clamp", "reduce_minmax", "argminmax",
+           "canonical_nans", "divide_by_constant", "bracketed_runs"]
 
 #: ``rn``: every unspecified result is the correctly rounded one; ``lo``/``hi``:
 #: the lowest/highest result the target's documented error bound allows.
@@ -66,6 +76,30 @@ def bracket(mode: str) -> Iterator[dict[str, int]]:
         _STATE.mode, _STATE.count = old, old_count
 
 
+def bracketed_runs(run: Callable[[], Any]) -> list[Any]:
+    """``[run()]`` in ``rn`` mode, and, when that run evaluated an op whose result the target leaves
+    unspecified, ``run()`` again in ``lo`` and ``hi`` mode: ``[rn, lo, hi]``. ``run`` must compute from
+    fresh copies of its inputs each time (a kernel may write them)."""
+    return _runs(run)[0]
+
+
+def _runs(run: Callable[[], Any]) -> tuple[list[Any], tuple[str, ...]]:
+    if bracket_mode() != "rn" or getattr(_STATE, "count", None) is not None:
+        return [run()], ()  # already inside a bracketed run (a check calling a check): one run
+    with bracket("rn") as count:
+        first = run()
+    if not count:
+        return [first], ()
+    out = [first]
+    for mode in ("lo", "hi"):
+        with bracket(mode):
+            out.append(run())
+    return out, tuple(sorted(count))
+
+
+brackets.set_runner(_runs)  # the checks bracket their kernel calls through fp8check.brackets
+
+
 def _counted(op: str) -> None:
     count = getattr(_STATE, "count", None)
     if count is not None:
@@ -90,6 +124,40 @@ def round_bf16(x: np.ndarray, nan: int | None = 0x7FFF) -> np.ndarray:
         fill = np.uint16(nan) if nan is not None else ((b >> np.uint32(16)) | np.uint32(0x40)).astype(np.uint16)
         out = np.where(isnan, fill, out)
     return out.astype(np.uint16)
+
+
+# -- NaNs of arithmetic -----------------------------------------------------------
+
+_NAN_BITS = {np.dtype(np.float32): (np.uint32, 0x7FFFFFFF, 0x7FC00000, 0x00400000),
+             np.dtype(np.float16): (np.uint16, 0x7FFF, 0x7E00, 0x0200),
+             np.dtype(np.float64): (np.uint64, 0x7FFFFFFFFFFFFFFF, 0x7FF8000000000000, 0x0008000000000000)}
+
+
+def canonical_nans(out: np.ndarray, rule: str, operands: Sequence[np.ndarray] = ()) -> np.ndarray:
+    """The NaNs an arithmetic result holds, as the target writes them.
+
+    ``canonical`` (NVIDIA): every NaN is 0x7FFFFFFF (float16 0x7FFF).
+    ``propagate`` (AMD, IEEE 754): a NaN that came from a NaN operand is that
+    operand's NaN made quiet (the first NaN operand); a NaN the operation
+    made (Inf - Inf, 0 * Inf, 0 / 0) is the positive default NaN 0x7FC00000
+    (x86, and so NumPy, writes the negative 0xFFC00000)."""
+    out = np.asarray(out)
+    if out.dtype not in _NAN_BITS:
+        return out
+    isnan = np.isnan(out)
+    if not isnan.any():
+        return out
+    uint, canonical, default, quiet = _NAN_BITS[out.dtype]
+    if rule == "canonical":
+        return np.where(isnan, np.array(canonical, dtype=uint).view(out.dtype), out).astype(out.dtype, copy=False)
+    fill = np.broadcast_to(np.array(default, dtype=uint), out.shape)
+    for op in reversed(list(operands)):
+        op = np.asarray(op)
+        if op.dtype != out.dtype:
+            continue
+        op = np.broadcast_to(op, out.shape)
+        fill = np.where(np.isnan(op), np.ascontiguousarray(op).view(uint) | uint(quiet), fill)
+    return np.where(isnan, np.asarray(fill, dtype=uint).view(out.dtype), out).astype(out.dtype, copy=False)
 
 
 # -- exact fused multiply-add ------------------------------------------------------
@@ -166,7 +234,8 @@ def minmax(a: np.ndarray, b: np.ndarray, *, maximum: bool, propagate_nan: bool, 
             if zeros == "ordered":
                 negative = (neg_a & neg_b) if maximum else (neg_a | neg_b)
             else:
-                _counted("signed_zero")
+                if (both_zero & (neg_a != neg_b)).any():
+                    _counted("signed_zero")
                 mode = bracket_mode()
                 negative = {"lo": neg_a | neg_b, "hi": neg_a & neg_b}.get(mode, neg_a)
             zero = np.where(negative, -np.zeros((), a.dtype), np.zeros((), a.dtype))
@@ -178,27 +247,61 @@ def minmax(a: np.ndarray, b: np.ndarray, *, maximum: bool, propagate_nan: bool, 
     return out.astype(a.dtype, copy=False)
 
 
+def xorsign_clamp(x: np.ndarray, hi: np.ndarray, *, propagate_nan: bool, nan: str) -> np.ndarray:
+    """PTX ``min{.NaN}.xorsign.abs.f32 d, x, hi``: ``min(|x|, |hi|)`` with the
+    sign ``sign(x) ^ sign(hi)``. A NaN ``x`` gives ``+|hi|`` (the non-NaN
+    operand wins; measured on the H200 for NaN of either sign); a NaN ``hi``
+    gives ``x`` with the sign rule; with ``.NaN`` any NaN operand gives the
+    canonical NaN."""
+    x, hi = np.broadcast_arrays(np.asarray(x), np.asarray(hi))
+    with np.errstate(invalid="ignore"):
+        mag = np.fmin(np.abs(x), np.abs(hi))
+        negative = np.signbit(x) ^ np.signbit(hi)
+        out = np.where(negative, -mag, mag)
+        out = np.where(np.isnan(x), np.abs(hi), out)
+        both = np.isnan(x) & np.isnan(hi)
+        nan_out = (np.isnan(x) | np.isnan(hi)) if propagate_nan else both
+        if nan_out.any():
+            out = np.where(nan_out, _nan_like(out, nan), out)
+    return out.astype(x.dtype, copy=False)
+
+
+def med3(x: np.ndarray, lo: np.ndarray, hi: np.ndarray, *, nan: str = "quiet") -> np.ndarray:
+    """AMD ``v_med3_f32 x, lo, hi``: the median of three; if any operand is
+    NaN, ``v_min3_f32`` of the three, in IEEE mode a minimum that ignores
+    NaN (all three NaN: NaN). For ``lo <= hi`` and a non-NaN ``x`` this is
+    ``min(max(x, lo), hi)``; a NaN ``x`` gives ``min(lo, hi)``."""
+    x, lo, hi = np.broadcast_arrays(np.asarray(x), np.asarray(lo), np.asarray(hi))
+    with np.errstate(invalid="ignore"):
+        median = np.maximum(np.minimum(x, lo), np.minimum(np.maximum(x, lo), hi))
+        anynan = np.isnan(x) | np.isnan(lo) | np.isnan(hi)
+        if anynan.any():
+            smallest = np.fmin(np.fmin(x, lo), hi)
+            if np.isnan(smallest).any():
+                smallest = np.where(np.isnan(smallest), _nan_like(smallest, nan), smallest)
+            median = np.where(anynan, smallest, median)
+    return median.astype(x.dtype, copy=False)
+
+
 def clamp(x: np.ndarray, lo: np.ndarray, hi: np.ndarray, *, rule: str, propagate_nan: bool, zeros: str,
           nan: str) -> np.ndarray:
-    """``tl.clamp``: ``xorsign_abs`` (sm90's ``min.xorsign.abs.f32 x, hi``:
-    ``min(|x|, |hi|)`` with the sign ``sign(x) ^ sign(hi)``; a NaN ``x`` gives
-    ``hi``, measured on the H200; with ``propagate_nan`` the NaN), ``med3``
-    (AMD's ``v_med3_f32``: NaN gives ``lo``) or ``minmax``
-    (``min(max(x, lo), hi)`` with :func:`minmax`'s rules)."""
+    """``tl.clamp``: ``xorsign_abs`` (sm90's ``min.xorsign.abs.f32 x, hi``, see
+    :func:`xorsign_clamp`), ``med3`` (AMD's ``v_med3_f32``, see :func:`med3`;
+    with ``propagate_nan`` a NaN ``x`` is kept: Triton selects ``x`` where
+    ``x != x``) or ``minmax`` (``min(max(x, lo), hi)`` with :func:`minmax`'s
+    rules: maxnum/minnum, or maximum/minimum with ``propagate_nan``, Triton's
+    common lowering on targets with hardware NaN propagation)."""
     x, lo, hi = np.broadcast_arrays(np.asarray(x), np.asarray(lo), np.asarray(hi))
     with np.errstate(invalid="ignore"):
         if rule == "xorsign_abs":
-            mag = np.fmin(np.abs(x), np.abs(hi))
-            negative = np.signbit(x) ^ np.signbit(hi)
-            out = np.where(negative, -mag, mag)
-            out = np.where(np.isnan(x), np.abs(hi), out)
+            return xorsign_clamp(x, hi, propagate_nan=propagate_nan, nan=nan)
+        if rule == "med3":
+            out = med3(x, lo, hi, nan=nan)
             if propagate_nan:
-                out = np.where(np.isnan(x) | np.isnan(hi), _nan_like(out, nan), out)
+                out = np.where(np.isnan(x), x, out)
             return out.astype(x.dtype, copy=False)
         out = minmax(minmax(x, lo, maximum=True, propagate_nan=propagate_nan, zeros=zeros, nan=nan), hi,
                      maximum=False, propagate_nan=propagate_nan, zeros=zeros, nan=nan)
-        if rule == "med3" and propagate_nan:
-            out = np.where(np.isnan(x), x, out)  # the select on x != x keeps x's own NaN
         return out.astype(x.dtype, copy=False)
 
 
@@ -206,7 +309,8 @@ def reduce_minmax(x: np.ndarray, axis: int | None, keepdims: bool, *, maximum: b
                   nan: str) -> np.ndarray:
     """``tl.max``/``tl.min``: the ``maxNum`` combine (NaN ignored unless every
     element is NaN) with the target's signed-zero rule."""
-    with np.errstate(invalid="ignore"), _quiet_all_nan():
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices
         out = np.asarray(np.nanmax(x, axis=axis, keepdims=keepdims) if maximum
                          else np.nanmin(x, axis=axis, keepdims=keepdims))
         isz = x == 0
@@ -231,23 +335,15 @@ def reduce_minmax(x: np.ndarray, axis: int | None, keepdims: bool, *, maximum: b
     return np.asarray(out, dtype=x.dtype)
 
 
-@contextlib.contextmanager
-def _quiet_all_nan() -> Iterator[None]:
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        yield
-
-
 def argminmax(x: np.ndarray, axis: int | None, keepdims: bool, *, maximum: bool) -> tuple[np.ndarray, np.ndarray]:
     """``tl.argmax``/``tl.argmin`` (tie break left): Triton's combine
-    ``gt = v1 > v2 or (v1 == v2 and i1 < i2)`` ignores NaN only when the NaN
-    is not where the reduction tree starts, so a row with a NaN gives an
-    index that depends on the compiled reduction order (layout, warps):
-    ``rn`` the leftmost non-NaN extreme, ``lo``/``hi`` the first/last NaN
-    (the NaN row is target-dependent)."""
-    with np.errstate(invalid="ignore"), _quiet_all_nan():
+    ``gt = v1 > v2 or (v1 == v2 and i1 < i2)`` keeps the right operand when
+    either is NaN, so a row with a NaN gives an index that depends on the
+    compiled reduction order (layout, warps): ``rn`` the leftmost non-NaN
+    extreme, ``lo``/``hi`` the first/last NaN (the NaN row is
+    target-dependent)."""
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
         flat_axis = axis
         data = x
         if axis is None:
@@ -292,45 +388,96 @@ def _floor32(v: np.ndarray) -> np.ndarray:
     return np.where(t.astype(np.float64) > v, np.nextafter(t, np.float32(-np.inf)), t).astype(np.float32)
 
 
-def approximate(exact: np.ndarray, bound: Any, *, op: str = "") -> np.ndarray:
+def _ftz(x: np.ndarray) -> np.ndarray:
+    tiny = np.finfo(np.float32).tiny
+    return np.where((np.abs(x) < tiny) & (x != 0), np.copysign(np.float32(0), x), x).astype(np.float32)
+
+
+def approximate(exact: np.ndarray, bound: Any, *, op: str = "", ftz: bool = False) -> np.ndarray:
     """The float32 result of an instruction whose result is bounded, not specified.
 
     ``exact``: the true result (float64). ``bound``: a
     :class:`~fp8check.triton.targets.ErrorBound` (None: exact). ``rn`` mode:
     the correctly rounded result; ``lo``/``hi``: the lowest/highest float32
     the bound allows. Zero, infinite and NaN results are the instructions'
-    specified special cases and stay exact."""
+    specified special cases and stay exact. ``ftz``: subnormal results are
+    written as zero of their sign (``.ftz`` instructions)."""
     exact = np.asarray(exact, dtype=np.float64)
     with np.errstate(all="ignore"):
         rn = exact.astype(np.float32)
-    if bound is None:
-        return rn
-    _counted(op or "approximate")
-    mode = bracket_mode()
-    if mode == "rn":
-        return rn
-    up = mode == "hi"
+    if bound is not None:
+        _counted(op or "approximate")
+        mode = bracket_mode()
+        if mode != "rn":
+            up = mode == "hi"
+            with np.errstate(all="ignore"):
+                width = np.maximum(bound.rel * np.abs(exact), bound.abs)
+                out = _floor32(exact + width) if up else _ceil32(exact - width)
+                if bound.ulps:
+                    out = (np.maximum(out, _step(rn, bound.ulps, True)) if up
+                           else np.minimum(out, _step(rn, bound.ulps, False)))
+                keep = ~np.isfinite(rn) | (rn == 0)
+                rn = np.where(keep, rn, out).astype(np.float32)
+    return _ftz(rn) if ftz else rn
+
+
+def divide_by_constant(x: np.ndarray, c: float, rule: str, bound: Any, fdiv: Any) -> np.ndarray:
+    """float32 ``x / C`` for a compile-time constant ``C`` on NVIDIA.
+
+    Triton 3.9 compiles it to ``div.approx.f32 r, 1.0, C`` and ``mul.f32 x, r``;
+    3.6 and 3.8 to ``div.full.f32``, which for ``C = 448`` equals
+    ``x * fl(1/448)`` on every one of 2^20 inputs (H200). ``rn`` mode:
+    ``fl(x * fl(1/C))``, one rounding of the product; ``lo``/``hi``: the
+    extremes of ``fl(x * r)`` over ``r`` within ``bound`` of ``fl(1/C)``,
+    widened to the quotient's own bound ``fdiv`` (3.6's div.full.f32).
+    ``bound`` None: the reciprocal is pinned (``fl(1/C)``), the result exact."""
+    x = np.asarray(x, dtype=np.float32)
     with np.errstate(all="ignore"):
-        width = np.maximum(bound.rel * np.abs(exact), bound.abs)
-        out = _floor32(exact + width) if up else _ceil32(exact - width)
-        if bound.ulps:
-            out = np.maximum(out, _step(rn, bound.ulps, True)) if up else np.minimum(out, _step(rn, bound.ulps, False))
+        r = np.float32(1.0) / np.float32(c)
+        rn = (x * r).astype(np.float32)
+        if bound is None:  # the reciprocal is pinned: fl(1/C)
+            return rn
+        _counted("fdiv_const")
+        mode = bracket_mode()
+        if mode == "rn":
+            return rn
+        up = mode == "hi"
+        r_lo, r_hi = _step(np.asarray(r), bound.ulps, False), _step(np.asarray(r), bound.ulps, True)
+        ends = [(x * r_lo).astype(np.float32), (x * r_hi).astype(np.float32), rn]
+        if fdiv is not None:
+            ends.append(approximate(x.astype(np.float64) / np.float64(c), fdiv, op="fdiv_const"))
+        out = np.maximum.reduce(ends) if up else np.minimum.reduce(ends)
         keep = ~np.isfinite(rn) | (rn == 0)
         return np.where(keep, rn, out).astype(np.float32)
 
 
-def _ftz(x: np.ndarray) -> np.ndarray:
-    tiny = np.finfo(np.float32).tiny
-    return np.where((np.abs(x) < tiny) & (x != 0), np.copysign(np.float32(0), x), x).astype(np.float32)
-
-
 # -- the builder patch --------------------------------------------------------------
 
-_ROOT, _NEG_OF, _CONST, _PRODUCT = "fp8check_root", "fp8check_neg_of", "fp8check_const", "fp8check_product"
+# Provenance the compiler's pattern matches look at, kept on the interpreter's TensorHandles:
+# the value a splat/broadcast came from, a negation (negf or 0 - x) and of what, whether a splat
+# carried the negation (a negated scalar), a constant, the factors of a product.
+_ROOT, _NEG, _NEG_SPLAT, _CONST, _PRODUCT = (
+    "fp8check_root", "fp8check_neg", "fp8check_neg_splat", "fp8check_const", "fp8check_product")
 
 
 def _root(h: Any) -> Any:
     return h.attr.get(_ROOT, h)
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """One SSA value in the compiled IR: the same handle, or (after CSE) one holding the same bits
+    (``tl.abs(b)`` written twice is one value in the compiled kernel)."""
+    if a is b:
+        return True
+    x, y = np.asarray(a.data), np.asarray(b.data)
+    return x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
+
+
+def fp_fusion_enabled() -> bool:
+    """Whether Triton compiles with ``enable_fp_fusion`` (its default; ``TRITON_DEFAULT_FP_FUSION=0`` turns
+    it off, Triton 3.9 on; a launch's ``enable_fp_fusion=False`` is not seen by the interpreter)."""
+    value = os.environ.get("TRITON_DEFAULT_FP_FUSION", "").strip().lower()
+    return value not in ("0", "false", "off", "no")
 
 
 def install(saved: list, set_attr: Callable[..., None], builder: type, interp: Any,
@@ -348,14 +495,18 @@ def install(saved: list, set_attr: Callable[..., None], builder: type, interp: A
         "create_minimumf", "create_maximumf", "create_minnumf", "create_maxnumf", "create_clampf",
         "create_fma", "create_sqrt", "create_precise_sqrt", "create_rsqrt", "create_exp", "create_exp2",
         "create_log", "create_log2", "create_precise_divf", "create_splat", "create_broadcast",
-        "get_fp32", "get_fp16", "cast_impl") if name in builder.__dict__}
+        "get_fp32", "get_fp16", "get_null_value", "cast_impl") if name in builder.__dict__}
     orig.update({name: builder.__dict__[name] for name in builder.__dict__
                  if name.startswith("create_fcmp")})
     BF16, F32 = tl.bfloat16, tl.float32
 
-    def rules() -> Any:
+    def target() -> Any:
         a = active()
-        return None if a is None else a.target.ops
+        return None if a is None else a.target
+
+    def rules() -> Any:
+        t = target()
+        return None if t is None else t.ops
 
     def is_bf16(h: Any) -> bool:
         return h.dtype.scalar == BF16
@@ -363,15 +514,18 @@ def install(saved: list, set_attr: Callable[..., None], builder: type, interp: A
     def values(h: Any) -> np.ndarray:
         return widen_bf16(h.data) if is_bf16(h) else np.asarray(h.data)
 
-    def result(like: Any, data: np.ndarray, r: Any) -> Any:
+    def result(like: Any, data: np.ndarray, r: Any, operands: Sequence[np.ndarray] | None = None) -> Any:
+        """A handle of ``like``'s type; ``operands`` given: an arithmetic result, whose NaNs are the target's."""
+        data = np.asarray(data)
+        if operands is not None:
+            data = canonical_nans(data, r.arith_nan, operands)
         if is_bf16(like):
             return TensorHandle(round_bf16(np.asarray(data, dtype=np.float32), r.bf16_nan), BF16)
-        return TensorHandle(np.asarray(data).astype(np.asarray(like.data).dtype, copy=False), like.dtype.scalar)
+        return TensorHandle(data.astype(np.asarray(like.data).dtype, copy=False), like.dtype.scalar)
 
     def floating(*hs: Any) -> bool:
         return all(h.dtype.scalar.is_floating() for h in hs)
 
-    # provenance the compiler's pattern matches look at: constants, negations, splats, products
     def get_const(name: str) -> Callable[..., Any]:
         def get(self: Any, value: Any) -> Any:
             h = orig[name](self, value)
@@ -379,22 +533,31 @@ def install(saved: list, set_attr: Callable[..., None], builder: type, interp: A
             return h
         return get
 
+    def get_null_value(self: Any, ty: Any) -> Any:
+        # Triton 3.6 negates a float as get_null_value(ty) - x: the zero the clamp pattern looks for
+        h = orig["get_null_value"](self, ty)
+        if np.asarray(h.data).dtype.kind == "f" or h.dtype.scalar == BF16:
+            h.attr[_CONST] = 0.0
+        return h
+
     def create_splat(self: Any, *args: Any) -> Any:
         src = args[-1]
         h = orig["create_splat"](self, *args)
-        _inherit(h, src)
+        _inherit(h, src, splat=True)
         return h
 
     def create_broadcast(self: Any, arg: Any, shape: Any) -> Any:
         h = orig["create_broadcast"](self, arg, shape)
-        _inherit(h, arg)
+        _inherit(h, arg, splat=False)
         return h
 
-    def _inherit(h: Any, src: Any) -> None:
+    def _inherit(h: Any, src: Any, splat: bool) -> None:
         h.attr[_ROOT] = _root(src)
-        for key in (_NEG_OF, _CONST):
-            if key in src.attr:
-                h.attr[key] = src.attr[key]
+        if _CONST in src.attr:
+            h.attr[_CONST] = src.attr[_CONST]
+        if _NEG in src.attr:
+            h.attr[_NEG] = src.attr[_NEG]
+            h.attr[_NEG_SPLAT] = src.attr.get(_NEG_SPLAT, False) or splat
 
     def create_fneg(self: Any, x: Any) -> Any:
         r = rules()
@@ -402,7 +565,7 @@ def install(saved: list, set_attr: Callable[..., None], builder: type, interp: A
             h = orig["create_fneg"](self, x)
         else:
             h = TensorHandle((np.asarray(x.data).view(np.uint16) ^ np.uint16(0x8000)).astype(np.uint16), BF16)
-        h.attr[_NEG_OF] = _root(x)
+        h.attr[_NEG] = ("negf", _root(x))
         if _CONST in x.attr:
             h.attr[_CONST] = -x.attr[_CONST]
         return h
@@ -410,10 +573,11 @@ def install(saved: list, set_attr: Callable[..., None], builder: type, interp: A
     def binary(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[..., Any]:
         def op(self: Any, a: Any, b: Any) -> Any:
             r = rules()
-            if r is None or not (is_bf16(a) or is_bf16(b)):
+            if r is None or not floating(a, b):
                 return orig[name](self, a, b)
+            x, y = values(a), values(b)
             with np.errstate(all="ignore"):
-                return result(a, fn(values(a), values(b)), r)
+                return result(a, fn(x, y), r, (x, y))
         return op
 
     def contracted(self: Any, a: Any, b: Any, subtract: bool) -> Any:
@@ -422,28 +586,55 @@ def install(saved: list, set_attr: Callable[..., None], builder: type, interp: A
         if r is None or not floating(a, b):
             return orig[name](self, a, b)
         dtype = "bfloat16" if is_bf16(a) else str(np.asarray(a.data).dtype)
-        if r.fma_contraction and dtype in ("float32", "float16", "bfloat16"):
-            for prod, other, prod_first in ((a, b, True), (b, a, False)):
+        va, vb = values(a), values(b)
+        if dtype in r.fma_contraction and fp_fusion_enabled():
+            fused = []  # every way the compiler may contract the sum, the first product first
+            for prod, other, prod_first in ((a, vb, True), (b, va, False)):
                 if _PRODUCT in prod.attr:
                     x, y = prod.attr[_PRODUCT]
-                    c = values(other)
+                    c = other
                     if subtract:
                         c, x = (-c, x) if prod_first else (c, -x)
-                    out = fma(x, y, c, dtype)
-                    if dtype == "bfloat16":
-                        return TensorHandle(out, BF16)
-                    return TensorHandle(out, a.dtype.scalar)
+                    fused.append((fma(x, y, c, dtype), (x, y, c)))
+            if fused:
+                out, operands = fused[0]
+                if len(fused) == 2 and r.fma_pair == "either":
+                    out = _either_contraction(fused, va, vb, subtract, dtype)
+                if dtype == "bfloat16":
+                    out = round_bf16(canonical_nans(widen_bf16(out), r.arith_nan, operands), r.bf16_nan)
+                    return TensorHandle(out, BF16)
+                return TensorHandle(canonical_nans(out, r.arith_nan, operands), a.dtype.scalar)
         with np.errstate(all="ignore"):
-            data = values(a) - values(b) if subtract else values(a) + values(b)
-        return result(a, data, r)
+            data = va - vb if subtract else va + vb
+        return result(a, data, r, (va, vb))
+
+    def _either_contraction(fused: list, va: np.ndarray, vb: np.ndarray, subtract: bool, dtype: str) -> np.ndarray:
+        """``a * b + c * d`` where the target may fuse either product, or neither, per element (AMD: the SLP
+        vectorizer packs some products into ``v_pk_mul_f32``): ``rn`` the first fused, ``lo``/``hi`` the
+        lowest/highest of the three."""
+        _counted("fma_pair")
+        first = fused[0][0]
+        mode = bracket_mode()
+        if mode == "rn":
+            return first
+        with np.errstate(all="ignore"):
+            plain = va - vb if subtract else va + vb
+            if dtype == "bfloat16":
+                cands = [widen_bf16(fused[0][0]), widen_bf16(fused[1][0]), widen_bf16(round_bf16(plain))]
+            else:
+                cands = [fused[0][0], fused[1][0], plain.astype(first.dtype)]
+            stacked = np.stack(np.broadcast_arrays(*cands))
+            pick = np.nanmax(stacked, axis=0) if mode == "hi" else np.nanmin(stacked, axis=0)
+            pick = np.where(np.isnan(stacked).any(axis=0), cands[0], pick)
+        return round_bf16(pick) if dtype == "bfloat16" else pick.astype(first.dtype)
 
     def create_fadd(self: Any, a: Any, b: Any) -> Any:
         return contracted(self, a, b, False)
 
     def create_fsub(self: Any, a: Any, b: Any) -> Any:
         h = contracted(self, a, b, True)
-        if a.attr.get(_CONST) == 0.0:  # 0 - x: what the clamp pattern reads as a negation
-            h.attr[_NEG_OF] = _root(b)
+        if a.attr.get(_CONST) == 0.0:  # 0 - x: how Triton 3.6 negates, a form the clamp pattern reads
+            h.attr[_NEG] = ("sub0", _root(b))
         return h
 
     def create_fmul(self: Any, a: Any, b: Any) -> Any:
@@ -452,15 +643,23 @@ def install(saved: list, set_attr: Callable[..., None], builder: type, interp: A
             return orig["create_fmul"](self, a, b)
         x, y = np.broadcast_arrays(values(a), values(b))
         with np.errstate(all="ignore"):
-            h = result(a, x * y, r)
+            h = result(a, x * y, r, (x, y))
         h.attr[_PRODUCT] = (x, y)
         return h
 
     def create_fma(self: Any, x: Any, y: Any, z: Any) -> Any:
         r = rules()
-        if r is None or not is_bf16(z):
+        if r is None or not floating(x, y, z):
             return orig["create_fma"](self, x, y, z)
-        return TensorHandle(fma(values(x), values(y), values(z), "bfloat16"), BF16)
+        vx, vy, vz = values(x), values(y), values(z)
+        dtype = "bfloat16" if is_bf16(z) else str(vz.dtype)
+        if dtype not in ("float32", "float16", "bfloat16"):
+            return orig["create_fma"](self, x, y, z)
+        out = fma(vx, vy, vz, dtype)
+        if dtype == "bfloat16":
+            return TensorHandle(round_bf16(canonical_nans(widen_bf16(out), r.arith_nan, (vx, vy, vz)), r.bf16_nan),
+                                BF16)
+        return TensorHandle(canonical_nans(out, r.arith_nan, (vx, vy, vz)), z.dtype.scalar)
 
     def divide(self: Any, a: Any, b: Any, precise: bool) -> Any:
         r = rules()
@@ -470,10 +669,16 @@ def install(saved: list, set_attr: Callable[..., None], builder: type, interp: A
         x, y = values(a), values(b)
         with np.errstate(all="ignore"):
             q = np.divide(x, y)
-            if not precise and q.dtype == np.float32 and not is_bf16(a) and r.fdiv is not None:
-                note_division(active().target)
-                q = approximate(x.astype(np.float64) / y.astype(np.float64), r.fdiv, op="fdiv")
-        return result(a, q, r)
+            if not precise and q.dtype == np.float32 and not is_bf16(a):
+                c = b.attr.get(_CONST)
+                if c is not None and r.fdiv_const == "reciprocal":
+                    note_division(target())
+                    bound = None if float(c) in PINNED_RECIPROCALS.get(target().name, ()) else r.fdiv_const_bound
+                    q = divide_by_constant(x, float(c), r.fdiv_const, bound, r.fdiv)
+                elif r.fdiv is not None:
+                    note_division(target())
+                    q = approximate(x.astype(np.float64) / y.astype(np.float64), r.fdiv, op="fdiv")
+        return result(a, q, r, (x, y))
 
     def create_fdiv(self: Any, a: Any, b: Any) -> Any:
         return divide(self, a, b, False)
@@ -496,63 +701,62 @@ def install(saved: list, set_attr: Callable[..., None], builder: type, interp: A
         if r is None:
             return orig["create_clampf"](self, x, lo, hi, propagate_nans)
         propagate = "ALL" in str(getattr(propagate_nans, "name", propagate_nans)).upper()
-        rule = r.clamp
-        if rule == "xorsign_abs" and not _symmetric(lo, hi):
+        rule = r.bf16_clamp if is_bf16(x) else r.clamp
+        if rule == "xorsign_abs" and not _clip_pattern(lo, hi, r.clip_patterns):
             rule = "minmax"
         out = clamp(values(x), values(lo), values(hi), rule=rule, propagate_nan=propagate, zeros=r.minmax_zeros,
                     nan=r.nan_pattern)
         return result(x, out, r)
 
-    def _symmetric(lo: Any, hi: Any) -> bool:
-        # the pattern Triton's ClampFOpConversion matches: lo is -hi (negf, 0 - hi) or both are constants
-        # lo == -hi. "hi" after CSE: the same handle, or one holding the same bits (two tl.abs(b) calls are
-        # one value in the compiled IR)
-        negated = lo.attr.get(_NEG_OF)
-        if negated is not None:
-            h = _root(hi)
-            if negated is h:
-                return True
-            x, y = np.asarray(negated.data), np.asarray(h.data)
-            if x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes():
+    def _clip_pattern(lo: Any, hi: Any, patterns: tuple[str, ...]) -> bool:
+        """Whether the compiler sees ``lo == -hi`` (NVIDIA's ClampFOpConversion::isClipPattern, by version)."""
+        neg = lo.attr.get(_NEG)
+        if neg is not None:
+            kind, of = neg
+            via_splat = lo.attr.get(_NEG_SPLAT, False)
+            if via_splat:
+                ok = kind == "negf" and "splat_negf" in patterns and _ROOT in hi.attr
+            else:
+                ok = kind in patterns
+            if ok and _same_value(of, _root(hi) if via_splat else hi):
                 return True
         c_lo, c_hi = lo.attr.get(_CONST), hi.attr.get(_CONST)
-        return c_lo is not None and c_hi is not None and c_lo == -c_hi
+        return "const" in patterns and c_lo is not None and c_hi is not None and c_lo == -c_hi
 
     def unary(name: str, compute: Callable[[Any, np.ndarray], np.ndarray]) -> Callable[..., Any]:
         def op(self: Any, x: Any) -> Any:
             r = rules()
-            if r is None or not floating(x) or np.asarray(x.data).dtype == np.float64 and not is_bf16(x):
+            if r is None or not floating(x):
                 return orig[name](self, x)
             v = values(x)
-            if v.dtype != np.float32:  # float16: computed in float32 by every target here, rounded back
-                return orig[name](self, x)
+            if v.dtype != np.float32:  # float16/float64: libdevice/ocml in their own precision; Triton's
+                return orig[name](self, x)  # frontend computes bfloat16 math in float32
             with np.errstate(all="ignore"):
-                return result(x, compute(r, v), r)
+                return result(x, compute(r, v), r, (v,))
         return op
 
+    def apply(how: Any, v: np.ndarray, exact: Callable[[np.ndarray], np.ndarray], op: str) -> np.ndarray:
+        v = _ftz(v) if how.ftz else v
+        return approximate(exact(v.astype(np.float64)), how.bound, op=op, ftz=how.ftz)
+
     def sqrt(r: Any, v: np.ndarray) -> np.ndarray:
-        v = _ftz(v) if r.sqrt.ftz else v
-        return approximate(np.sqrt(v.astype(np.float64)), r.sqrt.bound, op="sqrt")
+        return apply(r.sqrt, v, np.sqrt, "sqrt")
 
     def rsqrt(r: Any, v: np.ndarray) -> np.ndarray:
-        v = _ftz(v) if r.rsqrt.ftz else v
-        return approximate(1.0 / np.sqrt(v.astype(np.float64)), r.rsqrt.bound, op="rsqrt")
+        return apply(r.rsqrt, v, lambda w: 1.0 / np.sqrt(w), "rsqrt")
 
     def exp2(r: Any, v: np.ndarray) -> np.ndarray:
-        v = _ftz(v) if r.exp2.ftz else v
-        return approximate(np.exp2(v.astype(np.float64)), r.exp2.bound, op="exp2")
+        return apply(r.exp2, v, np.exp2, "exp2")
 
     def exp(r: Any, v: np.ndarray) -> np.ndarray:
-        # x * log2(e) rounded to float32, then exp2 (NVIDIA's ex2.approx, AMD's llvm.exp2): both targets
-        return exp2(r, (v * np.float32(1.4426950408889634)).astype(np.float32))
+        # x * log2(e) rounded to float32 (a separate mul on every target here), then 2^that
+        return apply(r.exp, (v * np.float32(1.4426950408889634)).astype(np.float32), np.exp2, "exp")
 
     def log2(r: Any, v: np.ndarray) -> np.ndarray:
-        v = _ftz(v) if r.log2.ftz else v
-        return approximate(np.log2(v.astype(np.float64)), r.log2.bound, op="log2")
+        return apply(r.log2, v, np.log2, "log2")
 
     def log(r: Any, v: np.ndarray) -> np.ndarray:
-        v = _ftz(v) if r.log.ftz else v
-        return approximate(np.log(v.astype(np.float64)), r.log.bound, op="log")
+        return apply(r.log, v, np.log, "log")
 
     def cast_impl(self: Any, src: Any, dst_type: Any) -> Any:
         r = rules()
@@ -600,7 +804,7 @@ def install(saved: list, set_attr: Callable[..., None], builder: type, interp: A
         return op
 
     patches: dict[str, Any] = {
-        "get_fp32": get_const("get_fp32"), "get_fp16": get_const("get_fp16"),
+        "get_fp32": get_const("get_fp32"), "get_fp16": get_const("get_fp16"), "get_null_value": get_null_value,
         "create_splat": create_splat, "create_broadcast": create_broadcast, "create_fneg": create_fneg,
         "create_fadd": create_fadd, "create_fsub": create_fsub, "create_fmul": create_fmul,
         "create_fma": create_fma, "create_fdiv": create_fdiv, "create_precise_divf": create_precise_divf,
@@ -632,6 +836,11 @@ def install(saved: list, set_attr: Callable[..., None], builder: type, interp: A
 
         set_attr(saved, interp, "_implicit_cvt", _implicit_cvt)
     _install_reduce(saved, set_attr, interp, rules, values)
+
+
+#: Constant divisors whose reciprocal the target was measured to compute as fl(1/C) (``x / C`` is then
+#: ``fl(x * fl(1/C))`` exactly): 448 on the H200 (Triton 3.6, div.full.f32, 2^20 inputs, FACTS 2026-12-02).
+PINNED_RECIPROCALS: dict[str, frozenset[float]] = {"sm90": frozenset({448.0})}
 
 
 def _install_reduce(saved: list, set_attr: Callable[..., None], interp: Any, rules: Callable[[], Any],

@@ -127,8 +127,9 @@ class ErrorBound:
 class Approx:
     """One float32 function as a target compiles it: ``lowering`` (the
     instructions), ``bound`` (None: correctly rounded, bit-exact), ``ftz``
-    (subnormal inputs read as zero of their sign), ``status``: ``pinned`` (on
-    hardware), ``derived`` (from source) or ``bracketed`` (its results lie in
+    (subnormal inputs read as zero of their sign, subnormal results written
+    as zero of their sign), ``status``: ``pinned`` (on hardware), ``derived``
+    (from source and the compiled code) or ``bracketed`` (its results lie in
     the bound; codes that depend on where are target-dependent)."""
 
     lowering: str
@@ -137,18 +138,40 @@ class Approx:
     status: str = "derived"
 
 
+ClampRule = Literal["xorsign_abs", "med3", "minmax"]
+#: The forms of ``lo`` the compiler recognises as ``-hi`` in ``tl.clamp(x, lo, hi)`` (NVIDIA's
+#: ClampFOpConversion.isClipPattern): ``negf`` (lo = negf(hi)), ``splat_negf`` (lo = splat(negf(s)),
+#: hi = splat(s): a negated scalar), ``sub0`` (lo = 0 - hi), ``const`` (two constants, lo == -hi).
+ClipPattern = Literal["negf", "splat_negf", "sub0", "const"]
+
+
 @dataclass(frozen=True, kw_only=True)
 class OpRules:
-    """The float semantics of compiled Triton on a target, beyond FP8 conversions (fp8check.triton.ops)."""
+    """The float semantics of compiled Triton on a target, beyond FP8 conversions (fp8check.triton.ops).
+
+    Every field is what the target's lowering does, read from the Triton
+    backend's source and the PTX/AMDGCN it emits (docs/triton.md says which
+    entries the H200 pinned)."""
 
     minmax_zeros: Literal["ordered", "either"]  # ordered: -0 < +0; either: unspecified (bracketed)
-    nan_pattern: Literal["canonical_nvidia", "quiet"]  # the NaN an op creates: 0x7FFFFFFF or 0x7FC00000
-    clamp: Literal["xorsign_abs", "med3", "minmax"]  # symmetric tl.clamp; the others are always min(max())
-    fma_contraction: bool  # a * b + c compiled to one fma (enable_fp_fusion, on by default)
-    fdiv: ErrorBound | None  # float32 `/` (None: correctly rounded)
+    nan_pattern: Literal["canonical_nvidia", "quiet"]  # the NaN min/max create: 0x7FFFFFFF or 0x7FC00000
+    # NaN results of + - * / fma sqrt: "canonical" (NVIDIA: always 0x7FFFFFFF / 0x7FFF), "propagate"
+    # (IEEE: an input NaN comes out quieted, a new one is the positive default NaN 0x7FC00000)
+    arith_nan: Literal["canonical", "propagate"]
+    clamp: ClampRule  # tl.clamp of float32/float16 when its bounds match clip_patterns (else "minmax")
+    clip_patterns: tuple[ClipPattern, ...]  # () : every bound pair (AMD's v_med3 takes any)
+    bf16_clamp: ClampRule  # tl.clamp of bfloat16
+    fma_contraction: tuple[str, ...]  # dtypes whose a * b + c is compiled to one fma (enable_fp_fusion)
+    fma_pair: Literal["first", "either"]  # a * b + c * d: the first product fused, or either (bracketed)
+    fdiv: ErrorBound | None  # float32 `/` of run-time values (None: correctly rounded)
+    # float32 `/` by a compile-time constant C: "divide" (as fdiv), "reciprocal" (x * r, r = 1/C to within
+    # `fdiv_const_bound`, rounded once: the product is bit-exact for a given r)
+    fdiv_const: Literal["divide", "reciprocal"]
+    fdiv_const_bound: ErrorBound | None  # how far r may be from 1/C (None: r = fl(1/C))
     sqrt: Approx
     rsqrt: Approx
     exp2: Approx
+    exp: Approx  # applied to fl(x * log2(e)) on every target here
     log2: Approx
     log: Approx
     bf16_nan: int | None  # the NaN float32 -> bfloat16 writes (None: quiet, sign and top payload kept)
@@ -219,79 +242,129 @@ _VERSIONS = ("3.6.0", "3.8.0", "3.9.0")
 #: Where the op rules come from (file and commit of each source read).
 OP_SOURCES = MappingProxyType({
     "triton-nvidia": "triton-lang/triton third_party/nvidia/lib/TritonNVIDIAGPUToLLVM/ElementwiseOpToLLVM.cpp "
-                     "@ d9fd6ed18eece1ecdf839e91c9329858a782f252 (ClampFOpConversion.isClipPattern: "
-                     "min.xorsign.abs for computeCapability >= 90; ExpOpConversionApprox: x * log2e then "
-                     "ex2.approx.f; math::SqrtOp -> llvm.sqrt afn; math::RsqrtOp -> NVVM rsqrt)",
+                     "@ 0043a8d80d60f9a791d43161189aa13e0db00353 (ClampFOpConversion::isClipPattern: "
+                     "min.xorsign.abs for computeCapability >= 90 when lo is negf(hi), splat(negf(s)) beside "
+                     "splat(s), 0 - hi, or constants with lo == -hi; FDivOpConversion: llvm.nvvm.div.full for "
+                     "32 bits; ExpOpConversionApprox: x * log2e then llvm.nvvm.ex2.approx.f32; add/sub/mul of "
+                     "every float type as plain LLVM fadd/fsub/fmul)",
     "triton-common": "triton-lang/triton lib/Conversion/TritonGPUToLLVM/ElementwiseOpToLLVM.cpp "
-                     "(ClampFOpConversion: maxnum/minnum, maximum/minimum with propagate_nan ALL; "
-                     "MinNumF/MaxNumF -> llvm.minnum/maxnum)",
+                     "@ f646e549463aa992736eff316b3dcd1a3da1f419 (ClampFOpConversion without the pattern: "
+                     "llvm.maxnum then llvm.minnum; propagate_nan ALL: llvm.maximum then llvm.minimum where the "
+                     "target has them, else a select of NaN on x != x; MinNumF/MaxNumF -> llvm.minnum/maxnum)",
     "triton-amd": "triton-lang/triton third_party/amd/lib/TritonAMDGPUToLLVM/ElementwiseOpToLLVM.cpp "
-                  "@ 00a287a7530fdc5fe89a2a01ac1de19f66aca85a (FDivOpConversion: plain llvm fdiv; "
-                  "bf16 add/sub/mul via float32 and RTNE; SIToFP -> float32 -> bfloat16 RTNE; "
-                  "ExpOpConversionApprox: x * log2e then llvm.exp2.f32; SqrtOpConversion: v_sqrt_f32, "
-                  "1 ulp, denormals scaled; ClampFOpConversion: v_med3_f32, NaN -> the minimum)",
-    "ptx-isa": "NVIDIA PTX ISA, floating-point instructions: div.full.f32 (max 2 ulp), sqrt.approx.f32 "
-               "(max relative error 2^-23), rsqrt.approx.f32 (2^-22.9), ex2.approx.f32 (2^-22.5), "
-               "lg2.approx.f32 (absolute error 2^-22.6); min/max: +0.0 > -0.0, a NaN operand loses, "
-               "min.NaN/max.NaN return the canonical NaN",
-    "llvm-langref": "LLVM LangRef llvm.maxnum/minnum: operands comparing equal (+0, -0) return either",
+                  "@ 00a287a7530fdc5fe89a2a01ac1de19f66aca85a (ClampFOpConversion: ROCDL fmed3 for f16/f32, "
+                  "'v_med3 returns the min if any operand is NaN', ALL: select on x != x; FDivOpConversion: "
+                  "plain llvm fdiv; bf16 add/sub/mul through float32 and RTNE (EmitDualBF16ElementwiseOp); "
+                  "SIToFP to bf16 through float32; Exp2OpConversion with ftz: llvm.amdgcn.exp2 (v_exp_f32, "
+                  "flushes input and output denormals); SqrtOpConversion with ftz: llvm.amdgcn.sqrt "
+                  "(v_sqrt_f32, 1 ulp, flushes); RsqrtOpConversion with ftz: v_rsq_f32; "
+                  "ExpOpConversionApprox: x * log2e then llvm.exp2.f32, denormals kept)",
+    "triton-llvm": "triton-lang/triton python/src/llvm.cc @ 02978abfbc6f279df55a86978c284543661bafad "
+                   "(createTargetMachine: enable_fp_fusion sets TargetOptions.AllowFPOpFusion = Fast: LLVM's "
+                   "DAG combiner then fuses fmul + fadd into fma; Triton 3.9 warns the default flips to "
+                   "off in 3.10, TRITON_DEFAULT_FP_FUSION)",
+    "compiled": "the op table's kernels (tests/triton_faithful/op_kernels.py) compiled on a CPU for cuda:90, "
+                "hip:gfx942 and hip:gfx950 with the Triton 3.6.0, 3.8.0 and 3.9.0 wheels, PTX/AMDGCN read "
+                "(python gpu/ops_table.py --lowering TARGET)",
+    "ptx-isa": "NVIDIA PTX ISA, floating-point instructions: div.full.f32 (max 2 ulp), div.approx.f32 (max 2 ulp), "
+               "sqrt.approx.f32 (max relative error 2^-23), rsqrt.approx.f32 (2^-22.9), ex2.approx.f32 "
+               "(2^-22.5 relative), fma.rn (one rounding); min/max: +0.0 > -0.0, a NaN operand loses, "
+               "min.NaN/max.NaN and every arithmetic NaN result are the canonical NaN 0x7FFFFFFF",
+    "cuda-math": "CUDA Math API, single precision: log2f, logf max 1 ulp (libdevice __nv_log2f/__nv_logf, "
+                 "which Triton links for tl.log2/tl.log; compiled with ftz)",
+    "llvm-langref": "LLVM LangRef llvm.maxnum/minnum: operands comparing equal (+0, -0) may return either",
+    "amd-isa": "AMD CDNA3 ISA: v_med3_f32 (NaN in any operand: v_min3_f32), v_max/v_min in IEEE mode (a quiet "
+               "NaN operand loses), v_sqrt_f32/v_rsq_f32/v_exp_f32/v_log_f32 (1 ulp)",
     "h200": "gpu/results/ops-table.json: every op x special values, compiled Triton 3.6 for sm90 on an H200",
 })
 
 _PTX = OP_SOURCES["ptx-isa"]
+_CUDA_MATH = OP_SOURCES["cuda-math"]
+_AMD_ISA = OP_SOURCES["amd-isa"]
 
 
 def _nvidia_ops(arch: str) -> OpRules:
+    hopper = arch == "sm90"
     return OpRules(
-        minmax_zeros="ordered", nan_pattern="canonical_nvidia",
-        clamp="xorsign_abs" if arch == "sm90" else "minmax",
-        fma_contraction=True,
+        minmax_zeros="ordered", nan_pattern="canonical_nvidia", arith_nan="canonical",
+        clamp="xorsign_abs" if hopper else "minmax",
+        clip_patterns=("negf", "splat_negf", "sub0", "const") if hopper else (),
+        bf16_clamp="xorsign_abs" if hopper else "minmax",
+        fma_contraction=("float32", "float16", "bfloat16"), fma_pair="first",
         fdiv=ErrorBound(ulps=2, source=_PTX),
+        fdiv_const="reciprocal", fdiv_const_bound=ErrorBound(ulps=2, source=_PTX + " (div.approx.f32 1.0, C)"),
         sqrt=Approx("sqrt.approx.ftz.f32", ErrorBound(rel=2.0 ** -23, source=_PTX), ftz=True, status="bracketed"),
         rsqrt=Approx("rsqrt.approx.ftz.f32", ErrorBound(rel=2.0 ** -22.9, source=_PTX), ftz=True,
                      status="bracketed"),
-        exp2=Approx("ex2.approx.f32", ErrorBound(rel=2.0 ** -22.5, source=_PTX), status="bracketed"),
-        log2=Approx("lg2.approx.f32", ErrorBound(ulps=1, abs=2.0 ** -22.6, source=_PTX), status="bracketed"),
-        log=Approx("lg2.approx.f32 * ln 2", ErrorBound(ulps=2, abs=2.0 ** -22.0, source=_PTX), status="bracketed"),
+        exp2=Approx("ex2.approx.ftz.f32", ErrorBound(rel=2.0 ** -22.5, source=_PTX), ftz=True, status="bracketed"),
+        exp=Approx("mul.f32 by log2(e), ex2.approx.f32", ErrorBound(rel=2.0 ** -22.5, source=_PTX),
+                   status="bracketed"),
+        log2=Approx("libdevice __nv_log2f (ftz)", ErrorBound(ulps=1, source=_CUDA_MATH), ftz=True, status="bracketed"),
+        log=Approx("libdevice __nv_logf (ftz)", ErrorBound(ulps=1, source=_CUDA_MATH), ftz=True, status="bracketed"),
         bf16_nan=0x7FFF, int_to_bf16="direct",
         lowerings=MappingProxyType({
             "tl.maximum / tl.minimum": "max.f32 / min.f32 (NaN loses, +0 > -0); propagate_nan=ALL: max.NaN.f32",
-            "tl.clamp": ("min.xorsign.abs.f32 x, hi when lo is -hi (sm90: NaN -> +hi); else max.f32 then min.f32"
-                         if arch == "sm90" else "max.f32 then min.f32 (no xorsign before sm90 in Triton)"),
+            "tl.clamp": ("min.xorsign.abs.f32 x, hi when lo is -hi (NaN -> +hi; ALL: min.NaN.xorsign.abs); "
+                         "else max.f32 then min.f32" if hopper else
+                         "max.f32 then min.f32 (min.xorsign.abs needs sm90)"),
             "tl.max / tl.min": "max.f32 / min.f32 combine (NaN ignored, +0 > -0)",
-            "tl.argmax / tl.argmin": "compare-and-select combine (a NaN row's index follows the reduction order)",
-            "a * b + c": "fma.rn.f32 (LLVM fp-contract=fast, Triton's enable_fp_fusion default)",
-            "/ (float32)": "div.full.f32 (bracketed, 2 ulp)", "tl.div_rn": "div.rn.f32 (exact)",
+            "tl.argmax / tl.argmin": "setp + selp combine (a NaN row's index follows the reduction order: bracketed)",
+            "tl.where": "selp (exact)",
+            "a * b + c": "fma.rn.f32 / fma.rn.bf16 (enable_fp_fusion, on by default); a*b + c*d: the first product",
+            "/ (float32)": "div.full.f32 (bracketed, 2 ulp)",
+            "/ by a constant": "Triton 3.9: div.approx.f32 1.0, C then mul.f32 (rn: x * fl(1/C)); 3.6, 3.8: "
+                               "div.full.f32 (for C = 448 equal to x * fl(1/448), H200)",
+            "tl.div_rn": "div.rn.f32 (exact)",
             "tl.sqrt": "sqrt.approx.ftz.f32 (bracketed)", "tl.sqrt_rn": "sqrt.rn.f32 (exact)",
-            "tl.rsqrt": "rsqrt.approx.ftz.f32 (bracketed)", "tl.exp": "mul.f32 by log2(e), ex2.approx.f32",
-            "tl.exp2": "ex2.approx.f32 (bracketed)", "tl.log2": "lg2.approx.f32 (bracketed)",
-            "bfloat16 + - * /": "one rounding to nearest even (float32 then cvt.rn.bf16.f32)",
-            "int -> bfloat16": "cvt.rn.bf16.s32: one rounding",
+            "tl.rsqrt": "rsqrt.approx.ftz.f32 (bracketed)", "tl.exp": "mul.f32 by log2(e), ex2.approx.f32 (bracketed)",
+            "tl.exp2": "ex2.approx.ftz.f32 (bracketed; subnormal results flushed)",
+            "tl.log2 / tl.log": "libdevice __nv_log2f / __nv_logf with ftz (bracketed, 1 ulp)",
+            "bfloat16 + - * fma": "add/sub/mul/fma.rn.bf16: one rounding" if hopper else "one rounding",
+            "bfloat16 /": "the frontend divides in float32 (div.full.f32)",
+            "int -> bfloat16": "cvt.rn.bf16.s32: one rounding", "float -> int": "cvt.rzi: NaN -> 0, saturating",
+            "NaN results": "the canonical NaN 0x7FFFFFFF (bfloat16 0x7FFF)",
         }),
-        sources=("triton-nvidia", "triton-common", "ptx-isa", "h200"),
+        sources=("triton-nvidia", "triton-common", "triton-llvm", "compiled", "ptx-isa", "cuda-math", "h200"),
     )
 
 
-_AMD_1ULP = ErrorBound(ulps=1, source="v_sqrt_f32: 1 ulp (Triton AMD SqrtOpConversion)")
-_AMD_2ULP = ErrorBound(ulps=2, source="AMD does not state a per-instruction bound; 2 ulp assumed (derived, not pinned)")
+_AMD_1ULP = ErrorBound(ulps=1, source=_AMD_ISA)
+_AMD_2ULP = ErrorBound(ulps=2, source="llvm.log.f32 on AMDGPU: v_log_f32 and a float32 multiply by ln 2 "
+                                      "(no bound stated; 2 ulp assumed)")
 AMD_OPS = OpRules(
-    minmax_zeros="either", nan_pattern="quiet", clamp="med3", fma_contraction=True,
-    fdiv=None,
-    sqrt=Approx("v_sqrt_f32, inputs below 2^-96 scaled", _AMD_1ULP, status="bracketed"),
-    rsqrt=Approx("__ocml_rsqrt_f32", _AMD_2ULP, status="bracketed"),
-    exp2=Approx("llvm.exp2.f32 (v_exp_f32, denormals handled)", _AMD_2ULP, status="bracketed"),
-    log2=Approx("llvm.log2.f32 (v_log_f32)", _AMD_2ULP, status="bracketed"),
-    log=Approx("llvm.log.f32", _AMD_2ULP, status="bracketed"),
-    bf16_nan=None, int_to_bf16="via_f32",
+    minmax_zeros="either", nan_pattern="quiet", arith_nan="propagate", clamp="med3", clip_patterns=(),
+    bf16_clamp="minmax", fma_contraction=("float32", "float16"), fma_pair="either",
+    fdiv=None, fdiv_const="divide", fdiv_const_bound=None,
+    sqrt=Approx("v_sqrt_f32 (ftz)", _AMD_1ULP, ftz=True, status="bracketed"),
+    rsqrt=Approx("v_rsq_f32 (ftz)", _AMD_1ULP, ftz=True, status="bracketed"),
+    exp2=Approx("v_exp_f32 (llvm.amdgcn.exp2, ftz)", _AMD_1ULP, ftz=True, status="bracketed"),
+    exp=Approx("v_mul_f32 by log2(e), llvm.exp2.f32 (v_exp_f32 with denormal scaling)", _AMD_1ULP,
+               status="bracketed"),
+    log2=Approx("llvm.log2.f32 (v_log_f32 with denormal scaling)", _AMD_1ULP, status="bracketed"),
+    log=Approx("llvm.log.f32 (v_log_f32, multiply by ln 2 in extra precision)", _AMD_2ULP, status="bracketed"),
+    bf16_nan=0x7FFF, int_to_bf16="via_f32",
     lowerings=MappingProxyType({
-        "tl.maximum / tl.minimum": "llvm.maxnum/minnum (v_max_f32: NaN loses, +0/-0 either); ALL: llvm.maximum",
-        "tl.clamp": "v_med3_f32 (NaN -> lo); propagate_nan=ALL: select on x != x",
-        "tl.max / tl.min": "maxnum combine (NaN ignored; +0/-0 either)",
-        "a * b + c": "fma (fp-contract=fast; AMDGPU prefers v_fma_f32 for float32) -- derived, not pinned",
-        "/ (float32)": "llvm fdiv without fast-math flags: correctly rounded",
-        "bfloat16 + - * /": "float32 op, RTNE to bfloat16", "int -> bfloat16": "sitofp to float32, RTNE (two roundings)",
+        "tl.maximum / tl.minimum": "llvm.maxnum/minnum (v_max_f32 on canonicalized operands: NaN loses; "
+                                   "+0/-0 either: bracketed); ALL: llvm.maximum/minimum",
+        "tl.clamp": "Triton 3.8, 3.9: v_med3_f32 x, lo, hi for any bounds (NaN -> min(lo, hi)); ALL: select on "
+                    "x != x; 3.6: v_max_f32 then v_min_f32 (NaN -> lo); bfloat16: max then min",
+        "tl.max / tl.min": "v_max_f32 / v_min_f32 combine (NaN ignored; +0/-0 either)",
+        "tl.argmax / tl.argmin": "v_cmp + v_cndmask combine (a NaN row's index follows the reduction order)",
+        "tl.where": "v_cndmask (exact)",
+        "a * b + c": "v_fma_f32 / v_fmac_f32 (enable_fp_fusion); a*b + c*d: either product, per element "
+                     "(the SLP vectorizer packs some products into v_pk_mul_f32: bracketed); bfloat16: not fused",
+        "/ (float32)": "llvm fdiv: v_div_scale/v_rcp/v_fma/v_div_fmas/v_div_fixup, correctly rounded",
+        "tl.sqrt": "v_sqrt_f32 (ftz, 1 ulp: bracketed)", "tl.sqrt_rn": "llvm.sqrt: correctly rounded",
+        "tl.rsqrt": "v_rsq_f32 (ftz, 1 ulp: bracketed)", "tl.exp2": "v_exp_f32 (ftz, 1 ulp: bracketed)",
+        "tl.exp": "x * log2(e), v_exp_f32 with denormal scaling (bracketed)",
+        "tl.log2 / tl.log": "v_log_f32 with denormal scaling (bracketed)",
+        "bfloat16 + - *": "float32 op, software RNE to bfloat16 (gfx950: v_cvt_pk_bf16_f32): one rounding each, "
+                          "no fma", "int -> bfloat16": "v_cvt_f32_i32, RNE (two roundings)",
+        "float -> int": "v_cvt_i32_f32: NaN -> 0, saturating",
+        "NaN results": "IEEE: an input NaN quieted, a new NaN 0x7FC00000; float32 -> bfloat16 NaN 0x7FFF "
+                       "(gfx942 software RNE; gfx950 v_cvt_pk_bf16_f32: not tabulated, NaN by class)",
     }),
-    sources=("triton-amd", "triton-common", "llvm-langref"),
+    sources=("triton-amd", "triton-common", "triton-llvm", "compiled", "llvm-langref", "amd-isa"),
 )
 
 
@@ -406,7 +479,7 @@ def _gfx950() -> Target:
         name="gfx950",
         description="AMD CDNA4 (MI355)",
         provenance="derived from source, not pinned on hardware",
-        ops=AMD_OPS,
+        ops=dataclasses.replace(AMD_OPS, bf16_nan=None),  # v_cvt_pk_bf16_f32: its NaN is not tabulated
         profile=TRITON_GFX950,
         formats=frozenset(FP8),
         downcasts=_freeze(down),
@@ -429,8 +502,9 @@ def for_triton(target: Target, version: str) -> Target:
     3.9.0; what 3.6.0 and 3.8.0 emit differently, read from their PTX and
     AMDGCN, is applied here)."""
     base = version.split("+")[0]
+    ops = _ops_for_triton(target.ops, target.name, base)
     if base == "3.9.0" or not target.name.startswith("gfx"):
-        return target
+        return target if ops is target.ops else dataclasses.replace(target, ops=ops)
     down, up = dict(target.downcasts), dict(target.upcasts)
     if base == "3.6.0":
         down.pop(("float16", "e5m2fnuz", "rtz"), None)
@@ -443,8 +517,20 @@ def for_triton(target: Target, version: str) -> Target:
         if base == "3.6.0":  # before triton-lang/triton#10458: the OCP bf8 instruction decodes e5m2fnuz
             up[("e5m2fnuz", "bfloat16")] = Upcast(specials="as_e5m2",
                                                   lowering="v_cvt_pk_f32_bf8 (OCP on CDNA4) + truncation")
-    return dataclasses.replace(target, downcasts=_freeze(down), upcasts=_freeze(up),
+    return dataclasses.replace(target, downcasts=_freeze(down), upcasts=_freeze(up), ops=ops,
                                description=f"{target.description}, as Triton {base} compiles it")
+
+
+def _ops_for_triton(ops: OpRules | None, name: str, base: str) -> OpRules | None:
+    """What Triton 3.6 and 3.8 compile differently from 3.9 (read from the PTX/AMDGCN of each wheel)."""
+    if ops is None or base == "3.9.0":
+        return ops
+    if name == "sm90" and base == "3.6.0":
+        # 3.6 negates with 0 - x: `-h` of a scalar is a splat of (0 - h), which isClipPattern does not match
+        return dataclasses.replace(ops, clip_patterns=("negf", "sub0", "const"))
+    if name.startswith("gfx") and base == "3.6.0":
+        return dataclasses.replace(ops, clamp="minmax")  # 3.6: v_max_f32 then v_min_f32; 3.8 has v_med3_f32
+    return ops
 
 
 def names() -> tuple[str, ...]:

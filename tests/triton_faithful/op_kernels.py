@@ -32,19 +32,23 @@ ELEMENTWISE = {
     "clamp_neg_abs": "tl.clamp(a, -tl.abs(b), tl.abs(b))", "clamp_loaded": "tl.clamp(a, b, c)",
     "minmax_const": "tl.minimum(tl.maximum(a, -448.0), 448.0)",
     "where_nan": "tl.where(a != a, a, tl.clamp(a, -448.0, 448.0))", "where_gt": "tl.where(a > b, a, b)",
+    "add": "a + b", "sub": "a - b", "mul": "a * b", "neg": "-a",
     "fma_contract": "a * b + c", "fms_contract": "a * b - c", "fnms_contract": "c - a * b",
     "fma_two_products": "a * b + b * c", "tl_fma": "tl.fma(a, b, c)",
-    "div": "a / b", "recip": "1.0 / b", "div_const": "a / 448.0", "div_rn": "tl.math.div_rn(a, b)",
+    "div": "a / b", "recip": "1.0 / b", "div_const": "a / 448.0", "div_c240": "a / 240.0", "div_c224": "a / 224.0",
+    "div_c57344": "a / 57344.0", "div_c6": "a / 6.0", "div_c3": "a / 3.0", "div_rn": "tl.math.div_rn(a, b)",
     "sqrt": "tl.sqrt(|a|)", "sqrt_rn": "tl.sqrt_rn(|a|)", "rsqrt": "tl.math.rsqrt(|a|)",
     "exp": "tl.exp(a)", "exp2": "tl.exp2(a)", "log2": "tl.log2(|a|)", "log": "tl.log(|a|)",
     "bf16_add": "bf16(a) + bf16(b)", "bf16_sub": "bf16(a) - bf16(b)", "bf16_mul": "bf16(a) * bf16(b)",
     "bf16_div": "bf16(a) / bf16(b)", "bf16_max": "tl.maximum(bf16(a), bf16(b))",
     "bf16_clamp": "tl.clamp(bf16(a), -448.0, 448.0)", "bf16_fma": "bf16(a) * bf16(b) + bf16(c)",
     "bf16_lt": "bf16(a) < bf16(b)", "bf16_neg": "-bf16(a)", "bf16_round": "bf16(a)",
+    "f16_fma": "f16(a) * f16(b) + f16(c)",
 }
 REDUCTIONS = {"max": "tl.max(row)", "min": "tl.min(row)", "argmax": "tl.argmax(row)", "argmin": "tl.argmin(row)"}
 INT_CASTS = {"i32_to_bf16": "int32 .to(tl.bfloat16)", "bf16_to_i32": "bf16(a) .to(tl.int32)",
-             "i32_to_f32": "int32 .to(tl.float32)"}
+             "i32_to_f32": "int32 .to(tl.float32)", "f32_to_i32": "a .to(tl.int32)",
+             "exp2_int": "tl.exp2(int32 .to(tl.float32))"}
 ROW = 16
 
 
@@ -81,6 +85,14 @@ def elementwise_kernel(a_ptr, b_ptr, c_ptr, out_ptr, n, h, lo, OP: tl.constexpr,
         y = tl.where(a != a, a, tl.clamp(a, -448.0, 448.0))
     elif OP == "where_gt":
         y = tl.where(a > b, a, b)
+    elif OP == "add":
+        y = a + b
+    elif OP == "sub":
+        y = a - b
+    elif OP == "mul":
+        y = a * b
+    elif OP == "neg":
+        y = -a
     elif OP == "fma_contract":
         y = a * b + c
     elif OP == "fms_contract":
@@ -97,6 +109,16 @@ def elementwise_kernel(a_ptr, b_ptr, c_ptr, out_ptr, n, h, lo, OP: tl.constexpr,
         y = 1.0 / b
     elif OP == "div_const":
         y = a / 448.0
+    elif OP == "div_c240":
+        y = a / 240.0
+    elif OP == "div_c224":
+        y = a / 224.0
+    elif OP == "div_c57344":
+        y = a / 57344.0
+    elif OP == "div_c6":
+        y = a / 6.0
+    elif OP == "div_c3":
+        y = a / 3.0
     elif OP == "div_rn":
         y = tl.math.div_rn(a, b)
     elif OP == "sqrt":
@@ -131,6 +153,8 @@ def elementwise_kernel(a_ptr, b_ptr, c_ptr, out_ptr, n, h, lo, OP: tl.constexpr,
         y = (a.to(tl.bfloat16) < b.to(tl.bfloat16)).to(tl.float32)
     elif OP == "bf16_neg":
         y = (-a.to(tl.bfloat16)).to(tl.float32)
+    elif OP == "f16_fma":
+        y = (a.to(tl.float16) * b.to(tl.float16) + c.to(tl.float16)).to(tl.float32)
     else:  # "bf16_round"
         y = a.to(tl.bfloat16).to(tl.float32)
     tl.store(out_ptr + offs, y, mask=mask)
@@ -158,6 +182,10 @@ def int_cast_kernel(i_ptr, a_ptr, out_ptr, iout_ptr, n, OP: tl.constexpr, BLOCK:
         tl.store(out_ptr + offs, tl.load(i_ptr + offs, mask=mask).to(tl.bfloat16).to(tl.float32), mask=mask)
     elif OP == "i32_to_f32":
         tl.store(out_ptr + offs, tl.load(i_ptr + offs, mask=mask).to(tl.float32), mask=mask)
+    elif OP == "exp2_int":
+        tl.store(out_ptr + offs, tl.exp2(tl.load(i_ptr + offs, mask=mask).to(tl.float32)), mask=mask)
+    elif OP == "f32_to_i32":
+        tl.store(iout_ptr + offs, tl.load(a_ptr + offs, mask=mask).to(tl.int32), mask=mask)
     else:
         a = tl.load(a_ptr + offs, mask=mask)
         tl.store(iout_ptr + offs, a.to(tl.bfloat16).to(tl.int32), mask=mask)
@@ -178,7 +206,8 @@ def inputs(seed: int = 2026) -> dict[str, np.ndarray]:
     ints = np.concatenate([
         np.array([0, 1, -1, 5, 255, 256, 257, 2 ** 24 + 1, 2 ** 24 + 2 ** 16 + 1, -(2 ** 24 + 2 ** 16 + 1),
                   0x01018001, 2 ** 31 - 1, -(2 ** 31), 0x00FF8000, 0x00FF8001, 0x7F7F8000], dtype=np.int64),
-        rng.integers(-(2 ** 31), 2 ** 31, size=2048), rng.integers(-70000, 70000, size=1024)]).astype(np.int32)
+        np.arange(-160, 141), rng.integers(-(2 ** 31), 2 ** 31, size=2048),
+        rng.integers(-70000, 70000, size=1024)]).astype(np.int32)
     rows = _rows(rng)
     return {"a": a, "b": b, "c": c, "ints": ints, "rows": rows}
 
@@ -210,10 +239,12 @@ def _rows(rng: np.random.Generator) -> np.ndarray:
 H, LO = 448.0, -448.0  # the scalar bound arguments
 
 
-def run(data: dict[str, np.ndarray], device: str, launch=None) -> dict[str, np.ndarray]:
+def run(data: dict[str, np.ndarray], device: str, launch=None, ops=None) -> dict[str, np.ndarray]:
     """Every op on ``data``'s inputs; ``device`` "cuda" (compiled) or "cpu" (``launch(kernel)`` gives an
     interpreted launcher, e.g. ``fp8check.triton.interpreted``). Returns op -> result bits (uint32 /
-    int32 indices). ``run.ptx`` (cuda) maps op -> the float instructions in its PTX."""
+    int32 indices). ``run.ptx`` (cuda) maps op -> the float instructions in its PTX; ``run.failed`` op -> why
+    it did not compile or run (on the GPU an op that fails is left out, the others still run). ``ops``: only
+    these (default: every op)."""
     import torch
 
     launch = launch or (lambda k: k)
@@ -222,43 +253,119 @@ def run(data: dict[str, np.ndarray], device: str, launch=None) -> dict[str, np.n
     n = fa.numel()
     out: dict[str, np.ndarray] = {}
     ptx: dict[str, list[str]] = {}
+    failed: dict[str, str] = {}
     grid = (triton.cdiv(n, BLOCK),)
+
+    def attempt(op, fn):
+        if device == "cpu":
+            return fn()
+        try:
+            return fn()
+        except Exception as exc:  # noqa: BLE001 -- a compile failure is a row of the table
+            failed[op] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+            return None
+
+    wanted = set(ops) if ops is not None else None
     for op in ELEMENTWISE:
+        if wanted is not None and op not in wanted:
+            continue
         y = torch.empty_like(fa)
-        k = launch(elementwise_kernel)[grid](fa, fb, fc, y, n, H, LO, OP=op, BLOCK=BLOCK)
+        k = attempt(op, lambda: launch(elementwise_kernel)[grid](fa, fb, fc, y, n, H, LO, OP=op, BLOCK=BLOCK))
+        if op in failed:
+            continue
         out[op] = y.view(torch.int32).cpu().numpy().view(np.uint32)
-        ptx[op] = _float_instructions(k)
+        ptx[op] = _instructions_of(k)
     rows = t["rows"].view(torch.float32)
     for op in REDUCTIONS:
+        if wanted is not None and op not in wanted:
+            continue
         v = torch.empty(rows.shape[0], dtype=torch.float32, device=device)
         i = torch.zeros(rows.shape[0], dtype=torch.int32, device=device)
-        k = launch(reduce_kernel)[(rows.shape[0],)](rows, v, i, OP=op, ROW=ROW)
+        k = attempt(op, lambda: launch(reduce_kernel)[(rows.shape[0],)](rows, v, i, OP=op, ROW=ROW))
+        if op in failed:
+            continue
         out[op] = (v.view(torch.int32).cpu().numpy().view(np.uint32) if op in ("max", "min")
                    else i.cpu().numpy().astype(np.uint32))
-        ptx[op] = _float_instructions(k)
+        ptx[op] = _instructions_of(k)
     ints = t["ints"]
     m = ints.numel()
     fa_m = fa[:m] if n >= m else fa
     for op in INT_CASTS:
+        if wanted is not None and op not in wanted:
+            continue
         y = torch.empty(m, dtype=torch.float32, device=device)
         iy = torch.zeros(m, dtype=torch.int32, device=device)
-        k = launch(int_cast_kernel)[(triton.cdiv(m, BLOCK),)](ints, fa_m, y, iy, m, OP=op, BLOCK=BLOCK)
-        out[op] = (iy.cpu().numpy().view(np.uint32) if op == "bf16_to_i32"
+        k = attempt(op, lambda: launch(int_cast_kernel)[(triton.cdiv(m, BLOCK),)](ints, fa_m, y, iy, m, OP=op,
+                                                                                  BLOCK=BLOCK))
+        if op in failed:
+            continue
+        out[op] = (iy.cpu().numpy().view(np.uint32) if op in ("bf16_to_i32", "f32_to_i32")
                    else y.view(torch.int32).cpu().numpy().view(np.uint32))
-        ptx[op] = _float_instructions(k)
+        ptx[op] = _instructions_of(k)
     run.ptx = ptx
+    run.failed = failed
     return out
 
 
-def _float_instructions(compiled) -> list[str]:
+def _instructions_of(compiled) -> list[str]:
     asm = getattr(compiled, "asm", None)
     if not asm or "ptx" not in asm:
         return []
-    keep = ("max.", "min.", "div.", "rcp.", "sqrt.", "rsqrt.", "ex2.", "lg2.", "fma.", "mul.", "add.", "sub.",
-            "cvt.", "setp.", "selp.", "neg.", "abs.")
-    found = set()
-    for line in asm["ptx"].splitlines():
-        word = line.strip().split(" ")[0].split("\t")[0]
-        if word.startswith(keep) and any(t in word for t in ("f32", "bf16", "f16", "ftz")):
-            found.add(word)
-    return sorted(found)
+    return float_instructions(asm["ptx"])
+
+
+_WORD = __import__("re").compile(r"^\s*(?:@!?%\w+\s+)?([a-z][\w.]*)")
+_KEEP = ("max", "min", "div", "rcp", "sqrt", "rsq", "ex2", "lg2", "exp", "log", "fma", "mul", "add", "sub", "cvt",
+         "setp", "selp", "neg", "abs", "med3", "fmac", "mad", "ldexp", "cndmask", "cmp")
+
+
+def float_instructions(text: str) -> list[str]:
+    """The float instructions (PTX or AMDGCN mnemonics, with how often each appears) in ``text``."""
+    found: dict[str, int] = {}
+    for line in text.splitlines():
+        m = _WORD.match(line)
+        if not m:
+            continue
+        word = m.group(1)
+        if word.startswith((".", "ld.", "st.", "mov", "global_", "buffer_", "s_")):
+            continue
+        floaty = any(t in word for t in ("f32", "f16", "bf16", "ftz")) or word.startswith("v_") and "_f" in word
+        if floaty and any(k in word for k in _KEEP):
+            found[word] = found.get(word, 0) + 1
+    return [f"{w}" + (f" x{c}" if c > 1 else "") for w, c in sorted(found.items())]
+
+
+def run_one(op: str, a=None, b=None, c=None, *, ints=None, launch=None, device: str = "cpu", row=None) -> np.ndarray:
+    """One op on float32 values (or bit patterns as uint32) ``a``, ``b``, ``c`` (``ints`` for the integer
+    casts, ``row`` for a reduction): the result bits (uint32; int32 results as their bits)."""
+    import torch
+
+    launch = launch or (lambda k: k)
+
+    def f32(v, like=None):
+        if v is None:
+            v = np.zeros(np.shape(like), np.float32)
+        v = np.asarray(v)
+        v = v.view(np.float32) if v.dtype == np.uint32 else v.astype(np.float32)
+        return torch.from_numpy(np.ascontiguousarray(v).copy()).to(device)
+
+    if op in REDUCTIONS:
+        x = f32(np.asarray(row).reshape(1, -1))
+        v = torch.empty(1, dtype=torch.float32, device=device)
+        i = torch.zeros(1, dtype=torch.int32, device=device)
+        launch(reduce_kernel)[(1,)](x, v, i, OP=op, ROW=x.shape[1])
+        return (v.view(torch.int32) if op in ("max", "min") else i).cpu().numpy().view(np.uint32)
+    if op in INT_CASTS:
+        ia = torch.from_numpy(np.asarray(ints if ints is not None else np.zeros(np.shape(a)), np.int32)).to(device)
+        fa = f32(a if a is not None else np.zeros(ia.shape, np.float32))
+        m = max(ia.numel(), fa.numel())
+        y = torch.empty(m, dtype=torch.float32, device=device)
+        iy = torch.zeros(m, dtype=torch.int32, device=device)
+        launch(int_cast_kernel)[(triton.cdiv(m, BLOCK),)](ia, fa, y, iy, m, OP=op, BLOCK=BLOCK)
+        return (iy if op in ("bf16_to_i32", "f32_to_i32") else y.view(torch.int32)).cpu().numpy().view(np.uint32)
+    fa = f32(a)
+    fb, fc = f32(b, a), f32(c, a)
+    y = torch.empty_like(fa)
+    n = fa.numel()
+    launch(elementwise_kernel)[(triton.cdiv(n, BLOCK),)](fa, fb, fc, y, n, H, LO, OP=op, BLOCK=BLOCK)
+    return y.view(torch.int32).cpu().numpy().view(np.uint32)

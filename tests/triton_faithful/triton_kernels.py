@@ -182,3 +182,53 @@ def sum_between_loaded_bounds_kernel(x_ptr, bounds_ptr, out_ptr):
     for i in range(tl.load(bounds_ptr), tl.load(bounds_ptr + 1)):
         total += tl.load(x_ptr + i + tl.arange(0, 1))
     tl.store(out_ptr + tl.arange(0, 1), total)
+
+
+@triton.jit
+def tensorwise_ocp_kernel(x_ptr, y_ptr, d_ptr, n, FMAX: tl.constexpr, EXACT_DIV: tl.constexpr, BLOCK: tl.constexpr):
+    # The scale is correctly rounded (div_rn); the codes divide by it with `/`: div.full.f32 on NVIDIA.
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for start in range(0, n, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        ax = tl.abs(tl.load(x_ptr + offs, mask=offs < n, other=0.0).to(tl.float32))
+        acc = tl.maximum(acc, tl.where(ax < float("inf"), ax, 0.0))
+    amax = tl.max(acc, axis=0)
+    d = tl.math.div_rn(tl.maximum(amax, 1e-12), FMAX)
+    for start in range(0, n, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        mask = offs < n
+        x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+        if EXACT_DIV:
+            y = tl.math.div_rn(x, d)
+        else:
+            y = x / d
+        tl.store(y_ptr + offs, y.to(tl.float8e4nv), mask=mask)
+    tl.store(d_ptr, d)
+
+
+def _tensorwise_ocp(x: torch.Tensor, exact_div: bool, fmax: float = 448.0) -> tuple[torch.Tensor, torch.Tensor]:
+    flat = x.contiguous().reshape(-1)
+    y = torch.empty(x.shape, dtype=torch.float8_e4m3fn)
+    d = torch.empty((), dtype=torch.float32)
+    n = flat.numel()
+    if n == 0:
+        d.fill_(torch.tensor(1e-12, dtype=torch.float32) / fmax)
+        return y, d
+    ft.interpreted(tensorwise_ocp_kernel)[(1,)](flat, y.reshape(-1), d.reshape(1), n, FMAX=fmax,
+                                                EXACT_DIV=exact_div, BLOCK=_block(n))
+    return y, d
+
+
+def tensorwise_e4m3fn_div(x):
+    """Recipe ``tensorwise`` (e4m3fn), codes by `/`: on NVIDIA some depend on div.full.f32's approximation."""
+    return _tensorwise_ocp(x, exact_div=False)
+
+
+def tensorwise_e4m3fn_div_rn(x):
+    """The same with tl.div_rn: exact on every target."""
+    return _tensorwise_ocp(x, exact_div=True)
+
+
+def tensorwise_e4m3fn_div_240(x):
+    """Planted bug: 240 (fnuz's max) as e4m3fn's max, with `/`: a divergence that stays one under brackets."""
+    return _tensorwise_ocp(x, exact_div=False, fmax=240.0)
