@@ -480,6 +480,7 @@ def _run_grid(self: Any, interp: Any, args: dict[str, Any], args_hst: Any, kwarg
         batch = _Batch(order[start:stop], buffers)
         builder.set_grid_idx(*order[start].tolist())
         sites = _sanitizer_sites()
+        failed: BaseException | None = None
         try:
             with _staged() as stage:
                 _BATCHES.append(batch)
@@ -491,29 +492,32 @@ def _run_grid(self: Any, interp: Any, args: dict[str, Any], args_hst: Any, kwarg
             _count("batched_programs", stop - start)
             _count("chunks")
         except (_Fallback, Exception) as f:
-            # anything a chunk cannot do batched (or an error it raised) is done the stock way, from
-            # the memory as it was before the chunk: an error the stock loop raises too is raised there
-            _count_fallback(f.reason if isinstance(f, _Fallback) else f"error: {type(f).__name__}")
-            if os.environ.get("FP8CHECK_TRITON_BATCH_DEBUG") and not isinstance(f, _Fallback):
+            failed = f
+        finally:
+            batch.reset()
+        if failed is None:
+            fallbacks = 0
+            _GIVE_UP.pop(self.fn, None)
+        else:
+            # anything a chunk cannot do batched (or an error it raised) is done the stock way, from the memory
+            # as it was before the chunk: an error the stock loop raises too is raised there (outside this
+            # handler, so that it does not carry the abandoned attempt as its context)
+            _count_fallback(failed.reason if isinstance(failed, _Fallback) else f"error: {type(failed).__name__}")
+            if os.environ.get("FP8CHECK_TRITON_BATCH_DEBUG") and not isinstance(failed, _Fallback):
                 import traceback
 
-                traceback.print_exc()
+                traceback.print_exception(failed)
             for ptrs, mask, old, _ in reversed(batch.undo):
                 interp._interpreter.store(ptrs, old, mask)
             for b, site in sites:
                 b.read_site = site
-            batch.reset()
+            failed = None
             fallbacks += 1
             one_by_one(start, stop)
             if fallbacks >= 2:  # this launch keeps falling back: the rest program by program
                 _GIVE_UP[self.fn] = _GIVE_UP.get(self.fn, 0) + 1
                 one_by_one(stop, total)
                 return
-        else:
-            fallbacks = 0
-            _GIVE_UP.pop(self.fn, None)
-        finally:
-            batch.reset()
         if batch.lanes:
             chunk = max(2, min(4096, _MAX_LANES // max(1, batch.lanes)))
         start = stop
@@ -543,8 +547,23 @@ def _install_builder(interp: Any, set_attr: Any) -> None:
 
     def wrap(name: str, make: Any) -> None:
         inner = d.get(name)
-        if inner is not None:
-            set_attr(_SAVED, builder, name, make(inner))
+        if inner is None:
+            return
+        method = make(inner)
+        try:
+            signature = inspect.signature(inner)
+        except (TypeError, ValueError):
+            signature = None
+
+        def wrapped(self: Any, *args: Any, **kw: Any) -> Any:
+            if not kw:
+                return method(self, *args)
+            if not _BATCHES or signature is None:
+                return inner(self, *args, **kw)
+            bound = signature.bind(self, *args, **kw)  # keywords (Triton's own callers use some) as positions
+            return method(*bound.args)
+
+        set_attr(_SAVED, builder, name, wrapped)
 
     def leading_one(inner: Any) -> Any:
         def method(self: Any, *args: Any) -> Any:
@@ -818,10 +837,10 @@ def _install_outer(interp: Any, set_attr: Any) -> None:
 
     inner_load = d["create_masked_load"]
 
-    def create_masked_load(self: Any, ptrs: Any, mask: Any, other: Any, *rest: Any) -> Any:
+    def create_masked_load(self: Any, ptrs: Any, mask: Any, other: Any, *rest: Any, **kw: Any) -> Any:
         b = _batch()
         if b is None:
-            return inner_load(self, ptrs, mask, other, *rest)
+            return inner_load(self, ptrs, mask, other, *rest, **kw)
         hs = [h for h in (ptrs, mask, other) if h is not None]
         shape = np.broadcast_shapes(*(np.shape(h.data)[1:] for h in hs))
         p = full(b, ptrs, shape)
@@ -834,17 +853,17 @@ def _install_outer(interp: Any, set_attr: Any) -> None:
         def one(i: int) -> np.ndarray:
             args = [TensorHandle(p[i], ptrs.dtype, ptrs.attr), TensorHandle(m[i], tl.int1),
                     TensorHandle(o[i], other.dtype, other.attr) if o is not None else None]
-            return np.asarray(inner_load(self, *args, *rest).data)
+            return np.asarray(inner_load(self, *args, *rest, **kw).data)
 
         result = per_program_calls(b, one)
         return TensorHandle(np.stack(result), ptrs.get_element_ty())
 
     inner_store = d["create_masked_store"]
 
-    def create_masked_store(self: Any, ptrs: Any, value: Any, mask: Any, *rest: Any) -> Any:
+    def create_masked_store(self: Any, ptrs: Any, value: Any, mask: Any, *rest: Any, **kw: Any) -> Any:
         b = _batch()
         if b is None:
-            return inner_store(self, ptrs, value, mask, *rest)
+            return inner_store(self, ptrs, value, mask, *rest, **kw)
         hs = [h for h in (ptrs, value, mask) if h is not None]
         shape = np.broadcast_shapes(*(np.shape(h.data)[1:] for h in hs))
         p = np.ascontiguousarray(full(b, ptrs, shape))
@@ -860,7 +879,7 @@ def _install_outer(interp: Any, set_attr: Any) -> None:
         def one(i: int) -> Any:
             return inner_store(self, TensorHandle(p[i], ptrs.dtype, ptrs.attr),
                                TensorHandle(np.ascontiguousarray(v[i]), value.dtype, value.attr),
-                               TensorHandle(m[i], tl.int1), *rest)
+                               TensorHandle(m[i], tl.int1), *rest, **kw)
 
         per_program_calls(b, one)
         return None
@@ -873,11 +892,11 @@ def _install_outer(interp: Any, set_attr: Any) -> None:
         if inner is None:
             return
 
-        def method(self: Any, cond: Any, *rest: Any) -> Any:
+        def method(self: Any, cond: Any, *rest: Any, **kw: Any) -> Any:
             b = _batch()
             if b is not None and not np.asarray(getattr(cond, "data", cond)).all():
                 raise _Fallback(f"{name.replace('create_', '')} false in a program")
-            return inner(self, cond, *rest)
+            return inner(self, cond, *rest, **kw)
 
         set_attr(_SAVED_OUTER, builder, name, method)
 
