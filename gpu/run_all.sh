@@ -10,7 +10,7 @@
 # under its own time limit, and one failing part does not stop the others.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-KNOWN=" environment suite tests-gpu recipes triton-faithful ops-table zoo training audit-bench "  # in the order they run
+KNOWN=" environment suite tests-gpu recipes triton-faithful ops-table zoo zoo-serving training audit-bench "  # in the order they run
 PARTS=" $* "
 for p in $PARTS; do
     if [[ "$KNOWN" != *" $p "* ]]; then
@@ -65,6 +65,14 @@ part ops-table 420 python3 gpu/ops_table.py --json "$OUT/ops-table.json.gz"
 # interpreter byte for byte on the same inputs, then each entry against its claim on the GPU.
 # Alone in its call: up to 9 minutes (the interpreter side runs on this host's CPU).
 part zoo 560 python3 gpu/zoo.py --max-examples 5 --budget 500 --json "$OUT/zoo.json"
+# The same for SGLang and vLLM, whose transformers 5 is carried apart (.whl/serving: the tree
+# gpu/zoo_carry.py --into tree cuts, and the wheels of their dependencies with compiled code).
+serving_site=$(mktemp -d)
+if { [ "$PARTS" = "  " ] || [[ "$PARTS" == *" zoo-serving "* ]]; } && compgen -G ".whl/serving/*.whl" >/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --target "$serving_site" .whl/serving/*.whl
+fi
+part zoo-serving 560 env PYTHONPATH="$PWD/.whl/serving/tree:$serving_site:$PYTHONPATH" \
+    python3 gpu/zoo.py --max-examples 5 --budget 500 --package sglang --package vllm --json "$OUT/zoo-serving.json"
 # fp8check.training with torchao's real float8 kernels: step conformance, loss
 # parity against BF16 and the CPU-emulated goldens, the device's golden file.
 part training 300 python3 gpu/training.py --out "$OUT/training"

@@ -177,6 +177,7 @@ def main(argv: Any = None) -> int:
     p.add_argument("--max-examples", type=int, default=5)
     p.add_argument("--budget", type=float, default=170.0, help="seconds; stop starting entries after this")
     p.add_argument("--entry", action="append", default=[], help="only this entry id (repeatable)")
+    p.add_argument("--package", action="append", default=[], help="only this package's entries (repeatable)")
     p.add_argument("--no-check", action="store_true", help="only the compiled-vs-faithful comparison")
     p.add_argument("--no-compare", action="store_true", help="only the checks against the claims")
     p.add_argument("--cpu-dry-run", action="store_true", help="no GPU: compare the faithful interpreter batched "
@@ -189,7 +190,8 @@ def main(argv: Any = None) -> int:
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     started = time.time()
-    chosen = [e for e in zoo.installed() if not args.entry or e.id in args.entry]
+    chosen = [e for e in zoo.installed() if (not args.entry or e.id in args.entry)
+              and (not args.package or e.package in args.package)]
     compare, rows = [], []
     if not args.no_compare and (device == "cuda" or args.cpu_dry_run):
         print("== compiled sm90 against faithful:sm90, the same inputs (differing elements)", flush=True)

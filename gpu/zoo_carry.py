@@ -13,8 +13,11 @@ No file is changed; only what the import did not touch is left out (aiter's
 compiled code (SGLang's) must be carried as wheels for the GPU machine's
 Python instead: the script lists the imported ones that are not pure Python.
 
-Prints each tree's size; ``gpu/run_all.sh`` puts every ``.whl/trees/*`` on
-``PYTHONPATH``.
+Prints each tree's size (with ``--into``, the union so far). ``gpu/run_all.sh``
+puts every ``.whl/trees/*`` on ``PYTHONPATH``, and ``.whl/serving/tree`` (SGLang
+and vLLM, whose transformers 5 cannot share a process with the transformers
+4.57 of ``.whl/``) for its ``zoo-serving`` part only, with the wheels of
+``.whl/serving/*.whl``.
 """
 
 from __future__ import annotations
@@ -43,18 +46,26 @@ built = []
 for m in mods:
     mod = importlib.import_module(m)
     for e in zoo.entries():
-        if e.adapter.startswith(m + ":"):
+        if e.adapter.startswith(m + ":") and any(x.startswith("faithful") for x in e.modes):
             try:
                 zoo._factory(e)(mode=[x for x in e.modes if x.startswith("faithful")][0])
                 built.append(e.id)
             except Exception as exc:
                 built.append(f"{e.id}: {type(exc).__name__}: {exc}")
 files = sorted({os.path.abspath(f) for f in (getattr(v, "__file__", None) for v in list(sys.modules.values())) if f})
-print(json.dumps({"files": files, "built": built}))
+import importlib.metadata as md
+dists = {}
+for top, names in md.packages_distributions().items():
+    for n in names:
+        try:
+            dists[top] = f"{n}=={md.version(n)}"
+        except Exception:
+            pass
+print(json.dumps({"files": files, "built": built, "dists": dists}))
 """
 
 
-def cut(site: str, project: str, out: str) -> dict:
+def cut(site: str, project: str, out: str, into: str | None = None) -> dict:
     packages, adapters = PROJECTS[project]
     root = os.path.join(site, project)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]),
@@ -63,8 +74,9 @@ def cut(site: str, project: str, out: str) -> dict:
     if proc.returncode != 0:
         raise SystemExit(f"{project}: the import probe failed:\n{proc.stderr[-3000:]}")
     data = json.loads(proc.stdout.strip().splitlines()[-1])
-    dest = os.path.join(out, project)
-    shutil.rmtree(dest, ignore_errors=True)
+    dest = os.path.join(out, into or project)
+    if into is None:
+        shutil.rmtree(dest, ignore_errors=True)
     copied = 0
     root_abs = os.path.abspath(root)
     mine = [f for f in data["files"] if f.startswith(root_abs + os.sep)]
@@ -100,7 +112,8 @@ def cut(site: str, project: str, out: str) -> dict:
                 os.makedirs(os.path.join(dest, name), exist_ok=True)
                 shutil.copy2(meta, os.path.join(dest, name, "METADATA"))
     size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(dest) for f in fs)
-    return {"project": project, "files": copied, "bytes": size, "built": data["built"], "native_deps": sorted(native)}
+    wheels = sorted({data["dists"].get(top, top) for top in native} - {data["dists"].get("numpy", "numpy")})
+    return {"project": project, "files": copied, "bytes": size, "built": data["built"], "native_deps": wheels}
 
 
 def main(argv=None) -> int:
@@ -108,12 +121,23 @@ def main(argv=None) -> int:
     p.add_argument("--site", required=True)
     p.add_argument("--out", default=os.path.join(".whl", "trees"))
     p.add_argument("--project", action="append", choices=sorted(PROJECTS))
+    p.add_argument("--into", help="cut every chosen project into one tree OUT/INTO (the union of their files: "
+                                  "projects sharing dependencies, e.g. SGLang and vLLM with transformers 5)")
+    p.add_argument("--requirements", help="write the dependencies with compiled code (name==version) here, for "
+                                          "pip download of the GPU machine's wheels")
     args = p.parse_args(argv)
     chosen = args.project or [p for p in PROJECTS if os.path.isdir(os.path.join(args.site, p))]
+    if args.into:
+        shutil.rmtree(os.path.join(args.out, args.into), ignore_errors=True)
+    wheels: set[str] = set()
     for project in chosen:
-        r = cut(args.site, project, args.out)
+        r = cut(args.site, project, args.out, args.into)
+        wheels |= set(r["native_deps"])
         print(f"{project:8} {r['files']:5} files {r['bytes'] / 1e6:7.2f} MB   built: {'; '.join(r['built'])}"
               + (f"   carry as wheels (native code): {', '.join(r['native_deps'])}" if r["native_deps"] else ""))
+    if args.requirements:
+        with open(args.requirements, "w", encoding="utf-8") as f:
+            f.write("".join(f"{w}\n" for w in sorted(wheels)))
     return 0
 
 

@@ -18,8 +18,13 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
+from hypothesis import settings
 
 import fp8check
+
+# Interpreted kernels are slow and some are autotuned over many configs (each checked): fewer drawn inputs
+# than fp8check-ci (the edge cases and the large inputs are always there).
+settings.register_profile("real-kernels", max_examples=10, deadline=None, derandomize=True, database=None)
 
 # name: (project root package, kind, adapter, recipe or profile, format, target, the Triton kernels it launches)
 KERNELS = {
