@@ -133,12 +133,44 @@ PACKAGE = "amd-aiter"
 
 def _entry(eid: str, adapter: str, function: str, kind: str, claims: str, fmt: str, modes: tuple[str, ...],
            citation: str, known: tuple[KnownIssue, ...] = (), note: str = "") -> ZooEntry:
+    if not known:
+        known = (_STRIDE,) if kind == "cast" else (_NO_EPS, _INF, _STRIDE)
+    note = "; ".join(n for n in (note, _ASSUME) if n)
     return ZooEntry(id=eid, package=PACKAGE, module=QUANT, versions=_V, function=function, kind=kind,
                     claims=claims, fmt=fmt, citation=citation, adapter=_M + adapter, modes=modes, known=known,
                     note=note, dtypes=("float32", "bfloat16") if kind == "quantize" else ("float32",))
 
 
-KNOWN: dict[str, tuple[KnownIssue, ...]] = {}  # entry id -> its known divergences (filled below)
+_ALL = frozenset({"faithful:sm90", "faithful:gfx942", "compiled"})
+_NO_EPS = KnownIssue(summary="scale = max|x| / DTYPE_MAX with no eps: an all-zero row gets scale 0 and NaN codes "
+                             "(0 * (1/0)); a subnormal amax a scale that underflows to 0; and codes are "
+                             "x * fl(1/scale), not x / scale, one code off where the rounded reciprocal moves a "
+                             "value across a rounding midpoint (the kernel's formula)",
+                     upstream=NO, categories=frozenset({"scale", "codes"}), modes=_ALL,
+                     example=lambda: example("all-zero row", [[0.0, 0.0]]), shown_by="a row of zeros")
+_INF = KnownIssue(summary="an Inf in the input makes the scale Inf and every code of the row (or tensor) 0 or NaN "
+                          "(x * (1/Inf))", upstream=NO, categories=frozenset({"nonfinite", "scale"}), modes=_ALL,
+                  example=lambda: example("row holding +Inf", [[1.0, float("inf"), -2.0]]),
+                  shown_by="a row holding 1.0, +Inf, -2.0")
+_STRIDE = KnownIssue(summary="the kernel indexes its output with the input's row stride (offs = pid * x_in_stride_r "
+                             "for both): on a strided or row-padded input it writes past the output and over other "
+                             "rows; under fp8check.triton these are out_of_bounds and race faults, and the codes land "
+                             "in the wrong places", upstream=NO,
+                     categories=frozenset({"codes", "scale", "nonfinite", "overflow", "infinity", "nan", "rounding",
+                                           "signed_zero", "subnormal", "other"}), modes=_ALL,
+                     example=lambda: _strided(), shown_by="a 4x256 input read every other column (row stride 512)")
+
+
+def _strided() -> Any:
+    import numpy as np
+
+    from fp8check.quantizers.cases import QuantCase
+
+    x = (np.arange(4 * 256, dtype=np.float32).reshape(4, 256) % 17) - 8.0
+    return [QuantCase(name="every other column", x=x, dtype="float32", layout="strided")]
+_ASSUME = ("every kernel starts with tl.assume(pid > 0), false for program 0 (undefined behaviour once compiled): "
+           "a false_hint fault under a declared triton-target")
+KNOWN: dict[str, tuple[KnownIssue, ...]] = {}
 
 ENTRIES: tuple[ZooEntry, ...] = (
     _entry("aiter.dynamic_per_token_quant_fp8_i8", "per_token",

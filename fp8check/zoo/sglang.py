@@ -164,6 +164,15 @@ _INF_DIV = _INF.replace("y * (1/Inf) = Inf * 0", "y / Inf = Inf / Inf")
 _INF_MI300 = _INF.replace("e4m3fn 0xFE, -448", "e4m3fnuz 0xFE, -224")
 
 
+def _transposed() -> Any:
+    import numpy as np
+
+    from fp8check.quantizers.cases import QuantCase
+
+    x = (np.arange(64 * 128, dtype=np.float32).reshape(64, 128) % 13) - 6.0
+    return [QuantCase(name="stored transposed", x=x, dtype="float32", layout="transposed")]
+
+
 def _inf() -> Any:
     return example("1x128 group holding +Inf", [[1.0, float("inf"), -2.0]])
 
@@ -239,6 +248,9 @@ ENTRIES = (
         kind="cast", claims="satfinite", dtypes=("float32",),
         citation=f"{_SRC}: _static_quant_fp8: y_s_inv = 1.0 / y_s, y_q = tl.clamp(y * y_s_inv, fp8_min, fp8_max)",
         adapter=_M + "static_cast", modes=("faithful:sm90", "compiled"),
+        known=(KnownIssue(summary="NaN becomes -448 (0xFE): tl.clamp with fp8_min/fp8_max passed as run-time "
+                                  "arguments is max then min, which return the non-NaN operand; satfinite keeps NaN",
+                          upstream=NO, categories=frozenset({"nan"}), modes=frozenset({"faithful:sm90", "compiled"})),),
     ),
     ZooEntry(
         id="sglang.static_quant_fp8.mi300",
@@ -247,6 +259,11 @@ ENTRIES = (
         fmt="e4m3fnuz", dtypes=("float32",),
         citation=f"{_SRC}: is_fp8_fnuz() -> fp8_dtype = float8_e4m3fnuz, fp8_max = 224.0",
         adapter=_M + "static_cast_mi300", modes=("faithful:gfx942",),
+        known=(KnownIssue(summary="the range is +-224, not e4m3fnuz's 240 (by design: SGLang's comment on ROCm "
+                                  "accuracy): everything from 232 up saturates to 0x7E; NaN becomes -224 (0xFE, "
+                                  "v_med3 returns the lower bound)", upstream="by design (fp8_max = 224.0); " + NO,
+                          categories=frozenset({"nan", "overflow", "infinity", "rounding", "other"}),
+                          modes=frozenset({"faithful:gfx942"})),),
         note="runs on a CPU under the faithful interpreter's gfx942 target; MI300 hardware not measured",
     ),
     ZooEntry(
@@ -258,6 +275,11 @@ ENTRIES = (
         citation=f"{_SRC}: _per_tensor_quant_mla_fp8_stage1: tl.atomic_max(x_s_ptr, max(amax, eps) / fp8_max); "
                  "stage2: x_q = tl.clamp(x * (1.0 / x_s), fp8_min, fp8_max)",
         adapter=_M + "per_tensor_mla", modes=("faithful:sm90", "compiled"),
+        known=(KnownIssue(summary="both kernels step by the head and sequence strides but read x_ptr + arange(head_size), "
+                                  "assuming a contiguous last dimension: a transposed or strided input gives other "
+                                  "elements' values (scale and codes); +Inf makes the scale Inf", upstream=NO,
+                          categories=frozenset({"scale", "codes", "nonfinite"}), modes=frozenset({"faithful:sm90", "compiled"}),
+                          example=lambda: _transposed(), shown_by="a 64x128 input stored transposed"),),
     ),
     ZooEntry(
         id="sglang.per_tensor_quant_mla_fp8.mi300",
@@ -266,6 +288,11 @@ ENTRIES = (
         fmt="e4m3fnuz",
         citation=f"{_SRC}: is_fp8_fnuz() -> fp8_dtype = float8_e4m3fnuz, fp8_max = 224.0",
         adapter=_M + "per_tensor_mla_mi300", modes=("faithful:gfx942",),
+        known=(KnownIssue(summary="both kernels step by the head and sequence strides but read x_ptr + arange(head_size), "
+                                  "assuming a contiguous last dimension: a transposed or strided input gives other "
+                                  "elements' values (scale and codes); +Inf makes the scale Inf", upstream=NO,
+                          categories=frozenset({"scale", "codes", "nonfinite"}), modes=frozenset({"faithful:gfx942"}),
+                          example=lambda: _transposed(), shown_by="a 64x128 input stored transposed"),),
         note="runs on a CPU under the faithful interpreter's gfx942 target; MI300 hardware not measured",
     ),
 )

@@ -195,6 +195,18 @@ ENTRIES = (
         citation=f"{_SRC}: _per_token_group_quant_fp8_colmajor: y_s = max(amax, eps) * (1/fp8_max), "
                  "y_q = clamp(y / y_s)",
         adapter="fp8check.zoo.vllm:per_token_group_quant_fp8_colmajor", modes=("faithful:sm90",),
+        known=(
+            KnownIssue(summary="scale = max(amax, eps) * fl32(1/fp8_max), 1 ulp off on part of the groups (by design)",
+                       upstream="by design (source comment in _per_token_group_quant_fp8); " + NO,
+                       categories=frozenset({"scale"}), modes=frozenset({"faithful:sm90"}),
+                       example=lambda: example("1x128 group, amax 1.125", [[1.125, 0.5]]),
+                       shown_by="a 1x128 group with amax 1.125"),
+            KnownIssue(summary="+Inf in a group: y / Inf = NaN for the Inf, and the constexpr-bounded tl.clamp gives "
+                               "+448 on sm90 (min.xorsign.abs); the recipe gives NaN", upstream=NO, categories=frozenset({"nonfinite"}),
+                       modes=frozenset({"faithful:sm90"}),
+                       example=lambda: example("1x128 group holding +Inf", [[1.0, float("inf"), -2.0]]),
+                       shown_by="a 1x128 group holding 1.0, +Inf, -2.0"),
+        ),
     ),
     ZooEntry(
         id="vllm.per_token_group_quant_fp8.mi300",
@@ -204,6 +216,18 @@ ENTRIES = (
         citation=f"{_SRC}; vllm/model_executor/layers/quantization/utils/quant_utils.py: get_fp8_min_max: "
                  "'use 224.0 for fnuz on ROCm platforms'",
         adapter="fp8check.zoo.vllm:per_token_group_quant_fp8_mi300", modes=("faithful:gfx942",),
+        known=(
+            KnownIssue(summary="scale = max(amax, eps) * fl32(1/fp8_max), 1 ulp off on part of the groups (by design)",
+                       upstream="by design (source comment in _per_token_group_quant_fp8); " + NO,
+                       categories=frozenset({"scale"}), modes=frozenset({"faithful:gfx942"}),
+                       example=lambda: example("1x128 group, amax 1.125", [[1.125, 0.5]]),
+                       shown_by="a 1x128 group with amax 1.125"),
+            KnownIssue(summary="+Inf in a group: y / Inf = NaN for the Inf, and the constexpr-bounded tl.clamp gives "
+                               "-224 on gfx942 (v_med3 returns the lower bound); the recipe gives NaN", upstream=NO, categories=frozenset({"nonfinite"}),
+                       modes=frozenset({"faithful:gfx942"}),
+                       example=lambda: example("1x128 group holding +Inf", [[1.0, float("inf"), -2.0]]),
+                       shown_by="a 1x128 group holding 1.0, +Inf, -2.0"),
+        ),
         note="runs on a CPU under the faithful interpreter's gfx942 target; MI300 hardware not measured",
     ),
 )
