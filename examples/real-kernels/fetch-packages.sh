@@ -26,11 +26,13 @@ for p in $PROJECTS; do
         rm -rf sglang && mkdir sglang && unzip -q wheels/sglang-0.5.23-*.whl -d sglang
         pip_ install --target sglang transformers==5.17.0 orjson pybase64 starlette msgspec pyzmq ipython \
             aiohttp psutil requests setproctitle anyio pydantic tqdm ;;
-    vllm)  # vLLM pins a CUDA torch (336 MB wheel): unpacked, with eight small pure-Python dependencies
+    vllm)  # vLLM pins a CUDA torch (336 MB wheel): unpacked, with the dependencies its fp8_utils imports
         pip_ download --no-deps -d wheels vllm==0.33.0
         rm -rf vllm && mkdir vllm && unzip -q wheels/vllm-0.33.0-*.whl -d vllm
         pip_ install --target vllm --no-deps pyzmq msgspec cachetools blake3 cbor2 pybase64 cloudpickle py-cpuinfo \
-            openai ;;
+            openai
+        pip_ install --target vllm psutil transformers==5.17.0 pydantic requests tqdm pyyaml regex sentencepiece \
+            protobuf einops ;;
     transformers)  # DeepSeek's act_quant Triton kernel, as transformers 4.57 ships it
         rm -rf transformers && pip_ install --target transformers transformers==4.57.6 ;;
     *) echo "unknown project $p (aiter fbgemm sglang transformers vllm)" >&2; exit 2 ;;
