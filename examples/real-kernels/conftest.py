@@ -99,7 +99,7 @@ EXPECTED: dict[str, frozenset[str]] = {name: frozenset(cats) for name, cats in {
     "vllm_per_token_group_sm90": {"scale", "nonfinite"},
     "vllm_per_token_group_gfx942": {"scale", "nonfinite"},
     "vllm_per_token_group_colmajor_sm90": {"scale", "nonfinite"},
-    "transformers_act_quant_sm90": {"nonfinite"},
+    "transformers_act_quant_sm90": {"scale", "nonfinite"},
 }.items()}
 
 

@@ -162,8 +162,9 @@ ENTRIES = (
                        categories=frozenset({"scale"}), modes=frozenset({"faithful:sm90", "interpret", "compiled"}),
                        example=lambda: example("1x128 group, amax 1.125", [[1.125, 0.5]]),
                        shown_by="a 1x128 group with amax 1.125"),
-            KnownIssue(summary="+Inf in a group becomes -448 (0xFE): the scale is Inf, Inf / Inf = NaN, and tl.clamp "
-                               "(propagate_nan NONE) returns fp8_min for NaN; the recipe gives NaN",
+            KnownIssue(summary="+Inf in a group: the scale is Inf, Inf / Inf = NaN, and tl.clamp with vLLM's constexpr "
+                               "bounds +-448 compiles on sm90 to min.xorsign.abs.f32, which gives +448 (0x7E) for NaN "
+                               "(the stock interpreter's np.clip path gives another code); the recipe gives NaN",
                        upstream=NO, categories=frozenset({"nonfinite"}),
                        modes=frozenset({"faithful:sm90", "interpret", "compiled"}),
                        example=lambda: example("1x128 group holding +Inf", [[1.0, float("inf"), -2.0]]),
