@@ -37,6 +37,8 @@ PROJECTS = {
     "sglang": (("*",), ("fp8check.zoo.sglang",)),
     "vllm": (("*",), ("fp8check.zoo.vllm",)),
 }
+# data a package looks for at import (not imported itself): SGLang checks that its JIT sources exist
+DATA = {"sglang": ("sglang/kernels/jit/include", "sglang/kernels/jit/csrc")}
 
 _PROBE = r"""
 import importlib, json, os, sys
@@ -102,6 +104,10 @@ def cut(site: str, project: str, out: str, into: str | None = None) -> dict:
         if not os.path.exists(target):
             shutil.copy2(f, target)
             copied += 1
+    for rel in DATA.get(project, ()):
+        src = os.path.join(root_abs, rel)
+        if os.path.isdir(src):
+            shutil.copytree(src, os.path.join(dest, rel), dirs_exist_ok=True)
     for name in os.listdir(root_abs):  # the distribution's metadata, for its version
         if name.endswith(".dist-info") and os.path.isfile(os.path.join(root_abs, name, "METADATA")):
             meta = os.path.join(root_abs, name, "METADATA")
