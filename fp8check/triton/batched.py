@@ -19,8 +19,9 @@ difference:
 - programs that communicate: a program loading what another program of the
   chunk stores, two programs storing to one element, an atomic, a load or
   store outside every tensor argument (the memory-safety checks of
-  :mod:`.sanitizer` then see it program by program), a false hint or
-  assertion (reported program by program);
+  :mod:`.sanitizer` then see it program by program), a false ``tl.assume``
+  or ``tl.device_assert`` (reported program by program; ``tl.multiple_of``
+  and ``tl.max_contiguous`` are checked program by program inside the chunk);
 - ops whose result could depend on the batch shape (float sums, scans and
   ``tl.dot`` run program by program inside the chunk; ``tl.histogram``,
   tensor descriptors, ``tl.device_print`` and ``dot_scaled`` fall back).
@@ -37,7 +38,9 @@ loop's (``tests/triton_faithful/test_batched.py`` compares them kernel by
 kernel, and the faithful and exhaustive tests run on this path).
 
 :func:`sequential` turns it off for a block (``FP8CHECK_TRITON_BATCH=0`` for
-a process); :func:`stats` counts what ran batched and what fell back.
+a process); :func:`stats` counts what ran batched and what fell back
+(``FP8CHECK_TRITON_BATCH_DEBUG=1`` prints the traceback of an error that made
+a chunk fall back).
 """
 
 from __future__ import annotations
