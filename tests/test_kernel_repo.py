@@ -68,8 +68,9 @@ BUGS = {
     "buggy_tensorwise_fnuz": "scale",
     "buggy_rmsnorm_quant_fnuz": "overflow",
     "buggy_cast_e4m3fnuz_triton": "rounding",
+    "buggy_autotuned_cast_e4m3fnuz_triton": "out_of_bounds",  # only its 8192-wide config
 }
-TRITON_KERNELS = ("cast_e4m3fnuz_triton", "buggy_cast_e4m3fnuz_triton")
+TRITON_KERNELS = ("cast_e4m3fnuz_triton", "buggy_cast_e4m3fnuz_triton", "buggy_autotuned_cast_e4m3fnuz_triton")
 
 
 def _triton_runs() -> bool:
@@ -333,6 +334,18 @@ def test_pytest_m_fnuz_in_the_example_repository(env: Env, tmp_path: Path) -> No
         found = run.categories(name)
         assert found.get(category, 0) > 0, (name, category, found)
         assert max(found, key=found.get) == category, (name, category, found)
+    if triton:  # each config of the autotuned kernel has its verdict: only the wide one reads past its input
+        (check,) = run.kernel_checks("buggy_autotuned_cast_e4m3fnuz_triton")
+        configs = check["extra"]["triton_configs"]
+        assert [(c["config"], c["passed"]) for c in configs] == [("BLOCK=4096", True),
+                                                                 ("BLOCK=8192, num_warps=8", False)], configs
+        assert {f["site"] for f in check["extra"]["kernel_faults"]} == {f"buggy.py:{_line_of_mark()}"}
+
+
+def _line_of_mark() -> int:
+    """The line of the example's unmasked load (``# no mask: reads past the end of x``)."""
+    lines = (EXAMPLE / "mykernels" / "buggy.py").read_text().splitlines()
+    return next(i + 1 for i, line in enumerate(lines) if "# no mask: reads past the end of x" in line)
 
 
 def test_the_reproduce_line_of_a_failure_runs_from_the_repository(env: Env, tmp_path: Path) -> None:

@@ -386,8 +386,10 @@ def _check(ptrs: Any, mask: Any, what: str) -> tuple[np.ndarray, list[_Access]]:
         n = int(np.count_nonzero(bad))
         if buf is not None:
             elems = buf.elements(off[bad])
-            _fault("out_of_bounds", f"{what} outside the tensor's storage ({buf.nbytes // size:,} elements of "
-                                    f"{size} byte{'s' if size != 1 else ''}; not performed)",
+            n_elems = buf.nbytes // size
+            _fault("out_of_bounds", f"{what} outside the tensor's storage ({n_elems:,} element"
+                                    f"{'s' if n_elems != 1 else ''} of {size} byte{'s' if size != 1 else ''}; "
+                                    f"not performed)",
                    buffer=buf.name, offsets=elems, count=n)
         else:
             _fault("out_of_bounds", f"{what} {n:,} lane{'s' if n != 1 else ''} at addresses inside no tensor "

@@ -16,6 +16,11 @@ fp8check finds each one (the category it reports is in brackets).
 - :func:`buggy_cast_e4m3fnuz_triton` [rounding]: a Triton kernel that drops
   the low 20 mantissa bits of the float32 value before the cast ("the cast
   is exact then"): it rounds toward zero instead of to nearest even.
+- :func:`buggy_autotuned_cast_e4m3fnuz_triton` [out_of_bounds]: the correct
+  Triton cast, autotuned over two block sizes; the wider config skips the
+  load's mask ("the tail is padded anyway": it is not), so it reads past the
+  end of its input. Every code is right; on a GPU it reads whatever lies
+  there, or faults.
 """
 
 from __future__ import annotations
@@ -73,4 +78,28 @@ def buggy_cast_e4m3fnuz_triton(x: torch.Tensor) -> torch.Tensor:
     n = src.numel()
     if n:
         _truncating_cast_kernel[(triton.cdiv(n, BLOCK_SIZE),)](src, y, n, BLOCK=BLOCK_SIZE)
+    return y.reshape(x.shape)
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": BLOCK_SIZE}), triton.Config({"BLOCK": 2 * BLOCK_SIZE}, num_warps=8)],
+                 key=["n"])
+@triton.jit
+def _autotuned_cast_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    if BLOCK > 4096:
+        x = tl.load(x_ptr + offs).to(tl.float32)  # no mask: reads past the end of x
+    else:
+        x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
+    x = tl.clamp(x, -240.0, 240.0, propagate_nan=tl.PropagateNan.ALL)
+    tl.store(y_ptr + offs, x.to(tl.float8e4b8), mask=mask)
+
+
+def buggy_autotuned_cast_e4m3fnuz_triton(x: torch.Tensor) -> torch.Tensor:
+    """Like triton_cast.cast_e4m3fnuz_triton, autotuned; one config reads past its input."""
+    src = x.contiguous().reshape(-1)
+    y = torch.empty(src.shape, dtype=torch.float8_e4m3fnuz, device=x.device)
+    n = src.numel()
+    if n:
+        _autotuned_cast_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](src, y, n)
     return y.reshape(x.shape)
