@@ -26,7 +26,6 @@ import argparse
 import base64
 import gzip
 import json
-import re
 import sys
 import time
 import zlib

@@ -399,7 +399,10 @@ def faithful(target: object = "sm90", *, strict: bool = True) -> Iterator[Target
 
     ``target``: ``"sm90"``, ``"sm89"``, ``"gfx942"``, ``"gfx950"`` (or a
     :class:`~fp8check.triton.targets.Target`). Inside the block every FP8
-    conversion an interpreted kernel performs follows the target's table;
+    conversion an interpreted kernel performs follows the target's table,
+    and every other float op its ``OpRules`` (:mod:`fp8check.triton.ops`:
+    clamp and min/max NaN rules, fma contraction, bracketed approximate
+    instructions, bfloat16 arithmetic);
     a conversion compiled Triton does not compile for the target (fp8 ->
     fp8, ``rtz`` where only RNE is lowered, fnuz types on NVIDIA, float64)
     raises :class:`UnsupportedConversionError`, unless ``strict=False``,

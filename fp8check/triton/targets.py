@@ -272,7 +272,9 @@ OP_SOURCES = MappingProxyType({
                "min.NaN/max.NaN and every arithmetic NaN result are the canonical NaN 0x7FFFFFFF",
     "cuda-math": "CUDA Math API, single precision: log2f, logf max 1 ulp (libdevice __nv_log2f/__nv_logf, "
                  "which Triton links for tl.log2/tl.log; compiled with ftz)",
-    "llvm-langref": "LLVM LangRef llvm.maxnum/minnum: operands comparing equal (+0, -0) may return either",
+    "llvm-langref": "LLVM LangRef (llvm/docs/LangRef.rst) llvm.maxnum/minnum: operands comparing equal (+0, -0) "
+                    "may return either; llvm/llvm-project#112852 specified -0 < +0, #168838 reverted it, #170067 "
+                    "specified it again: which LLVM a Triton wheel bundles decides, so AMD's +0/-0 is bracketed",
     "amd-isa": "AMD CDNA3 ISA: v_med3_f32 (NaN in any operand: v_min3_f32), v_max/v_min in IEEE mode (a quiet "
                "NaN operand loses), v_sqrt_f32/v_rsq_f32/v_exp_f32/v_log_f32 (1 ulp)",
     "h200": "gpu/results/ops-table.json: every op x special values, compiled Triton 3.6 for sm90 on an H200",

@@ -206,9 +206,11 @@ ENTRIES = (
             KnownIssue(summary="compiled for NVIDIA, Triton's float32 `/` is div.full.f32 (within 2 ulp, not "
                                "correctly rounded): amax / 448 comes out 1 ulp off for some amax (253952 / 448: "
                                "0x440DB6DC, the correctly rounded 0x440DB6DB), and x / s can move a code at a "
-                               "rounding boundary. Measured on an H200 (Triton 3.6)",
+                               "rounding boundary. Measured on an H200 (Triton 3.6); the faithful interpreter computes "
+                               "amax / 448.0 as the H200 does (amax * fl(1/448)) and reports the x / s codes that "
+                               "depend on div.full.f32 as target-dependent",
                        upstream="triton-lang/triton#10661", categories=frozenset({"scale", "codes"}),
-                       modes=frozenset({"compiled"}),
+                       modes=frozenset({"compiled", "faithful:sm90"}),
                        example=lambda: example("1x128 group, amax 253952", [[253952.0, 1.0, -3.0]]),
                        shown_by="a 1x128 group with amax 253952 (scale 566.857...: 1 ulp off)"),
             KnownIssue(summary="the Triton interpreter's own fp8 conversions (ties away, lost carry; an all-zero "

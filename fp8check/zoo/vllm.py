@@ -162,9 +162,10 @@ ENTRIES = (
                        categories=frozenset({"scale"}), modes=frozenset({"faithful:sm90", "interpret", "compiled"}),
                        example=lambda: example("1x128 group, amax 1.125", [[1.125, 0.5]]),
                        shown_by="a 1x128 group with amax 1.125"),
-            KnownIssue(summary="+Inf in a group: the scale is Inf, Inf / Inf = NaN, and tl.clamp with vLLM's constexpr "
-                               "bounds +-448 compiles on sm90 to min.xorsign.abs.f32, which gives +448 (0x7E) for NaN "
-                               "(the stock interpreter's np.clip path gives another code); the recipe gives NaN",
+            KnownIssue(summary="+Inf in a group becomes +448 (0x7E) on sm90: the scale is Inf, Inf / Inf = NaN, and "
+                               "tl.clamp with the constexpr bounds -448, 448 compiles to min.xorsign.abs.f32, which "
+                               "returns +448 for NaN (Triton's interpreter, np.fmax/np.fmin, gives fp8_min: 0xFE); "
+                               "the recipe gives NaN",
                        upstream=NO, categories=frozenset({"nonfinite"}),
                        modes=frozenset({"faithful:sm90", "interpret", "compiled"}),
                        example=lambda: example("1x128 group holding +Inf", [[1.0, float("inf"), -2.0]]),

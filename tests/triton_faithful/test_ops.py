@@ -458,6 +458,7 @@ def test_codes_that_depend_on_div_full_are_target_dependent_not_divergences():
     assert "target-dependent:" in result_text(result)
 
 
+@pytest.mark.slow  # two quantizer checks in the interpreter
 def test_the_same_quantizer_is_exact_where_division_is_correctly_rounded():
     from fp8check.quantizers.conformance import check_quantizer
 
@@ -469,6 +470,7 @@ def test_the_same_quantizer_is_exact_where_division_is_correctly_rounded():
         assert result.passed and result.target_dependent == 0, (result.categories, result.target_dependent)
 
 
+@pytest.mark.slow  # a quantizer check in the interpreter, three runs
 def test_a_wrong_quantizer_still_diverges_under_brackets():
     from fp8check.quantizers.conformance import check_quantizer
 
