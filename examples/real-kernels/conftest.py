@@ -103,9 +103,26 @@ EXPECTED: dict[str, frozenset[str]] = {name: frozenset(cats) for name, cats in {
 }.items()}
 
 
+_CAST_SUITE = ("test_cast_conforms_as_real_callers_call_it", "test_matches_reference_on_exhaustive_sweep",
+               "test_matches_reference_on_hypothesis_inputs", "test_nan_encoding")
+#: name -> the tests of the shipped suite its findings fail (the others pass: a strict xfail there would XPASS);
+#: a quantizer has one, its recipe check
+FAILS: dict[str, tuple[str, ...]] = {
+    "aiter_static_cast_sm90": _CAST_SUITE,
+    "aiter_static_cast_gfx942": ("test_cast_conforms_as_real_callers_call_it",),  # contiguous 1-D calls conform
+    "sglang_static_cast_sm90": _CAST_SUITE,
+    "sglang_static_cast_gfx942": _CAST_SUITE + ("test_exact_values_are_kept", "test_infinity_handling",
+                                                "test_overflow_policy", "test_rounding_ties"),  # the 224 range
+}
+
+
 def known() -> dict[str, str]:
     """name -> the strict-xfail reason of each kernel with findings."""
     return {n: f"{n}: {', '.join(sorted(c))} (docs/zoo.md, Verbatim kernels)" for n, c in EXPECTED.items() if c}
+
+
+def failing_tests(name: str) -> tuple[str, ...]:
+    return FAILS.get(name, ("test_quantizer_conforms_to_its_recipe",))
 
 
 def _present(root: str) -> bool:
@@ -139,7 +156,9 @@ def pytest_report_header(config):
 
 
 def pytest_collection_modifyitems(config, items):
+    reasons = known()
     for item in items:
-        for name, why in known().items():
-            if f"[{name}" in item.nodeid or f"-{name}" in item.nodeid:
+        test = getattr(item, "originalname", None) or item.name.split("[")[0]
+        for name, why in reasons.items():
+            if (f"[{name}]" in item.nodeid or f"[{name}-" in item.nodeid) and test in failing_tests(name):
                 item.add_marker(pytest.mark.xfail(strict=True, reason=why))

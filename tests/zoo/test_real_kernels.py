@@ -46,6 +46,8 @@ def test_every_declared_kernel_has_its_findings_written_down() -> None:
     assert set(conf.EXPECTED) == set(conf.KERNELS)
     for name, cats in conf.EXPECTED.items():
         assert (name in conf.known()) == bool(cats), name
+        assert conf.failing_tests(name) and all(t.startswith("test_") for t in conf.failing_tests(name)), name
+    assert set(conf.FAILS) <= set(conf.KERNELS)
     assert {n.split("_")[0] for n in conf.KERNELS} == set(PROJECTS)
     triton_kernels = {(spec[0], k) for spec in conf.KERNELS.values() for k in spec[6]}
     assert len(triton_kernels) >= 10, triton_kernels  # the Proof of issue 20: at least 10, from at least 5 projects
