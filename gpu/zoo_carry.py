@@ -108,15 +108,20 @@ def cut(site: str, project: str, out: str, into: str | None = None) -> dict:
         src = os.path.join(root_abs, rel)
         if os.path.isdir(src):
             shutil.copytree(src, os.path.join(dest, rel), dirs_exist_ok=True)
-    for name in os.listdir(root_abs):  # the distribution's metadata, for its version
-        if name.endswith(".dist-info") and os.path.isfile(os.path.join(root_abs, name, "METADATA")):
-            meta = os.path.join(root_abs, name, "METADATA")
-            with open(meta, encoding="utf-8", errors="replace") as fh:
-                head = fh.read(4096)
-            if any(f"Name: {p}" in head.replace("_", "-") or f"Name: {p.replace('_', '-')}" in head
-                   for p in (*packages, project, "amd-aiter", "fbgemm-gpu-genai")):
-                os.makedirs(os.path.join(dest, name), exist_ok=True)
-                shutil.copy2(meta, os.path.join(dest, name, "METADATA"))
+    # the metadata of every distribution copied (its version is read at import: transformers checks those of
+    # huggingface-hub, tokenizers, ...; the zoo reads the project's)
+    copied_tops = {os.path.relpath(f, root_abs).split(os.sep)[0].removesuffix(".py") for f in mine}
+    wanted = {data["dists"][t].split("==")[0] for t in copied_tops if t in data["dists"] and t not in native}
+    wanted |= {p for p in (project, "amd-aiter", "fbgemm-gpu-genai")}
+
+    def norm(n: str) -> str:
+        return n.lower().replace("-", "_").replace(".", "_")
+
+    keys = {norm(w) for w in wanted}
+    for name in os.listdir(root_abs):
+        if name.endswith(".dist-info") and norm(name[:-len(".dist-info")].rsplit("-", 1)[0]) in keys:
+            os.makedirs(os.path.join(dest, name), exist_ok=True)  # METADATA is what a version lookup reads
+            shutil.copy2(os.path.join(root_abs, name, "METADATA"), os.path.join(dest, name, "METADATA"))
     size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(dest) for f in fs)
     wheels = sorted({data["dists"].get(top, top) for top in native} - {data["dists"].get("numpy", "numpy")})
     return {"project": project, "files": copied, "bytes": size, "built": data["built"], "native_deps": wheels}
