@@ -10,7 +10,7 @@
 # under its own time limit, and one failing part does not stop the others.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-KNOWN=" environment suite tests-gpu recipes triton-faithful ops-table zoo training training-dist huge audit-bench "  # in the order they run
+KNOWN=" environment suite tests-gpu recipes triton-faithful ops-table zoo zoo-serving training training-dist huge audit-bench "  # in the order they run
 PARTS=" $* "
 for p in $PARTS; do
     if [[ "$KNOWN" != *" $p "* ]]; then
@@ -28,6 +28,10 @@ if compgen -G ".whl/*.whl" >/dev/null; then
     python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" .whl/*.whl \
         && export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 fi
+# Package trees cut to the files the zoo's adapters import (gpu/zoo_carry.py): aiter, FBGEMM, SGLang, vLLM.
+for tree in .whl/trees/*/; do
+    [ -d "$tree" ] && export PYTHONPATH="$PWD/$tree${PYTHONPATH:+:$PYTHONPATH}"
+done
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
 part() {  # part NAME LIMIT_SECONDS COMMAND...
@@ -57,8 +61,18 @@ part triton-faithful 240 python3 gpu/triton_faithful.py --json "$OUT/triton-fait
 # uses x special values, compiled here and interpreted in the three bracket modes (< 3 min on an H200).
 # Commit $OUT/ops-table.json.gz as gpu/results/ops-table.json.gz (tests/triton_faithful/test_ops_table.py).
 part ops-table 420 python3 gpu/ops_table.py --json "$OUT/ops-table.json.gz"
-# Third-party packages' FP8 quantizers (fp8check.zoo), compiled Triton on the GPU.
-part zoo 170 python3 gpu/zoo.py --max-examples 5 --json "$OUT/zoo.json"
+# Third-party packages' FP8 quantizers (fp8check.zoo): compiled sm90 against the faithful sm90
+# interpreter byte for byte on the same inputs, then each entry against its claim on the GPU.
+# Alone in its call: up to 9 minutes (the interpreter side runs on this host's CPU).
+part zoo 560 python3 gpu/zoo.py --max-examples 5 --budget 500 --json "$OUT/zoo.json"
+# The same for SGLang and vLLM, whose transformers 5 is carried apart (.whl/serving: the tree
+# gpu/zoo_carry.py --into tree cuts, and the wheels of their dependencies with compiled code).
+serving_site=$(mktemp -d)
+if { [ "$PARTS" = "  " ] || [[ "$PARTS" == *" zoo-serving "* ]]; } && compgen -G ".whl/serving/*.whl" >/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --target "$serving_site" .whl/serving/*.whl
+fi
+part zoo-serving 560 env PYTHONPATH="$PWD/.whl/serving/tree:$serving_site:$PYTHONPATH" \
+    python3 gpu/zoo.py --max-examples 5 --budget 500 --package sglang --package vllm --json "$OUT/zoo-serving.json"
 # fp8check.training with torchao's real float8 kernels: step conformance, loss
 # parity against BF16 and the CPU-emulated goldens, the device's golden file.
 part training 300 python3 gpu/training.py --out "$OUT/training"

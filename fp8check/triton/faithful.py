@@ -473,10 +473,12 @@ class _Interpreting:
                 _set(cls.saved, JITFunction, "__call__", __call__)
                 _set(cls.saved, JITFunction, "run", run)
                 cls.language = _language_snapshot()
-                from fp8check.triton import launch, sanitizer
+                from fp8check.triton import batched, launch, sanitizer
 
                 launch.install()  # autotuned kernels run every config, none benchmarked (launch.py)
+                batched.install()  # programs of a launch run together (batched.py); under the sanitizer
                 sanitizer.install()  # loads, stores and hints checked (sanitizer.py)
+                batched.install_outer()  # memory ops and hints program by program, around the sanitizer
             cls.depth += 1
         try:
             yield
@@ -484,9 +486,11 @@ class _Interpreting:
             with _LOCK:
                 cls.depth -= 1
                 if cls.depth == 0:
-                    from fp8check.triton import launch, sanitizer
+                    from fp8check.triton import batched, launch, sanitizer
 
+                    batched.uninstall_outer()
                     sanitizer.uninstall()
+                    batched.uninstall()
                     launch.uninstall()
                     _restore(cls.saved)
                     _language_restore(cls.language)

@@ -247,7 +247,8 @@ def package_version(entry: ZooEntry) -> str | None:
 
 # -- the catalog ------------------------------------------------------------------
 
-_MODULES = ("transformers", "compressed_tensors", "vllm", "sglang", "quark", "gemlite", "coat", "transformer_engine")
+_MODULES = ("transformers", "compressed_tensors", "vllm", "sglang", "quark", "gemlite", "coat", "transformer_engine",
+            "aiter", "fbgemm")
 
 
 def entries() -> tuple[ZooEntry, ...]:
@@ -327,6 +328,12 @@ def run_entry(entry: ZooEntry | str, *, mode: str | None = None, device: str = "
             result.checks = _quantize_checks(entry, kernel, mode, device, max_examples, seed, cases, edge)
         elif entry.kind == "cast":
             from fp8check.casts import engine
+
+            if not hasattr(kernel, "profile_for"):  # a plain tensor -> fp8 callable (a Triton launcher's adapter)
+                from fp8check.casts.adapters.user import wrap_callable
+
+                kernel = wrap_callable(kernel, name=_spec(entry, mode), device=device, profile=entry.claims,
+                                       input_dtypes=entry.dtypes)
 
             result.checks = [engine.run_check(kernel, entry.fmt, None, input_dtype=d, seed=seed,
                                               max_examples=max_examples if d == "float32" else 0)[0]

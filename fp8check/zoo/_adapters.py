@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 from fp8check.zoo import ZooUnavailable
 
-__all__ = ["import_package", "lazy", "example"]
+__all__ = ["import_package", "import_skipping_init", "lazy", "example"]
 
 
 def import_package(name: str, package: str, hint: str = "") -> Any:
@@ -19,6 +19,31 @@ def import_package(name: str, package: str, hint: str = "") -> Any:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise ZooUnavailable(f"{package}: import {name} failed: {type(exc).__name__}: {first}"
                              + (f" ({hint})" if hint else "")) from None
+
+
+def import_skipping_init(name: str, root: str, package: str, hint: str = "") -> Any:
+    """Import ``name`` from the package ``root`` without running ``root/__init__.py``: packages whose
+    top-level import loads a GPU runtime (AMD aiter reads the ROCm version, ``fbgemm_gpu`` loads its CUDA
+    library) hold Triton kernels in plain submodules that import without it. ``root`` is found on
+    ``sys.path`` (an unpacked wheel, e.g. ``pip download --no-deps`` + unzip) and stands in
+    ``sys.modules`` as a bare package (its ``__path__`` only); no line of the package is changed."""
+    import importlib.util
+    import sys
+    import types
+
+    if root not in sys.modules:
+        try:
+            spec = importlib.util.find_spec(root)
+        except Exception:  # a broken or partial install: say so below
+            spec = None
+        if spec is None or not spec.submodule_search_locations:
+            raise ZooUnavailable(f"{package}: no package {root!r} on sys.path" + (f" ({hint})" if hint else ""))
+        bare = types.ModuleType(root)
+        bare.__path__ = list(spec.submodule_search_locations)
+        bare.__spec__ = spec
+        bare.__file__ = spec.origin
+        sys.modules[root] = bare
+    return import_package(name, package, hint)
 
 
 _LOCK = threading.Lock()

@@ -37,13 +37,16 @@ _HINT = "SGLang cannot be pip-installed beside a CPU torch; see fp8check.zoo.sgl
 
 @contextlib.contextmanager
 def _as_mi300(m: Any) -> Iterator[None]:
-    """The module globals ROCm on gfx94x sets at import: ``_is_hip``, ``fp8_max = 224.0``."""
-    saved = (m._is_hip, m.fp8_max, m.fp8_min)
-    m._is_hip, m.fp8_max, m.fp8_min = True, 224.0, -224.0
+    """The module globals ROCm on gfx94x sets at import: ``_is_hip``, ``fp8_dtype = float8_e4m3fnuz``,
+    ``fp8_max = 224.0``."""
+    import torch
+
+    saved = (m._is_hip, m.fp8_max, m.fp8_min, m.fp8_dtype)
+    m._is_hip, m.fp8_max, m.fp8_min, m.fp8_dtype = True, 224.0, -224.0, torch.float8_e4m3fnuz
     try:
         yield
     finally:
-        m._is_hip, m.fp8_max, m.fp8_min = saved
+        m._is_hip, m.fp8_max, m.fp8_min, m.fp8_dtype = saved
 
 
 def _make(mode: str, layout: str) -> Any:
@@ -79,7 +82,69 @@ def make_per_token_group_quant_fp8_mi300(mode: str = "faithful:gfx942") -> Any:
     return _make(mode, "mi300")
 
 
+def make_static_cast(mode: str = "faithful:sm90") -> Any:
+    """``static_quant_fp8(x, x_s=1.0)`` -> ``_static_quant_fp8``: with a unit scale, a saturating cast
+    (``clamp(y * (1 / 1), fp8_min, fp8_max).to(fp8_dtype)``); on gfx94x fp8_max is 224."""
+    require_mode(mode)
+    import torch
+
+    from fp8check.zoo._triton import faithful_target
+
+    m = import_package(FP8_KERNEL, "sglang", _HINT)
+    mi300 = faithful_target(mode) == "gfx942"
+
+    def kernel(x: Any) -> Any:
+        x2 = x.reshape(1, -1) if x.dim() < 2 else x.reshape(-1, x.shape[-1]).contiguous()
+        one = torch.ones(1, dtype=torch.float32, device=x.device)
+        if not x2.numel():
+            return torch.empty(x.shape, dtype=torch.float8_e4m3fnuz if mi300 else torch.float8_e4m3fn)
+        with mode_context(mode), (_as_mi300(m) if mi300 else contextlib.nullcontext()):
+            q, _ = m.static_quant_fp8(x2, one)
+        return q.reshape(x.shape)
+
+    kernel.__name__ = f"sglang.static_quant_fp8[{mode}]"
+    return kernel
+
+
+def make_per_tensor_mla(mode: str = "faithful:sm90") -> Any:
+    """``per_tensor_quant_mla_fp8(x[None], x_s_out)``: an atomic-max amax pass (max(amax, 1e-12) / fp8_max),
+    then ``clamp(x * (1 / x_s))``; the input seen as one head."""
+    require_mode(mode)
+    import torch
+
+    from fp8check.zoo._triton import faithful_target
+
+    m = import_package(FP8_KERNEL, "sglang", _HINT)
+    mi300 = faithful_target(mode) == "gfx942"
+
+    def kernel(x: Any) -> tuple[Any, Any]:
+        x3 = (x.reshape(1, -1) if x.dim() < 2 else x.reshape(-1, x.shape[-1]))[None]
+        s = torch.zeros(1, dtype=torch.float32, device=x.device)
+        with mode_context(mode), (_as_mi300(m) if mi300 else contextlib.nullcontext()):
+            q, s = m.per_tensor_quant_mla_fp8(x3, s)
+        return q.reshape(x.shape), s.reshape(())
+
+    kernel.__name__ = f"sglang.per_tensor_quant_mla_fp8[{mode}]"
+    return kernel
+
+
 _M = "fp8check.zoo.sglang:"
+
+
+def make_static_cast_mi300(mode: str = "faithful:gfx942") -> Any:
+    return make_static_cast(mode)
+
+
+def make_per_tensor_mla_mi300(mode: str = "faithful:gfx942") -> Any:
+    return make_per_tensor_mla(mode)
+
+
+static_cast = lazy(make_static_cast, "faithful:sm90", _M + "static_cast")
+static_cast_compiled = lazy(make_static_cast, "compiled", _M + "static_cast_compiled")
+static_cast_mi300 = lazy(make_static_cast, "faithful:gfx942", _M + "static_cast_mi300")
+per_tensor_mla = lazy(make_per_tensor_mla, "faithful:sm90", _M + "per_tensor_mla")
+per_tensor_mla_compiled = lazy(make_per_tensor_mla, "compiled", _M + "per_tensor_mla_compiled")
+per_tensor_mla_mi300 = lazy(make_per_tensor_mla, "faithful:gfx942", _M + "per_tensor_mla_mi300")
 per_token_group_quant_fp8 = lazy(make_per_token_group_quant_fp8, "faithful:sm90", _M + "per_token_group_quant_fp8")
 per_token_group_quant_fp8_interpret = lazy(make_per_token_group_quant_fp8, "interpret",
                                            _M + "per_token_group_quant_fp8_interpret")
@@ -97,6 +162,15 @@ _INF = ("+Inf in a group becomes -max (e4m3fn 0xFE, -448): the scale is Inf, y *
         "Inf element, and tl.clamp (propagate_nan NONE) returns bit8_min for NaN; the recipe gives NaN")
 _INF_DIV = _INF.replace("y * (1/Inf) = Inf * 0", "y / Inf = Inf / Inf")
 _INF_MI300 = _INF.replace("e4m3fn 0xFE, -448", "e4m3fnuz 0xFE, -224")
+
+
+def _transposed() -> Any:
+    import numpy as np
+
+    from fp8check.quantizers.cases import QuantCase
+
+    x = (np.arange(64 * 128, dtype=np.float32).reshape(64, 128) % 13) - 6.0
+    return [QuantCase(name="stored transposed", x=x, dtype="float32", layout="transposed")]
 
 
 def _inf() -> Any:
@@ -167,5 +241,60 @@ ENTRIES = (
                        example=lambda: example("1x128 group, x / s a tie", [[1.53125, 1.3671875]]),
                        shown_by="a 1x128 group holding 1.53125 (the amax) and 1.3671875"),
         ),
+    ),
+    ZooEntry(
+        id="sglang.static_quant_fp8",
+        package="sglang", module=FP8_KERNEL, versions="==0.5.23",
+        function="static_quant_fp8(x, x_s=1.0) -> _static_quant_fp8 (Triton): clamp(y * (1 / x_s), fp8_min, "
+                 "fp8_max).to(fp8_dtype)",
+        kind="cast", claims="satfinite", dtypes=("float32",),
+        citation=f"{_SRC}: _static_quant_fp8: y_s_inv = 1.0 / y_s, y_q = tl.clamp(y * y_s_inv, fp8_min, fp8_max)",
+        adapter=_M + "static_cast", modes=("faithful:sm90", "compiled"),
+        known=(KnownIssue(summary="NaN becomes -448 (0xFE): tl.clamp with fp8_min/fp8_max passed as run-time "
+                                  "arguments is max then min, which return the non-NaN operand; satfinite keeps NaN",
+                          upstream=NO, categories=frozenset({"nan"}), modes=frozenset({"faithful:sm90", "compiled"})),),
+    ),
+    ZooEntry(
+        id="sglang.static_quant_fp8.mi300",
+        package="sglang", module=FP8_KERNEL, versions="==0.5.23",
+        function="the same kernel on ROCm gfx94x: e4m3fnuz, fp8_max 224", kind="cast", claims="satfinite",
+        fmt="e4m3fnuz", dtypes=("float32",),
+        citation=f"{_SRC}: is_fp8_fnuz() -> fp8_dtype = float8_e4m3fnuz, fp8_max = 224.0",
+        adapter=_M + "static_cast_mi300", modes=("faithful:gfx942",),
+        known=(KnownIssue(summary="the range is +-224, not e4m3fnuz's 240 (by design: SGLang's comment on ROCm "
+                                  "accuracy): everything from 232 up saturates to 0x7E; NaN becomes -224 (0xFE, "
+                                  "v_med3 returns the lower bound)", upstream="by design (fp8_max = 224.0); " + NO,
+                          categories=frozenset({"nan", "overflow", "infinity", "rounding", "other"}),
+                          modes=frozenset({"faithful:gfx942"})),),
+        note="runs on a CPU under the faithful interpreter's gfx942 target; MI300 hardware not measured",
+    ),
+    ZooEntry(
+        id="sglang.per_tensor_quant_mla_fp8",
+        package="sglang", module=FP8_KERNEL, versions="==0.5.23",
+        function="per_tensor_quant_mla_fp8(x, x_s_out, eps=1e-12) -> _per_tensor_quant_mla_fp8_stage1 "
+                 "(atomic_max of max(amax, eps) / fp8_max) and _stage2 (clamp(x * (1 / x_s)))",
+        kind="quantize", claims="tensorwise",
+        citation=f"{_SRC}: _per_tensor_quant_mla_fp8_stage1: tl.atomic_max(x_s_ptr, max(amax, eps) / fp8_max); "
+                 "stage2: x_q = tl.clamp(x * (1.0 / x_s), fp8_min, fp8_max)",
+        adapter=_M + "per_tensor_mla", modes=("faithful:sm90", "compiled"),
+        known=(KnownIssue(summary="both kernels step by the head and sequence strides but read x_ptr + arange(head_size), "
+                                  "assuming a contiguous last dimension: a transposed or strided input gives other "
+                                  "elements' values (scale and codes); +Inf makes the scale Inf", upstream=NO,
+                          categories=frozenset({"scale", "codes", "nonfinite"}), modes=frozenset({"faithful:sm90", "compiled"}),
+                          example=lambda: _transposed(), shown_by="a 64x128 input stored transposed"),),
+    ),
+    ZooEntry(
+        id="sglang.per_tensor_quant_mla_fp8.mi300",
+        package="sglang", module=FP8_KERNEL, versions="==0.5.23",
+        function="the same kernels on ROCm gfx94x: e4m3fnuz, fp8_max 224", kind="quantize", claims="tensorwise",
+        fmt="e4m3fnuz",
+        citation=f"{_SRC}: is_fp8_fnuz() -> fp8_dtype = float8_e4m3fnuz, fp8_max = 224.0",
+        adapter=_M + "per_tensor_mla_mi300", modes=("faithful:gfx942",),
+        known=(KnownIssue(summary="both kernels step by the head and sequence strides but read x_ptr + arange(head_size), "
+                                  "assuming a contiguous last dimension: a transposed or strided input gives other "
+                                  "elements' values (scale and codes); +Inf makes the scale Inf", upstream=NO,
+                          categories=frozenset({"scale", "codes", "nonfinite"}), modes=frozenset({"faithful:gfx942"}),
+                          example=lambda: _transposed(), shown_by="a 64x128 input stored transposed"),),
+        note="runs on a CPU under the faithful interpreter's gfx942 target; MI300 hardware not measured",
     ),
 )

@@ -56,21 +56,48 @@ def _fp8_utils(mode: str) -> Any:
     return m
 
 
-def make_per_token_group_quant_fp8(mode: str = "faithful:sm90") -> Any:
-    """``per_token_group_quant_fp8(x, 128, dtype=float8_e4m3fn, use_ue8m0=False)``."""
+def make_per_token_group_quant_fp8(mode: str = "faithful:sm90", layout: str = "rowmajor") -> Any:
+    """``per_token_group_quant_fp8(x, 128, dtype=float8_e4m3fn, use_ue8m0=False)`` (``layout``: ``colmajor``
+    passes ``column_major_scales=True``, which launches ``_per_token_group_quant_fp8_colmajor``; ``mi300``
+    gives what ROCm gfx94x runs: e4m3fnuz, ``get_fp8_min_max()`` = +-224)."""
     require_mode(mode)
+    import contextlib
+
     import torch
 
     m = _fp8_utils(mode)
+    mi300 = layout == "mi300"
+
+    @contextlib.contextmanager
+    def as_mi300() -> Any:
+        saved = m.get_fp8_min_max
+        m.get_fp8_min_max = lambda: (-224.0, 224.0)  # quant_utils.get_fp8_min_max when is_fp8_fnuz()
+        try:
+            yield
+        finally:
+            m.get_fp8_min_max = saved
 
     def kernel(x: Any) -> tuple[Any, Any]:
-        with mode_context(mode):
-            if mode == "compiled":  # the Triton kernel the CPU fallback launches, on the GPU
+        with mode_context(mode), (as_mi300() if mi300 else contextlib.nullcontext()):
+            if mode == "compiled" and layout == "rowmajor":  # the Triton kernel the CPU fallback launches
                 return _launch_compiled(m, x)
-            return m.per_token_group_quant_fp8(x.contiguous(), 128, dtype=torch.float8_e4m3fn, use_ue8m0=False)
+            if mode == "compiled":
+                raise ZooUnavailable("vllm: only the row-major kernel is launched compiled here")
+            q, s = m.per_token_group_quant_fp8(x.contiguous(), 128,
+                                               dtype=torch.float8_e4m3fnuz if mi300 else torch.float8_e4m3fn,
+                                               column_major_scales=layout == "colmajor", use_ue8m0=False)
+            return q, s.contiguous()
 
-    kernel.__name__ = f"vllm.per_token_group_quant_fp8[{mode}]"
+    kernel.__name__ = f"vllm.per_token_group_quant_fp8[{layout}, {mode}]"
     return kernel
+
+
+def make_per_token_group_quant_fp8_colmajor(mode: str = "faithful:sm90") -> Any:
+    return make_per_token_group_quant_fp8(mode, "colmajor")
+
+
+def make_per_token_group_quant_fp8_mi300(mode: str = "faithful:gfx942") -> Any:
+    return make_per_token_group_quant_fp8(mode, "mi300")
 
 
 def _launch_compiled(m: Any, x: Any) -> tuple[Any, Any]:
@@ -106,6 +133,10 @@ per_token_group_quant_fp8_interpret = lazy(make_per_token_group_quant_fp8, "inte
                                            "fp8check.zoo.vllm:per_token_group_quant_fp8_interpret")
 per_token_group_quant_fp8_compiled = lazy(make_per_token_group_quant_fp8, "compiled",
                                           "fp8check.zoo.vllm:per_token_group_quant_fp8_compiled")
+per_token_group_quant_fp8_colmajor = lazy(make_per_token_group_quant_fp8_colmajor, "faithful:sm90",
+                                          "fp8check.zoo.vllm:per_token_group_quant_fp8_colmajor")
+per_token_group_quant_fp8_mi300 = lazy(make_per_token_group_quant_fp8_mi300, "faithful:gfx942",
+                                       "fp8check.zoo.vllm:per_token_group_quant_fp8_mi300")
 normalize_e4m3fn_to_e4m3fnuz = lazy(make_normalize_e4m3fn_to_e4m3fnuz, "eager",
                                     "fp8check.zoo.vllm:normalize_e4m3fn_to_e4m3fnuz")
 
@@ -156,5 +187,49 @@ ENTRIES = (
         known=(KnownIssue(summary="e4m3fn NaN bytes 0x7F/0xFF become fnuz +-240 (finite), not the fnuz NaN 0x80: "
                                   "only -128 (0x80) is rewritten", upstream=NO, categories=frozenset({"nan"}),
                           reproducer="fp8check survey --zoo --entry vllm.normalize_e4m3fn_to_e4m3fnuz"),),
+    ),
+    ZooEntry(
+        id="vllm.per_token_group_quant_fp8.colmajor",
+        package="vllm", module=FP8_UTILS, versions=_V,
+        function="per_token_group_quant_fp8(x, 128, column_major_scales=True) -> _per_token_group_quant_fp8_colmajor "
+                 "(Triton)",
+        kind="quantize", claims="per-token-group-1x128",
+        citation=f"{_SRC}: _per_token_group_quant_fp8_colmajor: y_s = max(amax, eps) * (1/fp8_max), "
+                 "y_q = clamp(y / y_s)",
+        adapter="fp8check.zoo.vllm:per_token_group_quant_fp8_colmajor", modes=("faithful:sm90",),
+        known=(
+            KnownIssue(summary="scale = max(amax, eps) * fl32(1/fp8_max), 1 ulp off on part of the groups (by design)",
+                       upstream="by design (source comment in _per_token_group_quant_fp8); " + NO,
+                       categories=frozenset({"scale"}), modes=frozenset({"faithful:sm90"}),
+                       example=lambda: example("1x128 group, amax 1.125", [[1.125, 0.5]]),
+                       shown_by="a 1x128 group with amax 1.125"),
+            KnownIssue(summary="+Inf in a group: y / Inf = NaN for the Inf, and the constexpr-bounded tl.clamp gives "
+                               "+448 on sm90 (min.xorsign.abs); the recipe gives NaN", upstream=NO, categories=frozenset({"nonfinite"}),
+                       modes=frozenset({"faithful:sm90"}),
+                       example=lambda: example("1x128 group holding +Inf", [[1.0, float("inf"), -2.0]]),
+                       shown_by="a 1x128 group holding 1.0, +Inf, -2.0"),
+        ),
+    ),
+    ZooEntry(
+        id="vllm.per_token_group_quant_fp8.mi300",
+        package="vllm", module=FP8_UTILS, versions=_V,
+        function="per_token_group_quant_fp8(x, 128) on ROCm gfx94x: e4m3fnuz, get_fp8_min_max() = +-224",
+        kind="quantize", claims="per-token-group-1x128-224", fmt="e4m3fnuz",
+        citation=f"{_SRC}; vllm/model_executor/layers/quantization/utils/quant_utils.py: get_fp8_min_max: "
+                 "'use 224.0 for fnuz on ROCm platforms'",
+        adapter="fp8check.zoo.vllm:per_token_group_quant_fp8_mi300", modes=("faithful:gfx942",),
+        known=(
+            KnownIssue(summary="scale = max(amax, eps) * fl32(1/fp8_max), 1 ulp off on part of the groups (by design)",
+                       upstream="by design (source comment in _per_token_group_quant_fp8); " + NO,
+                       categories=frozenset({"scale"}), modes=frozenset({"faithful:gfx942"}),
+                       example=lambda: example("1x128 group, amax 1.125", [[1.125, 0.5]]),
+                       shown_by="a 1x128 group with amax 1.125"),
+            KnownIssue(summary="+Inf in a group: y / Inf = NaN for the Inf, and the constexpr-bounded tl.clamp gives "
+                               "-224 on gfx942 (v_med3 returns the lower bound); the recipe gives NaN", upstream=NO, categories=frozenset({"nonfinite"}),
+                       modes=frozenset({"faithful:gfx942"}),
+                       example=lambda: example("1x128 group holding +Inf", [[1.0, float("inf"), -2.0]]),
+                       shown_by="a 1x128 group holding 1.0, +Inf, -2.0"),
+        ),
+        note="runs on a CPU under the faithful interpreter's gfx942 target; MI300 hardware not measured",
     ),
 )
