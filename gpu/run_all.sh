@@ -63,8 +63,9 @@ part triton-faithful 240 python3 gpu/triton_faithful.py --json "$OUT/triton-fait
 part ops-table 420 python3 gpu/ops_table.py --json "$OUT/ops-table.json.gz"
 # Third-party packages' FP8 quantizers (fp8check.zoo): compiled sm90 against the faithful sm90
 # interpreter byte for byte on the same inputs, then each entry against its claim on the GPU.
-# Alone in its call: up to 9 minutes (the interpreter side runs on this host's CPU).
-part zoo 560 python3 gpu/zoo.py --max-examples 5 --budget 500 --json "$OUT/zoo.json"
+# Alone in its call: up to 9 minutes (the interpreter side runs on this host's CPU; ZOO_BUDGET=SECONDS
+# stops starting entries sooner, so that zoo and zoo-serving fit one call).
+part zoo 560 python3 gpu/zoo.py --max-examples 5 --budget "${ZOO_BUDGET:-500}" --json "$OUT/zoo.json"
 # The same for SGLang and vLLM, whose transformers 5 is carried apart (.whl/serving: the tree
 # gpu/zoo_carry.py --into tree cuts, and the wheels of their dependencies with compiled code).
 serving_site=$(mktemp -d)
@@ -72,7 +73,7 @@ if { [ "$PARTS" = "  " ] || [[ "$PARTS" == *" zoo-serving "* ]]; } && compgen -G
     python3 -m pip install -q --no-index --no-deps --no-compile --target "$serving_site" .whl/serving/*.whl
 fi
 part zoo-serving 560 env PYTHONPATH="$PWD/.whl/serving/tree:$serving_site:$PYTHONPATH" \
-    python3 gpu/zoo.py --max-examples 5 --budget 500 --package sglang --package vllm --json "$OUT/zoo-serving.json"
+    python3 gpu/zoo.py --max-examples 5 --budget "${ZOO_BUDGET:-500}" --package sglang --package vllm --json "$OUT/zoo-serving.json"
 # fp8check.training with torchao's real float8 kernels: step conformance, loss
 # parity against BF16 and the CPU-emulated goldens, the device's golden file.
 part training 300 python3 gpu/training.py --out "$OUT/training"
