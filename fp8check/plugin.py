@@ -230,7 +230,8 @@ def _declarations(config: pytest.Config) -> list[Any]:
     try:
         pyproject, read_by_pytest = config_file(config)
         if pyproject is not None:
-            out += from_pyproject(pyproject, invalid_ok=not read_by_pytest)[0]
+            declared, state["settings"] = from_pyproject(pyproject, invalid_ok=not read_by_pytest)
+            out += declared
         for batch in config.hook.pytest_fp8check_kernels():
             for d in batch or ():
                 if not isinstance(d, KernelDeclaration):
