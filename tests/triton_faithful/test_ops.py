@@ -422,6 +422,19 @@ def test_argmax_of_a_row_ending_in_nan_is_the_nan_in_both_trees():
     assert _arg_runs("argmax", np.resize(np.float32([1.0, 3.0]), 16)) == [1]
 
 
+def test_argmin_trees_reduce_the_given_axis_of_a_block():
+    # the same row as above, as column 1 of a 16x3 block reduced along axis 0 (columns 0 and 2 hold no NaN:
+    # the leftmost minimum in every run), and along axis 1 of its transpose
+    col = np.arange(1, 17, dtype=np.float32)
+    col[8] = np.nan
+    block = np.stack([np.arange(16, 0, -1, dtype=np.float32), col, np.ones(16, np.float32)], axis=1)
+    for mode, want in (("rn", [15, 0, 0]), ("lo", [15, 1, 0]), ("hi", [15, 9, 0])):
+        with ops.bracket(mode):
+            _, idx0 = ops.argminmax(block, 0, False, maximum=False)
+            _, idx1 = ops.argminmax(block.T.copy(), 1, True, maximum=False)
+        assert idx0.tolist() == want and idx1.reshape(-1).tolist() == want, mode
+
+
 def test_tl_max_ignores_a_signalling_nan():
     # max.f32 ignores every NaN, signalling or quiet: the row the H200 reduced to 0x7AA8C0B8 (NumPy's
     # np.nanmax returns 0x79F8CE49 for it, the signalling 0x7FB395CE beside it)
