@@ -11,10 +11,12 @@ replaces the interpreter's builder methods while a
 
 - ``minimum``/``maximum`` (``propagate_nan`` NONE: the non-NaN operand wins,
   +0 > -0 where the target orders zeros; ALL: NaN wins), ``clamp`` (sm90
-  compiles ``lo == -hi`` to ``min.xorsign.abs.f32``: NaN in, +hi out; which
-  forms of ``-hi`` the compiler recognises depends on the Triton version and
-  is read from how the bounds were built; AMD: ``v_med3_f32``),
-  ``tl.max``/``tl.min``/``tl.argmax``/``tl.argmin`` with the same rules;
+  compiles ``lo == -hi`` to ``min.xorsign.abs.f32``: NaN in, hi with the
+  NaN's sign out; which forms of ``-hi`` the compiler recognises depends on
+  the Triton version and is read from how the bounds were built; AMD:
+  ``v_med3_f32``),
+  ``tl.max``/``tl.min`` with the same rules, ``tl.argmax``/``tl.argmin``
+  with Triton's combine in the compiled reduction orders;
 - fma contraction of ``a * b + c`` (and ``a * b - c``, ``c - a * b``),
   rounded once, for the dtypes the target fuses;
 - ``/``, ``sqrt``, ``rsqrt``, ``exp``, ``exp2``, ``log2``, ``log``: exact where
@@ -217,6 +219,14 @@ def _nan_like(x: np.ndarray, rule: str) -> np.ndarray:
     return _canonical_nan(x.dtype, table[rule])
 
 
+def _num(fn: Callable[[np.ndarray, np.ndarray], np.ndarray], a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``fn(a, b)`` where a NaN operand, signalling or quiet, loses to the other (PTX ``max.f32``/``min.f32``;
+    LLVM's maxnum/minnum on canonicalized operands). Not ``np.fmax``/``np.fmin``: their scalar tail (C's
+    fmaxf, IEEE 754-2008 maxNum) returns NaN for a signalling NaN where their SIMD body ignores it, so the
+    result depends on where in the array an element sits (NumPy 2.4, x86)."""
+    return np.where(np.isnan(a), b, np.where(np.isnan(b), a, fn(a, b)))
+
+
 def minmax(a: np.ndarray, b: np.ndarray, *, maximum: bool, propagate_nan: bool, zeros: str, nan: str) -> np.ndarray:
     """``tl.maximum``/``tl.minimum`` on float arrays.
 
@@ -227,7 +237,7 @@ def minmax(a: np.ndarray, b: np.ndarray, *, maximum: bool, propagate_nan: bool, 
     mode takes -0, ``hi`` +0, ``rn`` the first operand)."""
     a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
     with np.errstate(invalid="ignore"):
-        out = np.fmax(a, b) if maximum else np.fmin(a, b)
+        out = _num(np.maximum if maximum else np.minimum, a, b)
         both_zero = (a == 0) & (b == 0)
         if both_zero.any():
             neg_a, neg_b = np.signbit(a), np.signbit(b)
@@ -249,16 +259,17 @@ def minmax(a: np.ndarray, b: np.ndarray, *, maximum: bool, propagate_nan: bool, 
 
 def xorsign_clamp(x: np.ndarray, hi: np.ndarray, *, propagate_nan: bool, nan: str) -> np.ndarray:
     """PTX ``min{.NaN}.xorsign.abs.f32 d, x, hi``: ``min(|x|, |hi|)`` with the
-    sign ``sign(x) ^ sign(hi)``. A NaN ``x`` gives ``+|hi|`` (the non-NaN
-    operand wins; measured on the H200 for NaN of either sign); a NaN ``hi``
-    gives ``x`` with the sign rule; with ``.NaN`` any NaN operand gives the
-    canonical NaN."""
+    sign ``sign(x) ^ sign(hi)``, the signs read before ``.abs``. The sign rule
+    applies to every non-NaN result, so a NaN ``x`` (the non-NaN operand wins)
+    gives ``|hi|`` with the NaN's sign xor hi's: ``tl.clamp(x, -448, 448)`` of
+    +NaN is +448 and of -NaN -448 (the H200's op table, 2026-12-04); a NaN
+    ``hi`` gives ``|x|`` with the sign rule; with ``.NaN`` any NaN operand
+    gives the canonical NaN."""
     x, hi = np.broadcast_arrays(np.asarray(x), np.asarray(hi))
     with np.errstate(invalid="ignore"):
-        mag = np.fmin(np.abs(x), np.abs(hi))
+        mag = _num(np.minimum, np.abs(x), np.abs(hi))
         negative = np.signbit(x) ^ np.signbit(hi)
         out = np.where(negative, -mag, mag)
-        out = np.where(np.isnan(x), np.abs(hi), out)
         both = np.isnan(x) & np.isnan(hi)
         nan_out = (np.isnan(x) | np.isnan(hi)) if propagate_nan else both
         if nan_out.any():
@@ -276,7 +287,7 @@ def med3(x: np.ndarray, lo: np.ndarray, hi: np.ndarray, *, nan: str = "quiet") -
         median = np.maximum(np.minimum(x, lo), np.minimum(np.maximum(x, lo), hi))
         anynan = np.isnan(x) | np.isnan(lo) | np.isnan(hi)
         if anynan.any():
-            smallest = np.fmin(np.fmin(x, lo), hi)
+            smallest = _num(np.minimum, _num(np.minimum, x, lo), hi)
             if np.isnan(smallest).any():
                 smallest = np.where(np.isnan(smallest), _nan_like(smallest, nan), smallest)
             median = np.where(anynan, smallest, median)
@@ -308,11 +319,16 @@ def clamp(x: np.ndarray, lo: np.ndarray, hi: np.ndarray, *, rule: str, propagate
 def reduce_minmax(x: np.ndarray, axis: int | None, keepdims: bool, *, maximum: bool, zeros: str,
                   nan: str) -> np.ndarray:
     """``tl.max``/``tl.min``: the ``maxNum`` combine (NaN ignored unless every
-    element is NaN) with the target's signed-zero rule."""
+    element is NaN) with the target's signed-zero rule. NaNs are replaced by
+    -Inf (+Inf for ``tl.min``) before NumPy's max: ``np.nanmax`` (``fmax.reduce``)
+    returns a smaller element for a row holding a signalling NaN (NumPy 2.4
+    and 2.5 on x86: 0x79F8CE49 for a row whose maximum is 0x7AA8C0B8 beside
+    0x7FB395CE), where ``max.f32`` ignores every NaN (the H200's op table)."""
     with np.errstate(invalid="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices
-        out = np.asarray(np.nanmax(x, axis=axis, keepdims=keepdims) if maximum
-                         else np.nanmin(x, axis=axis, keepdims=keepdims))
+        filled = np.where(np.isnan(x), x.dtype.type(-np.inf if maximum else np.inf), x)
+        out = np.asarray(np.max(filled, axis=axis, keepdims=keepdims) if maximum
+                         else np.min(filled, axis=axis, keepdims=keepdims))
         isz = x == 0
         if isz.any():
             neg = np.signbit(x) & isz
@@ -335,13 +351,50 @@ def reduce_minmax(x: np.ndarray, axis: int | None, keepdims: bool, *, maximum: b
     return np.asarray(out, dtype=x.dtype)
 
 
-def argminmax(x: np.ndarray, axis: int | None, keepdims: bool, *, maximum: bool) -> tuple[np.ndarray, np.ndarray]:
-    """``tl.argmax``/``tl.argmin`` (tie break left): Triton's combine
-    ``gt = v1 > v2 or (v1 == v2 and i1 < i2)`` keeps the right operand when
-    either is NaN, so a row with a NaN gives an index that depends on the
-    compiled reduction order (layout, warps): ``rn`` the leftmost non-NaN
-    extreme, ``lo``/``hi`` the first/last NaN (the NaN row is
-    target-dependent)."""
+def _arg_combine(v1: np.ndarray, i1: np.ndarray, v2: np.ndarray, i2: np.ndarray, maximum: bool,
+                 tie_left: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Triton's ``_argmax_combine``/``_argmin_combine``: the left operand if ``v1 > v2`` (``<``), or, with
+    ``tie_left``, ``v1 == v2 and i1 < i2``; else the right one (every comparison with a NaN is false)."""
+    with np.errstate(invalid="ignore"):
+        left = (v1 > v2) if maximum else (v1 < v2)
+        if tie_left:
+            left = left | ((v1 == v2) & (i1 < i2))
+    return np.where(left, v1, v2), np.where(left, i1, i2)
+
+
+def _arg_tree(v: np.ndarray, order: str, maximum: bool, tie_left: bool) -> np.ndarray:
+    """The index ``order`` reduces the last axis of ``v`` to with Triton's combine (ReduceOpToLLVM.cpp):
+    ``thread``: one thread's registers, left to right (reduceWithinThreads: ``acc = combine(acc, x)``);
+    ``shuffle``: one element per lane, butterfly shuffles with xor offsets n/2, ..., 1, each lane taking
+    ``combine(own, partner)``, lane 0's result stored (warpReduce; the PTX of a 16-element row on sm90:
+    ``shfl.sync.bfly`` 8, 4, 2, 1, stored by thread 0)."""
+    n = v.shape[-1]
+    idx = np.broadcast_to(np.arange(n, dtype=np.int64), v.shape)
+    if order == "shuffle" and n & (n - 1) == 0:
+        lane = np.arange(n)
+        step = n // 2
+        while step:
+            partner = lane ^ step
+            v, idx = _arg_combine(v, idx, v[..., partner], idx[..., partner], maximum, tie_left)
+            step //= 2
+        return idx[..., 0]
+    acc_v, acc_i = v[..., 0], idx[..., 0]
+    for k in range(1, n):
+        acc_v, acc_i = _arg_combine(acc_v, acc_i, v[..., k], idx[..., k], maximum, tie_left)
+    return acc_i
+
+
+def argminmax(x: np.ndarray, axis: int | None, keepdims: bool, *, maximum: bool,
+              tie_left: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """``tl.argmax``/``tl.argmin``: Triton's combine (:func:`_arg_combine`) keeps
+    the right operand when either is NaN, so the index of a row holding a NaN
+    depends on the compiled reduction order (the layout: elements per thread,
+    lanes, warps), and so does a tie under ``tie_break_left=False``. ``rn``: the
+    leftmost non-NaN extreme (NaN ignored, NumPy's order); ``lo``: the shuffle
+    tree of a row held one element per lane (the H200's op table: a 16-element
+    row of 1..16 with a NaN at 8 gives argmin 1); ``hi``: the row folded left to
+    right in one thread (the extreme after the last NaN, or that NaN). A row
+    whose index changes between the runs is target-dependent."""
     with np.errstate(invalid="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         flat_axis = axis
@@ -352,13 +405,12 @@ def argminmax(x: np.ndarray, axis: int | None, keepdims: bool, *, maximum: bool)
         filled = np.where(nan, -np.inf if maximum else np.inf, data)
         idx = np.argmax(filled, axis=flat_axis) if maximum else np.argmin(filled, axis=flat_axis)
         any_nan = nan.any(axis=flat_axis)
-        if any_nan.any():
-            _counted("argmax_nan")
+        if any_nan.any() or not tie_left:
+            _counted("argmax_order")
             mode = bracket_mode()
             if mode in ("lo", "hi"):
-                first = np.argmax(nan, axis=flat_axis)
-                last = nan.shape[flat_axis] - 1 - np.argmax(np.flip(nan, axis=flat_axis), axis=flat_axis)
-                idx = np.where(any_nan, first if mode == "lo" else last, idx)
+                rows = np.moveaxis(data, flat_axis, -1)
+                idx = _arg_tree(rows, "shuffle" if mode == "lo" else "thread", maximum, tie_left)
         val = np.take_along_axis(data, np.expand_dims(idx, flat_axis), axis=flat_axis).squeeze(flat_axis)
         if keepdims:
             if axis is None:
@@ -854,7 +906,7 @@ def _install_reduce(saved: list, set_attr: Callable[..., None], interp: Any, rul
 
     orig_apply = reduce_ops.__dict__["apply_impl"]
     std = tl.standard
-    arg = {getattr(std, n, None): (n.startswith("_argmax"), ) for n in (
+    arg = {getattr(std, n, None): (n.startswith("_argmax"), n.endswith("_left")) for n in (
         "_argmax_combine_tie_break_left", "_argmax_combine_tie_break_fast",
         "_argmin_combine_tie_break_left", "_argmin_combine_tie_break_fast")}
     arg.pop(None, None)
@@ -875,7 +927,7 @@ def _install_reduce(saved: list, set_attr: Callable[..., None], interp: Any, rul
             out = reduce_minmax(x, self.axis, self.keep_dims, maximum=elementwise[fn], zeros=r.minmax_zeros,
                                 nan=r.nan_pattern)
             return self.to_tensor(round_bf16(out, r.bf16_nan) if bf16 else out, t.dtype)
-        val, idx = argminmax(x, self.axis, self.keep_dims, maximum=arg[fn][0])
+        val, idx = argminmax(x, self.axis, self.keep_dims, maximum=arg[fn][0], tie_left=arg[fn][1])
         return (self.to_tensor(round_bf16(val, r.bf16_nan) if bf16 else val, t.dtype),
                 self.to_tensor(idx, tl.int32))
 

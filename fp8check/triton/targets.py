@@ -259,6 +259,11 @@ OP_SOURCES = MappingProxyType({
                   "flushes input and output denormals); SqrtOpConversion with ftz: llvm.amdgcn.sqrt "
                   "(v_sqrt_f32, 1 ulp, flushes); RsqrtOpConversion with ftz: v_rsq_f32; "
                   "ExpOpConversionApprox: x * log2e then llvm.exp2.f32, denormals kept)",
+    "triton-reduce": "triton-lang/triton lib/Conversion/TritonGPUToLLVM/ReduceOpToLLVM.cpp "
+                     "@ 9c3434b30044b60341290c17859541593df92084 (reduceWithinThreads: "
+                     "acc = combine(acc, x) over a thread's registers; warpReduce: shuffleXor with offsets n/2 ... 1, "
+                     "acc = combine(acc, partner)); the PTX of a 16-element tl.argmin compiled by the 3.6.0 and 3.9.0 "
+                     "wheels for sm90: shfl.sync.bfly 8, 4, 2, 1, the result stored by thread 0",
     "triton-llvm": "triton-lang/triton python/src/llvm.cc @ 02978abfbc6f279df55a86978c284543661bafad "
                    "(createTargetMachine: enable_fp_fusion sets TargetOptions.AllowFPOpFusion = Fast: LLVM's "
                    "DAG combiner then fuses fmul + fadd into fma; Triton 3.9 warns the default flips to "
@@ -271,7 +276,8 @@ OP_SOURCES = MappingProxyType({
                "(2^-22.5 relative), fma.rn (one rounding); min/max: +0.0 > -0.0, a NaN operand loses, "
                "min.NaN/max.NaN and every arithmetic NaN result are the canonical NaN 0x7FFFFFFF",
     "cuda-math": "CUDA Math API, single precision: log2f, logf max 1 ulp (libdevice __nv_log2f/__nv_logf, "
-                 "which Triton links for tl.log2/tl.log; compiled with ftz)",
+                 "which Triton links for tl.log2/tl.log with nvvm-reflect-ftz; the PTX of Triton 3.6 and 3.9 "
+                 "scales a subnormal input by 2^23 before the polynomial)",
     "llvm-langref": "LLVM LangRef (llvm/docs/LangRef.rst) llvm.maxnum/minnum: operands comparing equal (+0, -0) "
                     "may return either; llvm/llvm-project#112852 specified -0 < +0, #168838 reverted it, #170067 "
                     "specified it again: which LLVM a Triton wheel bundles decides, so AMD's +0/-0 is bracketed",
@@ -301,16 +307,22 @@ def _nvidia_ops(arch: str) -> OpRules:
         exp2=Approx("ex2.approx.ftz.f32", ErrorBound(rel=2.0 ** -22.5, source=_PTX), ftz=True, status="bracketed"),
         exp=Approx("mul.f32 by log2(e), ex2.approx.f32", ErrorBound(rel=2.0 ** -22.5, source=_PTX),
                    status="bracketed"),
-        log2=Approx("libdevice __nv_log2f (ftz)", ErrorBound(ulps=1, source=_CUDA_MATH), ftz=True, status="bracketed"),
-        log=Approx("libdevice __nv_logf (ftz)", ErrorBound(ulps=1, source=_CUDA_MATH), ftz=True, status="bracketed"),
+        # libdevice scales a subnormal input by 2^23 first (setp.lt.f32 |x|, 2^-126; mul.f32 by 2^23; the
+        # exponent less 23) even in Triton's ftz build: only its polynomial's fma.rn.ftz flush, on normal values
+        log2=Approx("libdevice __nv_log2f (subnormal inputs scaled by 2^23)", ErrorBound(ulps=1, source=_CUDA_MATH),
+                    status="bracketed"),
+        log=Approx("libdevice __nv_logf (subnormal inputs scaled by 2^23)", ErrorBound(ulps=1, source=_CUDA_MATH),
+                   status="bracketed"),
         bf16_nan=0x7FFF, int_to_bf16="direct",
         lowerings=MappingProxyType({
             "tl.maximum / tl.minimum": "max.f32 / min.f32 (NaN loses, +0 > -0); propagate_nan=ALL: max.NaN.f32",
-            "tl.clamp": ("min.xorsign.abs.f32 x, hi when lo is -hi (NaN -> +hi; ALL: min.NaN.xorsign.abs); "
+            "tl.clamp": ("min.xorsign.abs.f32 x, hi when lo is -hi (NaN -> hi with the NaN's sign: +NaN -> +hi, "
+                         "-NaN -> -hi; ALL: min.NaN.xorsign.abs); "
                          "else max.f32 then min.f32" if hopper else
                          "max.f32 then min.f32 (min.xorsign.abs needs sm90)"),
             "tl.max / tl.min": "max.f32 / min.f32 combine (NaN ignored, +0 > -0)",
-            "tl.argmax / tl.argmin": "setp + selp combine (a NaN row's index follows the reduction order: bracketed)",
+            "tl.argmax / tl.argmin": "setp + selp combine; a NaN row's index follows the reduction order "
+                                     "(bracketed: NaN ignored, the shuffle tree, the in-thread order)",
             "tl.where": "selp (exact)",
             "a * b + c": "fma.rn.f32 / fma.rn.bf16 (enable_fp_fusion, on by default); a*b + c*d: the first product",
             "/ (float32)": "div.full.f32 (bracketed, 2 ulp)",
@@ -320,13 +332,15 @@ def _nvidia_ops(arch: str) -> OpRules:
             "tl.sqrt": "sqrt.approx.ftz.f32 (bracketed)", "tl.sqrt_rn": "sqrt.rn.f32 (exact)",
             "tl.rsqrt": "rsqrt.approx.ftz.f32 (bracketed)", "tl.exp": "mul.f32 by log2(e), ex2.approx.f32 (bracketed)",
             "tl.exp2": "ex2.approx.ftz.f32 (bracketed; subnormal results flushed)",
-            "tl.log2 / tl.log": "libdevice __nv_log2f / __nv_logf with ftz (bracketed, 1 ulp)",
+            "tl.log2 / tl.log": "libdevice __nv_log2f / __nv_logf: a subnormal input scaled by 2^23 first, not "
+                                "flushed (log2(2^-149) = -149); a polynomial in fma.rn.ftz.f32 (bracketed, 1 ulp)",
             "bfloat16 + - * fma": "add/sub/mul/fma.rn.bf16: one rounding" if hopper else "one rounding",
             "bfloat16 /": "the frontend divides in float32 (div.full.f32)",
             "int -> bfloat16": "cvt.rn.bf16.s32: one rounding", "float -> int": "cvt.rzi: NaN -> 0, saturating",
             "NaN results": "the canonical NaN 0x7FFFFFFF (bfloat16 0x7FFF)",
         }),
-        sources=("triton-nvidia", "triton-common", "triton-llvm", "compiled", "ptx-isa", "cuda-math", "h200"),
+        sources=("triton-nvidia", "triton-common", "triton-reduce", "triton-llvm", "compiled", "ptx-isa", "cuda-math",
+                 "h200"),
     )
 
 

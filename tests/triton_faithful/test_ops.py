@@ -114,13 +114,24 @@ def test_propagate_nan_all_gives_the_targets_nan(target, nan):
 # -- clamp ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("sign", [NAN, NEG_NAN])
-def test_clamp_with_symmetric_constant_bounds_is_xorsign_on_sm90(sign):
-    # min.xorsign.abs.f32 x, 448: NaN x -> +448 for NaN of either sign (H200, FACTS 2026-12-02: 0x7E);
-    # otherwise min(|x|, 448) with x's sign (448 is positive)
-    a = u32(sign) if sign else None
-    out = run("sm90", "clamp_const", np.concatenate([a, bits(-500.0, 500.0, -0.0, 3.0)]))
-    assert_bits(out, np.concatenate([u32(P448), bits(-448.0, 448.0, -0.0, 3.0)]))
+@pytest.mark.parametrize("nan, want", [(NAN, P448), (SNAN, P448), (NEG_NAN, M448), (0xFFFFFFFF, M448)])
+def test_clamp_with_symmetric_constant_bounds_is_xorsign_on_sm90(nan, want):
+    # min.xorsign.abs.f32 x, 448 (PTX ISA): xorsign = sign(x) ^ sign(448) read before .abs; min(|NaN|, 448)
+    # = 448 (the non-NaN operand); the sign is set on every non-NaN result: +NaN -> +448, -NaN -> -448
+    # (the H200's op table: a = 0xFFC00000 and 0xFFFFFFFF stored 0xC3E00000). Otherwise min(|x|, 448) with
+    # x's sign.
+    out = run("sm90", "clamp_const", np.concatenate([u32(nan), bits(-500.0, 500.0, -0.0, 3.0)]))
+    assert_bits(out, np.concatenate([u32(want), bits(-448.0, 448.0, -0.0, 3.0)]))
+
+
+def test_xorsign_clamp_applies_the_sign_rule_to_a_nan_operand():
+    # the H200's op table, tl.clamp(a, -|b|, |b|): a = -NaN, b = 0 -> -0 (0x80000000); a = -NaN, b = 1 -> -1;
+    # a = -1, b = NaN -> |a| with sign(a) ^ sign(|b|) = -1; a = 3, b = -NaN (|b| = +NaN) -> 3
+    x = u32(NEG_NAN, NEG_NAN, 0xBF800000, 0x40400000).view(np.float32)
+    hi = np.abs(u32(PZ, ONE, NAN, NEG_NAN).view(np.float32))
+    out = ops.xorsign_clamp(x, hi, propagate_nan=False, nan="canonical_nvidia")
+    assert_bits(out.view(np.uint32), u32(NZ, 0xBF800000, 0xBF800000, 0x40400000))
+    assert_bits(run("sm90", "clamp_neg_abs", u32(NEG_NAN, NEG_NAN), u32(PZ, ONE)), u32(NZ, 0xBF800000))
 
 
 def test_min_of_max_of_nan_is_the_lower_bound_on_sm90():
@@ -142,8 +153,9 @@ def test_where_keeps_the_nan_it_selects():
 
 
 def test_a_bfloat16_clamp_is_xorsign_too_on_sm90():
-    # 3.8/3.9: min.xorsign.abs.bf16; 3.6: widened, min.xorsign.abs.f32: NaN -> +448 either way; AMD: max then
-    # min (its v_med3 lowering takes f16/f32 only): NaN -> -448
+    # 3.8/3.9: min.xorsign.abs.bf16; 3.6: widened, min.xorsign.abs.f32: bf16(a) (cvt.rn.bf16.f32) makes every
+    # NaN the positive 0x7FFF, so NaN of either sign -> +448 (the H200's op table); AMD: max then min (its
+    # v_med3 lowering takes f16/f32 only): NaN -> -448
     assert_bits(run("sm90", "bf16_clamp", u32(NAN, NEG_NAN)), u32(P448, P448))
     assert_bits(run("gfx942", "bf16_clamp", u32(NAN, NEG_NAN)), u32(M448, M448))
 
@@ -340,11 +352,23 @@ def test_exp2_flushes_subnormal_results_and_exp_does_not():
         assert_bits(run(target, "exp2", bits(3.0)), bits(8.0))  # the correctly rounded result in rn mode
 
 
-def test_log2_of_a_subnormal_follows_the_targets_denormal_mode():
-    # sm90: libdevice __nv_log2f compiled with ftz reads 2^-140 as 0: -inf; AMD: llvm.log2.f32 scales
-    # denormals before v_log_f32: -140
-    assert_bits(run("sm90", "log2", bits(TINY)), u32(NINF))
-    assert_bits(run("gfx942", "log2", bits(TINY)), bits(-140.0))
+def test_log2_of_a_subnormal_is_not_flushed():
+    # sm90: libdevice __nv_log2f, even with Triton's nvvm-reflect-ftz, scales |x| < 2^-126 by 2^23 (setp.lt.f32,
+    # mul.f32) before its polynomial: log2(2^-140) = -140, log2(2^-149) = -149 (the H200's op table:
+    # a = 0x00000001 stored 0xC3150000); AMD: llvm.log2.f32 scales denormals before v_log_f32: -140. Zero: -Inf
+    for target in ("sm90", "gfx942"):
+        assert_bits(run(target, "log2", bits(TINY, 2.0 ** -149, 0.0)), np.concatenate([bits(-140.0, -149.0), u32(NINF)]))
+
+
+def test_log_of_a_subnormal_is_bracketed_around_its_true_value_on_sm90():
+    # __nv_logf scales a subnormal as __nv_log2f does: log(2^-149) = -149 ln 2 = -103.2789...; the H200
+    # stored 0xC2CE8ED0 for it and 0xC2AEAC50 for 0x807FFFFF (|x| just below 2^-126): within the 1-ulp bracket
+    with ft.faithful("sm90"):
+        runs = ops.bracketed_runs(lambda: ok.run_one("log", u32(0x00000001, 0x807FFFFF), launch=ft.interpreted))
+    rn, lo, hi = (r.view(np.float32) for r in runs)
+    assert_bits(runs[0], bits(-149 * np.log(2.0), np.log(float(np.float32(u32(0x007FFFFF).view(np.float32)[0])))))
+    h200 = u32(0xC2CE8ED0, 0xC2AEAC50).view(np.float32)
+    assert (lo <= h200).all() and (h200 <= hi).all() and np.isfinite(lo).all()
 
 
 def test_approximate_functions_are_bracketed_by_their_documented_bound():
@@ -370,14 +394,65 @@ def test_tl_max_ignores_nan_and_orders_zeros_on_sm90():
     assert is_nan32(run("sm90", "max", row=np.full(16, np.nan, np.float32))).all()
 
 
-def test_argmax_of_a_row_with_nan_is_target_dependent():
-    # _argmax_combine keeps the right operand when either is NaN: the NaN's index or the max's, by the
-    # reduction order; the three runs give the non-NaN maximum (rn) and the NaN (lo, hi)
-    row = np.arange(1, 17, dtype=np.float32)
-    row[3] = np.nan
+def _arg_runs(op: str, row: np.ndarray) -> list[int]:
     with ft.faithful("sm90"):
-        runs = ops.bracketed_runs(lambda: ok.run_one("argmax", row=row, launch=ft.interpreted))
-    assert [int(r[0]) for r in runs] == [15, 3, 3]
+        runs = ops.bracketed_runs(lambda: ok.run_one(op, row=row, launch=ft.interpreted))
+    return [int(r[0]) for r in runs]
+
+
+def test_argmin_of_a_row_with_nan_follows_the_reduction_tree():
+    # _argmin_combine(v1, i1, v2, i2) keeps the left operand iff v1 < v2 or (v1 == v2 and i1 < i2): a NaN on
+    # either side gives the right one. Row 1..16 with NaN at 8 (the H200's op table stored index 1):
+    # shuffle tree (lo; lane l takes combine(own, lane l ^ N), N = 8, 4, 2, 1): lane 0: (1,0) vs (NaN,8) ->
+    # (NaN,8); vs lane 4 (5,4) -> (5,4); vs lane 2 (3,2) -> (3,2); vs lane 1 (2,1) -> (2,1): index 1.
+    # In-thread fold (hi): (8,7) vs (NaN,8) -> (NaN,8); vs (10,9) -> (10,9), which stays: index 9.
+    # rn: NaN ignored: index 0
+    row = np.arange(1, 17, dtype=np.float32)
+    row[8] = np.nan
+    assert _arg_runs("argmin", row) == [0, 1, 9]
+
+
+def test_argmax_of_a_row_ending_in_nan_is_the_nan_in_both_trees():
+    # row 1..15, NaN at 15 (the H200 stored 15): shuffle: lane 7 takes (NaN,15) from lane 15, lane 3 from
+    # lane 7, lane 1 from lane 3, and lane 0's (15,14) vs (NaN,15) -> (NaN,15); fold: the NaN comes last
+    row = np.arange(1, 17, dtype=np.float32)
+    row[15] = np.nan
+    assert _arg_runs("argmax", row) == [14, 15, 15]
+    # no NaN: the combine is a total order, every tree gives the leftmost maximum and nothing is rerun
+    assert _arg_runs("argmax", np.resize(np.float32([1.0, 3.0]), 16)) == [1]
+
+
+def test_argmin_trees_reduce_the_given_axis_of_a_block():
+    # the same row as above, as column 1 of a 16x3 block reduced along axis 0 (columns 0 and 2 hold no NaN:
+    # the leftmost minimum in every run), and along axis 1 of its transpose
+    col = np.arange(1, 17, dtype=np.float32)
+    col[8] = np.nan
+    block = np.stack([np.arange(16, 0, -1, dtype=np.float32), col, np.ones(16, np.float32)], axis=1)
+    for mode, want in (("rn", [15, 0, 0]), ("lo", [15, 1, 0]), ("hi", [15, 9, 0])):
+        with ops.bracket(mode):
+            _, idx0 = ops.argminmax(block, 0, False, maximum=False)
+            _, idx1 = ops.argminmax(block.T.copy(), 1, True, maximum=False)
+        assert idx0.tolist() == want and idx1.reshape(-1).tolist() == want, mode
+
+
+def test_tl_max_ignores_a_signalling_nan():
+    # max.f32 ignores every NaN, signalling or quiet: the row the H200 reduced to 0x7AA8C0B8 (NumPy's
+    # np.nanmax returns 0x79F8CE49 for it, the signalling 0x7FB395CE beside it)
+    row = u32(0xD98F9A13, 0x43758FC2, 0x7AA8C0B8, 0x0BAD92E1, 0xB71E3206, 0x7FB395CE, 0x40842DD1, 0x044B2088,
+              0xE1FAC2E6, 0x2BF59F33, 0xB8952568, 0xBE7373B3, 0x02B12CEB, 0x12F2CC2A, 0x79F8CE49, 0x56EEC1DF)
+    assert_bits(run("sm90", "max", row=row), u32(0x7AA8C0B8))
+    assert_bits(run("sm90", "min", row=row), u32(0xE1FAC2E6))
+
+
+def test_maximum_ignores_a_signalling_nan_wherever_it_sits():
+    # max.f32(sNaN, b) = b (the H200's op table: a = 0x7F800001, b = 1.0 -> 1.0). NumPy's np.fmax returns
+    # NaN for a signalling NaN in its scalar tail (C's fmaxf), b in its SIMD body: 17 elements put one in
+    # the tail
+    a = np.full(17, SNAN, np.uint32).view(np.float32)
+    b = np.arange(17, dtype=np.float32)
+    for maximum in (True, False):
+        out = ops.minmax(a, b, maximum=maximum, propagate_nan=False, zeros="ordered", nan="canonical_nvidia")
+        assert_bits(out.view(np.uint32), b.view(np.uint32))
 
 
 # -- bfloat16 and integer casts -----------------------------------------------------------
