@@ -16,6 +16,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 pytest_plugins = ["pytester"]
+AcceleratorError = getattr(torch, "AcceleratorError", RuntimeError)  # torch >= 2.8 raises it for CUDA errors
 
 import fp8check.suite  # noqa: E402,F401  (pytester's in-process runs share the outer session's modules)
 import jinja2  # noqa: E402,F401  (imported here: pytester unloads what its in-process run imports, and the report needs it)
@@ -37,6 +38,8 @@ ILLEGAL = ("CUDA error: an illegal memory access was encountered\nSearch for `cu
 FAULTY = f'''
 import torch
 
+AcceleratorError = getattr(torch, "AcceleratorError", RuntimeError)
+
 from fp8check import quantizers
 from fp8check.quantizers.adapters import torch_quantizer
 
@@ -50,13 +53,19 @@ def _cast(x):
 
 def faults(x):
     if x.numel() == 4099:  # one of the calls the harness makes (a prime size)
-        raise torch.AcceleratorError(ILLEGAL)
+        raise AcceleratorError(ILLEGAL)
+    return _cast(x)
+
+
+def faults_big(x):  # on the exhaustive sweep's one call of every bfloat16 input
+    if x.numel() >= 65536:
+        raise AcceleratorError(ILLEGAL)
     return _cast(x)
 
 
 def refuses(x):  # a CUDA error the device survives: a refused launch, not a fault
     if x.numel() == 4099:
-        raise torch.AcceleratorError("CUDA error: invalid configuration argument")
+        raise AcceleratorError("CUDA error: invalid configuration argument")
     return _cast(x)
 
 
@@ -71,7 +80,7 @@ def quant(x):
 
 
 def static(x, scale):
-    raise torch.AcceleratorError("CUDA error: device-side assert triggered")
+    raise AcceleratorError("CUDA error: device-side assert triggered")
 '''
 
 
@@ -104,17 +113,17 @@ def _wrapped(exc_type, message, cause=None):
 
 
 @pytest.mark.parametrize("exc, category, name", [
-    (torch.AcceleratorError(ILLEGAL), "out_of_bounds", "cudaErrorIllegalAddress"),
+    (AcceleratorError(ILLEGAL), "out_of_bounds", "cudaErrorIllegalAddress"),
     (RuntimeError("Triton Error [CUDA]: an illegal memory access was encountered"), "out_of_bounds",
      "cudaErrorIllegalAddress"),
-    (torch.AcceleratorError("CUDA error: device-side assert triggered"), "device_assert", "cudaErrorAssert"),
+    (AcceleratorError("CUDA error: device-side assert triggered"), "device_assert", "cudaErrorAssert"),
     (RuntimeError("Triton Error [CUDA]: misaligned address"), "crashed", "cudaErrorMisalignedAddress"),
-    (torch.AcceleratorError("CUDA error: unspecified launch failure"), "crashed", "cudaErrorLaunchFailure"),
+    (AcceleratorError("CUDA error: unspecified launch failure"), "crashed", "cudaErrorLaunchFailure"),
     # fp8check's own one-line kernel error, raised from the CUDA error: the chain is read
-    (_wrapped(KernelCallError, "k raised AcceleratorError", torch.AcceleratorError(ILLEGAL)), "out_of_bounds",
+    (_wrapped(KernelCallError, "k raised AcceleratorError", AcceleratorError(ILLEGAL)), "out_of_bounds",
      "cudaErrorIllegalAddress"),
     # CUDA errors a device survives, and errors that are no CUDA error: refusals
-    (torch.AcceleratorError("CUDA error: invalid configuration argument"), None, ""),
+    (AcceleratorError("CUDA error: invalid configuration argument"), None, ""),
     (RuntimeError("CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling `cublasLtMatmulAlgoGetHeuristic`"), None, ""),
     (torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 4.00 GiB"), None, ""),
     (ValueError("an illegal memory access, said nobody's CUDA"), None, ""),
@@ -177,14 +186,14 @@ def test_the_fault_is_the_call_that_made_it_not_the_next_operation(monkeypatch):
 
     def late(x):
         if pending:  # the next CUDA operation reports the fault of an earlier launch
-            raise torch.AcceleratorError(ILLEGAL)
+            raise AcceleratorError(ILLEGAL)
         if x.numel() == 4099:
             pending.append(True)  # this launch faults on the device; the call returns
         return x.float().clamp(-448, 448).to(torch.float8_e4m3fn)
 
     def synchronise(device):  # what torch.cuda.synchronize does after such a launch
         if pending:
-            raise torch.AcceleratorError(ILLEGAL)
+            raise AcceleratorError(ILLEGAL)
 
     kernel = wrap_callable(late, name="late", profile="satfinite", input_dtypes=("bfloat16",))
     run = dict(input_dtype="bfloat16", max_examples=0)
@@ -204,7 +213,7 @@ PAST = harness.LARGE_CPU + 4096  # as tests/test_huge_calls.py: the "2^31" of th
 def test_a_fault_in_the_huge_call_is_a_finding_past_its_size():
     def faults_past(x):  # as int32 offsets fault past 2^31 on the H200
         if x.numel() > PAST:
-            raise torch.AcceleratorError(ILLEGAL)
+            raise AcceleratorError(ILLEGAL)
         return x.float().clamp(-448, 448).to(torch.float8_e4m3fn)
 
     kernel = wrap_callable(faults_past, name="faults_past", profile="satfinite", input_dtypes=("bfloat16",))
@@ -324,6 +333,20 @@ def test_in_pytest_the_fault_fails_its_test_and_is_in_the_json(pytester):
     assert checks["fine"]["passed"]
 
 
+def test_in_pytest_a_fault_in_a_property_is_in_the_json_and_report(pytester):
+    (pytester.path / "faulty.py").write_text(FAULTY)
+    (pytester.path / "pyproject.toml").write_text(PYPROJECT.replace("faulty:faults", "faulty:faults_big"))
+    pytester.makeini("[pytest]\naddopts = --import-mode=importlib\n")
+    result = pytester.runpytest("-p", "no:cacheprovider", "-k", "exhaustive_sweep and faults",
+                                "--fp8check-json", "out.json", "--fp8check-report", "out.html")
+    result.assert_outcomes(failed=1)
+    assert "faulted on the device in its call on bfloat16 input of shape (65536,)" in result.stdout.str()
+    check, = json.loads((pytester.path / "out.json").read_text())["checks"]
+    assert check["categories"] == {"out_of_bounds": 1} and check["checked"] == 0 and not check["passed"]
+    assert "faulted on the device in its call on bfloat16 input of shape (65536,)" in \
+        (pytester.path / "out.html").read_text()
+
+
 CUDA_PYPROJECT = '''
 [tool.fp8check]
 
@@ -358,7 +381,7 @@ def test_in_pytest_after_a_fault_the_remaining_gpu_targets_skip_naming_it(pytest
     (pytester.path / "pyproject.toml").write_text(CUDA_PYPROJECT)
     pytester.makeini("[pytest]\naddopts = --import-mode=importlib\n")
     monkeypatch.setattr(fp8check.plugin, "_cuda_available", lambda: True)  # no "needs a CUDA device" skip
-    device_faults.fault_of(torch.AcceleratorError(ILLEGAL), call="a huge input: past 2^31 elements", kernel="wild")
+    device_faults.fault_of(AcceleratorError(ILLEGAL), call="a huge input: past 2^31 elements", kernel="wild")
     result = pytester.runpytest("-p", "no:cacheprovider", "-k", "recipe", "-rs")
     reports = [r for r in result.reprec.getreports("pytest_runtest_logreport") if r.when in ("setup", "call")]
     outcome = {}
@@ -451,7 +474,7 @@ def test_gpu_a_real_out_of_bounds_kernel_faults_in_a_child_and_this_process_goes
     assert device_faults.lost() is None
     good = cast_kernel("wild:good_tail", format="e4m3fn", profile="triton-sm90", input_dtypes=("bfloat16",),
                        device="cuda")
-    assert run_declaration(good, input_dtype="bfloat16", max_examples=0).passed
+    assert run_declaration(good, input_dtype="bfloat16", max_examples=0, thorough=False).passed
 
 
 def _plugin_args() -> list[str]:
@@ -467,6 +490,7 @@ def test_gpu_in_pytest_the_fault_fails_its_test_and_the_remaining_gpu_targets_sk
     pytest.importorskip("triton")
     (pytester.path / "wild.py").write_text(WILD)
     (pytester.path / "pyproject.toml").write_text(GPU_PYPROJECT)
+    pytester.makeini("[pytest]\naddopts = --import-mode=importlib\n")
     # Its own process: the fault loses that process's CUDA context, not this one's.
     result = pytester.runpytest_subprocess(*_plugin_args(), "-p", "no:cacheprovider", "-k", "real_callers",
                                            "--fp8check-json", "out.json", "-rs")
