@@ -102,7 +102,8 @@ def _summary(result: CheckResult) -> str:
     cats = _counts(result)
     values = sum(n for c, n in cats.items()
                  if c not in CALL_CATEGORIES and c not in KERNEL_FAULT_CATEGORIES and c not in CRASH_CATEGORIES)
-    parts = [f"the kernel faulted on the device ({_device_fault(result)['error']})"] if _device_fault(result) else []
+    parts = ([f"the kernel faulted on the device ({_device_fault(result).get('error', '')})"]
+             if _device_fault(result) else [])
     if values:
         parts.append(f"{values:,} {'input gives' if values == 1 else 'inputs give'} a different code")
     if cats.get("in_place"):
