@@ -461,6 +461,10 @@ def run_cast_declaration(decl: KernelDeclaration, *, input_dtype: str | None = N
     from fp8check.casts import engine
     from fp8check.casts.adapters.user import wrap_callable
 
+    from fp8check import device_faults
+
+    device_faults.require_usable(decl.device, decl.label)
+
     def once() -> tuple[Any, Any]:
         kernel = wrap_callable(decl.call_with_context(decl.resolve(decl.kernel)), name=decl.name,
                                device=decl.device, profile=decl.profile or "ieee", input_dtypes=decl.input_dtypes)
@@ -495,23 +499,51 @@ def run_declaration(decl: KernelDeclaration, *, input_dtype: str | None = None, 
 
     ``isolate`` (default: the declaration's): run it in a child process (:mod:`fp8check.isolation`), where a
     crash of the kernel is a ``crashed`` finding instead of the end of this process.
+
+    A fault of the kernel on a CUDA device (:mod:`fp8check.device_faults`) ends the check with a failed
+    result whose finding is the fault and the call that made it; this process's CUDA context is unusable
+    after it, and a later check on a CUDA device raises :class:`~fp8check.device_faults.DeviceLostError`
+    (in a child process, with ``isolate``, this process's context is unaffected).
     """
     if decl.isolate if isolate is None else isolate:
         from fp8check.isolation import run_isolated
 
         return run_isolated(decl, input_dtype=input_dtype, max_examples=max_examples, seed=seed, thorough=thorough,
                             cap=cap)
-    if decl.kind == "cast":
-        return run_cast_declaration(decl, input_dtype=input_dtype, max_examples=max_examples, seed=seed,
-                                    thorough=thorough, cap=cap)[0]
-    def once() -> tuple[Any, None]:
-        with decl.triton_watch() as noted:
-            result = _run_other(decl, input_dtype=input_dtype, max_examples=max_examples, seed=seed,
-                                thorough=thorough, cap=cap)
-        noted(result)
-        return result, None
+    from fp8check import device_faults
 
-    return _each_config(decl, once)[0]
+    device_faults.require_usable(decl.device, decl.label)
+    try:
+        if decl.kind == "cast":
+            return run_cast_declaration(decl, input_dtype=input_dtype, max_examples=max_examples, seed=seed,
+                                        thorough=thorough, cap=cap)[0]
+
+        def once() -> tuple[Any, None]:
+            with decl.triton_watch() as noted:
+                result = _run_other(decl, input_dtype=input_dtype, max_examples=max_examples, seed=seed,
+                                    thorough=thorough, cap=cap)
+            noted(result)
+            return result, None
+
+        return _each_config(decl, once)[0]
+    except device_faults.DeviceFaultError as exc:  # a check with no partial result of its own (fused, static)
+        return fault_result(decl, dataclasses.replace(exc.fault, kernel=decl.name), input_dtype=input_dtype,
+                            max_examples=max_examples, seed=seed)
+
+
+def fault_result(decl: KernelDeclaration, fault: Any, *, input_dtype: str | None = None,
+                 max_examples: int | None = None, seed: int | None = None) -> Any:
+    """A failed :class:`~fp8check.results.CheckResult` of ``decl`` whose one finding is ``fault`` (a
+    :class:`~fp8check.device_faults.DeviceFault`): what a check that ended at its fault gives."""
+    from fp8check.results import CheckResult
+
+    dtype = input_dtype or (decl.input_dtypes[0] if decl.kind != "quantizer" else "float32")
+    kind = {"quantizer": "quantize", "static": "static_quantize"}.get(decl.kind, decl.kind)
+    result = CheckResult(kernel=decl.name, format=decl.fmt_name, profile=decl.profile or "", passed=False,
+                         checked=0, kind=kind, input_dtype=dtype, device=decl.device, seed=seed,
+                         command=decl.command(dtype if decl.kind != "quantizer" else None,
+                                              max_examples=max_examples, seed=seed))
+    return fault.apply(result)
 
 
 def _each_config(decl: KernelDeclaration, once: Callable[[], tuple[Any, Any]]) -> tuple[Any, Any]:

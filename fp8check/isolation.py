@@ -72,6 +72,9 @@ def run_isolated(decl: Any, **kw: Any) -> Any:
             outcome = pickle.loads(out.read_bytes())
             if isinstance(outcome, BaseException):
                 raise outcome
+            if outcome.extra.get("device_fault"):
+                outcome.add_note("the fault was in the child process: this process's CUDA context is unaffected, "
+                                 "and its GPU checks go on")
             return outcome
         input_dtype = kw.get("input_dtype") or (decl.input_dtypes[0] if decl.kind != "quantizer" else "float32")
         crash = _crash(proc.returncode, flight, text)
@@ -219,6 +222,12 @@ def _child(job_path: str, out_path: str) -> int:
     except Exception as exc:
         Path(out_path).write_bytes(pickle.dumps(InvalidValueError(
             f"{decl.label}: the isolated check's result could not be sent back: {type(exc).__name__}: {exc}")))
+    from fp8check import device_faults
+
+    if device_faults.lost() is not None:  # a CUDA context left unusable by a fault: no teardown (it may abort)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     return 0
 
 

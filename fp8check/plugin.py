@@ -515,6 +515,20 @@ def _target_of(item: pytest.Item) -> Any:
     return next((params[n] for n in _FIXTURES if n in params), None)
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """After a kernel's fault left this process's CUDA context unusable (:mod:`fp8check.device_faults`), the
+    remaining GPU targets skip with the fault as the reason (an isolated check runs in a context of its own)."""
+    import sys
+
+    faults = sys.modules.get("fp8check.device_faults")
+    if faults is None or faults.lost() is None or not item.get_closest_marker("gpu"):
+        return
+    target = _target_of(item)
+    if target is None or getattr(getattr(target, "declaration", None), "isolate", False):
+        return
+    pytest.skip(faults.lost_reason())
+
+
 # Old-style wrappers (pluggy's hookwrapper): they work with every pytest and pluggy the metadata allows;
 # new-style ones (wrapper=True) need pluggy 1.2.
 @pytest.hookimpl(hookwrapper=True)

@@ -332,7 +332,10 @@ def environment() -> dict[str, Any]:
             env[name] = getattr(module, "__version__", "unknown")
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available():
-        env["cuda_device"] = torch.cuda.get_device_name(0)
+        try:
+            env["cuda_device"] = torch.cuda.get_device_name(0)
+        except Exception:  # a CUDA context a kernel's fault left unusable (fp8check.device_faults)
+            env["cuda_device"] = "unknown (the CUDA context was lost to a fault of a kernel under test)"
         env["cuda"] = torch.version.cuda
     return env
 

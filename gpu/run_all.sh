@@ -82,7 +82,8 @@ part training 300 python3 gpu/training.py --out "$OUT/training"
 # every shard's cast and every rank's loss against the single-device run.
 part training-dist 540 python3 gpu/training_distributed.py --out "$OUT/training-dist"
 # Huge calls by default on the device: a Triton cast with int32 offsets must fail past
-# 2^31 elements, its int64 twin and a torch rowwise quantizer conform (issue 21).
+# 2^31 elements (wrong codes, or a device fault attributed to that call; checked last, in a
+# child process), its int64 twin and a torch rowwise quantizer conform (issue 21; < 2 min).
 part huge 500 python3 gpu/huge.py --json "$OUT/huge.json"
 # The audit's speed on a quiet many-core machine (no GPU needed; the CI
 # machine has 2 cores): audit throughput against a raw read, same run.

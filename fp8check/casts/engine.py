@@ -35,7 +35,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from fp8check import brackets, hazards, inputs, reference
+from fp8check import brackets, device_faults, hazards, inputs, reference
 from fp8check.codes import bit_fields, code_class
 from fp8check.formats import Format, get as get_format
 from fp8check.profiles import Profile, get as get_profile
@@ -418,6 +418,9 @@ def run_check(kernel: Any, fmt: object, profile: object | None = None, *, input_
     never; a note says when they were not made.
     Returns the result and the full divergence record (for fingerprints and
     reports). A kernel that refuses every coverage call raises its error.
+    A fault of the device (:mod:`fp8check.device_faults`) ends the check at
+    the call that made it: the result holds what the calls before it found,
+    and the fault, first.
     """
     from fp8check.casts import harness
 
@@ -449,29 +452,33 @@ def run_check(kernel: Any, fmt: object, profile: object | None = None, *, input_
             alternates[call.number] = ([np.asarray(o).reshape(-1) for o in outs[1:]], op_names)
         return outs[0]
 
-    outcomes = harness.run(calls, call_kernel, use_torch=kernel.tensor_fn is not None,
-                           device=getattr(kernel, "device", "cpu"), supports=supports,
-                           on_error=lambda exc, call: _one_line(exc))
+    device = getattr(kernel, "device", "cpu")
+    device_faults.require_usable(device, f"{kernel.name} on {device}")
+    outcomes = harness.run(calls, call_kernel, use_torch=kernel.tensor_fn is not None, device=device,
+                           supports=supports, on_error=lambda exc, call: _one_line(exc), name=kernel.name)
+    fault = next((o.fault for o in outcomes if o.fault is not None), None)
+    outcomes = [o for o in outcomes if o.fault is None]
     coverage = [o for o in outcomes if o.call.kind == "coverage" and not o.skipped]
-    if coverage and all(o.error for o in coverage):
+    if fault is None and coverage and all(o.error for o in coverage):
         kind, _, message = coverage[0].error.partition(": ")
         raise KernelCallError(f"{kernel.name} raised {kind} casting {input_dtype} to {f.name}: {message}")
     tally = brackets.Tally()
     refusals = _record(rec, outcomes, f, p, input_dtype, supports, alternates, tally)
-    device = getattr(kernel, "device", "cpu")
     huge_note, huge_calls = "", 0
-    if thorough and kernel.tensor_fn is not None:
-        huge_note, huge_calls = _huge_calls(kernel, f, p, input_dtype, bits, rec, refusals, device, supports,
-                                            force=huge, numel=huge_numel)
+    if thorough and kernel.tensor_fn is not None and fault is None:
+        huge_note, huge_calls, fault = _huge_calls(kernel, f, p, input_dtype, bits, rec, refusals, device, supports,
+                                                   force=huge, numel=huge_numel)
     result = rec.result(kernel=kernel.name, checked=int(bits.size), device=device, seed=seed, cap=cap,
                         command=_command(kernel.name, f, p, input_dtype, device, max_examples, seed))
     result.refusals = refusals
+    if fault is not None:  # the check ended at the call that faulted: its finding, first
+        dataclasses.replace(fault, kernel=kernel.name).apply(result)
     tally.apply(result)
     known = _known_reasons(kernel, f, input_dtype, rec)
     if known:
         result.expected_failure = "; ".join(known)
     result.extra["checked_means"] = _checked_means(input_dtype, sweep, hypothesis and max_examples > 0, seed)
-    result.extra["calls"] = sum(not o.skipped for o in outcomes) + huge_calls
+    result.extra["calls"] = sum(not o.skipped for o in outcomes) + huge_calls + (fault is not None)
     if thorough:
         result.add_note(harness.large_numel(device)[1])
         result.add_note(huge_note)
@@ -480,9 +487,10 @@ def run_check(kernel: Any, fmt: object, profile: object | None = None, *, input_
 
 def _huge_calls(kernel: Any, fmt: Format, profile: Profile, input_dtype: str, bits: np.ndarray, rec: Divergences,
                 refusals: list[Refusal], device: str, supports: Any, *, force: bool | None,
-                numel: int | None) -> tuple[str, int]:
+                numel: int | None) -> tuple[str, int, Any]:
     """Make the huge calls (:mod:`fp8check.casts.huge`) on a tile of the checked patterns; their wrong codes go
-    into ``rec`` with the call as their condition, a refusal into ``refusals``. (note, calls made)."""
+    into ``rec`` with the call as their condition, a refusal into ``refusals``. (note, calls made, the
+    :class:`~fp8check.device_faults.DeviceFault` that ended them or None)."""
     from fp8check.casts import harness, huge
 
     width = inputs.source_format(input_dtype).bits // 8
@@ -490,7 +498,7 @@ def _huge_calls(kernel: Any, fmt: Format, profile: Profile, input_dtype: str, bi
                             numel_multiple_of=supports.numel_multiple_of, force=force,
                             numel=numel or huge.HUGE_NUMEL)
     if not calls or not bits.size:
-        return note, 0
+        return note, 0, None
     rng = np.random.default_rng(0)
     tile_bits = bits[rng.permutation(bits.size)[:1 << 16]]
     tile_expected = expected_codes(tile_bits, input_dtype, fmt, profile)
@@ -500,7 +508,12 @@ def _huge_calls(kernel: Any, fmt: Format, profile: Profile, input_dtype: str, bi
         x = huge.tiled(tile, call.shape)
         try:
             actual = kernel.call(x, fmt).reshape(-1)
-        except Exception as exc:  # the kernel refused the huge call
+            device_faults.settle(device)
+        except Exception as exc:  # the kernel refused the huge call, or faulted on the device
+            fault = device_faults.fault_of(exc, device=device, call=call.condition().removeprefix("only for "),
+                                           kernel=kernel.name)
+            if fault is not None:
+                return note, made, fault
             declared = supports.declared and supports.allows_shape(call.shape)
             refusals.append(Refusal(condition=call.condition(), error=_one_line(exc), declared=declared))
             if declared:
@@ -517,7 +530,7 @@ def _huge_calls(kernel: Any, fmt: Format, profile: Profile, input_dtype: str, bi
             rec.add(tile_bits[pos], tile_expected[pos], actual[idx],
                     f"{call.condition()}: {count:,} wrong codes, the first at element {int(idx[0]):,}",
                     record_map=False)
-    return note, made
+    return note, made, None
 
 
 def _one_line(exc: BaseException) -> str:

@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from fp8check import brackets, hazards, inputs, reference
+from fp8check import brackets, device_faults, hazards, inputs, reference
 from fp8check.casts import harness
 from fp8check.casts.adapters import _codes_from_output
 from fp8check.casts.engine import DEFAULT_CAP, Divergences, _one_line
@@ -180,7 +180,9 @@ def check_fused(kernel: Callable[..., Any], *, reference_fn: Callable[..., Any],
                 kernel(xx, *[v.clone() if isinstance(v, torch.Tensor) else v for v in a]), tuple(x.shape), f,
                 name).reshape(-1), xk)
             codes = outs[0]
+            device_faults.settle(device)  # a fault on the device is this call's
         except Exception as exc:
+            device_faults.check_call(exc, device=device, call=describe, kernel=name)
             declared = supports.declared
             refusals.append(Refusal(condition=describe, error=_one_line(exc), declared=declared))
             if declared:

@@ -35,7 +35,9 @@ pattern that diverges only there diverges *because of* that call's shape,
 layout, size or content: the divergence records the call as its condition.
 Around every call the input's bytes are compared before and after (a change
 is an ``in_place`` divergence), and an exception is a refusal, recorded with
-the call and the error, while every other call still runs.
+the call and the error, while every other call still runs. A fault of the
+device (:mod:`fp8check.device_faults`; the device is synchronised after
+every call, so the fault is its own call's) is the last call made.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from fp8check import inputs
+from fp8check import device_faults, inputs
 
 __all__ = ["Call", "Supports", "Outcome", "plan", "run", "layout_base", "to_torch", "mutation", "large_numel",
            "LARGE_CPU", "LARGE_GPU", "LARGE_INTERPRETED"]
@@ -141,6 +143,7 @@ class Outcome:
     error: str = ""
     mutated: tuple[int, int, int] | None = None  # (elements changed, first before, first after) bits
     skipped: bool = False  # outside the declared domain: not tried
+    fault: Any = None  # a fault of the device (fp8check.device_faults.DeviceFault): the last call made
 
 
 def large_numel(device: str = "cpu", *, gpu: int = LARGE_GPU, cpu: int = LARGE_CPU) -> tuple[int, str]:
@@ -336,10 +339,12 @@ def mutation(before: Any, after: Any) -> tuple[int, int, int] | None:
 
 
 def run(calls: list[Call], call_kernel: Callable[[Any, Call], np.ndarray], *, use_torch: bool, device: str = "cpu",
-        supports: Supports = Supports(), on_error: Callable[[BaseException, Call], str] | None = None) -> list[Outcome]:
+        supports: Supports = Supports(), on_error: Callable[[BaseException, Call], str] | None = None,
+        name: str = "") -> list[Outcome]:
     """Call ``call_kernel(x, call)`` on each planned call's input (a torch tensor when ``use_torch``, else a
     NumPy array) and return what each gave: codes in logical order (``call_kernel`` normalises the
-    kernel's output to uint8 codes of the input's shape), the error raised, and any write to the input."""
+    kernel's output to uint8 codes of the input's shape), the error raised, and any write to the input.
+    ``name``: the kernel's, for a fault of the device."""
     outcomes: list[Outcome] = []
     kept: dict[int, Any] = {}  # tensors a later refill call reuses
     refills = {c.repeat_of for c in calls if c.kind == "refill"}
@@ -363,7 +368,12 @@ def run(calls: list[Call], call_kernel: Callable[[Any, Call], np.ndarray], *, us
         snapshot = base.clone() if use_torch else base.copy()
         try:
             codes = call_kernel(x, call)
-        except Exception as exc:  # the kernel under test refused this call
+            device_faults.settle(device)  # a fault of this call is raised here, not by a later operation
+        except Exception as exc:  # the kernel under test refused this call, or faulted on the device
+            fault = device_faults.fault_of(exc, device=device, call=call.describe(), kernel=name)
+            if fault is not None:  # the device is unusable: no call after this one can be made
+                outcomes.append(Outcome(call, error=f"{type(exc).__name__}: {fault.error}", fault=fault))
+                break
             outcomes.append(Outcome(call, error=on_error(exc, call) if on_error else f"{type(exc).__name__}: {exc}"))
             continue
         outcomes.append(Outcome(call, codes=np.asarray(codes), mutated=mutation(snapshot, base)))

@@ -3,7 +3,10 @@
 Index arithmetic that is right for every input a CPU test can afford goes
 wrong only at sizes a GPU has room for: a Triton kernel whose offsets are
 ``tl.program_id(0) * BLOCK`` (int32) writes wrong codes past 2^31 elements
-(measured on an H200: 4,096 wrong of 2^31 + 4,096), and a launch that puts
+(measured on an H200: 4,096 wrong of 2^31 + 4,096) or, where the wrapped
+offsets leave every allocation, faults (gpu/huge.py's kernel on an H200 with
+torch 2.11 and Triton 3.6: an illegal memory access, a finding of
+:mod:`fp8check.device_faults` attributed to the huge call), and a launch that puts
 rows on a grid's y or z dimension fails past 65,535 rows. On a CUDA device
 with enough free memory, the checks of casts and quantizers make one call of
 each by default; when they are not made there (too little free memory, a

@@ -45,7 +45,7 @@ from fp8check.quantizers.recipe import Recipe
 from fp8check.quantizers import exactness
 from fp8check.quantizers.scaling import applied_scales, apply_scale, block_amax, element_blocks, expand_scales, quantize
 from fp8check.quantizers.cases import QuantCase, quantizer_inputs
-from fp8check import brackets
+from fp8check import brackets, device_faults
 from fp8check.results import CALL_CATEGORIES, QUANTIZE_CATEGORIES, CheckResult, Divergence, Refusal
 
 __all__ = ["run_kernel", "check_quantizer", "reference_kernel"]
@@ -146,9 +146,12 @@ def run_kernel(kernel: Callable[..., Any], case: QuantCase, recipe: Recipe, *, d
             out = kernel(x, torch.from_numpy(case.offsets.astype(np.int32)).to(device), *args)
         else:
             out = kernel(x, *args)
+        device_faults.settle(device)  # a fault on the device is this call's, not a later operation's
     except FP8CheckError:
         raise
     except Exception as exc:
+        device_faults.check_call(exc, device=device, call=case.condition.removeprefix("only for ") or repr(case),
+                                 kernel=name)
         raise KernelError(f"kernel {name} raised {type(exc).__name__} on {case!r}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
     if not isinstance(out, (tuple, list)) or len(out) != 2:
         raise KernelError(f"kernel {name} returned {type(out).__name__}; a quantize kernel returns (fp8 tensor, scales)")
@@ -437,6 +440,8 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
             # under a faithful Triton target with bracketed instructions: rn, lo and hi runs (fresh copies)
             outs, op_names = brackets.runs(lambda: run_kernel(kernel, case, r, device=device, name=name, args=a))
             codes, scales, moved = outs[0]
+        except device_faults.DeviceFaultError:
+            raise  # ends the check (below)
         except KernelError as exc:
             declared = sup.declared
             refusals.append(Refusal(condition=repr(case), error=str(exc), declared=declared))
@@ -485,26 +490,30 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
         seen["cases"] += 1
         seen["dtypes"].add(case.dtype)
 
+    device_faults.require_usable(device, f"{name} on {device}")
     base_cases = list(cases) if cases is not None else (edge_cases(r) if edge else [])
-    for case in base_cases:
-        one(case)
-    if max_examples > 0:
-        _run_hypothesis(r, one, max_examples, seed, dtypes)
-    if thorough and cases is None:
-        extra_cases = harness_cases(r, base_cases, device=device, seed=seed or 0)
-        for case in extra_cases:
+    huge_note, fault = "", None
+    try:  # a fault of the device ends the check at the call that made it
+        for case in base_cases:
             one(case)
-        if extra_cases:  # the large case again, on an identical copy: the same bytes
-            large_index = seen["cases"] - 1
-            last = extra_cases[-1]
-            one(dataclasses.replace(last, condition=f"{last.condition}, called again on an identical copy"),
-                repeat_of=large_index)
-    if seen["cases"] == 0 and refusals:
-        raise KernelError(refusals[0].error)
-    huge_note = ""
-    if thorough and cases is None and args is None and precast is None:
-        huge_note = _huge_calls(kernel, r, device, name, sup, counts, found, refusals, seen, force=huge,
-                                numel=huge_numel)
+        if max_examples > 0:
+            _run_hypothesis(r, one, max_examples, seed, dtypes)
+        if thorough and cases is None:
+            extra_cases = harness_cases(r, base_cases, device=device, seed=seed or 0)
+            for case in extra_cases:
+                one(case)
+            if extra_cases:  # the large case again, on an identical copy: the same bytes
+                large_index = seen["cases"] - 1
+                last = extra_cases[-1]
+                one(dataclasses.replace(last, condition=f"{last.condition}, called again on an identical copy"),
+                    repeat_of=large_index)
+        if seen["cases"] == 0 and refusals:
+            raise KernelError(refusals[0].error)
+        if thorough and cases is None and args is None and precast is None:
+            huge_note = _huge_calls(kernel, r, device, name, sup, counts, found, refusals, seen, force=huge,
+                                    numel=huge_numel)
+    except device_faults.DeviceFaultError as exc:
+        fault = dataclasses.replace(exc.fault, kernel=name)
 
     found.sort(key=lambda f: f.key)
     # The most minimal first, but every category that diverged is represented.
@@ -555,6 +564,8 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
         result.add_note(harness.large_numel(device)[1])
         result.add_note(huge_note)
     dependent.apply(result)
+    if fault is not None:
+        fault.apply(result)
     return result
 
 
@@ -593,11 +604,13 @@ def _huge_calls(kernel: Callable[..., Any], recipe: Recipe, device: str, name: s
         where = huge.HugeCall(shape, call.what).condition()
         try:
             out = kernel(x)
+            device_faults.settle(device)
             if not isinstance(out, (tuple, list)) or len(out) != 2:
                 raise KernelError(f"kernel {name} returned {type(out).__name__}")
             codes = _codes_of(out[0], recipe, shape, name).reshape(-1)
             scales = _scales_of(out[1], recipe, g.scale_shape(shape), name).reshape(-1)
-        except Exception as exc:  # a refusal of the huge call
+        except Exception as exc:  # a refusal of the huge call (a fault of the device ends the check)
+            device_faults.check_call(exc, device=device, call=where.removeprefix("only for "), kernel=name)
             refusals.append(Refusal(condition=where, error=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
                                     declared=sup.declared and sup.allows_shape(shape)))
             continue

@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from fp8check import device_faults
 from fp8check.errors import InvalidValueError, KernelError
 from fp8check.formats import get as get_format
 from fp8check.profiles import get as get_profile
@@ -162,7 +163,10 @@ def check_static_quantizer(kernel: Callable[..., Any], *, format: object, profil
         st = torch.tensor([float(s)], dtype=torch.float32, device=device)
         try:
             out = kernel(xt, st)
+            device_faults.settle(device)  # a fault on the device is this call's
         except Exception as exc:
+            device_faults.check_call(exc, device=device, call=f"scale {float(s)!r} ({input_dtype} input of shape "
+                                     f"{tuple(xt.shape)})", kernel=name)
             raise KernelError(f"kernel {name} raised {type(exc).__name__} with scale {float(s)!r}: "
                               f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
         actual = _codes_of(out, padded.size, name)[:x32.size]

@@ -20,7 +20,8 @@ from fp8check.codes import field_widths
 from fp8check.errors import FP8CheckError
 from fp8check.formats import Format
 from fp8check.report import graphics
-from fp8check.results import CATEGORIES, KERNEL_FAULT_CATEGORIES, CheckResult, Divergence, InputMap16
+from fp8check.results import (CATEGORIES, CRASH_CATEGORIES, KERNEL_FAULT_CATEGORIES, CheckResult, Divergence,
+                              InputMap16)
 
 __all__ = ["Source", "bit_fields", "ulp_error", "divergence_context", "comparison_context", "check_key"]
 
@@ -217,7 +218,8 @@ def _divergence_view(c: CheckResult, d: Divergence, fmt: Format | None, full: bo
         "ulps_short": ("no finite error" if err is None else _ulps_text(err, "", "")) if has_ulps else "",
         "ulps_sort": (err if err is not None else (math.inf if has_ulps else 0.0)),
         # A cast's detail only restates the bit fields shown next to it (a kernel fault's is all there is).
-        "detail": d.detail if c.kind != "cast" or d.category in KERNEL_FAULT_CATEGORIES else "",
+        "detail": (d.detail if c.kind != "cast" or d.category in KERNEL_FAULT_CATEGORIES + CRASH_CATEGORIES
+                   else ""),
     }
     if full:
         view["input"]["fields"] = _code_view(d.input_hex, d.input_value, in_fmt, None)["fields"] if in_fmt else None

@@ -18,7 +18,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from fp8check import inputs
+from fp8check import device_faults, inputs
 from fp8check.casts import engine
 from fp8check.formats import Format
 from fp8check.casts.adapters import CastKernel
@@ -108,9 +108,12 @@ class Collector:
         self._entry(key, rec)["rec"].merge(rec)
 
     def note_triton(self, key: tuple[str, str, str, str, str], extra: dict[str, Any]) -> None:
-        """What a declared Triton cast's check found beyond divergent inputs: its kernel faults, its
-        autotune configs' verdicts and its notes (``CheckResult.extra``), kept for the check's result."""
+        """What a declared cast's check found beyond divergent inputs: a Triton kernel's faults, its autotune
+        configs' verdicts, a fault of the device (:mod:`fp8check.device_faults`) and the notes
+        (``CheckResult.extra``), kept for the check's result."""
         t = self._entry(key)["triton"]
+        if extra.get("device_fault") and not t.get("device_fault"):
+            t["device_fault"] = dict(extra["device_fault"])
         t.setdefault("kernel_faults", []).extend(extra.get("kernel_faults", ()))
         if extra.get("triton_configs"):
             t["triton_configs"] = list(extra["triton_configs"])
@@ -188,6 +191,10 @@ class Collector:
                 add_faults(result, e["triton"].get("kernel_faults", ()))
                 if e["triton"].get("triton_configs"):
                     result.extra["triton_configs"] = e["triton"]["triton_configs"]
+                if e["triton"].get("device_fault"):
+                    from fp8check.device_faults import DeviceFault
+
+                    DeviceFault.from_dict(e["triton"]["device_fault"]).apply(result)
                 for note in e["triton"].get("notes", ()):
                     result.add_note(note)
             out.append(result)
@@ -244,7 +251,14 @@ class Target:
     def compare(self, bits: np.ndarray) -> engine.Divergences:
         """Cast ``bits`` and return the divergences not excused by a narrow known bug."""
         bits = np.asarray(bits).astype(inputs.bits_dtype(self.input_dtype))
-        rec = engine.compare(self.kernel, self.fmt, self.profile, self.input_dtype, bits)
+        try:
+            rec = engine.compare(self.kernel, self.fmt, self.profile, self.input_dtype, bits)
+        except device_faults.DeviceFaultError as exc:  # the check's finding, in the JSON and report too
+            if self.collector is not None:
+                self.collector.add(self.key, engine.Divergences(fmt=self.fmt, profile=self.profile,
+                                                                input_dtype=self.input_dtype))
+                self.collector.note_triton(self.key, {"device_fault": exc.fault.to_dict()})
+            raise
         if self.collector is not None:
             self.collector.add(self.key, rec)
         for k in self.known():
@@ -341,7 +355,7 @@ class DeclaredTarget:
             if self.collector is not None:
                 key = (decl.name, record.fmt.name, record.profile.name, record.input_dtype, decl.device)
                 self.collector.add(key, record)
-                if decl.triton_target:
+                if decl.triton_target or result.extra.get("device_fault"):
                     self.collector.note_triton(key, result.extra)
                 self.collector.note_test(key, failed=not result.passed)
         else:

@@ -13,7 +13,8 @@ from typing import Any
 
 from fp8check.codes import bit_fields
 from fp8check.formats import get as get_format
-from fp8check.results import CALL_CATEGORIES, KERNEL_FAULT_CATEGORIES, QUANTIZE_CATEGORIES, CheckResult, Divergence
+from fp8check.results import (CALL_CATEGORIES, CRASH_CATEGORIES, KERNEL_FAULT_CATEGORIES, QUANTIZE_CATEGORIES,
+                              CheckResult, Divergence)
 
 __all__ = ["result_lines", "result_text", "print_result"]
 
@@ -23,19 +24,55 @@ Line = tuple[str, str]  # text, rich style ("" for none)
 def _first_by_category(result: CheckResult) -> dict[str, Divergence]:
     first: dict[str, Divergence] = {}
     for d in result.divergences:  # listed simplest first
-        first.setdefault(d.category, d)
+        if not _is_device_fault(result, d):
+            first.setdefault(d.category, d)
     return first
+
+
+def _device_fault(result: CheckResult) -> dict[str, Any]:
+    fault = result.extra.get("device_fault")
+    return fault if isinstance(fault, dict) else {}
+
+
+def _is_device_fault(result: CheckResult, d: Divergence) -> bool:
+    fault = _device_fault(result)
+    return bool(fault) and d.category == fault.get("category") and d.detail == fault.get("detail")
+
+
+def _counts(result: CheckResult) -> dict[str, int]:
+    """The categories' counts without the device fault (listed by :func:`_device_fault_lines`)."""
+    counts = dict(result.categories)
+    cat = _device_fault(result).get("category")
+    if cat in counts:
+        counts[cat] -= 1
+    return {c: n for c, n in counts.items() if n or c in QUANTIZE_CATEGORIES}
+
+
+def _device_fault_lines(result: CheckResult) -> list[Line]:
+    """A fault of the kernel on the device: the error, the call that made it, what it means for the check."""
+    fault = _device_fault(result)
+    if not fault:
+        return []
+    lines: list[Line] = [(f"DEVICE FAULT ({fault.get('category', '')}): {fault.get('error', '')}"
+                          + (f" ({fault['name']})" if fault.get("name") and fault["name"] not in fault.get("error", "")
+                             else ""), "bold red")]
+    if fault.get("call"):
+        lines.append((f"  in the call on {fault['call']}", "yellow"))
+    lines.append(("  the process's CUDA context is unusable after it: the check ended at this call, and later GPU "
+                  "checks in that process are skipped (isolate = true checks a kernel in a child process)", "yellow"))
+    return lines
 
 
 def _cast_body(result: CheckResult) -> list[Line]:
     fmt = get_format(result.format)
     lines: list[Line] = []
     first = _first_by_category(result)
-    width = max((len(c) for c in result.categories), default=8)
+    counts = _counts(result)
+    width = max((len(c) for c in counts), default=8)
     pad = " " * (width + 2)
-    for cat, n in result.categories.items():
-        if cat in KERNEL_FAULT_CATEGORIES:
-            continue  # listed by _fault_lines
+    for cat, n in counts.items():
+        if cat in KERNEL_FAULT_CATEGORIES or cat in CRASH_CATEGORIES:
+            continue  # listed by _fault_lines and _device_fault_lines
         d = first.get(cat)
         unit = {"in_place": "element", "nondeterministic": "element", "refused": "call"}.get(cat, "input")
         head = f"{cat:<{width}}  {n:>12,} {unit if n == 1 else unit + 's'}"
@@ -62,9 +99,13 @@ def _cast_body(result: CheckResult) -> list[Line]:
 
 
 def _summary(result: CheckResult) -> str:
-    cats = result.categories
-    values = sum(n for c, n in cats.items() if c not in CALL_CATEGORIES and c not in KERNEL_FAULT_CATEGORIES)
-    parts = [f"{values:,} {'input gives' if values == 1 else 'inputs give'} a different code"] if values else []
+    cats = _counts(result)
+    values = sum(n for c, n in cats.items()
+                 if c not in CALL_CATEGORIES and c not in KERNEL_FAULT_CATEGORIES and c not in CRASH_CATEGORIES)
+    parts = ([f"the kernel faulted on the device ({_device_fault(result).get('error', '')})"]
+             if _device_fault(result) else [])
+    if values:
+        parts.append(f"{values:,} {'input gives' if values == 1 else 'inputs give'} a different code")
     if cats.get("in_place"):
         parts.append(f"the kernel wrote its input ({cats['in_place']:,} elements)")
     if cats.get("nondeterministic"):
@@ -91,11 +132,12 @@ def _fault_lines(result: CheckResult) -> list[Line]:
     """Faults of an interpreted Triton kernel: per category the lanes, then each fault (file:line, program,
     tensor, offsets, config), at most 4 per category."""
     lines: list[Line] = []
+    counts = _counts(result)
     for cat in KERNEL_FAULT_CATEGORIES:
-        n = result.categories.get(cat, 0)
+        n = counts.get(cat, 0)
         if not n:
             continue
-        found = [d for d in result.divergences if d.category == cat]
+        found = [d for d in result.divergences if d.category == cat and not _is_device_fault(result, d)]
         lines.append((f"  {cat:<14}{n:>9,} lane{'s' if n != 1 else ''} (kernel fault)", "bold red"))
         for d in found[:4]:
             lines.append((f"    {d.detail}", "red"))
@@ -172,7 +214,7 @@ def result_lines(result: CheckResult, *, header: bool = True) -> list[Line]:
     """The lines that show ``result``: a header (``header=False`` leaves it to the caller), the verdict, per
     category the count and the simplest reproducer, the known upstream issue, and how to reproduce it."""
     lines: list[Line] = []
-    if result.categories.get("crashed"):
+    if result.categories.get("crashed") and "crash" in result.extra:  # an isolated check whose child died
         if header:
             lines.append((f"fp8check: {result.kernel}  ({result.kind}, {result.format}, {result.input_dtype} in, "
                           f"{result.device})", "bold"))
@@ -185,6 +227,14 @@ def result_lines(result: CheckResult, *, header: bool = True) -> list[Line]:
         if tail:
             lines.append(("  the child's last lines:", ""))
             lines.extend((f"    {t}", "") for t in tail[-8:])
+        lines.append((f"reproduce: {result.command}", ""))
+        return lines
+    if _device_fault(result) and not result.checked:  # the check faulted before it had compared anything
+        if header:
+            lines.append((f"fp8check: {result.kernel}  ({result.kind}, {result.format}, {result.input_dtype} in, "
+                          f"{result.device})", "bold"))
+        lines.extend(_device_fault_lines(result))
+        lines.extend(_scope_lines(result))
         lines.append((f"reproduce: {result.command}", ""))
         return lines
     if result.kind in ("quantize", "static_quantize"):
@@ -203,6 +253,7 @@ def result_lines(result: CheckResult, *, header: bool = True) -> list[Line]:
                       f"{verdict}",
                       "bold green" if result.passed else "bold red"))
         lines.extend(_scope_lines(result))
+        lines.extend(_device_fault_lines(result))
         lines.extend(_quantize_body(result))
         lines.extend(_fault_lines(result))
     else:
@@ -223,6 +274,7 @@ def result_lines(result: CheckResult, *, header: bool = True) -> list[Line]:
             lines.append((f"DIVERGES: {_summary(result)}", "bold red"))
             if result.expected_failure:
                 lines.append((f"known upstream: {result.expected_failure}", "yellow"))
+            lines.extend(_device_fault_lines(result))
             lines.extend(_decode_body(result) if result.kind == "decode" else _cast_body(result))
             lines.extend(_fault_lines(result))
             lines.extend(_refusal_lines(result))

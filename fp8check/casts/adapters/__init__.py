@@ -38,7 +38,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from fp8check import inputs
+from fp8check import device_faults, inputs
 from fp8check.errors import (FP8CheckError, KernelCallError, KernelError, KernelLoadError, KernelOutputError,
                              UnsupportedFormatError)
 from fp8check.formats import Format, get as get_format
@@ -167,9 +167,12 @@ class CastKernel:
             )
         try:
             out = self.cast_fn(x, f)
+            device_faults.settle(self.device)  # a fault on the device is this call's
         except FP8CheckError:
             raise
         except Exception as exc:  # the kernel under test failed: say so in one line
+            device_faults.check_call(exc, device=self.device, call=f"{dtype} input of shape {x.shape}",
+                                     kernel=self.name)
             raise KernelCallError(
                 f"{self.name} raised {type(exc).__name__} casting {dtype} to {f.name}: {_one_line(exc)}"
             ) from exc
@@ -200,9 +203,12 @@ class CastKernel:
 
         try:
             out = self.tensor_fn(x, f)
+            device_faults.settle(self.device)  # a fault on the device is this call's
         except FP8CheckError:
             raise
         except Exception as exc:
+            device_faults.check_call(exc, device=self.device, call=f"{x.dtype} input of shape {tuple(x.shape)}",
+                                     kernel=self.name)
             raise KernelCallError(
                 f"{self.name} raised {type(exc).__name__} casting to {f.name}: {_one_line(exc)}"
             ) from exc
