@@ -9,7 +9,9 @@ Sections (each prints "skipped: why" when it cannot run here), the slow one last
    the fp8 formats torch casts to there: conformance and blast radius.
 2. torch._scaled_mm: every operand pair and output dtype the device accepts,
    tensorwise and rowwise, against the exact product and the derived float32
-   bound; the output overflow behaviour; what scale_result does.
+   bound (``accumulation="float32"`` here on every device; the Hopper model's
+   bound and bit-exactness are gpu/hopper_accumulation.py's); the output
+   overflow behaviour; what scale_result does.
 3. use_fast_accum: error / bound as K grows (tensorwise float32 out, rowwise
    bfloat16 out).
 4. torch._scaled_grouped_mm with empty groups.
@@ -172,7 +174,7 @@ def _mm_supported(device: str, fa: str, fb: str, out_dtype: str, scaling: str) -
 
     try:
         matmul.check_scaled_mm(fmt_a=fa, fmt_b=fb, out_dtype=out_dtype, scaling=scaling, M=16, N=16, K=32,
-                               device=device)
+                               device=device, accumulation="float32")
         return None
     except Exception as exc:
         return f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
@@ -195,10 +197,11 @@ def scaled_mm(device: str) -> dict[str, Any]:
                         out[key] = {"refused": refused}
                         continue
                     r = matmul.check_scaled_mm(fmt_a=fa, fmt_b=fb, out_dtype=out_dtype, scaling=scaling, M=128,
-                                               N=96, K=1024, device=device, spread=4.0)
+                                               N=96, K=1024, device=device, spread=4.0, accumulation="float32")
                     hi = matmul.check_scaled_mm(fmt_a=fa, fmt_b=fb, out_dtype=out_dtype, scaling=scaling, M=64,
                                                 N=64, K=256, device=device, spread=40.0,
-                                                scale_exponents=(8.0, 12.0) if out_dtype in ("float16", "e4m3fn", "e5m2") else (61.0, 64.0))
+                                                scale_exponents=(8.0, 12.0) if out_dtype in ("float16", "e4m3fn", "e5m2") else (61.0, 64.0),
+                                                accumulation="float32")
                     out[key] = {"passed": r.passed, "violations": r.violations, "max_ratio": r.max_ratio,
                                 "max_rel_error": r.max_rel_error, "scale_convention": r.scale_convention,
                                 "overflow": hi.overflow_behaviour, "overflow_mismatches": hi.overflow_mismatches,
@@ -253,7 +256,7 @@ def fast_accum(device: str) -> list[dict[str, Any]]:
     for scaling, out_dtype in (("tensorwise", "float32"), ("rowwise", "bfloat16")):
         try:
             study = matmul.accumulation_study((256, 1024, 4096, 16384), scaling=scaling, out_dtype=out_dtype,
-                                              device=device, M=256, N=256)
+                                              device=device, M=256, N=256, accumulation="float32")
         except Exception as exc:
             print(f"{scaling}/{out_dtype}: refused: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}")
             continue
@@ -280,7 +283,8 @@ def grouped(device: str) -> dict[str, Any]:
         for fast in (False, True):
             key = f"groups {list(sizes)}{' fast' if fast else ''}"
             try:
-                r = matmul.check_scaled_grouped_mm(group_sizes=sizes, device=device, use_fast_accum=fast)
+                r = matmul.check_scaled_grouped_mm(group_sizes=sizes, device=device, use_fast_accum=fast,
+                                                   accumulation="float32")
                 out[key] = {"passed": r.passed, "violations": r.violations, "max_ratio": r.max_ratio,
                             "max_rel_error": r.max_rel_error}
                 print(f"{key:36} {'within bound' if r.passed else 'DIVERGES'}: max err/bound {r.max_ratio:.3g}, "

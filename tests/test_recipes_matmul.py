@@ -153,7 +153,7 @@ def test_scaled_grouped_mm_handles_empty_groups_on_cuda():
                    "without float32 promotion even with use_fast_accum=False: errors up to ~1.2x the derived float32 "
                    "accumulation bound at K=128, about 2^-14 of sum|ab| (Hopper fast accumulation); no upstream issue found")
 def test_scaled_grouped_mm_accumulates_at_float32_grade_on_cuda():
-    r = matmul.check_scaled_grouped_mm(device="cuda")
+    r = matmul.check_scaled_grouped_mm(device="cuda", accumulation="float32")
     assert r.violations == 0, r.divergences[:2]
 
 
@@ -161,7 +161,8 @@ def test_scaled_grouped_mm_accumulates_at_float32_grade_on_cuda():
 @pytest.mark.parametrize("out_dtype, scaling", [("float32", "tensorwise"), ("bfloat16", "rowwise"),
                                                 ("e4m3fn", "tensorwise")])
 def test_scaled_mm_cuda_without_fast_accumulation_is_within_the_float32_bound(out_dtype, scaling):
-    r = matmul.check_scaled_mm(out_dtype=out_dtype, scaling=scaling, M=128, N=128, K=4096, device="cuda")
+    r = matmul.check_scaled_mm(out_dtype=out_dtype, scaling=scaling, M=128, N=128, K=4096, device="cuda",
+                               accumulation="float32")
     assert r.violations == 0 and r.nan_mismatches == 0, r.divergences[:2]
     if out_dtype == "float32":
         assert r.scale_convention == "multiplies"
@@ -195,8 +196,80 @@ def test_grouped_check_passes_a_correct_grouped_matmul_and_catches_an_empty_grou
 def test_scaled_mm_cuda_accumulates_at_float32_grade_at_small_k():
     # The accumulation study's row: tensorwise e4m3fn, float32 out, 128x128, K=256.
     r = matmul.check_scaled_mm(fmt_a="e4m3fn", fmt_b="e4m3fn", out_dtype="float32", scaling="tensorwise",
-                               M=128, N=128, K=256, device="cuda")
+                               M=128, N=128, K=256, device="cuda", accumulation="float32")
     assert r.violations == 0, r.divergences[:2]
+
+
+def _sm90():
+    """Skip unless the CUDA device is a Hopper GPU (compute capability 9.x): the sm90 model's tests."""
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("needs a Hopper GPU (compute capability 9.x) for the sm90-wgmma-fp8 model")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt_a, fmt_b", [("e4m3fn", "e4m3fn"), ("e5m2", "e4m3fn"), ("e4m3fn", "e5m2")])
+@pytest.mark.parametrize("fast", [False, True])
+def test_scaled_mm_sm90_k32_is_the_wgmma_model_bit_for_bit(fmt_a, fmt_b, fast):
+    """One wgmma instruction per output (K=32), unit scales, float32 out: torch._scaled_mm's bits are the
+    sm90 model's (fp8check.matmul.accumulation, after MMA-Sim), finite codes of every exponent."""
+    _sm90()
+    from fp8check.matmul.accumulation import emulate_accumulation
+    from fp8check.reference import decode
+
+    rng = np.random.default_rng(11)
+    qa, qb = (rng.integers(0, 256, size=s, dtype=np.uint8) for s in ((128, 32), (32, 128)))
+    qa, qb = (np.where((q & 0x7F) >= 0x78, q & 0x87, q).astype(np.uint8) for q in (qa, qb))  # no NaN/Inf codes
+    dt = {f: getattr(torch, f"float8_{f}") for f in (fmt_a, fmt_b)}
+    A = torch.from_numpy(qa).view(dt[fmt_a]).cuda()
+    B = torch.from_numpy(np.ascontiguousarray(qb.T)).view(dt[fmt_b]).cuda().t()
+    one = torch.tensor(1.0, device="cuda")
+    out = torch._scaled_mm(A, B, one, one, out_dtype=torch.float32, use_fast_accum=fast).cpu().numpy()
+    want = emulate_accumulation(decode(qa, fmt_a), fmt_a, decode(qb, fmt_b), fmt_b)
+    differ = out.view(np.uint32) != want.view(np.uint32)
+    assert not differ.any(), (int(differ.sum()), [(float(out[i, j]), float(want[i, j])) for i, j in np.argwhere(differ)[:3]])
+
+
+@pytest.mark.gpu
+def test_scaled_mm_sm90_drops_products_13_binades_below_the_largest():
+    """FACTS.md's K=32 row on the device, and the model's: 256 + 31 * 2**-5 exact, 256 + 31 * 2**-6 -> 256."""
+    _sm90()
+    from fp8check.matmul.accumulation import emulate_accumulation
+    from fp8check.reference import encode
+
+    for tiny, want in ((2.0 ** -5, 256 + 31 * 2.0 ** -5), (2.0 ** -6, 256.0)):
+        a = np.array([[16.0] + [tiny] * 31])
+        b = np.ones((32, 1))
+        b[0, 0] = 16.0
+        qa = np.repeat(encode(a.astype(np.float32), "e4m3fn", "satfinite"), 16, axis=0)  # (16, 32)
+        qbt = np.repeat(encode(b.T.astype(np.float32), "e4m3fn", "satfinite"), 16, axis=0)  # (16, 32): B^T
+        A = torch.from_numpy(qa).view(torch.float8_e4m3fn).cuda()
+        B = torch.from_numpy(qbt).view(torch.float8_e4m3fn).cuda().t()
+        one = torch.tensor(1.0, device="cuda")
+        got = torch._scaled_mm(A, B, one, one, out_dtype=torch.float32)[0, 0].item()
+        assert got == want == float(emulate_accumulation(a, "e4m3fn", b, "e4m3fn")[0, 0])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("K", [64, 256, 4096])
+@pytest.mark.parametrize("out_dtype, scaling", [("float32", "tensorwise"), ("bfloat16", "rowwise")])
+@pytest.mark.parametrize("fast", [False, True])
+def test_scaled_mm_sm90_is_within_the_hopper_bound(K, out_dtype, scaling, fast):
+    """On a Hopper GPU check_scaled_mm judges by the sm90-wgmma-fp8 model's derived bound, with and without
+    fast accumulation (the float32 bound fails here: the strict xfails above)."""
+    _sm90()
+    r = matmul.check_scaled_mm(out_dtype=out_dtype, scaling=scaling, M=64, N=64, K=K, device="cuda",
+                               use_fast_accum=fast)
+    assert r.accumulation == "sm90-wgmma-fp8"
+    assert r.violations == 0 and r.nan_mismatches == 0 and r.checked > 0, r.divergences[:2]
+
+
+@pytest.mark.gpu
+def test_scaled_grouped_mm_sm90_is_within_the_hopper_bound():
+    _sm90()
+    for fast in (False, True):
+        r = matmul.check_scaled_grouped_mm(device="cuda", use_fast_accum=fast)
+        assert r.accumulation == "sm90-wgmma-fp8"
+        assert r.violations == 0 and r.empty_group_errors == 0 and r.nan_mismatches == 0, r.divergences[:2]
 
 
 @pytest.mark.gpu

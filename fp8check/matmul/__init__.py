@@ -49,10 +49,26 @@ later terms of the other sign) when it must overflow, and is otherwise
 skipped (``undetermined``).
 
 This is a worst-case bound: a kernel that accumulates in float32 can never
-exceed it, whatever the data. Hopper's ``use_fast_accum=True`` keeps
-partial sums in the tensor core's reduced-precision accumulator; how far
-its error goes towards (or past) the bound as K grows is measured by
-:func:`accumulation_study` and reported, not assumed.
+exceed it, whatever the data.
+
+Accumulation per target
+=======================
+
+Hopper's FP8 tensor cores do not accumulate in float32: each ``wgmma``
+instruction aligns its 32 products and the accumulator to the largest
+exponent, truncates them to 13 fractional bits and truncates its result to
+13 fractional bits (MMA-Sim's model, measured on an H200: FACTS.md). So the
+accumulation is a model per target, as data
+(:mod:`fp8check.matmul.accumulation`): ``float32`` (the bound above: the CPU,
+torchao's emulation) and ``sm90-wgmma-fp8``, whose own bound, derived in that
+module from the model (any grouping into instructions, any promotion
+schedule into float32), replaces ``E32``::
+
+    bound = E_model + u_out * (|C| + E_model) + eta_out + gamma_{K+1}(2**-53) * P
+
+:func:`check_scaled_mm` picks the model of the device the matmul ran on
+(``accumulation=`` names another); :func:`accumulation_study` measures how
+far ``use_fast_accum`` goes towards the bound as K grows.
 """
 
 from __future__ import annotations
@@ -64,6 +80,8 @@ from typing import Any, Callable
 import numpy as np
 
 from fp8check.formats import Format, get as get_format
+from fp8check.matmul.accumulation import (FLOAT32, SM90_WGMMA_FP8, AccumulationModel, accumulation_error,
+                                          get_model, model_for_device)
 from fp8check.reference import decode, encode
 from fp8check.results import CheckResult, Divergence
 
@@ -77,6 +95,12 @@ __all__ = [
     "check_scaled_grouped_mm",
     "accumulation_study",
     "random_fp8",
+    "AccumulationModel",
+    "FLOAT32",
+    "SM90_WGMMA_FP8",
+    "get_model",
+    "model_for_device",
+    "accumulation_bound",
 ]
 
 _OUT = {  # name: (u_out, eta_out, overflow threshold, torch dtype name)
@@ -106,12 +130,37 @@ def unit_roundoff(out_dtype: str) -> float:
     return _out_params(out_dtype)[0]
 
 
-def error_bound(C: np.ndarray, P: np.ndarray, K: int, out_dtype: str, *, scale_result: bool = False) -> np.ndarray:
-    """The per-element bound on |kernel - C| derived in the module docstring."""
+def _float32_accumulation(P: np.ndarray, K: int, scale_result: bool) -> np.ndarray:
     n = K + 2 + (2 if scale_result else 0)
+    return gamma(n, 2.0 ** -24) * P + n * K * 2.0 ** -150
+
+
+def error_bound(C: np.ndarray, P: np.ndarray, K: int, out_dtype: str, *, scale_result: bool = False,
+                accumulation: np.ndarray | None = None) -> np.ndarray:
+    """The per-element bound on |kernel - C| derived in the module docstring.
+
+    ``accumulation``: the bound on the float32 result before the output rounding, from a target's
+    accumulation model (:func:`accumulation_bound`); default: float32 arithmetic (``E32``)."""
     u_out, eta_out, _ = _out_params(out_dtype)
-    e32 = gamma(n, 2.0 ** -24) * P + n * K * 2.0 ** -150
+    e32 = _float32_accumulation(P, K, scale_result) if accumulation is None else accumulation
     return e32 + u_out * (np.abs(C) + e32) + eta_out + gamma(K + 1, 2.0 ** -53) * P
+
+
+def accumulation_bound(model: object, qa: Any, fmt_a: object, sa: Any, qb: Any, fmt_b: object, sb: Any,
+                       P: np.ndarray, *, roundings: int = 2, scale_result: float | None = None) -> np.ndarray | None:
+    """The bound on the float32 result of ``(qa * sa) @ (qb * sb)`` (before the output rounding) under
+    ``model``: None for ``float32`` (:func:`error_bound` derives it); for a fused-instruction model,
+    the code-domain bound of :mod:`fp8check.matmul.accumulation` times the scales, and ``roundings``
+    float32 roundings of the epilogue (2: the scale product and the scaling; 2 more for
+    ``scale_result``)."""
+    m = get_model(model)
+    if not m.fused:
+        return None
+    s = _scale_array(sa, rows=True) * _scale_array(sb, rows=False)
+    if scale_result is not None:
+        s = s / abs(float(np.float32(scale_result)))
+        roundings += 2
+    return accumulation_error(decode(qa, fmt_a), fmt_a, decode(qb, fmt_b), fmt_b, s, P, m, roundings=roundings)
 
 
 def exact_product(qa: Any, fmt_a: object, sa: Any, qb: Any, fmt_b: object, sb: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -188,6 +237,7 @@ class MatmulCheck:
     nan_mismatches: int = 0
     scale_convention: str = ""  # what doubling scale_a did to the output
     empty_group_errors: int = 0
+    accumulation: str = "float32"  # the accumulation model judged against (fp8check.matmul.accumulation)
     divergences: list[Divergence] = field(default_factory=list)
 
     @property
@@ -205,8 +255,8 @@ class MatmulCheck:
 
 
 def _compare(res: MatmulCheck, out: np.ndarray, C: np.ndarray, P: np.ndarray, K: int, *, scale_result: bool,
-             overflow: str) -> None:
-    bound = error_bound(C, P, K, res.out_dtype, scale_result=scale_result)
+             overflow: str, accumulation: np.ndarray | None = None) -> None:
+    bound = error_bound(C, P, K, res.out_dtype, scale_result=scale_result, accumulation=accumulation)
     threshold = _out_params(res.out_dtype)[2]
     f32_threshold = _OUT["float32"][2]
     with np.errstate(all="ignore"):
@@ -224,8 +274,7 @@ def _compare(res: MatmulCheck, out: np.ndarray, C: np.ndarray, P: np.ndarray, K:
     if in_range.any():
         # The share of the float32 accumulation allowance used, once the output rounding is set aside.
         u_out, eta_out, _ = _out_params(res.out_dtype)
-        n = K + 2 + (2 if scale_result else 0)
-        e32 = gamma(n, 2.0 ** -24) * P + n * K * 2.0 ** -150
+        e32 = _float32_accumulation(P, K, scale_result) if accumulation is None else accumulation
         acc = np.maximum(err - u_out * (np.abs(C) + e32) - eta_out - gamma(K + 1, 2.0 ** -53) * P, 0) / np.where(e32 > 0, e32, 1)
         res.max_acc_ratio = max(res.max_acc_ratio, float(np.max(np.where(in_range, acc, 0))))
         ratio = np.where(in_range, err / np.where(bound > 0, bound, 1), 0)
@@ -240,7 +289,8 @@ def _compare(res: MatmulCheck, out: np.ndarray, C: np.ndarray, P: np.ndarray, K:
         res.divergences.append(Divergence(
             category="accuracy", input_hex=f"{i},{j}", expected_hex=float(C[i, j]).hex(), actual_hex=float(out[i, j]).hex(),
             input_dtype=res.out_dtype, expected_value=repr(float(C[i, j])), actual_value=repr(float(out[i, j])),
-            detail=f"|error| {float(err[i, j]):.6g} > bound {float(bound[i, j]):.6g} (K={K}, sum|ab| {float(P[i, j]):.6g})"))
+            detail=f"|error| {float(err[i, j]):.6g} > bound {float(bound[i, j]):.6g} (K={K}, sum|ab| {float(P[i, j]):.6g}, "
+                   f"{res.accumulation} accumulation)"))
     # Overflow: declared behaviour is "inf" or "saturate" (±max of an fp8 output) or "nan".
     if must_overflow.any():
         res.overflow_checked += int(must_overflow.sum())
@@ -286,7 +336,8 @@ def check_scaled_mm(*, fmt_a: object = "e4m3fn", fmt_b: object = "e4m3fn", out_d
                     use_fast_accum: bool = False, seed: int = 0, mm: Callable[..., Any] | None = None,
                     overflow: str | None = None, spread: float = 1.0, scale_result: float | None = None,
                     nan_row: bool = False, name: str | None = None,
-                    scale_exponents: tuple[float, float] = (-4.0, 4.0)) -> MatmulCheck:
+                    scale_exponents: tuple[float, float] = (-4.0, 4.0),
+                    accumulation: object = None) -> MatmulCheck:
     """Check ``mm`` (default ``torch._scaled_mm``) on random fp8 operands.
 
     ``scaling``: ``tensorwise`` (scalar scales) or ``rowwise`` ((M,1) and
@@ -298,6 +349,9 @@ def check_scaled_mm(*, fmt_a: object = "e4m3fn", fmt_b: object = "e4m3fn", out_d
     ``nan_row``: put a NaN code into one row of A (where the format has NaN).
     Also checks, exactly, that doubling ``scale_a`` doubles a float32 output
     (the scale multiplies; it does not divide and is not ignored).
+    ``accumulation``: the accumulation model to judge against (a name or an
+    :class:`AccumulationModel`); default: the device's (:func:`model_for_device`:
+    ``sm90-wgmma-fp8`` on a Hopper GPU, ``float32`` elsewhere).
     """
     import torch
 
@@ -323,8 +377,10 @@ def check_scaled_mm(*, fmt_a: object = "e4m3fn", fmt_b: object = "e4m3fn", out_d
     A = _torch_codes(qa, fa, device)
     B = _torch_codes(np.ascontiguousarray(qb.T), fb, device).t()  # (K, N), column-major
     sa, sb = sa.to(device), sb.to(device)
+    model = get_model(accumulation) if accumulation is not None else model_for_device(device)
     res = MatmulCheck(kernel=name or getattr(mm, "__name__", "mm"), fmt_a=fa.name, fmt_b=fb.name, out_dtype=out_dtype,
-                      scaling=scaling, M=M, N=N, K=K, device=device, use_fast_accum=use_fast_accum)
+                      scaling=scaling, M=M, N=N, K=K, device=device, use_fast_accum=use_fast_accum,
+                      accumulation=model.name)
     sr = None if scale_result is None else torch.tensor(np.float32(scale_result), device=device)
     out = _out_values(_call_mm(mm, A, B, sa, sb, out_dtype, use_fast_accum, sr), out_dtype)
     C, P = exact_product(qa, fa, sa_np, qb, fb, sb_np)
@@ -332,7 +388,8 @@ def check_scaled_mm(*, fmt_a: object = "e4m3fn", fmt_b: object = "e4m3fn", out_d
         C, P = C / np.float64(np.float32(scale_result)), P / abs(np.float64(np.float32(scale_result)))
     if overflow is None:
         overflow = "inf" if out_dtype in _OUT else {"e4m3fn": "saturate", "e5m2": "inf"}.get(out_dtype, "nan")
-    _compare(res, out, C, P, K, scale_result=scale_result is not None, overflow=overflow)
+    acc = accumulation_bound(model, qa, fa, sa_np, qb, fb, sb_np, P, scale_result=scale_result)
+    _compare(res, out, C, P, K, scale_result=scale_result is not None, overflow=overflow, accumulation=acc)
     if out_dtype == "float32" and not nan_row:
         out2 = _out_values(_call_mm(mm, A, B, sa * 2, sb, out_dtype, use_fast_accum, sr), out_dtype)
         finite = np.isfinite(out) & np.isfinite(out2) & (np.abs(out) < 2.0 ** 126) & (np.abs(out) > 2.0 ** -100)
@@ -354,7 +411,7 @@ def check_scaled_mm(*, fmt_a: object = "e4m3fn", fmt_b: object = "e4m3fn", out_d
 def check_scaled_grouped_mm(*, fmt: object = "e4m3fn", group_sizes: tuple[int, ...] = (32, 0, 64, 16, 0),
                             N: int = 64, K: int = 128, out_dtype: str = "bfloat16", device: str = "cuda",
                             use_fast_accum: bool = False, seed: int = 0, mm: Callable[..., Any] | None = None,
-                            name: str | None = None) -> MatmulCheck:
+                            name: str | None = None, accumulation: object = None) -> MatmulCheck:
     """Check ``torch._scaled_grouped_mm`` (2-D A x 3-D B, MoE forward) with
     empty groups: A (M, K) rowwise scales (M,), B (G, K, N) column-major per
     group with scales (G, N), ``offs`` the cumulative group ends over M.
@@ -376,9 +433,10 @@ def check_scaled_grouped_mm(*, fmt: object = "e4m3fn", group_sizes: tuple[int, .
     B = _torch_codes(np.ascontiguousarray(qb.transpose(0, 2, 1)), f, device).transpose(-2, -1)  # (G, K, N) col-major
     sa, sb = torch.from_numpy(sa_np).to(device), torch.from_numpy(sb_np).to(device)
     offs = torch.from_numpy(offs_np.astype(np.int32)).to(device)
+    model = get_model(accumulation) if accumulation is not None else model_for_device(device)
     res = MatmulCheck(kernel=name or "torch._scaled_grouped_mm", fmt_a=f.name, fmt_b=f.name, out_dtype=out_dtype,
                       scaling=f"rowwise, groups {list(group_sizes)}", M=M, N=N, K=K, device=device,
-                      use_fast_accum=use_fast_accum)
+                      use_fast_accum=use_fast_accum, accumulation=model.name)
     dt = getattr(torch, out_dtype)
     out = _out_values(mm(A, B, sa, sb, offs=offs, out_dtype=dt, use_fast_accum=use_fast_accum), out_dtype)
     if out.shape != (M, N):
@@ -390,7 +448,8 @@ def check_scaled_grouped_mm(*, fmt: object = "e4m3fn", group_sizes: tuple[int, .
     for g, end in enumerate(offs_np.tolist()):
         if end > start:
             C, P = exact_product(qa[start:end], f, sa_np[start:end, None], qb[g], f, sb_np[g][None, :])
-            _compare(res, out[start:end], C, P, K, scale_result=False, overflow="inf")
+            acc = accumulation_bound(model, qa[start:end], f, sa_np[start:end, None], qb[g], f, sb_np[g][None, :], P)
+            _compare(res, out[start:end], C, P, K, scale_result=False, overflow="inf", accumulation=acc)
         start = end
     return res
 
@@ -398,7 +457,7 @@ def check_scaled_grouped_mm(*, fmt: object = "e4m3fn", group_sizes: tuple[int, .
 def accumulation_study(Ks: tuple[int, ...] = (256, 1024, 4096, 16384), *, fmt: object = "e4m3fn",
                        scaling: str = "tensorwise", out_dtype: str = "float32", device: str = "cpu",
                        M: int = 128, N: int = 128, seed: int = 0,
-                       mm: Callable[..., Any] | None = None) -> list[dict[str, Any]]:
+                       mm: Callable[..., Any] | None = None, accumulation: object = None) -> list[dict[str, Any]]:
     """Error against the derived float32 bound as K grows, with and without
     ``use_fast_accum``: one row per (K, fast) with the largest and 99th
     percentile |error| / bound, the largest share of the float32
@@ -409,8 +468,8 @@ def accumulation_study(Ks: tuple[int, ...] = (256, 1024, 4096, 16384), *, fmt: o
     for K in Ks:
         for fast in (False, True):
             r = check_scaled_mm(fmt_a=fmt, fmt_b=fmt, out_dtype=out_dtype, scaling=scaling, M=M, N=N, K=K,
-                                device=device, use_fast_accum=fast, seed=seed, mm=mm)
-            rows.append({"K": K, "fast_accum": fast, "max_ratio": r.max_ratio, "p99_ratio": r.p99_ratio,
+                                device=device, use_fast_accum=fast, seed=seed, mm=mm, accumulation=accumulation)
+            rows.append({"K": K, "fast_accum": fast, "accumulation": r.accumulation, "max_ratio": r.max_ratio, "p99_ratio": r.p99_ratio,
                          "max_acc_ratio": r.max_acc_ratio, "max_rel_error": r.max_rel_error,
                          "violations": r.violations, "checked": r.checked})
     return rows

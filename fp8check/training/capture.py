@@ -46,6 +46,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from fp8check.errors import FP8CheckError
+from fp8check.matmul.accumulation import model_for_device
 
 __all__ = ["CastRecord", "GemmRecord", "Capture", "capture_float8", "dtype_name", "to_numpy_2d", "placement"]
 
@@ -122,6 +123,7 @@ class GemmRecord:
     sb: np.ndarray  # shaped to broadcast over (K, N)
     out: np.ndarray  # float64 of the output
     out_dtype: str
+    accumulation: str = "float32"  # the accumulation model of the device the GEMM ran on (fp8check.matmul)
 
 
 @dataclass
@@ -229,16 +231,19 @@ def capture_float8(model: Any) -> Iterator[Capture]:
             cap._mm += 1
             out_dtype = dtype_name(out.dtype)
             rowwise = a._scale.numel() > 1 and b._scale.numel() > 1
-            if rowwise and out_dtype in ("float32", "float16") and not getattr(
-                    getattr(a._linear_mm_config, gemm, None), "emulate", True):
+            emulated = getattr(getattr(a._linear_mm_config, gemm, None), "emulate", True)
+            if rowwise and out_dtype in ("float32", "float16") and not emulated:
                 # torchao's real rowwise path (addmm_float8_unwrapped) computes in bfloat16 and converts after
                 out_dtype = "bfloat16"
+            # torchao's emulation is a float32 mm; its real path runs torch._scaled_mm on the device's tensor cores
+            accumulation = "float32" if emulated else model_for_device(out.device).name
             cap.gemms.append(GemmRecord(
                 step=cap.step, layer=cap._layer, gemm=gemm, fmt_a=dtype_name(a._data.dtype), fmt_b=dtype_name(b._data.dtype),
                 qa=to_numpy_2d(a._data), sa=_scale_2d(a._scale, a.shape[0], rows=True),
                 qb=b._data.detach().cpu().clone().view(torch.uint8).numpy(),
                 sb=_scale_2d(b._scale, b.shape[1], rows=False),
-                out=out.detach().cpu().to(torch.float64, copy=True).numpy(), out_dtype=out_dtype))
+                out=out.detach().cpu().to(torch.float64, copy=True).numpy(), out_dtype=out_dtype,
+                accumulation=accumulation))
         return out
 
     def patch(owner: Any, attr: str, value: Any) -> None:

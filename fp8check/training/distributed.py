@@ -223,7 +223,7 @@ def _save(out: Path, rank: int, losses: list[float], casts: Sequence[CastRecord]
     for i, g in enumerate(gemms):
         for k in ("qa", "sa", "qb", "sb", "out"):
             arrays[f"g{i}_{k}"] = getattr(g, k)
-        gemm_meta.append({k: getattr(g, k) for k in ("step", "layer", "gemm", "fmt_a", "fmt_b", "out_dtype")})
+        gemm_meta.append({k: getattr(g, k) for k in ("step", "layer", "gemm", "fmt_a", "fmt_b", "out_dtype", "accumulation")})
     np.savez(out / f"rank{rank}.npz", **arrays)
     (out / f"rank{rank}.json").write_text(json.dumps({**meta, "rank": rank, "losses": [x.hex() for x in losses],
                                                       "casts": cast_meta, "gemms": gemm_meta}))

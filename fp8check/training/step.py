@@ -5,7 +5,9 @@ The cast reference is fp8check's quantizer reference (:func:`fp8check.quantizers
 under the torchao recipe the operand declares (``torchao-tensorwise``, ``torchao-rowwise-pow2``,
 ``torchao-colwise-pow2``, ...; :mod:`fp8check.training.recipes`), in the format torchao picks for
 the platform. The GEMM bound is :func:`fp8check.matmul.error_bound`, widened for what torchao's
-FP8 linear adds around the kernel (see :func:`gemm_bound`).
+FP8 linear adds around the kernel (see :func:`gemm_bound`), under the accumulation model of the
+device the GEMM ran on (:mod:`fp8check.matmul.accumulation`: ``float32`` for torchao's emulation
+and the CPU, ``sm90-wgmma-fp8`` for torchao's real kernels on a Hopper GPU).
 
 A mismatching cast is explained before it is called wrong; each explanation is a category:
 
@@ -30,7 +32,7 @@ import numpy as np
 
 from fp8check import quantizers
 from fp8check.formats import E4M3FN, E4M3FNUZ, get as get_format
-from fp8check.matmul import error_bound, exact_product, unit_roundoff
+from fp8check.matmul import accumulation_bound, error_bound, exact_product, get_model, unit_roundoff
 from fp8check.training.capture import CastRecord, GemmRecord
 from fp8check.training.recipes import TrainingRecipe, platform_format, twin_formats
 
@@ -76,6 +78,8 @@ class GemmCheck:
     violations: int = 0
     nan_mismatches: int = 0
     max_ratio: float = 0.0  # max |out - C| / bound
+    accumulation: str = "float32"  # the accumulation model the bound is derived from
+    float32_ratio: float | None = None  # max |out - C| / the float32 bound, where another model judged it
 
     @property
     def passed(self) -> bool:
@@ -181,16 +185,25 @@ def check_cast(rec: CastRecord, recipe: TrainingRecipe, fnuz: bool, *, previous:
     return res
 
 
-def gemm_bound(C: np.ndarray, P: np.ndarray, K: int, out_dtype: str) -> np.ndarray:
+# Float32 roundings torchao's FP8 linear adds around the sum: ``scale.reciprocal()`` of each operand (2),
+# their product (1), the scaling of the sum (1), and the rowwise path's second multiply (1).
+EPILOGUE_ROUNDINGS = 5
+
+
+def gemm_bound(C: np.ndarray, P: np.ndarray, K: int, out_dtype: str, *,
+               accumulation: np.ndarray | None = None) -> np.ndarray:
     """The error a correct FP8 linear GEMM of torchao may make, element by element.
 
-    :func:`fp8check.matmul.error_bound` for ``K + 4`` float32 roundings per term (torchao passes
-    ``scale.reciprocal()`` of each operand, 2 roundings; the rowwise path multiplies the output by
-    their product, 1 more, computed in float32 and then rounded again: 1), plus a second rounding
-    to the output dtype (the rowwise path rounds the unscaled product to bfloat16 and the scaled one
-    again). The emulated path (float32 ``mm`` of ``data / scale``) is inside the same bound.
+    ``float32`` accumulation: :func:`fp8check.matmul.error_bound` for ``K + 4`` float32 roundings per
+    term (torchao passes ``scale.reciprocal()`` of each operand, 2 roundings; the rowwise path
+    multiplies the output by their product, 1 more, computed in float32 and then rounded again: 1).
+    Another model: ``accumulation``, its bound on the float32 result with the
+    ``EPILOGUE_ROUNDINGS`` (:func:`fp8check.matmul.accumulation_bound`). Either way a second
+    rounding to the output dtype (the rowwise path rounds the unscaled product to bfloat16 and the
+    scaled one again). The emulated path (float32 ``mm`` of ``data / scale``) is inside the float32 bound.
     """
-    b = error_bound(C, P, K + 4, out_dtype)
+    b = error_bound(C, P, K + 4, out_dtype) if accumulation is None else \
+        error_bound(C, P, K, out_dtype, accumulation=accumulation)
     u = unit_roundoff(out_dtype)
     eta = {"float32": 2.0 ** -150, "bfloat16": 2.0 ** -134, "float16": 2.0 ** -25}.get(out_dtype, 0.0)
     return b + u * (np.abs(C) + b) + eta
@@ -205,8 +218,13 @@ def check_gemm(rec: GemmRecord) -> GemmCheck:
     res = GemmCheck(step=rec.step, layer=rec.layer, gemm=rec.gemm, formats=f"{fa.name} x {fb.name}", M=M, K=K, N=N,
                     out_dtype=rec.out_dtype)
     out = rec.out.reshape(C.shape)
-    bound = gemm_bound(C, P, K, rec.out_dtype)
-    with np.errstate(invalid="ignore"):
+    model = get_model(rec.accumulation)
+    res.accumulation = model.name
+    with np.errstate(divide="ignore"):
+        acc = accumulation_bound(model, rec.qa, fa, 1.0 / rec.sa.astype(np.float64), rec.qb, fb,
+                                 1.0 / rec.sb.astype(np.float64), P, roundings=EPILOGUE_ROUNDINGS)
+    bound = gemm_bound(C, P, K, rec.out_dtype, accumulation=acc)
+    with np.errstate(invalid="ignore", divide="ignore"):
         finite = np.isfinite(C) & np.isfinite(P)
         err = np.abs(out - C)
         bad = finite & ~(err <= bound)
@@ -215,6 +233,9 @@ def check_gemm(rec: GemmRecord) -> GemmCheck:
         res.nan_mismatches = int((np.isnan(C) != np.isnan(out)).sum())
         if finite.any():
             res.max_ratio = float(np.max(np.where(finite, err / np.where(bound > 0, bound, 1), 0)))
+            if acc is not None:
+                b32 = gemm_bound(C, P, K, rec.out_dtype)
+                res.float32_ratio = float(np.max(np.where(finite, err / np.where(b32 > 0, b32, 1), 0)))
     return res
 
 
