@@ -51,7 +51,7 @@ part environment 60 python3 -c '
 import json, fp8check.results as r
 print(json.dumps(r.environment(), indent=1))'
 part suite 330 python3 gpu/suite.py --out "$OUT/suite"
-part tests-gpu 200 python3 -m pytest -p fp8check.plugin -m gpu -q -rxX -p no:cacheprovider tests
+part tests-gpu 450 python3 -m pytest -p fp8check.plugin -m gpu -v -rxX --durations=20 -p no:cacheprovider tests
 # Last but the benchmark: compiling torchao's Triton kernels is slow.
 part recipes 300 python3 gpu/recipes.py --max-examples 10 --json "$OUT/recipes.json"
 # The faithful Triton interpreter's sm90 target against compiled Triton: every

@@ -113,7 +113,8 @@ def main() -> int:
             for gemm in ("output", "grad_input", "grad_weight"):
                 rows = [g for g in s.gemms if g.gemm == gemm]
                 if rows:
-                    print(f"   {gemm}: {sum(not g.passed for g in rows)} of {len(rows)} GEMMs past the float32 bound, "
+                    models = "/".join(sorted({g.accumulation for g in rows}))
+                    print(f"   {gemm}: {sum(not g.passed for g in rows)} of {len(rows)} GEMMs past the {models} bound, "
                           f"largest error {max(g.max_ratio for g in rows):.3g} x the bound, "
                           f"K {sorted({g.K for g in rows})}")
             cast_divergence |= any(not c.passed for c in s.casts)
