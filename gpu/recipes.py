@@ -10,7 +10,7 @@ Sections (each prints "skipped: why" when it cannot run here), the slow one last
 2. torch._scaled_mm: every operand pair and output dtype the device accepts,
    tensorwise and rowwise, against the exact product and the derived float32
    bound (``accumulation="float32"`` here on every device; the Hopper model's
-   bound and bit-exactness are gpu/hopper_accumulation.py's); the output
+   bound and its bit-exactness at K=32 are tests/test_recipes_matmul.py's GPU tests); the output
    overflow behaviour; what scale_result does.
 3. use_fast_accum: error / bound as K grows (tensorwise float32 out, rowwise
    bfloat16 out).
