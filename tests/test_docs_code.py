@@ -62,6 +62,8 @@ PRELUDES = {
         "grid = (triton.cdiv(n, 1024),)\n"),
 }
 _NEEDS = {"import fp8check.triton as ft": "triton"}
+# what a block needs by what it imports (the README lane installs neither torchao nor Triton)
+_IMPORT_NEEDS = {"from fp8check import training": "torchao"}
 _WHOLE_CHECK = re.compile(r"\bcheck_(cast|quantizer|fused|distributed)\(")
 
 
@@ -92,8 +94,9 @@ def test_the_code_block_runs_as_written(path, code, monkeypatch, tmp_path):
     from fp8check.declarations import KernelDeclaration
 
     prelude, needs = _prelude(code)
-    if needs:
-        pytest.importorskip(needs)
+    for need in [needs] + [m for imp, m in _IMPORT_NEEDS.items() if imp in code]:
+        if need:
+            pytest.importorskip(need)
     monkeypatch.syspath_prepend(str(ROOT / "examples" / "kernel-repo"))
     monkeypatch.chdir(tmp_path)
     # a file, not exec(): triton.jit reads its kernel's source
