@@ -914,6 +914,8 @@ class Auditor:
                         for tally in tallies:
                             tally.add(item)
                 elif rec.role == cv.ROLE_PACKED and rec.entry is not None and rec.layout is not None:
+                    summary.packed_tensors += 1
+                    summary.packed_bytes += rec.entry.nbytes
                     summary.formats[rec.layout.kind] = summary.formats.get(rec.layout.kind, 0) + 1
                     if rec.counted and rec.code_stats is not None:
                         item = tg.TensorPortability(name=rec.key[1], file=rec.key[0], format=formats.E2M1FN,

@@ -262,6 +262,8 @@ class Summary:
     fp8_tensors: int = 0
     scale_tensors: int = 0
     fp8_bytes: int = 0
+    packed_tensors: int = 0  # packed FP4 data (MXFP4, NVFP4: two e2m1 codes a byte)
+    packed_bytes: int = 0
     bytes_read: int = 0
     files: int = 0
     unreadable_files: int = 0
@@ -294,7 +296,8 @@ class Summary:
     def to_dict(self) -> dict[str, Any]:
         return {
             "tensors": self.tensors, "fp8_tensors": self.fp8_tensors, "scale_tensors": self.scale_tensors,
-            "fp8_bytes": self.fp8_bytes, "bytes_read": self.bytes_read, "files": self.files,
+            "fp8_bytes": self.fp8_bytes, "packed_tensors": self.packed_tensors, "packed_bytes": self.packed_bytes,
+            "bytes_read": self.bytes_read, "files": self.files,
             "unreadable_files": self.unreadable_files, "errors": self.errors, "warnings": self.warnings,
             "infos": self.infos, "findings_by_code": self.findings_by_code, "formats": self.formats,
             "verdicts": self.verdicts, "unknown": list(self.unknown), "fail_on": self.fail_on,

@@ -79,7 +79,7 @@ CODES: dict[str, FindingCode] = {c.code: c for c in (
     FindingCode("SCALE_SHAPE", ERROR, "scale shape fits no granularity",
                 "the scale's shape fits none of tensorwise, rowwise, colwise, block (power-of-two or configured "
                 "sizes, ragged edges), group, mx-e8m0 for the data's shape; count = scale elements"),
-    FindingCode("SCALE_MISSING", ERROR, "FP8 tensor without a scale",
+    FindingCode("SCALE_MISSING", ERROR, "quantized tensor (FP8, or packed FP4 data) without a scale",
                 "no scale found under any known name; error when the checkpoint declares a quantization config "
                 "or other FP8 tensors have scales, warning otherwise; count = 1"),
     FindingCode("SCALE_UNPAIRED", WARNING, "a scale that pairs with nothing",

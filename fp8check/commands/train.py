@@ -93,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
         done[0] += 1
         width = 30
         n = width * done[0] // total
-        if total >= 20 and (n != width * (done[0] - 1) // total or done[0] == total):  # long runs: a bar
+        # long runs, on a terminal only (a log file gets no carriage-return bars, as audit's progress)
+        if total >= 20 and sys.stderr.isatty() and (n != width * (done[0] - 1) // total or done[0] == total):
             end = "\n" if done[0] == total else ""
             print(f"\r{fmt:>9} [{'#' * n}{'.' * (width - n)}] {done[0]}/{total} steps", end=end, file=sys.stderr,
                   flush=True)

@@ -43,7 +43,8 @@ from fp8check.quantizers import get as get_recipe
 from fp8check.quantizers.edge_cases import HazardTally, edge_cases, nan_code_table
 from fp8check.quantizers.recipe import Recipe
 from fp8check.quantizers import exactness
-from fp8check.quantizers.scaling import applied_scales, apply_scale, block_amax, element_blocks, expand_scales, quantize
+from fp8check.quantizers.scaling import (applied_scales, apply_scale, block_amax, element_blocks, expand_scales, quantize,
+                                         reciprocal32)
 from fp8check.quantizers.cases import QuantCase, quantizer_inputs
 from fp8check import brackets, device_faults
 from fp8check.results import CALL_CATEGORIES, QUANTIZE_CATEGORIES, CheckResult, Divergence, Refusal
@@ -246,11 +247,40 @@ def _target_note(recipe: Recipe, amax: float, expected: float, actual: float) ->
     te, ta = _implied_target(recipe, amax, expected), _implied_target(recipe, amax, actual)
     if not np.isfinite(ta):
         return ""
+    other = _other_scale_divide(recipe, amax, actual)
+    if other:
+        return other
     note = f"; the recipe maps amax to {te:.6g}, the kernel to {ta:.6g}"
     for v, label in _KNOWN_MAXIMA.items():
         if abs(ta - v) <= v * 1e-5 and abs(te - v) > v * 1e-5:
             note += f" ({label})"
     return note
+
+
+_SCALE_DIVIDE_TEXT = {
+    "multiply-reciprocal": "multiplies by the rounded reciprocal (two roundings; Triton on sm90 compiles a "
+                           "division by a constant so, and so does CUDA torch's tensor / scalar)",
+    "divide": "divides once, correctly rounded",
+}
+
+
+def _other_scale_divide(recipe: Recipe, amax: float, actual: float) -> str:
+    """A note when the kernel's scale is, bit for bit, the recipe's under the other ``scale_divide``:
+    the declaration names the wrong arithmetic, not a wrong target."""
+    if recipe.scale_precision != "float32":
+        return ""
+    other = "divide" if recipe.scale_divide == "multiply-reciprocal" else "multiply-reciprocal"
+    try:
+        alt = recipe.replace(scale_divide=other)
+    except FP8CheckError:
+        return ""
+    s = applied_scales(np.array([amax], np.float32), alt)
+    if recipe.stored != "applied":
+        s = reciprocal32(s)
+    if np.float32(s[0]).tobytes() != np.float32(actual).tobytes():
+        return ""
+    return (f"; the kernel's scale is the recipe's with scale-divide = \"{other}\": the kernel "
+            f"{_SCALE_DIVIDE_TEXT[other]}, the recipe {_SCALE_DIVIDE_TEXT[recipe.scale_divide].split(' (')[0]}")
 
 
 @dataclass

@@ -76,7 +76,10 @@ def print_report(result: AuditResult, *, file: TextIO | None = None, show_all: b
     summary = result.summary
     console.print(
         f"[bold]fp8check audit[/]: {_n(summary.files, 'file')}, {_n(summary.tensors, 'tensor')}, "
-        f"{summary.fp8_tensors:,} FP8 ({format_bytes(summary.fp8_bytes)}), {_n(summary.scale_tensors, 'scale')}, "
+        f"{summary.fp8_tensors:,} FP8 ({format_bytes(summary.fp8_bytes)}), "
+        + (f"{summary.packed_tensors:,} packed FP4 ({format_bytes(summary.packed_bytes)}), "
+           if summary.packed_tensors else "")
+        + f"{_n(summary.scale_tensors, 'scale')}, "
         f"{summary.seconds:.2f} s"
     )
     if summary.unknown:  # no verdict: said first, before anything that could read as one

@@ -41,8 +41,11 @@ def gate_line(g: Any) -> str:
 
 
 def divergence_line(d: Any) -> str:
-    return (f"{d.a} vs {d.b}: loss parts at step {d.step}; first layer output differs at step {d.layer_step} "
-            f"in {d.layer}")
+    beyond = f" (beyond {d.rel_tol})" if getattr(d, "rel_tol", None) else ""
+    loss = f"loss parts at step {d.step}" if d.step is not None else "loss never parts"
+    layer = (f"first layer output differs at step {d.layer_step} in {d.layer}" if d.layer
+             else "no layer output differs")
+    return f"{d.a} vs {d.b}{beyond}: {loss}; {layer}"
 
 
 def golden_line(g: Any) -> str:

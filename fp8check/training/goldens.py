@@ -104,6 +104,6 @@ def compare_golden(doc: dict[str, Any], run: LossRun, *, device: str = "cpu", pr
     else:
         passed = worst <= TOLERANCE and (prefix or n == len(golden)) and n == len(run.losses)
         mode = "within 0.25 % per step (key differs: " + ", ".join(
-            f"{k} {doc['key'].get(k)} here {here.get(k)}" for k in diffs) + ")"
+            f"{k} {doc['key'].get(k)} in the golden, {here.get(k)} here" for k in diffs) + ")"
     return GoldenComparison(platform=doc["platform"], mode=mode, passed=passed, steps=n, first_difference=first,
                             max_rel_diff=worst)

@@ -4,6 +4,8 @@ made again independently (numpy, ml_dtypes' e2m1 decoding, torch's own fnuz cast
 
 from __future__ import annotations
 
+import io
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -57,6 +59,24 @@ def test_gpt_oss_mxfp4_is_audited_and_runs_where_mxfp4_matmuls_exist(tmp_path, r
     assert r["summary"]["verdicts"] == {"h100": "runs_emulated", "b200": "runs_as_is", "mi300": "runs_emulated",
                                         "mi355": "runs_as_is"}
     assert r["summary"]["exit_code"] == 0 and r["summary"]["unknown"] == []
+    # counted as packed FP4 data, not as FP8 (the header said "0 FP8 (0 B)" and nothing else)
+    assert (r["summary"]["fp8_tensors"], r["summary"]["packed_tensors"]) == (0, 1)
+    assert r["summary"]["packed_bytes"] == blocks.nbytes
+
+
+def test_the_terminal_header_counts_packed_fp4(tmp_path):
+    from fp8check.checkpoints.audit import AuditOptions, audit
+    from fp8check.terminal.checkpoints import print_report
+
+    d, blocks, _ = gpt_oss(tmp_path / "m")
+    result = audit([str(d)], AuditOptions(jobs=1))
+    try:
+        out = io.StringIO()
+        print_report(result, file=out)
+    finally:
+        result.close()
+    header = out.getvalue().splitlines()[0]
+    assert "0 FP8 (0 B), 1 packed FP4 (" in header, header
 
 
 def test_gpt_oss_scale_defects_are_findings(tmp_path, run_audit):
