@@ -357,17 +357,29 @@ def static_quantizer(kernel: Any, *, format: str, profile: str = "satfinite", ap
                              **kw)
 
 
+def table_keys(kind: str, entry: Any, where: str, known: set[str]) -> dict[str, Any]:
+    """One ``[[tool.fp8check.KIND]]`` table with its keys spelled with dashes (underscores accepted), every
+    key one of ``known``."""
+    if not isinstance(entry, dict):
+        raise InvalidValueError(f"{where}: [[tool.fp8check.{kind}]] entries must be tables")
+    norm = {str(k).replace("_", "-"): v for k, v in entry.items()}
+    unknown = set(norm) - known
+    if unknown:
+        raise InvalidValueError(f"{where}: [[tool.fp8check.{kind}]] has unknown key(s) {', '.join(sorted(unknown))}; "
+                                f"known: {', '.join(sorted(known))}")
+    return norm
+
+
+def first_duplicate(names: list[str]) -> str | None:
+    """The first name given twice (declarations, training models: each must be told apart), or None."""
+    return next((n for n in names if names.count(n) > 1), None)
+
+
 def from_table(kind: str, entry: dict[str, Any], where: str = "pyproject.toml",
                recipes: dict[str, Any] | None = None) -> KernelDeclaration:
     """A declaration from one ``[[tool.fp8check.KIND]]`` table (dashes or underscores in keys); ``recipes``: the
     recipes the same file declares (``[tool.fp8check.recipe.NAME]``), which its ``recipe`` may name."""
-    if not isinstance(entry, dict):
-        raise InvalidValueError(f"{where}: [[tool.fp8check.{kind}]] entries must be tables")
-    norm = {str(k).replace("_", "-"): v for k, v in entry.items()}
-    unknown = set(norm) - _KEYS
-    if unknown:
-        raise InvalidValueError(f"{where}: [[tool.fp8check.{kind}]] has unknown key(s) {', '.join(sorted(unknown))}; "
-                                f"known: {', '.join(sorted(_KEYS))}")
+    norm = table_keys(kind, entry, where, _KEYS)
     supports = {str(k).replace("-", "_"): v for k, v in dict(norm.pop("supports", {}) or {}).items()}
     kw = {k.replace("-", "_"): v for k, v in norm.items()}
     if "input_dtypes" in kw:

@@ -223,7 +223,7 @@ def _declarations(config: pytest.Config) -> list[Any]:
     state = config.stash[_STATE]
     if state["declared"] is not None:
         return state["declared"]
-    from fp8check.declarations import KernelDeclaration, from_pyproject
+    from fp8check.declarations import KernelDeclaration, first_duplicate, from_pyproject
     from fp8check.errors import FP8CheckError
 
     out = [state["cli_kernel"]] if state["cli_kernel"] is not None else []
@@ -240,8 +240,7 @@ def _declarations(config: pytest.Config) -> list[Any]:
                 out.append(d)
     except FP8CheckError as exc:
         raise pytest.UsageError(f"fp8check: {exc}") from None
-    names = [d.name for d in out]
-    duplicate = next((n for n in names if names.count(n) > 1), None)
+    duplicate = first_duplicate([d.name for d in out])
     if duplicate:
         raise pytest.UsageError(f"fp8check: two declared kernels are named {duplicate!r}: give one a 'name'")
     state["declared"] = out
@@ -257,6 +256,7 @@ def _training(config: pytest.Config) -> list[Any]:
     entries = (state.get("settings") or {}).get("training", [])
     out = []
     if entries:
+        from fp8check.declarations import first_duplicate
         from fp8check.errors import FP8CheckError
         from fp8check.training.declared import training_from_table
 
@@ -266,8 +266,7 @@ def _training(config: pytest.Config) -> list[Any]:
                    (entries if isinstance(entries, list) else [entries])]
         except FP8CheckError as exc:
             raise pytest.UsageError(f"fp8check: {exc}") from None
-        names = [d.name for d in out]
-        duplicate = next((n for n in names if names.count(n) > 1), None)
+        duplicate = first_duplicate([d.name for d in out])
         if duplicate:
             raise pytest.UsageError(f"fp8check: two declared training models are named {duplicate!r}")
     state["training"] = out

@@ -27,7 +27,7 @@ def kernel_tests(*declarations: Any, name: str = "KernelTests") -> type:
     (:func:`fp8check.cast_kernel`, :func:`fp8check.quantizer_kernel`,
     :func:`fp8check.fused_kernel`). Assign it to a module-level name that
     starts with ``Test`` so that pytest collects it."""
-    from fp8check.declarations import KernelDeclaration
+    from fp8check.declarations import KernelDeclaration, first_duplicate
     from fp8check.plugin import _FIXTURES, build_targets, register_generic_markers_of_current_session
 
     if not declarations:
@@ -36,8 +36,7 @@ def kernel_tests(*declarations: Any, name: str = "KernelTests") -> type:
         if not isinstance(d, KernelDeclaration):
             raise InvalidValueError(f"kernel_tests() takes declarations (fp8check.cast_kernel(fn, ...), ...), "
                                     f"not {type(d).__name__}")
-    names = [d.name for d in declarations]
-    duplicate = next((n for n in names if names.count(n) > 1), None)
+    duplicate = first_duplicate([d.name for d in declarations])
     if duplicate:
         raise InvalidValueError(f"two kernels given to kernel_tests() are named {duplicate!r}: give one a name=")
     # The suite's modules carry `exhaustive`, `gpu`, `slow` marks: registered before they are imported

@@ -137,13 +137,9 @@ class TrainingDeclaration:
 
 def training_from_table(entry: Any, root: str | Path, where: str = "pyproject.toml") -> TrainingDeclaration:
     """A declaration from one ``[[tool.fp8check.training]]`` table (dashes or underscores in keys)."""
-    if not isinstance(entry, dict):
-        raise InvalidValueError(f"{where}: [[tool.fp8check.training]] entries must be tables")
-    norm = {str(k).replace("_", "-"): v for k, v in entry.items()}
-    unknown = set(norm) - KEYS
-    if unknown:
-        raise InvalidValueError(f"{where}: [[tool.fp8check.training]] has unknown key(s) {', '.join(sorted(unknown))}; "
-                                f"known: {', '.join(sorted(KEYS))}")
+    from fp8check.declarations import table_keys
+
+    norm = table_keys("training", entry, where, KEYS)
     kw = {k.replace("-", "_"): v for k, v in norm.items()}
     if "formats" in kw:
         if isinstance(kw["formats"], str) or not isinstance(kw["formats"], (list, tuple)):
