@@ -44,7 +44,7 @@ from fp8check.quantizers.edge_cases import HazardTally, edge_cases, nan_code_tab
 from fp8check.quantizers.recipe import Recipe
 from fp8check.quantizers import exactness
 from fp8check.quantizers.scaling import (applied_scales, apply_scale, block_amax, element_blocks, expand_scales, quantize,
-                                         reciprocal32)
+                                         scales_from_amax)
 from fp8check.quantizers.cases import QuantCase, quantizer_inputs
 from fp8check import brackets, device_faults
 from fp8check.results import CALL_CATEGORIES, QUANTIZE_CATEGORIES, CheckResult, Divergence, Refusal
@@ -274,9 +274,7 @@ def _other_scale_divide(recipe: Recipe, amax: float, actual: float) -> str:
         alt = recipe.replace(scale_divide=other)
     except FP8CheckError:
         return ""
-    s = applied_scales(np.array([amax], np.float32), alt)
-    if recipe.stored != "applied":
-        s = reciprocal32(s)
+    s = scales_from_amax(np.array([amax], np.float32), alt)
     if np.float32(s[0]).tobytes() != np.float32(actual).tobytes():
         return ""
     return (f"; the kernel's scale is the recipe's with scale-divide = \"{other}\": the kernel "
