@@ -21,30 +21,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import textwrap
 import time
 import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-PLANT = '''
-def amax_before_all_reduce():
-    from torchao.float8 import float8_utils
-
-    real = float8_utils.tensor_to_amax
-
-    def local_amax(x, reduce_amax=False, device_mesh=None, *args, **kwargs):
-        local = getattr(x, "_local_tensor", x)
-        amax = real(local, False, None, *args, **kwargs)
-        if local is not x:
-            from torch.distributed.tensor import DTensor, Replicate
-
-            amax = DTensor.from_local(amax, x.device_mesh, [Replicate()], run_check=False)
-        return amax
-
-    float8_utils.tensor_to_amax = local_amax
-'''
 
 
 def main() -> int:
@@ -69,9 +50,10 @@ def main() -> int:
     from fp8check.terminal.training import distributed_lines, flagged_lines
     from fp8check.training.distributed import MODES, check_distributed
 
-    # The plant goes where torchrun's ranks can import it (PYTHONPATH is inherited).
-    (out / "fp8check_plants.py").write_text(textwrap.dedent(PLANT))
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(out.resolve()), os.environ.get("PYTHONPATH")]))
+    # The planted bug (tests/training/fp8check_plants.py) where torchrun's ranks import it (PYTHONPATH is
+    # inherited).
+    plants = str(Path(__file__).resolve().parent.parent / "tests" / "training")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [plants, os.environ.get("PYTHONPATH")]))
     report = training.TrainingReport()
     failed = []
     for mode in MODES:

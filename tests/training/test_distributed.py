@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -30,30 +30,11 @@ from fp8check.errors import InvalidValueError  # noqa: E402
 from fp8check.training import TINY_LLAMA  # noqa: E402
 from fp8check.training.distributed import MODES, check_distributed, validate  # noqa: E402
 
-PLANT = '''
-def amax_before_all_reduce():
-    """Each rank scales by the amax of its own shard: the all-reduce of the amax is skipped."""
-    from torchao.float8 import float8_utils
-
-    real = float8_utils.tensor_to_amax
-
-    def local_amax(x, reduce_amax=False, device_mesh=None, *args, **kwargs):
-        local = getattr(x, "_local_tensor", x)
-        amax = real(local, False, None, *args, **kwargs)
-        if local is not x:  # a DTensor: pretend the local amax is the replicated one
-            from torch.distributed.tensor import DTensor, Replicate
-
-            amax = DTensor.from_local(amax, x.device_mesh, [Replicate()], run_check=False)
-        return amax
-
-    float8_utils.tensor_to_amax = local_amax
-'''
-
 
 @pytest.fixture
-def planted(tmp_path, monkeypatch):
-    (tmp_path / "fp8check_plants.py").write_text(textwrap.dedent(PLANT))
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+def planted(monkeypatch):
+    here = str(Path(__file__).resolve().parent)  # fp8check_plants.py, for torchrun's ranks
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")])))
     return "fp8check_plants:amax_before_all_reduce"
 
 
