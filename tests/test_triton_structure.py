@@ -134,3 +134,62 @@ def test_patch_scope_restores_in_reverse_what_it_replaced():
     assert isinstance(_Owner.__dict__["kept"], staticmethod) and _Owner.kept() == "original"
     assert "kept" not in _Child.__dict__ and _Child.kept() == "original"
     assert len(scope) == 0
+
+
+# -- every layer removed ----------------------------------------------------------------------------------
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # the structure checks above need no Triton
+    triton = None
+
+if triton is not None:
+    @triton.jit
+    def _cast(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs, mask=offs < n)
+        tl.store(y_ptr + offs, tl.clamp(x / 2.0, -448.0, 448.0).to(tl.float8e4nv), mask=offs < n)
+
+
+def _patchable() -> list[object]:
+    """Everything the layers patch: Triton's interpreter, its builder and executor, the autotuner, the jit
+    function class, triton.language."""
+    import triton.language as tl
+    import triton.runtime.interpreter as interp
+    from triton.runtime.autotuner import Autotuner
+    from triton.runtime.jit import JITFunction
+
+    return [interp, interp.InterpreterBuilder, interp.GridExecutor, interp.InterpretedFunction, interp.ReduceOps,
+            interp.ScanOps, interp.interpreter_builder, Autotuner, JITFunction, tl, tl.core, tl.math,
+            tl.core.tensor, tl.core.dtype]
+
+
+def _state() -> list[dict[str, int]]:
+    import os
+
+    launch_state = {"grid_dim", "grid_idx"}  # the builder's program ids, set by every launch (not a patch)
+    return [{name: id(value) for name, value in vars(obj).items() if name not in launch_state}
+            for obj in _patchable()] + [{"TRITON_INTERPRET": id(os.environ.get("TRITON_INTERPRET"))}]
+
+
+def test_every_layer_is_removed_in_reverse_and_nothing_is_left_patched():
+    if triton is None:
+        pytest.skip("needs triton")
+    torch = pytest.importorskip("torch")
+    import fp8check.triton as ft
+
+    if ft.triton_version().split("+")[0] not in ft.SUPPORTED_TRITON_VERSIONS:
+        pytest.skip("a Triton the faithful interpreter does not support")
+    before = _state()
+    x = torch.linspace(-1000, 1000, 100)
+    y = torch.empty(100, dtype=torch.float8_e4m3fn)
+    with ft.watch() as w, ft.interpreting(), ft.faithful("sm90"):
+        inside = _state()
+        with ft.interpreting(), ft.faithful("gfx950"):  # nested blocks install nothing twice
+            assert _state() == inside
+        _cast[(4,)](x, y, 100, BLOCK=32)
+    assert inside != before and w.faithful_conversions > 0
+    assert _state() == before
+    expected = torch.clamp(x / 2.0, -448.0, 448.0).to(torch.float8_e4m3fn)
+    assert torch.equal(y.view(torch.uint8), expected.view(torch.uint8))

@@ -62,12 +62,16 @@ class LayerStack:
     def install(self) -> None:
         interp = interpreter()
         version = installed_triton_version()
-        for layer in self.layers:
-            if layer.optional and not layer.supports(version):
-                continue
-            scope = PatchScope()
-            self._installed.append((layer, scope))
-            layer.install(scope, interp)
+        try:
+            for layer in self.layers:
+                if layer.optional and not layer.supports(version):
+                    continue
+                scope = PatchScope()
+                self._installed.append((layer, scope))
+                layer.install(scope, interp)
+        except BaseException:
+            self.remove()  # a layer that failed half way leaves nothing patched
+            raise
 
     def remove(self) -> None:
         while self._installed:

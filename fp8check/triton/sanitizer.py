@@ -593,6 +593,9 @@ class _Sanitizer(Layer):
     name = "sanitizer"
     triton_versions = ("3.6.0", "3.8.0", "3.9.0")
 
+    def __init__(self) -> None:
+        self.modes: list[Any] = []  # the torch function mode entered (records torch.empty allocations)
+
     def install(self, scope: PatchScope, interp: Any) -> None:
         _SanitizerOps(interp).install_ops(scope, interp.InterpreterBuilder)
         ge = interp.GridExecutor
@@ -619,11 +622,11 @@ class _Sanitizer(Layer):
         except ImportError:  # no torch: no tensors to allocate either
             return
         mode.__enter__()
-        _MODE.append(mode)
+        self.modes.append(mode)
 
     def remove(self, scope: PatchScope) -> None:
-        while _MODE:
-            _MODE.pop().__exit__(None, None, None)
+        while self.modes:
+            self.modes.pop().__exit__(None, None, None)
         _FRESH.clear()
         scope.restore()
 
@@ -685,5 +688,4 @@ def _patch_lang(interp: Any, orig_patch: Any, fn: Any) -> Any:
     return scope
 
 
-_MODE: list[Any] = []
 LAYER = _Sanitizer()
