@@ -25,6 +25,12 @@ codes without converting them and is left alone, as are conversions that
 involve no fp8 type. The patch is installed only while a :func:`faithful`
 block is open, only for the Triton versions in
 :data:`SUPPORTED_TRITON_VERSIONS`, and removed on exit.
+
+Interpreter mode (:func:`interpreted`, :func:`interpreting`) is
+:class:`InterpreterMode`: an ordered list of layers (``TRITON_INTERPRET``,
+jit twins, the ``triton.language`` snapshot, :mod:`.launch`,
+:mod:`.batched`, :mod:`.sanitizer`, :mod:`.batched`'s memory ops),
+installed in order and removed in reverse (:mod:`.layer`).
 """
 
 from __future__ import annotations

@@ -71,7 +71,7 @@ class ConfigPin:
 
 
 _PINS: list[ConfigPin] = []
-_TUNED: set[tuple[int, Any]] = set()  # what was tuned outside any pinned block (until uninstall)
+_TUNED: set[tuple[int, Any]] = set()  # what was tuned outside any pinned block (until the layer is removed)
 _CURRENT: list[str] = []  # the config label of the launch under way
 
 
