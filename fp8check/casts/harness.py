@@ -161,7 +161,7 @@ def _triton_interpreting() -> bool:
 
     if "triton" not in sys.modules:  # nothing can launch a Triton kernel
         return False
-    from fp8check.triton.faithful import interpreter_active
+    from fp8check.triton import interpreter_active
 
     return interpreter_active()
 

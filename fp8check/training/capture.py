@@ -47,6 +47,7 @@ import numpy as np
 
 from fp8check.errors import FP8CheckError
 from fp8check.matmul.accumulation import model_for_device
+from fp8check.patching import PatchScope
 
 __all__ = ["CastRecord", "GemmRecord", "Capture", "capture_float8", "dtype_name", "to_numpy_2d", "placement"]
 
@@ -169,7 +170,6 @@ def capture_float8(model: Any) -> Iterator[Capture]:
     orig_cast = float8_linear.hp_tensor_to_float8_dynamic
     aten_mm = torch.ops.aten.mm.default
     orig_mm = float8_ops.FLOAT8_OPS_TABLE[aten_mm]
-    restore: list[tuple[Any, str, Any]] = []
 
     def enter(layer: str, phase: str) -> None:
         cap._layer = layer
@@ -246,26 +246,21 @@ def capture_float8(model: Any) -> Iterator[Capture]:
                 accumulation=accumulation))
         return out
 
-    def patch(owner: Any, attr: str, value: Any) -> None:
-        restore.append((owner, attr, owner.__dict__[attr] if isinstance(owner, type) else getattr(owner, attr)))
-        setattr(owner, attr, value)
-
-    patch(fn_cls, "forward", staticmethod(forward))
-    patch(fn_cls, "backward", staticmethod(backward))
-    patch(float8_linear, "hp_tensor_to_float8_dynamic", cast)
-    float8_ops.FLOAT8_OPS_TABLE[aten_mm] = mm
-    _patch_distributed(cap, patch, record, shards)
+    scope = PatchScope()
     try:
+        scope.set(fn_cls, "forward", staticmethod(forward))
+        scope.set(fn_cls, "backward", staticmethod(backward))
+        scope.set(float8_linear, "hp_tensor_to_float8_dynamic", cast)
+        scope.set_item(float8_ops.FLOAT8_OPS_TABLE, aten_mm, mm)
+        _patch_distributed(cap, scope, record, shards)
         yield cap
     finally:
-        float8_ops.FLOAT8_OPS_TABLE[aten_mm] = orig_mm
-        for owner, attr, value in reversed(restore):
-            setattr(owner, attr, value)
+        scope.restore()
         for h in hooks:
             h.remove()
 
 
-def _patch_distributed(cap: Capture, patch: Any, record: Any, shards: dict[int, str]) -> None:
+def _patch_distributed(cap: Capture, scope: PatchScope, record: Any, shards: dict[int, str]) -> None:
     """Wrap torchao's casts outside a Float8Linear GEMM: FSDP2's per-shard weight casts, tensor parallelism's."""
     from torchao.float8 import float8_scaling_utils, float8_tensor_parallel, fsdp_utils
 
@@ -310,9 +305,9 @@ def _patch_distributed(cap: Capture, patch: Any, record: Any, shards: dict[int, 
             record(grad, out[0], getattr(ctx, "_fp8check_layer", "<unknown linear>"), "grad_output")
         return out
 
-    patch(weight_cls, "fsdp_pre_all_gather", pre_all_gather)
-    patch(fsdp_utils, "hp_tensor_to_float8_dynamic", shard_cast(orig_dyn))
-    patch(fsdp_utils, "hp_tensor_and_scale_to_float8", shard_cast(orig_static))
-    patch(float8_tensor_parallel, "hp_tensor_to_float8_dynamic", tp_input_cast)
-    patch(noop, "forward", staticmethod(noop_fw))
-    patch(noop, "backward", staticmethod(noop_bw))
+    scope.set(weight_cls, "fsdp_pre_all_gather", pre_all_gather)
+    scope.set(fsdp_utils, "hp_tensor_to_float8_dynamic", shard_cast(orig_dyn))
+    scope.set(fsdp_utils, "hp_tensor_and_scale_to_float8", shard_cast(orig_static))
+    scope.set(float8_tensor_parallel, "hp_tensor_to_float8_dynamic", tp_input_cast)
+    scope.set(noop, "forward", staticmethod(noop_fw))
+    scope.set(noop, "backward", staticmethod(noop_bw))

@@ -9,7 +9,7 @@ FP8 conversion replaced by fp8check's exact reference under a named target
     with ft.faithful("gfx942"):                      # MI300: fnuz types work here
         ft.interpreted(quantize_kernel)[grid](x, y, n, BLOCK=1024)
 
-- :func:`faithful` — the context manager (see :mod:`.faithful`);
+- :func:`faithful` — the context manager (see :mod:`.interpreter_mode`);
 - :func:`interpreted` — the interpreted twin of a ``@triton.jit`` kernel
   (no ``TRITON_INTERPRET`` to remember); :func:`interpreting` — interpreter
   mode for a whole block (a user's Python function that launches kernels);
@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from fp8check.triton import targets
-from fp8check.triton.faithful import (
+from fp8check.triton.interpreter_mode import (
     SUPPORTED_TRITON_VERSIONS,
     UNPATCHED_WARNING,
     InterpretedKernel,

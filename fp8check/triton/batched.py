@@ -47,23 +47,23 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import inspect
 import os
 import sys
-import threading
 import types
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
-__all__ = ["sequential", "enabled", "stats", "Stats", "SUPPORTED_TRITON_VERSIONS", "install", "install_outer",
-           "uninstall", "uninstall_outer"]
+from fp8check.patching import LOCK, PatchScope
+from fp8check.triton.layer import BuilderOps, Layer, installed_triton_version
 
-#: The Triton releases whose interpreter this module was written against (others run the stock loop).
-SUPPORTED_TRITON_VERSIONS = ("3.9.0",)
+__all__ = ["sequential", "enabled", "stats", "Stats", "SUPPORTED_TRITON_VERSIONS", "supported", "LAYER",
+           "OUTER_LAYER"]
 
-_LOCK = threading.RLock()
+_LOCK = LOCK
 _MAX_LANES = 1 << 21  # lanes of one value in a chunk (programs x elements per program), to bound memory
 _FIRST_CHUNK = 64
 
@@ -243,50 +243,39 @@ def _lead(h: Any) -> int:
 
 # -- installing ----------------------------------------------------------------------------
 
-_SAVED: list[tuple[object, str, object]] = []
-_SAVED_OUTER: list[tuple[object, str, object]] = []
-_STOCK: dict[str, Any] = {}
+class _Batched(Layer):
+    """The executor and the builder's shape ops (installed under the sanitizer's wrappers)."""
+
+    name = "batched programs"
+    triton_versions = ("3.9.0",)  # the interpreter this layer was written against; others run the stock loop
+    optional = True
+
+    def install(self, scope: PatchScope, interp: Any) -> None:
+        _install_executor(interp, scope)
+        _ShapeOps(interp).install_ops(scope, interp.InterpreterBuilder)
+        _install_reduce(interp, scope)
+
+
+class _BatchedOuter(Layer):
+    """What must wrap every other patch: memory ops, hints and the language's scalar conversions."""
+
+    name = "batched memory ops"
+    triton_versions = _Batched.triton_versions
+    optional = True
+
+    def install(self, scope: PatchScope, interp: Any) -> None:
+        _OuterOps(interp).install_ops(scope, interp.InterpreterBuilder)
+        scope.set(interp, "_patch_lang", functools.partial(_patch_lang, interp, interp._patch_lang))
+
+
+LAYER, OUTER_LAYER = _Batched(), _BatchedOuter()
+
+#: The Triton releases whose interpreter this module was written against (others run the stock loop).
+SUPPORTED_TRITON_VERSIONS = _Batched.triton_versions
 
 
 def supported() -> bool:
-    try:
-        import triton
-    except ImportError:
-        return False
-    return str(getattr(triton, "__version__", "")).split("+")[0] in SUPPORTED_TRITON_VERSIONS
-
-
-def install() -> None:
-    """The executor and the builder's shape ops (installed under the sanitizer's wrappers)."""
-    if not supported():
-        return
-    from fp8check.triton import _patching as faithful
-
-    interp = faithful._interp()
-    _install_executor(interp, faithful._set)
-    _install_builder(interp, faithful._set)
-    _install_reduce(interp, faithful._set)
-
-
-def install_outer() -> None:
-    """What must wrap every other patch: memory ops, hints and the language's scalar conversions."""
-    if not supported():
-        return
-    from fp8check.triton import _patching as faithful
-
-    _install_outer(faithful._interp(), faithful._set)
-
-
-def uninstall_outer() -> None:
-    from fp8check.triton import _patching as faithful
-
-    faithful._restore(_SAVED_OUTER)
-
-
-def uninstall() -> None:
-    from fp8check.triton import _patching as faithful
-
-    faithful._restore(_SAVED)
+    return LAYER.supports(installed_triton_version())
 
 
 # -- the executor ---------------------------------------------------------------------------
@@ -299,10 +288,9 @@ def _langs(fn: Any, interp: Any) -> set[int]:
     return {id(v) for v in fn.__globals__.values() if inspect.ismodule(v) and v in (tl, tl.core)}
 
 
-def _install_executor(interp: Any, set_attr: Any) -> None:
+def _install_executor(interp: Any, scope: PatchScope) -> None:
     ge = interp.GridExecutor
     stock_call = ge.__dict__["__call__"]
-    _STOCK["call"] = stock_call
 
     def __call__(self: Any, *args_dev: Any, **kwargs: Any) -> Any:
         if not enabled():
@@ -334,7 +322,7 @@ def _install_executor(interp: Any, set_attr: Any) -> None:
             patch_scope.restore()
         self._restore_args_dev(args_dev, args_hst, kwargs, kwargs_hst)
 
-    set_attr(_SAVED, ge, "__call__", __call__)
+    scope.set(ge, "__call__", __call__)
 
     ifn = interp.InterpretedFunction
     stock_device_call = ifn.__dict__["__call__"]
@@ -350,7 +338,7 @@ def _install_executor(interp: Any, set_attr: Any) -> None:
         except Exception as e:
             raise interp.InterpreterError(repr(e)) from e
 
-    set_attr(_SAVED, ifn, "__call__", device_call)
+    scope.set(ifn, "__call__", device_call)
 
 
 def _tensor_buffers(args_hst: list[Any], kwargs_hst: dict[str, Any]) -> list[_Buffer]:
@@ -542,196 +530,163 @@ def _swapped(pairs: list[tuple[Any, np.ndarray]]) -> Iterator[None]:
             h.data = d
 
 
-def _install_builder(interp: Any, set_attr: Any) -> None:
-    builder = interp.InterpreterBuilder
-    d = builder.__dict__
-    tl = interp.tl
-    TensorHandle = interp.TensorHandle
+class _ShapeOps(BuilderOps):
+    """The builder ops that take a shape or an axis, shifted by the program axis inside a chunk (one method
+    per interpreter op; outside a chunk each runs the method it replaces)."""
 
-    def wrap(name: str, make: Any) -> None:
-        inner = d.get(name)
-        if inner is None:
-            return
-        method = make(inner)
+    _LEADING_ONE = ("get_int1", "get_uint8", "get_int8", "get_uint16", "get_int16", "get_uint32", "get_int32",
+                    "get_uint64", "get_int64", "get_fp16", "get_fp32", "get_fp64", "get_null_value",
+                    "get_all_ones_value", "create_get_num_programs", "create_make_range")
+    _REFUSED = ("create_histogram", "create_make_tensor_descriptor", "create_descriptor_load",
+                "create_descriptor_store", "create_descriptor_gather", "create_descriptor_scatter",
+                "create_print", "create_dot_scaled", "create_inline_asm", "create_extern_elementwise")
+
+    def __init__(self, interp: Any) -> None:
+        self.tl, self.TensorHandle = interp.tl, interp.TensorHandle
+
+    def table(self) -> dict[str, Callable[..., Any]]:
+        ops: dict[str, Callable[..., Any]] = {name: self.leading_one for name in self._LEADING_ONE}
+        ops.update({
+            "create_get_program_id": self.create_get_program_id, "create_splat": self.create_splat,
+            "create_unsplat": self.create_unsplat, "create_reshape": self.create_reshape,
+            "create_trans": self.create_trans, "create_expand_dims": self.create_expand_dims,
+            "create_broadcast": self.create_broadcast, "create_cat": self.create_cat,
+            "create_join": self.create_join, "create_gather": self.create_gather, "create_dot": self.create_dot,
+        })
+        ops.update({name: functools.partial(self.refuse, name.replace("create_", "")) for name in self._REFUSED})
+        return ops
+
+    def bind(self, name: str, inner: Callable[..., Any], op: Callable[..., Any]) -> Callable[..., Any]:
         try:
             signature = inspect.signature(inner)
         except (TypeError, ValueError):
             signature = None
 
-        def wrapped(self: Any, *args: Any, **kw: Any) -> Any:
+        def wrapped(builder: Any, *args: Any, **kw: Any) -> Any:
             if not kw:
-                return method(self, *args)
+                return op(inner, builder, *args)
             if not _BATCHES or signature is None:
-                return inner(self, *args, **kw)
-            bound = signature.bind(self, *args, **kw)  # keywords (Triton's own callers use some) as positions
-            return method(*bound.args)
+                return inner(builder, *args, **kw)
+            bound = signature.bind(builder, *args, **kw)  # keywords (Triton's own callers use some) as positions
+            return op(inner, *bound.args)
 
-        set_attr(_SAVED, builder, name, wrapped)
+        wrapped.__name__ = wrapped.__qualname__ = name
+        return wrapped
 
-    def leading_one(inner: Any) -> Any:
-        def method(self: Any, *args: Any) -> Any:
-            h = inner(self, *args)
-            if _BATCHES:
-                data = np.asarray(h.data)
-                h.data = data.reshape((1,) + data.shape)
-            return h
-        return method
+    @staticmethod
+    def leading_one(inner: Any, builder: Any, *args: Any) -> Any:
+        h = inner(builder, *args)
+        if _BATCHES:
+            data = np.asarray(h.data)
+            h.data = data.reshape((1,) + data.shape)
+        return h
 
-    for name in ("get_int1", "get_uint8", "get_int8", "get_uint16", "get_int16", "get_uint32", "get_int32",
-                 "get_uint64", "get_int64", "get_fp16", "get_fp32", "get_fp64", "get_null_value",
-                 "get_all_ones_value", "create_get_num_programs", "create_make_range"):
-        wrap(name, leading_one)
+    @staticmethod
+    def create_get_program_id(inner: Any, builder: Any, axis: Any) -> Any:
+        h = inner(builder, axis)
+        b = _batch()
+        if b is not None:
+            h.data = b.grid_idx[:, int(axis)].astype(np.int32).reshape(b.size, 1)
+        return h
 
-    def program_id(inner: Any) -> Any:
-        def method(self: Any, axis: Any) -> Any:
-            h = inner(self, axis)
-            b = _batch()
-            if b is not None:
-                h.data = b.grid_idx[:, int(axis)].astype(np.int32).reshape(b.size, 1)
-            return h
-        return method
+    def create_splat(self, inner: Any, builder: Any, *args: Any) -> Any:
+        if not _BATCHES:
+            return inner(builder, *args)
+        ret_ty, arg = args[0], args[-1]
+        if isinstance(arg.dtype, self.tl.block_type):
+            raise _Fallback("splat of a block")
+        data = np.asarray(arg.data)
+        lead, shape = data.shape[0], list(ret_ty.shape)
+        wide = types.SimpleNamespace(shape=[lead] + shape, element_ty=ret_ty.element_ty)  # no power-of-2 check
+        with _swapped([(arg, data.reshape((lead,) + (1,) * len(shape)))]):
+            return inner(builder, wide, *args[1:-1], arg)
 
-    wrap("create_get_program_id", program_id)
+    @staticmethod
+    def create_unsplat(inner: Any, builder: Any, arg: Any) -> Any:
+        if not _BATCHES:
+            return inner(builder, arg)
+        data = np.asarray(arg.data)
+        with _swapped([(arg, data[0])]):
+            h = inner(builder, arg)
+        h.data = data.reshape(data.shape[0], -1)[:, :1].copy()
+        return h
 
-    def splat(inner: Any) -> Any:
-        def method(self: Any, *args: Any) -> Any:
-            if not _BATCHES:
-                return inner(self, *args)
-            ret_ty, arg = args[0], args[-1]
-            if isinstance(arg.dtype, tl.block_type):
-                raise _Fallback("splat of a block")
-            data = np.asarray(arg.data)
-            lead, shape = data.shape[0], list(ret_ty.shape)
-            wide = types.SimpleNamespace(shape=[lead] + shape, element_ty=ret_ty.element_ty)  # no power-of-2 check
-            with _swapped([(arg, data.reshape((lead,) + (1,) * len(shape)))]):
-                return inner(self, wide, *args[1:-1], arg)
-        return method
+    @staticmethod
+    def create_reshape(inner: Any, builder: Any, arg: Any, shape: Any, *rest: Any) -> Any:
+        if not _BATCHES:
+            return inner(builder, arg, shape, *rest)
+        return inner(builder, arg, [_lead(arg)] + list(shape), *rest)
 
-    wrap("create_splat", splat)
+    @staticmethod
+    def create_trans(inner: Any, builder: Any, arg: Any, perm: Any) -> Any:
+        if not _BATCHES:
+            return inner(builder, arg, perm)
+        return inner(builder, arg, [0] + [int(p) + 1 for p in perm])
 
-    def unsplat(inner: Any) -> Any:
-        def method(self: Any, arg: Any) -> Any:
-            if not _BATCHES:
-                return inner(self, arg)
-            data = np.asarray(arg.data)
-            with _swapped([(arg, data[0])]):
-                h = inner(self, arg)
-            h.data = data.reshape(data.shape[0], -1)[:, :1].copy()
-            return h
-        return method
+    @staticmethod
+    def create_expand_dims(inner: Any, builder: Any, arg: Any, axis: Any) -> Any:
+        if not _BATCHES:
+            return inner(builder, arg, axis)
+        return inner(builder, arg, int(axis) + 1 if int(axis) >= 0 else int(axis))
 
-    wrap("create_unsplat", unsplat)
+    @staticmethod
+    def create_broadcast(inner: Any, builder: Any, arg: Any, shape: Any) -> Any:
+        if not _BATCHES:
+            return inner(builder, arg, shape)
+        return inner(builder, arg, [_lead(arg)] + list(shape))
 
-    def reshape(inner: Any) -> Any:
-        def method(self: Any, arg: Any, shape: Any, *rest: Any) -> Any:
-            if not _BATCHES:
-                return inner(self, arg, shape, *rest)
-            return inner(self, arg, [_lead(arg)] + list(shape), *rest)
-        return method
-
-    wrap("create_reshape", reshape)
-
-    def trans(inner: Any) -> Any:
-        def method(self: Any, arg: Any, perm: Any) -> Any:
-            if not _BATCHES:
-                return inner(self, arg, perm)
-            return inner(self, arg, [0] + [int(p) + 1 for p in perm])
-        return method
-
-    wrap("create_trans", trans)
-
-    def expand_dims(inner: Any) -> Any:
-        def method(self: Any, arg: Any, axis: Any) -> Any:
-            if not _BATCHES:
-                return inner(self, arg, axis)
-            return inner(self, arg, int(axis) + 1 if int(axis) >= 0 else int(axis))
-        return method
-
-    wrap("create_expand_dims", expand_dims)
-
-    def broadcast(inner: Any) -> Any:
-        def method(self: Any, arg: Any, shape: Any) -> Any:
-            if not _BATCHES:
-                return inner(self, arg, shape)
-            return inner(self, arg, [_lead(arg)] + list(shape))
-        return method
-
-    wrap("create_broadcast", broadcast)
-
-    def common(*hs: Any) -> list[np.ndarray]:
+    @staticmethod
+    def _common(*hs: Any) -> list[np.ndarray]:
         lead = max(_lead(h) for h in hs)
         return [np.broadcast_to(np.asarray(h.data), (lead,) + np.shape(h.data)[1:]) for h in hs]
 
-    def cat(inner: Any) -> Any:
-        def method(self: Any, lhs: Any, rhs: Any) -> Any:
-            if not _BATCHES:
-                return inner(self, lhs, rhs)
-            a, b = common(lhs, rhs)
-            return TensorHandle(np.concatenate([a, b], axis=1), lhs.dtype.scalar)
-        return method
+    def create_cat(self, inner: Any, builder: Any, lhs: Any, rhs: Any) -> Any:
+        if not _BATCHES:
+            return inner(builder, lhs, rhs)
+        a, b = self._common(lhs, rhs)
+        return self.TensorHandle(np.concatenate([a, b], axis=1), lhs.dtype.scalar)
 
-    wrap("create_cat", cat)
+    def create_join(self, inner: Any, builder: Any, lhs: Any, rhs: Any) -> Any:
+        if not _BATCHES:
+            return inner(builder, lhs, rhs)
+        a, b = self._common(lhs, rhs)
+        with _swapped([(lhs, a), (rhs, b)]):
+            return inner(builder, lhs, rhs)
 
-    def join(inner: Any) -> Any:
-        def method(self: Any, lhs: Any, rhs: Any) -> Any:
-            if not _BATCHES:
-                return inner(self, lhs, rhs)
-            a, b = common(lhs, rhs)
-            with _swapped([(lhs, a), (rhs, b)]):
-                return inner(self, lhs, rhs)
-        return method
+    def create_gather(self, inner: Any, builder: Any, src: Any, indices: Any, axis: Any) -> Any:
+        if not _BATCHES:
+            return inner(builder, src, indices, axis)
+        a, b = self._common(src, indices)
+        with _swapped([(src, a), (indices, b)]):
+            return inner(builder, src, indices, int(axis) + 1)
 
-    wrap("create_join", join)
+    def create_dot(self, inner: Any, builder: Any, *args: Any) -> Any:
+        """``tl.dot``: one product per program, as the stock loop computes it (a stacked matmul may sum in
+        another order)."""
+        if not _BATCHES:
+            return inner(builder, *args)
+        hs = [a for a in args if isinstance(a, self.TensorHandle)]
+        lead = max(_lead(h) for h in hs)
+        outs = []
+        for i in range(lead):
+            with _swapped([(h, np.asarray(h.data)[i if _lead(h) > 1 else 0]) for h in hs]):
+                out = inner(builder, *args)
+            outs.append(np.asarray(out.data))
+        out.data = np.stack(outs)
+        return out
 
-    def gather(inner: Any) -> Any:
-        def method(self: Any, src: Any, indices: Any, axis: Any) -> Any:
-            if not _BATCHES:
-                return inner(self, src, indices, axis)
-            a, b = common(src, indices)
-            with _swapped([(src, a), (indices, b)]):
-                return inner(self, src, indices, int(axis) + 1)
-        return method
-
-    wrap("create_gather", gather)
-
-    def per_program(inner: Any) -> Any:
-        # tl.dot: one product per program, as the stock loop computes it (a stacked matmul may sum in
-        # another order)
-        def method(self: Any, *args: Any) -> Any:
-            if not _BATCHES:
-                return inner(self, *args)
-            hs = [a for a in args if isinstance(a, TensorHandle)]
-            lead = max(_lead(h) for h in hs)
-            outs = []
-            for i in range(lead):
-                with _swapped([(h, np.asarray(h.data)[i if _lead(h) > 1 else 0]) for h in hs]):
-                    out = inner(self, *args)
-                outs.append(np.asarray(out.data))
-            out.data = np.stack(outs)
-            return out
-        return method
-
-    wrap("create_dot", per_program)
-
-    def refuse(reason: str) -> Any:
-        def make(inner: Any) -> Any:
-            def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-                if _BATCHES:
-                    raise _Fallback(reason)
-                return inner(self, *args, **kwargs)
-            return method
-        return make
-
-    for name in ("create_histogram", "create_make_tensor_descriptor", "create_descriptor_load",
-                 "create_descriptor_store", "create_descriptor_gather", "create_descriptor_scatter",
-                 "create_print", "create_dot_scaled", "create_inline_asm", "create_extern_elementwise"):
-        wrap(name, refuse(name.replace("create_", "")))
+    @staticmethod
+    def refuse(reason: str, inner: Any, builder: Any, *args: Any, **kwargs: Any) -> Any:
+        """An op whose result could depend on the batch: the chunk runs program by program."""
+        if _BATCHES:
+            raise _Fallback(reason)
+        return inner(builder, *args, **kwargs)
 
 
 # -- reductions and scans ----------------------------------------------------------------------
 
 
-def _install_reduce(interp: Any, set_attr: Any) -> None:
+def _install_reduce(interp: Any, scope: PatchScope) -> None:
     tl = interp.tl
     TensorHandle = interp.TensorHandle
     reduce_ops, scan_ops = interp.ReduceOps, interp.ScanOps
@@ -812,176 +767,180 @@ def _install_reduce(interp: Any, set_attr: Any) -> None:
         self.check_tensor(input)
         return per_program(orig_scan, self, input)
 
-    set_attr(_SAVED, reduce_ops, "apply", reduce_apply)
-    set_attr(_SAVED, scan_ops, "apply", scan_apply)
+    scope.set(reduce_ops, "apply", reduce_apply)
+    scope.set(scan_ops, "apply", scan_apply)
 
 
 # -- the outermost layer: memory, hints, Python's view of values --------------------------------------
 
 
-def _install_outer(interp: Any, set_attr: Any) -> None:
-    builder = interp.InterpreterBuilder
-    d = builder.__dict__
-    tl = interp.tl
-    TensorHandle = interp.TensorHandle
-    stock_load = interp._interpreter.load
-    ib = interp.interpreter_builder
+class _OuterOps(BuilderOps):
+    """Memory ops, hints and atomics in a chunk: checked for what batching could change, then run program by
+    program through whatever is installed below (the sanitizer's checked versions), each with its program id
+    set."""
 
-    def per_program_calls(b: _Batch, fn: Any) -> list[Any]:
-        out = []
-        for i in range(b.size):
-            ib.set_grid_idx(*b.grid_idx[i].tolist())
-            out.append(fn(i))
-        ib.set_grid_idx(*b.grid_idx[0].tolist())
-        return out
+    def __init__(self, interp: Any) -> None:
+        self.tl, self.TensorHandle = interp.tl, interp.TensorHandle
+        self.stock_load = interp._interpreter.load
+        self.ib = interp.interpreter_builder
 
-    def full(b: _Batch, h: Any, shape: tuple[int, ...]) -> np.ndarray:
+    def table(self) -> dict[str, Callable[..., Any]]:
+        ops: dict[str, Callable[..., Any]] = {
+            "create_masked_load": self.create_masked_load, "create_masked_store": self.create_masked_store,
+            "create_assume": functools.partial(self.condition, "assume"),
+            "create_assert": functools.partial(self.condition, "assert"),
+        }
+        # outside the sanitizer's wrappers, which see one program
+        ops.update({name: self.atomic for name in ("create_atomic_cas", "create_atomic_rmw", "create_atomic_poll",
+                                                   "create_atomic_load", "create_atomic_store")})
+        return ops
+
+    @staticmethod
+    def _full(b: _Batch, h: Any, shape: tuple[int, ...]) -> np.ndarray:
         return np.broadcast_to(np.asarray(h.data), (b.size,) + shape)
 
-    inner_load = d["create_masked_load"]
-
-    def create_masked_load(self: Any, ptrs: Any, mask: Any, other: Any, *rest: Any, **kw: Any) -> Any:
+    def create_masked_load(self, inner: Any, builder: Any, ptrs: Any, mask: Any, other: Any, *rest: Any,
+                           **kw: Any) -> Any:
         b = _batch()
         if b is None:
-            return inner_load(self, ptrs, mask, other, *rest, **kw)
+            return inner(builder, ptrs, mask, other, *rest, **kw)
         hs = [h for h in (ptrs, mask, other) if h is not None]
         shape = np.broadcast_shapes(*(np.shape(h.data)[1:] for h in hs))
-        p = full(b, ptrs, shape)
-        m = full(b, mask, shape).astype(bool) if mask is not None else np.ones(p.shape, bool)
+        p = self._full(b, ptrs, shape)
+        m = self._full(b, mask, shape).astype(bool) if mask is not None else np.ones(p.shape, bool)
         size = max(1, int(ptrs.get_element_ty().primitive_bitwidth) // 8)
         b.check(p, m, size, store=False)
         b.lanes = max(b.lanes, int(np.prod(shape)) if shape else 1)
-        o = full(b, other, shape) if other is not None else None
+        o = self._full(b, other, shape) if other is not None else None
+        TensorHandle = self.TensorHandle
 
         def one(i: int) -> np.ndarray:
-            args = [TensorHandle(p[i], ptrs.dtype, ptrs.attr), TensorHandle(m[i], tl.int1),
+            args = [TensorHandle(p[i], ptrs.dtype, ptrs.attr), TensorHandle(m[i], self.tl.int1),
                     TensorHandle(o[i], other.dtype, other.attr) if o is not None else None]
-            return np.asarray(inner_load(self, *args, *rest, **kw).data)
+            return np.asarray(inner(builder, *args, *rest, **kw).data)
 
-        result = per_program_calls(b, one)
+        result = _per_program_calls(self.ib, b, one)
         return TensorHandle(np.stack(result), ptrs.get_element_ty())
 
-    inner_store = d["create_masked_store"]
-
-    def create_masked_store(self: Any, ptrs: Any, value: Any, mask: Any, *rest: Any, **kw: Any) -> Any:
+    def create_masked_store(self, inner: Any, builder: Any, ptrs: Any, value: Any, mask: Any, *rest: Any,
+                            **kw: Any) -> Any:
         b = _batch()
         if b is None:
-            return inner_store(self, ptrs, value, mask, *rest, **kw)
+            return inner(builder, ptrs, value, mask, *rest, **kw)
         hs = [h for h in (ptrs, value, mask) if h is not None]
         shape = np.broadcast_shapes(*(np.shape(h.data)[1:] for h in hs))
-        p = np.ascontiguousarray(full(b, ptrs, shape))
-        m = np.ascontiguousarray(full(b, mask, shape).astype(bool)) if mask is not None else np.ones(p.shape, bool)
-        v = full(b, value, shape)
+        p = np.ascontiguousarray(self._full(b, ptrs, shape))
+        m = (np.ascontiguousarray(self._full(b, mask, shape).astype(bool)) if mask is not None
+             else np.ones(p.shape, bool))
+        v = self._full(b, value, shape)
         size = max(1, int(ptrs.get_element_ty().primitive_bitwidth) // 8)
         b.check(p, m, size, store=True)
         b.lanes = max(b.lanes, int(np.prod(shape)) if shape else 1)
         np_dtype = np.asarray(value.data).dtype
-        old = stock_load(p, m, np.zeros(p.shape, np_dtype), np_dtype)
+        old = self.stock_load(p, m, np.zeros(p.shape, np_dtype), np_dtype)
         b.undo.append((p, m, old, None))
+        TensorHandle = self.TensorHandle
 
         def one(i: int) -> Any:
-            return inner_store(self, TensorHandle(p[i], ptrs.dtype, ptrs.attr),
-                               TensorHandle(np.ascontiguousarray(v[i]), value.dtype, value.attr),
-                               TensorHandle(m[i], tl.int1), *rest, **kw)
+            return inner(builder, TensorHandle(p[i], ptrs.dtype, ptrs.attr),
+                         TensorHandle(np.ascontiguousarray(v[i]), value.dtype, value.attr),
+                         TensorHandle(m[i], self.tl.int1), *rest, **kw)
 
-        per_program_calls(b, one)
+        _per_program_calls(self.ib, b, one)
         return None
 
-    set_attr(_SAVED_OUTER, builder, "create_masked_load", create_masked_load)
-    set_attr(_SAVED_OUTER, builder, "create_masked_store", create_masked_store)
+    @staticmethod
+    def condition(what: str, inner: Any, builder: Any, cond: Any, *rest: Any, **kw: Any) -> Any:
+        """``tl.assume``/``tl.device_assert``: false in a program of the chunk, the chunk runs program by program
+        (reported there, program by program)."""
+        b = _batch()
+        if b is not None and not np.asarray(getattr(cond, "data", cond)).all():
+            raise _Fallback(f"{what} false in a program")
+        return inner(builder, cond, *rest, **kw)
 
-    def condition(name: str) -> None:
-        inner = d.get(name)
-        if inner is None:
-            return
+    @staticmethod
+    def atomic(inner: Any, builder: Any, *args: Any, **kwargs: Any) -> Any:
+        if _BATCHES:
+            raise _Fallback("atomic")
+        return inner(builder, *args, **kwargs)
 
-        def method(self: Any, cond: Any, *rest: Any, **kw: Any) -> Any:
-            b = _batch()
-            if b is not None and not np.asarray(getattr(cond, "data", cond)).all():
-                raise _Fallback(f"{name.replace('create_', '')} false in a program")
-            return inner(self, cond, *rest, **kw)
 
-        set_attr(_SAVED_OUTER, builder, name, method)
+def _per_program_calls(ib: Any, b: _Batch, fn: Any) -> list[Any]:
+    """``fn(i)`` for each program ``i`` of the chunk, with its program id set on the interpreter's builder
+    ``ib`` (the chunk's first one after)."""
+    out = []
+    for i in range(b.size):
+        ib.set_grid_idx(*b.grid_idx[i].tolist())
+        out.append(fn(i))
+    ib.set_grid_idx(*b.grid_idx[0].tolist())
+    return out
 
-    condition("create_assume")
-    condition("create_assert")
 
-    for name in ("create_atomic_cas", "create_atomic_rmw", "create_atomic_poll", "create_atomic_load",
-                 "create_atomic_store"):  # outside the sanitizer's wrappers, which see one program
-        inner_atomic = d.get(name)
-        if inner_atomic is None:
-            continue
+def _patch_lang(interp: Any, orig_patch: Any, fn: Any) -> Any:
+    """Python's view of a value in a chunk (``__index__``, ``__bool__``, ``.T``) and the hints, program by
+    program."""
+    scope = orig_patch(fn)
+    _patch_tensor(interp, scope)
+    for lang in [v for v in fn.__globals__.values() if v in (interp.tl, interp.tl.core)]:
+        for hint in ("multiple_of", "max_contiguous", "max_constancy"):
+            below = getattr(lang, hint, None)
+            if below is not None:
+                scope.set_attr(lang, hint, functools.partial(_hinted, interp, below))
+    return scope
 
-        def atomic(self: Any, *args: Any, _inner: Any = inner_atomic, **kwargs: Any) -> Any:
-            if _BATCHES:
-                raise _Fallback("atomic")
-            return _inner(self, *args, **kwargs)
 
-        set_attr(_SAVED_OUTER, builder, name, atomic)
+def _hinted(interp: Any, below: Any, input: Any, values: Any, *a: Any, **k: Any) -> Any:
+    b = _batch()
+    if b is None or not isinstance(input, interp.tl.tensor):
+        return below(input, values, *a, **k)
+    data = np.asarray(input.handle.data)
+    lead = data.shape[0]
 
-    orig_patch = interp._patch_lang
+    def one(i: int) -> Any:
+        h = interp.TensorHandle(data[i if lead > 1 else 0], input.handle.dtype, input.handle.attr)
+        return below(interp.tl.tensor(h, input.type), values, *a, **k)
 
-    def _patch_lang(fn: Any) -> Any:
-        scope = orig_patch(fn)
-        tensor = tl.core.tensor
-        below_index, below_bool = tensor.__dict__.get("__index__"), tensor.__dict__.get("__bool__")
-        below_t = tensor.__dict__.get("T")
+    _per_program_calls(interp.interpreter_builder, b, one)
+    return input
 
-        def uniform(data: np.ndarray) -> np.ndarray:
-            flat = data.reshape(data.shape[0], -1)
-            if flat.shape[0] > 1 and not (flat == flat[0]).all():
-                raise _Fallback("a value used by Python differs between programs")
-            return flat[0]
 
-        def __index__(self: Any) -> int:
-            if not _BATCHES:
-                return below_index(self)
-            return int(uniform(np.asarray(self.handle.data)).squeeze())
+def _uniform(data: np.ndarray) -> np.ndarray:
+    flat = data.reshape(data.shape[0], -1)
+    if flat.shape[0] > 1 and not (flat == flat[0]).all():
+        raise _Fallback("a value used by Python differs between programs")
+    return flat[0]
 
-        def __bool__(self: Any) -> bool:
-            if not _BATCHES:
-                return below_bool(self)
-            data = np.asarray(self.handle.data)
-            if data[0].size != 1:
-                return True
-            return bool(uniform(data.astype(bool))[0])
 
-        def transpose(self: Any) -> Any:
-            if not _BATCHES:
-                return below_t.fget(self)
-            handle = TensorHandle(np.swapaxes(np.asarray(self.handle.data), -1, -2), self.handle.dtype)
-            shape = list(self.type.shape)
-            shape[-1], shape[-2] = shape[-2], shape[-1]
-            return tl.core.tensor(handle, tl.core.block_type(self.dtype, shape))
+def _patch_tensor(interp: Any, scope: Any) -> None:
+    tl, TensorHandle = interp.tl, interp.TensorHandle
+    tensor = tl.core.tensor
+    below_index, below_bool = tensor.__dict__.get("__index__"), tensor.__dict__.get("__bool__")
+    below_t = tensor.__dict__.get("T")
 
-        if below_index is not None:
-            scope.set_attr(tensor, "__index__", __index__)
-        if below_bool is not None:
-            scope.set_attr(tensor, "__bool__", __bool__)
-        if isinstance(below_t, property):
-            scope.set_attr(tensor, "T", property(transpose))
-        langs = [v for v in fn.__globals__.values() if v in (tl, tl.core)]
-        for lang in langs:
-            for hint in ("multiple_of", "max_contiguous", "max_constancy"):
-                below = getattr(lang, hint, None)
-                if below is None:
-                    continue
+    def __index__(self: Any) -> int:
+        if not _BATCHES:
+            return below_index(self)
+        return int(_uniform(np.asarray(self.handle.data)).squeeze())
 
-                def hinted(input: Any, values: Any, *a: Any, _below: Any = below, **k: Any) -> Any:
-                    b = _batch()
-                    if b is None or not isinstance(input, tl.tensor):
-                        return _below(input, values, *a, **k)
-                    data = np.asarray(input.handle.data)
-                    lead = data.shape[0]
+    def __bool__(self: Any) -> bool:
+        if not _BATCHES:
+            return below_bool(self)
+        data = np.asarray(self.handle.data)
+        if data[0].size != 1:
+            return True
+        return bool(_uniform(data.astype(bool))[0])
 
-                    def one(i: int) -> Any:
-                        h = TensorHandle(data[i if lead > 1 else 0], input.handle.dtype, input.handle.attr)
-                        return _below(tl.tensor(h, input.type), values, *a, **k)
+    def transpose(self: Any) -> Any:
+        if not _BATCHES:
+            return below_t.fget(self)
+        handle = TensorHandle(np.swapaxes(np.asarray(self.handle.data), -1, -2), self.handle.dtype)
+        shape = list(self.type.shape)
+        shape[-1], shape[-2] = shape[-2], shape[-1]
+        return tl.core.tensor(handle, tl.core.block_type(self.dtype, shape))
 
-                    per_program_calls(b, one)
-                    return input
-
-                scope.set_attr(lang, hint, hinted)
-        return scope
-
-    set_attr(_SAVED_OUTER, interp, "_patch_lang", _patch_lang)
+    if below_index is not None:
+        scope.set_attr(tensor, "__index__", __index__)
+    if below_bool is not None:
+        scope.set_attr(tensor, "__bool__", __bool__)
+    if isinstance(below_t, property):
+        scope.set_attr(tensor, "T", property(transpose))

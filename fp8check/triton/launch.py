@@ -30,14 +30,16 @@ different kernel, and a bug can live in one) and labels each run.
 from __future__ import annotations
 
 import contextlib
-import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, TypeVar
+
+from fp8check.patching import LOCK, PatchScope
+from fp8check.triton.layer import Layer
 
 __all__ = ["pinned", "each_config", "current_config", "config_label", "ConfigPin"]
 
 T = TypeVar("T")
-_LOCK = threading.RLock()
+_LOCK = LOCK
 
 
 @dataclass
@@ -69,7 +71,7 @@ class ConfigPin:
 
 
 _PINS: list[ConfigPin] = []
-_TUNED: set[tuple[int, Any]] = set()  # what was tuned outside any pinned block (until uninstall)
+_TUNED: set[tuple[int, Any]] = set()  # what was tuned outside any pinned block (until the layer is removed)
 _CURRENT: list[str] = []  # the config label of the launch under way
 
 
@@ -161,19 +163,20 @@ def _autotuned_run(self: Any, *args: Any, **kwargs: Any) -> Any:
         self.nargs = None
 
 
-_SAVED: list[tuple[object, str, object]] = []
+class _AutotunedLaunch(Layer):
+    """``Autotuner.run`` replaced by :func:`_autotuned_run` while interpreter mode is on."""
+
+    name = "autotuned launch"
+    triton_versions = ("3.6.0", "3.8.0", "3.9.0")
+
+    def install(self, scope: PatchScope, interp: Any) -> None:
+        from triton.runtime.autotuner import Autotuner
+
+        scope.set(Autotuner, "run", _autotuned_run)
+
+    def remove(self, scope: PatchScope) -> None:
+        _TUNED.clear()
+        scope.restore()
 
 
-def install() -> None:
-    from triton.runtime.autotuner import Autotuner
-
-    from fp8check.triton import _patching as faithful
-
-    faithful._set(_SAVED, Autotuner, "run", _autotuned_run)
-
-
-def uninstall() -> None:
-    from fp8check.triton import _patching as faithful
-
-    _TUNED.clear()
-    faithful._restore(_SAVED)
+LAYER = _AutotunedLaunch()

@@ -38,6 +38,7 @@ are pinned on an H200, which are derived from source and which are bracketed.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import threading
 import warnings
@@ -46,8 +47,9 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from fp8check import brackets
+from fp8check.triton.layer import BuilderOps
 
-__all__ = ["install", "bracket", "bracket_mode", "BRACKET_MODES", "fma", "round_bf16", "widen_bf16",
+__all__ = ["FloatOps", "bracket", "bracket_mode", "BRACKET_MODES", "fma", "round_bf16", "widen_bf16",
            "approximate", "minmax", "clamp", "med3", "xorsign_clamp", "reduce_minmax", "argminmax",
            "canonical_nans", "divide_by_constant", "bracketed_runs"]
 
@@ -532,113 +534,209 @@ def fp_fusion_enabled() -> bool:
     return value not in ("0", "false", "off", "no")
 
 
-def install(saved: list, set_attr: Callable[..., None], builder: type, interp: Any,
-            active: Callable[[], Any], note_division: Callable[[Any], None] = lambda target: None) -> None:
-    """Replace the interpreter's float builder methods (``builder``: its
-    ``InterpreterBuilder``); ``active()`` is the open faithful block (or
-    None, when the originals run). ``set_attr(saved, obj, name, value)``
-    records what it replaces, for the caller to restore; ``note_division(target)``
-    is told of every float32 ``/`` the target divides approximately."""
-    import triton.language as tl
+#: Constant divisors whose reciprocal the target was measured to compute as fl(1/C) (``x / C`` is then
+#: ``fl(x * fl(1/C))`` exactly): 448 on the H200 (Triton 3.6, div.full.f32, 2^20 inputs, FACTS 2026-12-02).
+PINNED_RECIPROCALS: dict[str, frozenset[float]] = {"sm90": frozenset({448.0})}
 
-    TensorHandle = interp.TensorHandle
-    orig = {name: builder.__dict__[name] for name in (
-        "create_fadd", "create_fsub", "create_fmul", "create_fdiv", "create_frem", "create_fneg",
-        "create_minimumf", "create_maximumf", "create_minnumf", "create_maxnumf", "create_clampf",
-        "create_fma", "create_sqrt", "create_precise_sqrt", "create_rsqrt", "create_exp", "create_exp2",
-        "create_log", "create_log2", "create_precise_divf", "create_splat", "create_broadcast",
-        "get_fp32", "get_fp16", "get_null_value", "cast_impl") if name in builder.__dict__}
-    orig.update({name: builder.__dict__[name] for name in builder.__dict__
-                 if name.startswith("create_fcmp")})
-    BF16, F32 = tl.bfloat16, tl.float32
 
-    def target() -> Any:
-        a = active()
+def _inherit(h: Any, src: Any, splat: bool) -> None:
+    """A splat/broadcast keeps what the compiler's pattern matches see through it."""
+    h.attr[_ROOT] = _root(src)
+    if _CONST in src.attr:
+        h.attr[_CONST] = src.attr[_CONST]
+    if _NEG in src.attr:
+        h.attr[_NEG] = src.attr[_NEG]
+        h.attr[_NEG_SPLAT] = src.attr.get(_NEG_SPLAT, False) or splat
+
+
+def _clip_pattern(lo: Any, hi: Any, patterns: tuple[str, ...]) -> bool:
+    """Whether the compiler sees ``lo == -hi`` (NVIDIA's ClampFOpConversion::isClipPattern, by version)."""
+    neg = lo.attr.get(_NEG)
+    if neg is not None:
+        kind, of = neg
+        via_splat = lo.attr.get(_NEG_SPLAT, False)
+        if via_splat:
+            ok = kind == "negf" and "splat_negf" in patterns and _ROOT in hi.attr
+        else:
+            ok = kind in patterns
+        if ok and _same_value(of, _root(hi) if via_splat else hi):
+            return True
+    c_lo, c_hi = lo.attr.get(_CONST), hi.attr.get(_CONST)
+    return "const" in patterns and c_lo is not None and c_hi is not None and c_lo == -c_hi
+
+
+def _either_contraction(fused: list, va: np.ndarray, vb: np.ndarray, subtract: bool, dtype: str) -> np.ndarray:
+    """``a * b + c * d`` where the target may fuse either product, or neither, per element (AMD: the SLP
+    vectorizer packs some products into ``v_pk_mul_f32``): ``rn`` the first fused, ``lo``/``hi`` the
+    lowest/highest of the three."""
+    _counted("fma_pair")
+    first = fused[0][0]
+    mode = bracket_mode()
+    if mode == "rn":
+        return first
+    with np.errstate(all="ignore"):
+        plain = va - vb if subtract else va + vb
+        if dtype == "bfloat16":
+            cands = [widen_bf16(fused[0][0]), widen_bf16(fused[1][0]), widen_bf16(round_bf16(plain))]
+        else:
+            cands = [fused[0][0], fused[1][0], plain.astype(first.dtype)]
+        stacked = np.stack(np.broadcast_arrays(*cands))
+        pick = np.nanmax(stacked, axis=0) if mode == "hi" else np.nanmin(stacked, axis=0)
+        pick = np.where(np.isnan(stacked).any(axis=0), cands[0], pick)
+    return round_bf16(pick) if dtype == "bfloat16" else pick.astype(first.dtype)
+
+
+# float32 functions of the approximate instructions: (rules attribute, the exact function in float64)
+_UNARY: dict[str, tuple[str, Callable[[np.ndarray], np.ndarray]]] = {
+    "sqrt": ("sqrt", np.sqrt), "rsqrt": ("rsqrt", lambda w: 1.0 / np.sqrt(w)), "exp2": ("exp2", np.exp2),
+    "log2": ("log2", np.log2), "log": ("log", np.log)}
+
+
+class FloatOps(BuilderOps):
+    """The interpreter's float builder methods as the open faithful block's target computes them: one
+    method per interpreter op (``op(inner, builder, *args)``, ``inner`` the method replaced), the table
+    in :meth:`table`. ``active()`` is the open faithful block (None: the replaced methods run);
+    ``note_division(target)`` is told of every float32 ``/`` the target divides approximately. A
+    target's rule for an op is the op's method here, reading the target's
+    :class:`~fp8check.triton.targets.OpRules`."""
+
+    def __init__(self, interp: Any, active: Callable[[], Any],
+                 note_division: Callable[[Any], None] = lambda target: None) -> None:
+        import triton.language as tl
+
+        self.interp, self.active, self.note_division = interp, active, note_division
+        self.tl, self.TensorHandle = tl, interp.TensorHandle
+        self.BF16, self.F32 = tl.bfloat16, tl.float32
+
+    def table(self) -> dict[str, Callable[..., Any]]:
+        p = functools.partial
+        ops: dict[str, Callable[..., Any]] = {
+            "get_fp32": self.get_const, "get_fp16": self.get_const, "get_null_value": self.get_null_value,
+            "create_splat": self.create_splat, "create_broadcast": self.create_broadcast,
+            "create_fneg": self.create_fneg, "create_fadd": self.create_fadd, "create_fsub": self.create_fsub,
+            "create_fmul": self.create_fmul, "create_fma": self.create_fma, "create_fdiv": self.create_fdiv,
+            "create_precise_divf": self.create_precise_divf, "create_frem": self.create_frem,
+            "create_minimumf": p(self.minmax, maximum=False, propagate=True),
+            "create_maximumf": p(self.minmax, maximum=True, propagate=True),
+            "create_minnumf": p(self.minmax, maximum=False, propagate=False),
+            "create_maxnumf": p(self.minmax, maximum=True, propagate=False),
+            "create_clampf": self.create_clampf,
+            "create_sqrt": p(self.approximate_unary, "sqrt"),
+            "create_precise_sqrt": self.create_precise_sqrt,
+            "create_rsqrt": p(self.approximate_unary, "rsqrt"),
+            "create_exp": self.create_exp, "create_exp2": p(self.approximate_unary, "exp2"),
+            "create_log": p(self.approximate_unary, "log"), "create_log2": p(self.approximate_unary, "log2"),
+            "cast_impl": self.cast_impl,
+        }
+        return ops
+
+    def install(self, scope: Any, builder: type) -> None:
+        """Every op of :meth:`table`, every ``create_fcmp*``, the float kernel arguments and the reductions."""
+        self.install_ops(scope, builder)
+        for name in [n for n in builder.__dict__ if n.startswith("create_fcmp")]:
+            scope.set(builder, name, self.bind(name, builder.__dict__[name], self.fcmp))
+        orig_cvt = getattr(self.interp, "_implicit_cvt", None)
+        if orig_cvt is not None:
+            scope.set(self.interp, "_implicit_cvt", functools.partial(self.implicit_cvt, orig_cvt))
+        reduce_ops = getattr(self.interp, "ReduceOps", None)
+        if reduce_ops is not None and "apply_impl" in reduce_ops.__dict__:
+            self._reduce_combines()
+            orig_apply = reduce_ops.__dict__["apply_impl"]
+
+            def apply_impl(reduce: Any, input: Any) -> Any:
+                return self.reduce(orig_apply, reduce, input)
+
+            scope.set(reduce_ops, "apply_impl", apply_impl)
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def target(self) -> Any:
+        a = self.active()
         return None if a is None else a.target
 
-    def rules() -> Any:
-        t = target()
+    def rules(self) -> Any:
+        t = self.target()
         return None if t is None else t.ops
 
-    def is_bf16(h: Any) -> bool:
-        return h.dtype.scalar == BF16
+    def is_bf16(self, h: Any) -> bool:
+        return h.dtype.scalar == self.BF16
 
-    def values(h: Any) -> np.ndarray:
-        return widen_bf16(h.data) if is_bf16(h) else np.asarray(h.data)
+    def values(self, h: Any) -> np.ndarray:
+        return widen_bf16(h.data) if self.is_bf16(h) else np.asarray(h.data)
 
-    def result(like: Any, data: np.ndarray, r: Any, operands: Sequence[np.ndarray] | None = None) -> Any:
+    def result(self, like: Any, data: np.ndarray, r: Any, operands: Sequence[np.ndarray] | None = None) -> Any:
         """A handle of ``like``'s type; ``operands`` given: an arithmetic result, whose NaNs are the target's."""
         data = np.asarray(data)
         if operands is not None:
             data = canonical_nans(data, r.arith_nan, operands)
-        if is_bf16(like):
-            return TensorHandle(round_bf16(np.asarray(data, dtype=np.float32), r.bf16_nan), BF16)
-        return TensorHandle(data.astype(np.asarray(like.data).dtype, copy=False), like.dtype.scalar)
+        if self.is_bf16(like):
+            return self.TensorHandle(round_bf16(np.asarray(data, dtype=np.float32), r.bf16_nan), self.BF16)
+        return self.TensorHandle(data.astype(np.asarray(like.data).dtype, copy=False), like.dtype.scalar)
 
+    @staticmethod
     def floating(*hs: Any) -> bool:
         return all(h.dtype.scalar.is_floating() for h in hs)
 
-    def get_const(name: str) -> Callable[..., Any]:
-        def get(self: Any, value: Any) -> Any:
-            h = orig[name](self, value)
-            h.attr[_CONST] = float(value)
-            return h
-        return get
+    # -- constants and provenance ---------------------------------------------------------
 
-    def get_null_value(self: Any, ty: Any) -> Any:
+    def get_const(self, inner: Any, builder: Any, value: Any) -> Any:
+        h = inner(builder, value)
+        h.attr[_CONST] = float(value)
+        return h
+
+    def get_null_value(self, inner: Any, builder: Any, ty: Any) -> Any:
         # Triton 3.6 negates a float as get_null_value(ty) - x: the zero the clamp pattern looks for
-        h = orig["get_null_value"](self, ty)
-        if np.asarray(h.data).dtype.kind == "f" or h.dtype.scalar == BF16:
+        h = inner(builder, ty)
+        if np.asarray(h.data).dtype.kind == "f" or h.dtype.scalar == self.BF16:
             h.attr[_CONST] = 0.0
         return h
 
-    def create_splat(self: Any, *args: Any) -> Any:
-        src = args[-1]
-        h = orig["create_splat"](self, *args)
-        _inherit(h, src, splat=True)
+    def create_splat(self, inner: Any, builder: Any, *args: Any) -> Any:
+        h = inner(builder, *args)
+        _inherit(h, args[-1], splat=True)
         return h
 
-    def create_broadcast(self: Any, arg: Any, shape: Any) -> Any:
-        h = orig["create_broadcast"](self, arg, shape)
+    def create_broadcast(self, inner: Any, builder: Any, arg: Any, shape: Any) -> Any:
+        h = inner(builder, arg, shape)
         _inherit(h, arg, splat=False)
         return h
 
-    def _inherit(h: Any, src: Any, splat: bool) -> None:
-        h.attr[_ROOT] = _root(src)
-        if _CONST in src.attr:
-            h.attr[_CONST] = src.attr[_CONST]
-        if _NEG in src.attr:
-            h.attr[_NEG] = src.attr[_NEG]
-            h.attr[_NEG_SPLAT] = src.attr.get(_NEG_SPLAT, False) or splat
+    def implicit_cvt(self, orig_cvt: Any, arg: Any) -> Any:
+        # A float kernel argument is a runtime float32 value, not a constant the compiler can fold
+        # (the interpreter passes it on as a Python float, which the clamp pattern would read as one).
+        if isinstance(arg, float) and self.rules() is not None:
+            return self.tl.tensor(self.TensorHandle(np.array([arg], dtype=np.float32), self.F32), self.F32)
+        return orig_cvt(arg)
 
-    def create_fneg(self: Any, x: Any) -> Any:
-        r = rules()
-        if r is None or not is_bf16(x):
-            h = orig["create_fneg"](self, x)
+    # -- arithmetic -----------------------------------------------------------------------
+
+    def create_fneg(self, inner: Any, builder: Any, x: Any) -> Any:
+        r = self.rules()
+        if r is None or not self.is_bf16(x):
+            h = inner(builder, x)
         else:
-            h = TensorHandle((np.asarray(x.data).view(np.uint16) ^ np.uint16(0x8000)).astype(np.uint16), BF16)
+            h = self.TensorHandle((np.asarray(x.data).view(np.uint16) ^ np.uint16(0x8000)).astype(np.uint16),
+                                  self.BF16)
         h.attr[_NEG] = ("negf", _root(x))
         if _CONST in x.attr:
             h.attr[_CONST] = -x.attr[_CONST]
         return h
 
-    def binary(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[..., Any]:
-        def op(self: Any, a: Any, b: Any) -> Any:
-            r = rules()
-            if r is None or not floating(a, b):
-                return orig[name](self, a, b)
-            x, y = values(a), values(b)
-            with np.errstate(all="ignore"):
-                return result(a, fn(x, y), r, (x, y))
-        return op
+    def create_frem(self, inner: Any, builder: Any, a: Any, b: Any) -> Any:
+        r = self.rules()
+        if r is None or not self.floating(a, b):
+            return inner(builder, a, b)
+        x, y = self.values(a), self.values(b)
+        with np.errstate(all="ignore"):
+            return self.result(a, np.fmod(x, y), r, (x, y))
 
-    def contracted(self: Any, a: Any, b: Any, subtract: bool) -> Any:
-        r = rules()
-        name = "create_fsub" if subtract else "create_fadd"
-        if r is None or not floating(a, b):
-            return orig[name](self, a, b)
-        dtype = "bfloat16" if is_bf16(a) else str(np.asarray(a.data).dtype)
-        va, vb = values(a), values(b)
+    def contracted(self, inner: Any, builder: Any, a: Any, b: Any, subtract: bool) -> Any:
+        """``a + b`` / ``a - b``, an fma where an operand is a product the target contracts into it."""
+        r = self.rules()
+        if r is None or not self.floating(a, b):
+            return inner(builder, a, b)
+        dtype = "bfloat16" if self.is_bf16(a) else str(np.asarray(a.data).dtype)
+        va, vb = self.values(a), self.values(b)
         if dtype in r.fma_contraction and fp_fusion_enabled():
             fused = []  # every way the compiler may contract the sum, the first product first
             for prod, other, prod_first in ((a, vb, True), (b, va, False)):
@@ -654,281 +752,200 @@ def install(saved: list, set_attr: Callable[..., None], builder: type, interp: A
                     out = _either_contraction(fused, va, vb, subtract, dtype)
                 if dtype == "bfloat16":
                     out = round_bf16(canonical_nans(widen_bf16(out), r.arith_nan, operands), r.bf16_nan)
-                    return TensorHandle(out, BF16)
-                return TensorHandle(canonical_nans(out, r.arith_nan, operands), a.dtype.scalar)
+                    return self.TensorHandle(out, self.BF16)
+                return self.TensorHandle(canonical_nans(out, r.arith_nan, operands), a.dtype.scalar)
         with np.errstate(all="ignore"):
             data = va - vb if subtract else va + vb
-        return result(a, data, r, (va, vb))
+        return self.result(a, data, r, (va, vb))
 
-    def _either_contraction(fused: list, va: np.ndarray, vb: np.ndarray, subtract: bool, dtype: str) -> np.ndarray:
-        """``a * b + c * d`` where the target may fuse either product, or neither, per element (AMD: the SLP
-        vectorizer packs some products into ``v_pk_mul_f32``): ``rn`` the first fused, ``lo``/``hi`` the
-        lowest/highest of the three."""
-        _counted("fma_pair")
-        first = fused[0][0]
-        mode = bracket_mode()
-        if mode == "rn":
-            return first
-        with np.errstate(all="ignore"):
-            plain = va - vb if subtract else va + vb
-            if dtype == "bfloat16":
-                cands = [widen_bf16(fused[0][0]), widen_bf16(fused[1][0]), widen_bf16(round_bf16(plain))]
-            else:
-                cands = [fused[0][0], fused[1][0], plain.astype(first.dtype)]
-            stacked = np.stack(np.broadcast_arrays(*cands))
-            pick = np.nanmax(stacked, axis=0) if mode == "hi" else np.nanmin(stacked, axis=0)
-            pick = np.where(np.isnan(stacked).any(axis=0), cands[0], pick)
-        return round_bf16(pick) if dtype == "bfloat16" else pick.astype(first.dtype)
+    def create_fadd(self, inner: Any, builder: Any, a: Any, b: Any) -> Any:
+        return self.contracted(inner, builder, a, b, False)
 
-    def create_fadd(self: Any, a: Any, b: Any) -> Any:
-        return contracted(self, a, b, False)
-
-    def create_fsub(self: Any, a: Any, b: Any) -> Any:
-        h = contracted(self, a, b, True)
+    def create_fsub(self, inner: Any, builder: Any, a: Any, b: Any) -> Any:
+        h = self.contracted(inner, builder, a, b, True)
         if a.attr.get(_CONST) == 0.0:  # 0 - x: how Triton 3.6 negates, a form the clamp pattern reads
             h.attr[_NEG] = ("sub0", _root(b))
         return h
 
-    def create_fmul(self: Any, a: Any, b: Any) -> Any:
-        r = rules()
-        if r is None or not floating(a, b):
-            return orig["create_fmul"](self, a, b)
-        x, y = np.broadcast_arrays(values(a), values(b))
+    def create_fmul(self, inner: Any, builder: Any, a: Any, b: Any) -> Any:
+        r = self.rules()
+        if r is None or not self.floating(a, b):
+            return inner(builder, a, b)
+        x, y = np.broadcast_arrays(self.values(a), self.values(b))
         with np.errstate(all="ignore"):
-            h = result(a, x * y, r, (x, y))
+            h = self.result(a, x * y, r, (x, y))
         h.attr[_PRODUCT] = (x, y)
         return h
 
-    def create_fma(self: Any, x: Any, y: Any, z: Any) -> Any:
-        r = rules()
-        if r is None or not floating(x, y, z):
-            return orig["create_fma"](self, x, y, z)
-        vx, vy, vz = values(x), values(y), values(z)
-        dtype = "bfloat16" if is_bf16(z) else str(vz.dtype)
+    def create_fma(self, inner: Any, builder: Any, x: Any, y: Any, z: Any) -> Any:
+        r = self.rules()
+        if r is None or not self.floating(x, y, z):
+            return inner(builder, x, y, z)
+        vx, vy, vz = self.values(x), self.values(y), self.values(z)
+        dtype = "bfloat16" if self.is_bf16(z) else str(vz.dtype)
         if dtype not in ("float32", "float16", "bfloat16"):
-            return orig["create_fma"](self, x, y, z)
+            return inner(builder, x, y, z)
         out = fma(vx, vy, vz, dtype)
         if dtype == "bfloat16":
-            return TensorHandle(round_bf16(canonical_nans(widen_bf16(out), r.arith_nan, (vx, vy, vz)), r.bf16_nan),
-                                BF16)
-        return TensorHandle(canonical_nans(out, r.arith_nan, (vx, vy, vz)), z.dtype.scalar)
+            return self.TensorHandle(round_bf16(canonical_nans(widen_bf16(out), r.arith_nan, (vx, vy, vz)),
+                                                r.bf16_nan), self.BF16)
+        return self.TensorHandle(canonical_nans(out, r.arith_nan, (vx, vy, vz)), z.dtype.scalar)
 
-    def divide(self: Any, a: Any, b: Any, precise: bool) -> Any:
-        r = rules()
-        name = "create_precise_divf" if precise else "create_fdiv"
-        if r is None or not floating(a, b):
-            return orig[name](self, a, b)
-        x, y = values(a), values(b)
+    def divide(self, inner: Any, builder: Any, a: Any, b: Any, precise: bool) -> Any:
+        r = self.rules()
+        if r is None or not self.floating(a, b):
+            return inner(builder, a, b)
+        x, y = self.values(a), self.values(b)
         with np.errstate(all="ignore"):
             q = np.divide(x, y)
-            if not precise and q.dtype == np.float32 and not is_bf16(a):
+            if not precise and q.dtype == np.float32 and not self.is_bf16(a):
                 c = b.attr.get(_CONST)
+                target = self.target()
                 if c is not None and r.fdiv_const == "reciprocal":
-                    note_division(target())
-                    bound = None if float(c) in PINNED_RECIPROCALS.get(target().name, ()) else r.fdiv_const_bound
+                    self.note_division(target)
+                    bound = None if float(c) in PINNED_RECIPROCALS.get(target.name, ()) else r.fdiv_const_bound
                     q = divide_by_constant(x, float(c), r.fdiv_const, bound, r.fdiv)
                 elif r.fdiv is not None:
-                    note_division(target())
+                    self.note_division(target)
                     q = approximate(x.astype(np.float64) / y.astype(np.float64), r.fdiv, op="fdiv")
-        return result(a, q, r, (x, y))
+        return self.result(a, q, r, (x, y))
 
-    def create_fdiv(self: Any, a: Any, b: Any) -> Any:
-        return divide(self, a, b, False)
+    def create_fdiv(self, inner: Any, builder: Any, a: Any, b: Any) -> Any:
+        return self.divide(inner, builder, a, b, False)
 
-    def create_precise_divf(self: Any, a: Any, b: Any) -> Any:
-        return divide(self, a, b, True)
+    def create_precise_divf(self, inner: Any, builder: Any, a: Any, b: Any) -> Any:
+        return self.divide(inner, builder, a, b, True)
 
-    def minmax_op(name: str, maximum: bool, propagate: bool) -> Callable[..., Any]:
-        def op(self: Any, a: Any, b: Any) -> Any:
-            r = rules()
-            if r is None or not floating(a, b):
-                return orig[name](self, a, b)
-            out = minmax(values(a), values(b), maximum=maximum, propagate_nan=propagate, zeros=r.minmax_zeros,
-                         nan=r.nan_pattern)
-            return result(a, out, r)
-        return op
+    # -- min, max, clamp ------------------------------------------------------------------
 
-    def create_clampf(self: Any, x: Any, lo: Any, hi: Any, propagate_nans: Any) -> Any:
-        r = rules()
+    def minmax(self, inner: Any, builder: Any, a: Any, b: Any, *, maximum: bool, propagate: bool) -> Any:
+        r = self.rules()
+        if r is None or not self.floating(a, b):
+            return inner(builder, a, b)
+        out = minmax(self.values(a), self.values(b), maximum=maximum, propagate_nan=propagate,
+                     zeros=r.minmax_zeros, nan=r.nan_pattern)
+        return self.result(a, out, r)
+
+    def create_clampf(self, inner: Any, builder: Any, x: Any, lo: Any, hi: Any, propagate_nans: Any) -> Any:
+        r = self.rules()
         if r is None:
-            return orig["create_clampf"](self, x, lo, hi, propagate_nans)
+            return inner(builder, x, lo, hi, propagate_nans)
         propagate = "ALL" in str(getattr(propagate_nans, "name", propagate_nans)).upper()
-        rule = r.bf16_clamp if is_bf16(x) else r.clamp
+        rule = r.bf16_clamp if self.is_bf16(x) else r.clamp
         if rule == "xorsign_abs" and not _clip_pattern(lo, hi, r.clip_patterns):
             rule = "minmax"
-        out = clamp(values(x), values(lo), values(hi), rule=rule, propagate_nan=propagate, zeros=r.minmax_zeros,
-                    nan=r.nan_pattern)
-        return result(x, out, r)
+        out = clamp(self.values(x), self.values(lo), self.values(hi), rule=rule, propagate_nan=propagate,
+                    zeros=r.minmax_zeros, nan=r.nan_pattern)
+        return self.result(x, out, r)
 
-    def _clip_pattern(lo: Any, hi: Any, patterns: tuple[str, ...]) -> bool:
-        """Whether the compiler sees ``lo == -hi`` (NVIDIA's ClampFOpConversion::isClipPattern, by version)."""
-        neg = lo.attr.get(_NEG)
-        if neg is not None:
-            kind, of = neg
-            via_splat = lo.attr.get(_NEG_SPLAT, False)
-            if via_splat:
-                ok = kind == "negf" and "splat_negf" in patterns and _ROOT in hi.attr
-            else:
-                ok = kind in patterns
-            if ok and _same_value(of, _root(hi) if via_splat else hi):
-                return True
-        c_lo, c_hi = lo.attr.get(_CONST), hi.attr.get(_CONST)
-        return "const" in patterns and c_lo is not None and c_hi is not None and c_lo == -c_hi
+    # -- square roots and transcendentals ---------------------------------------------------
 
-    def unary(name: str, compute: Callable[[Any, np.ndarray], np.ndarray]) -> Callable[..., Any]:
-        def op(self: Any, x: Any) -> Any:
-            r = rules()
-            if r is None or not floating(x):
-                return orig[name](self, x)
-            v = values(x)
-            if v.dtype != np.float32:  # float16/float64: libdevice/ocml in their own precision; Triton's
-                return orig[name](self, x)  # frontend computes bfloat16 math in float32
-            with np.errstate(all="ignore"):
-                return result(x, compute(r, v), r, (v,))
-        return op
+    def unary(self, inner: Any, builder: Any, x: Any, compute: Callable[[Any, np.ndarray], np.ndarray]) -> Any:
+        r = self.rules()
+        if r is None or not self.floating(x):
+            return inner(builder, x)
+        v = self.values(x)
+        if v.dtype != np.float32:  # float16/float64: libdevice/ocml in their own precision; Triton's
+            return inner(builder, x)  # frontend computes bfloat16 math in float32
+        with np.errstate(all="ignore"):
+            return self.result(x, compute(r, v), r, (v,))
 
-    def apply(how: Any, v: np.ndarray, exact: Callable[[np.ndarray], np.ndarray], op: str) -> np.ndarray:
+    @staticmethod
+    def _apply(how: Any, v: np.ndarray, exact: Callable[[np.ndarray], np.ndarray], op: str) -> np.ndarray:
         v = _ftz(v) if how.ftz else v
         return approximate(exact(v.astype(np.float64)), how.bound, op=op, ftz=how.ftz)
 
-    def sqrt(r: Any, v: np.ndarray) -> np.ndarray:
-        return apply(r.sqrt, v, np.sqrt, "sqrt")
+    def approximate_unary(self, op: str, inner: Any, builder: Any, x: Any) -> Any:
+        """``sqrt``, ``rsqrt``, ``exp2``, ``log2``, ``log``: the target's instruction (exact or bracketed)."""
+        attr, exact = _UNARY[op]
+        return self.unary(inner, builder, x, lambda r, v: self._apply(getattr(r, attr), v, exact, op))
 
-    def rsqrt(r: Any, v: np.ndarray) -> np.ndarray:
-        return apply(r.rsqrt, v, lambda w: 1.0 / np.sqrt(w), "rsqrt")
+    def create_precise_sqrt(self, inner: Any, builder: Any, x: Any) -> Any:
+        return self.unary(inner, builder, x, lambda r, v: np.sqrt(v))  # sqrt.rn: exact
 
-    def exp2(r: Any, v: np.ndarray) -> np.ndarray:
-        return apply(r.exp2, v, np.exp2, "exp2")
-
-    def exp(r: Any, v: np.ndarray) -> np.ndarray:
+    def create_exp(self, inner: Any, builder: Any, x: Any) -> Any:
         # x * log2(e) rounded to float32 (a separate mul on every target here), then 2^that
-        return apply(r.exp, (v * np.float32(1.4426950408889634)).astype(np.float32), np.exp2, "exp")
+        return self.unary(inner, builder, x, lambda r, v: self._apply(
+            r.exp, (v * np.float32(1.4426950408889634)).astype(np.float32), np.exp2, "exp"))
 
-    def log2(r: Any, v: np.ndarray) -> np.ndarray:
-        return apply(r.log2, v, np.log2, "log2")
+    # -- conversions and comparisons --------------------------------------------------------
 
-    def log(r: Any, v: np.ndarray) -> np.ndarray:
-        return apply(r.log, v, np.log, "log")
-
-    def cast_impl(self: Any, src: Any, dst_type: Any) -> Any:
-        r = rules()
+    def cast_impl(self, inner: Any, builder: Any, src: Any, dst_type: Any) -> Any:
+        r = self.rules()
+        tl, BF16, F32 = self.tl, self.BF16, self.F32
         s, d = src.dtype.scalar, dst_type.scalar
         if r is not None and s.is_floating() and d in (tl.int32, tl.int64):
-            # cvt.rzi.s32.f32 / v_cvt_i32_f32: toward zero, saturating, NaN -> 0 (NumPy's cast is undefined)
-            info = np.iinfo(np.int32 if d == tl.int32 else np.int64)
-            with np.errstate(invalid="ignore"):
-                v = np.trunc(values(src).astype(np.float64))
-                v = np.where(np.isnan(v), 0.0, np.clip(v, float(info.min), float(info.max)))
-                ints = np.where(v >= float(info.max), info.max, v.astype(info.dtype) if d == tl.int32
-                                else np.where(v >= 2.0 ** 63, 0, v).astype(info.dtype))
-            return TensorHandle(ints.astype(info.dtype), d)
+            return self._float_to_int(src, d)
         if r is None or not (s == BF16 or d == BF16):
-            h = orig["cast_impl"](self, src, dst_type)
+            h = inner(builder, src, dst_type)
         elif s == BF16 and d == BF16:
-            h = TensorHandle(np.asarray(src.data), BF16)
+            h = self.TensorHandle(np.asarray(src.data), BF16)
         elif s == BF16:  # widen exactly, then what float32 -> dst does
-            wide = TensorHandle(widen_bf16(src.data), F32)
-            h = wide if d == F32 else orig["cast_impl"](self, wide, dst_type)
+            wide = self.TensorHandle(widen_bf16(src.data), F32)
+            h = wide if d == F32 else inner(builder, wide, dst_type)
         elif s == F32:
-            h = TensorHandle(round_bf16(np.asarray(src.data, dtype=np.float32), r.bf16_nan), BF16)
+            h = self.TensorHandle(round_bf16(np.asarray(src.data, dtype=np.float32), r.bf16_nan), BF16)
         elif s.is_int() and r.int_to_bf16 == "direct":
             # one rounding from the integer (cvt.rn.bf16.s32): through float64 (exact for 32-bit
             # integers) and a float32 rounded to odd
             wide = np.asarray(src.data).astype(np.float64)
-            h = TensorHandle(round_bf16(_to_odd_f32(wide, np.zeros(wide.shape, bool)), r.bf16_nan), BF16)
+            h = self.TensorHandle(round_bf16(_to_odd_f32(wide, np.zeros(wide.shape, bool)), r.bf16_nan), BF16)
         else:  # via float32: two roundings (AMD's SIToFP lowering; float16 and float64 sources)
-            f32 = orig["cast_impl"](self, src, F32)
-            h = TensorHandle(round_bf16(np.asarray(f32.data, dtype=np.float32), r.bf16_nan), BF16)
+            f32 = inner(builder, src, F32)
+            h = self.TensorHandle(round_bf16(np.asarray(f32.data, dtype=np.float32), r.bf16_nan), BF16)
         if _CONST in src.attr and h is not src:
             try:
-                h.attr[_CONST] = float(np.asarray(values(h)).reshape(-1)[0])
+                h.attr[_CONST] = float(np.asarray(self.values(h)).reshape(-1)[0])
             except (TypeError, ValueError, IndexError):
                 pass
         return h
 
-    def fcmp(name: str) -> Callable[..., Any]:
-        def op(self: Any, a: Any, b: Any) -> Any:
-            r = rules()
-            if r is None or not (is_bf16(a) or is_bf16(b)):
-                return orig[name](self, a, b)
-            wa, wb = TensorHandle(values(a), F32), TensorHandle(values(b), F32)
-            return orig[name](self, wa, wb)
-        return op
+    def _float_to_int(self, src: Any, d: Any) -> Any:
+        # cvt.rzi.s32.f32 / v_cvt_i32_f32: toward zero, saturating, NaN -> 0 (NumPy's cast is undefined)
+        info = np.iinfo(np.int32 if d == self.tl.int32 else np.int64)
+        with np.errstate(invalid="ignore"):
+            v = np.trunc(self.values(src).astype(np.float64))
+            v = np.where(np.isnan(v), 0.0, np.clip(v, float(info.min), float(info.max)))
+            ints = np.where(v >= float(info.max), info.max, v.astype(info.dtype) if d == self.tl.int32
+                            else np.where(v >= 2.0 ** 63, 0, v).astype(info.dtype))
+        return self.TensorHandle(ints.astype(info.dtype), d)
 
-    patches: dict[str, Any] = {
-        "get_fp32": get_const("get_fp32"), "get_fp16": get_const("get_fp16"), "get_null_value": get_null_value,
-        "create_splat": create_splat, "create_broadcast": create_broadcast, "create_fneg": create_fneg,
-        "create_fadd": create_fadd, "create_fsub": create_fsub, "create_fmul": create_fmul,
-        "create_fma": create_fma, "create_fdiv": create_fdiv, "create_precise_divf": create_precise_divf,
-        "create_frem": binary("create_frem", np.fmod),
-        "create_minimumf": minmax_op("create_minimumf", False, True),
-        "create_maximumf": minmax_op("create_maximumf", True, True),
-        "create_minnumf": minmax_op("create_minnumf", False, False),
-        "create_maxnumf": minmax_op("create_maxnumf", True, False),
-        "create_clampf": create_clampf,
-        "create_sqrt": unary("create_sqrt", sqrt),
-        "create_precise_sqrt": unary("create_precise_sqrt", lambda r, v: np.sqrt(v)),  # sqrt.rn: exact
-        "create_rsqrt": unary("create_rsqrt", rsqrt),
-        "create_exp": unary("create_exp", exp), "create_exp2": unary("create_exp2", exp2),
-        "create_log": unary("create_log", log), "create_log2": unary("create_log2", log2),
-        "cast_impl": cast_impl,
-    }
-    patches.update({name: fcmp(name) for name in orig if name.startswith("create_fcmp")})
-    for name, fn in patches.items():
-        if name in orig:
-            set_attr(saved, builder, name, fn)
-    orig_cvt = getattr(interp, "_implicit_cvt", None)
-    if orig_cvt is not None:
-        def _implicit_cvt(arg: Any) -> Any:
-            # A float kernel argument is a runtime float32 value, not a constant the compiler can fold
-            # (the interpreter passes it on as a Python float, which the clamp pattern would read as one).
-            if isinstance(arg, float) and rules() is not None:
-                return tl.tensor(TensorHandle(np.array([arg], dtype=np.float32), F32), F32)
-            return orig_cvt(arg)
+    def fcmp(self, inner: Any, builder: Any, a: Any, b: Any) -> Any:
+        """Every ``create_fcmp*``: bfloat16 operands compared as the float32 values they are."""
+        if self.rules() is None or not (self.is_bf16(a) or self.is_bf16(b)):
+            return inner(builder, a, b)
+        wa, wb = self.TensorHandle(self.values(a), self.F32), self.TensorHandle(self.values(b), self.F32)
+        return inner(builder, wa, wb)
 
-        set_attr(saved, interp, "_implicit_cvt", _implicit_cvt)
-    _install_reduce(saved, set_attr, interp, rules, values)
+    # -- reductions -------------------------------------------------------------------------
 
+    def _reduce_combines(self) -> None:
+        std = self.tl.standard
+        arg = {getattr(std, n, None): (n.startswith("_argmax"), n.endswith("_left")) for n in (
+            "_argmax_combine_tie_break_left", "_argmax_combine_tie_break_fast",
+            "_argmin_combine_tie_break_left", "_argmin_combine_tie_break_fast")}
+        arg.pop(None, None)
+        elementwise = {getattr(std, "_elementwise_max", None): True, getattr(std, "_elementwise_min", None): False}
+        elementwise.pop(None, None)
+        self.arg_combines, self.elementwise_combines = arg, elementwise
 
-#: Constant divisors whose reciprocal the target was measured to compute as fl(1/C) (``x / C`` is then
-#: ``fl(x * fl(1/C))`` exactly): 448 on the H200 (Triton 3.6, div.full.f32, 2^20 inputs, FACTS 2026-12-02).
-PINNED_RECIPROCALS: dict[str, frozenset[float]] = {"sm90": frozenset({448.0})}
-
-
-def _install_reduce(saved: list, set_attr: Callable[..., None], interp: Any, rules: Callable[[], Any],
-                    values: Callable[[Any], np.ndarray]) -> None:
-    """``tl.max``/``tl.min``/``tl.argmax``/``tl.argmin`` with the target's rules (the interpreter's
-    ReduceOps takes NumPy's nanmax/nanargmax shortcut for them)."""
-    reduce_ops = getattr(interp, "ReduceOps", None)
-    if reduce_ops is None or "apply_impl" not in reduce_ops.__dict__:
-        return
-    import triton.language as tl
-
-    orig_apply = reduce_ops.__dict__["apply_impl"]
-    std = tl.standard
-    arg = {getattr(std, n, None): (n.startswith("_argmax"), n.endswith("_left")) for n in (
-        "_argmax_combine_tie_break_left", "_argmax_combine_tie_break_fast",
-        "_argmin_combine_tie_break_left", "_argmin_combine_tie_break_fast")}
-    arg.pop(None, None)
-    elementwise = {getattr(std, "_elementwise_max", None): True, getattr(std, "_elementwise_min", None): False}
-    elementwise.pop(None, None)
-
-    def apply_impl(self: Any, input: Any) -> Any:
-        r = rules()
-        fn = self.combine_fn
+    def reduce(self, orig_apply: Any, reduce: Any, input: Any) -> Any:
+        """``tl.max``/``tl.min``/``tl.argmax``/``tl.argmin`` with the target's rules (the interpreter's
+        ReduceOps takes NumPy's nanmax/nanargmax shortcut for them)."""
+        r = self.rules()
+        fn = reduce.combine_fn
+        arg, elementwise = self.arg_combines, self.elementwise_combines
         if r is None or (fn not in arg and fn not in elementwise):
-            return orig_apply(self, input)
+            return orig_apply(reduce, input)
         t = input[0]
         if not t.dtype.scalar.is_floating():
-            return orig_apply(self, input)
-        bf16 = t.dtype.scalar == tl.bfloat16
-        x = values(t.handle)
+            return orig_apply(reduce, input)
+        bf16 = t.dtype.scalar == self.BF16
+        x = self.values(t.handle)
         if fn in elementwise:
-            out = reduce_minmax(x, self.axis, self.keep_dims, maximum=elementwise[fn], zeros=r.minmax_zeros,
+            out = reduce_minmax(x, reduce.axis, reduce.keep_dims, maximum=elementwise[fn], zeros=r.minmax_zeros,
                                 nan=r.nan_pattern)
-            return self.to_tensor(round_bf16(out, r.bf16_nan) if bf16 else out, t.dtype)
-        val, idx = argminmax(x, self.axis, self.keep_dims, maximum=arg[fn][0], tie_left=arg[fn][1])
-        return (self.to_tensor(round_bf16(val, r.bf16_nan) if bf16 else val, t.dtype),
-                self.to_tensor(idx, tl.int32))
-
-    set_attr(saved, reduce_ops, "apply_impl", apply_impl)
+            return reduce.to_tensor(round_bf16(out, r.bf16_nan) if bf16 else out, t.dtype)
+        val, idx = argminmax(x, reduce.axis, reduce.keep_dims, maximum=arg[fn][0], tie_left=arg[fn][1])
+        return (reduce.to_tensor(round_bf16(val, r.bf16_nan) if bf16 else val, t.dtype),
+                reduce.to_tensor(idx, self.tl.int32))

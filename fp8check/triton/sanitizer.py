@@ -31,15 +31,19 @@ from __future__ import annotations
 import ast
 import contextlib
 import dataclasses
+import functools
 import linecache
 import os
 import sys
-import threading
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
+
+from fp8check.patching import LOCK, PatchScope
+from fp8check.triton import launch
+from fp8check.triton.layer import BuilderOps, Layer, interpreter
 
 __all__ = ["KernelFault", "FAULT_KINDS", "collect", "Collected"]
 
@@ -47,7 +51,7 @@ __all__ = ["KernelFault", "FAULT_KINDS", "collect", "Collected"]
 FAULT_KINDS = ("out_of_bounds", "uninitialised", "race", "false_hint", "device_assert")
 
 _KEY = "fp8check.buffer"  # TensorHandle.attr key: the buffer a pointer was derived from
-_LOCK = threading.RLock()
+_LOCK = LOCK
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _MAX_FAULTS = 200  # distinct (kind, site, buffer, config) faults kept per collect block
 
@@ -146,9 +150,7 @@ def _site(frame: Any) -> str:
 
 
 def _builder() -> Any:
-    from fp8check.triton import _patching as faithful
-
-    return faithful._interp().interpreter_builder
+    return interpreter().interpreter_builder
 
 
 def _program() -> tuple[int, int, int]:
@@ -209,7 +211,6 @@ def _fault(kind: str, detail: str, *, buffer: str = "", offsets: Any = (), count
            program: tuple[int, int, int] | None = None, frame: Any = None) -> None:
     if not _COLLECTORS:
         return
-    from fp8check.triton import launch
 
     state = _LAUNCHES[-1] if _LAUNCHES else None
     frame = frame if frame is not None else _kernel_frame()
@@ -490,35 +491,45 @@ def _check_hint(kind: str, input: Any, values: Any) -> None:
 
 # -- installing ------------------------------------------------------------------------
 
-_SAVED: list[tuple[object, str, object]] = []
-_MODE: list[Any] = []
+class _SanitizerOps(BuilderOps):
+    """The builder's memory ops and hints, checked (one method per interpreter op)."""
 
+    def __init__(self, interp: Any) -> None:
+        self.TensorHandle, self.int1 = interp.TensorHandle, interp.tl.int1
 
-def install() -> None:
-    """Patch the interpreter (called by ``interpreting()`` on entry; :func:`uninstall` undoes it)."""
-    from fp8check.triton import _patching as faithful
+    def table(self) -> dict[str, Callable[..., Any]]:
+        carry = functools.partial
+        return {
+            "create_masked_load": self.create_masked_load, "create_masked_store": self.create_masked_store,
+            "create_addptr": carry(self.carry, 0), "create_splat": carry(self.carry, 1),
+            "create_broadcast": carry(self.carry, 0), "create_expand_dims": carry(self.carry, 0),
+            "create_reshape": carry(self.carry, 0), "create_trans": carry(self.carry, 0),
+            "create_atomic_rmw": self.create_atomic_rmw, "create_atomic_cas": self.create_atomic_cas,
+        }
 
-    interp = faithful._interp()
-    builder = interp.InterpreterBuilder
-    d = builder.__dict__
-    orig_load, orig_store = d["create_masked_load"], d["create_masked_store"]
-    int1 = interp.tl.int1
+    def install_ops(self, scope: PatchScope, builder: type) -> None:
+        super().install_ops(scope, builder)
+        # installed whether the builder has them or not (they replace Triton's stop at the first)
+        scope.set(builder, "create_assume", self.bind("create_assume", None, self.create_assume))
+        scope.set(builder, "create_assert", self.bind("create_assert", None, self.create_assert))
 
-    def create_masked_load(self: Any, ptrs: Any, mask: Any, other: Any, *rest: Any, **kw: Any) -> Any:
+    def create_masked_load(self, inner: Any, builder: Any, ptrs: Any, mask: Any, other: Any, *rest: Any,
+                           **kw: Any) -> Any:
         if _LAUNCHES:
             kept, accesses = _check(ptrs, mask, "loads")
             _read(accesses, _itemsize(ptrs), "loads")
-            mask = interp.TensorHandle(kept, int1)
-        return orig_load(self, ptrs, mask, other, *rest, **kw)
+            mask = self.TensorHandle(kept, self.int1)
+        return inner(builder, ptrs, mask, other, *rest, **kw)
 
-    def create_masked_store(self: Any, ptrs: Any, value: Any, mask: Any, *rest: Any, **kw: Any) -> Any:
+    def create_masked_store(self, inner: Any, builder: Any, ptrs: Any, value: Any, mask: Any, *rest: Any,
+                            **kw: Any) -> Any:
         if _LAUNCHES:
             kept, accesses = _check(ptrs, mask, "stores")
             _write(accesses, _itemsize(ptrs), value, np.shape(ptrs.data))
-            mask = interp.TensorHandle(kept, int1)
-        return orig_store(self, ptrs, value, mask, *rest, **kw)
+            mask = self.TensorHandle(kept, self.int1)
+        return inner(builder, ptrs, value, mask, *rest, **kw)
 
-    def create_assume(self: Any, condition: Any, *rest: Any, **kw: Any) -> Any:
+    def create_assume(self, inner: Any, builder: Any, condition: Any, *rest: Any, **kw: Any) -> Any:
         data = np.asarray(getattr(condition, "data", condition)).astype(bool)
         if not data.all():
             frame = _kernel_frame()
@@ -526,7 +537,8 @@ def install() -> None:
                    count=int(np.count_nonzero(~data)), frame=frame)
         return None
 
-    def create_assert(self: Any, condition: Any, message: Any = "", *rest: Any, **kw: Any) -> Any:
+    def create_assert(self, inner: Any, builder: Any, condition: Any, message: Any = "", *rest: Any,
+                      **kw: Any) -> Any:
         data = np.asarray(getattr(condition, "data", condition)).astype(bool)
         if not data.all():
             frame = _kernel_frame()
@@ -535,145 +547,145 @@ def install() -> None:
                                     f"{_values_on_line(frame)}", count=int(lanes.size), frame=frame)
         return None
 
-    def carry(name: str, source: int) -> None:
-        orig = d.get(name)
-        if orig is None:
-            return
-
-        def method(self: Any, *args: Any, **kw: Any) -> Any:
-            out = orig(self, *args, **kw)
-            attr = getattr(args[source], "attr", None)
-            if attr and _KEY in attr and hasattr(out, "attr"):
-                out.attr[_KEY] = attr[_KEY]
-            return out
-
-        faithful._set(_SAVED, builder, name, method)
-
-    faithful._set(_SAVED, builder, "create_masked_load", create_masked_load)
-    faithful._set(_SAVED, builder, "create_masked_store", create_masked_store)
-    faithful._set(_SAVED, builder, "create_assume", create_assume)
-    faithful._set(_SAVED, builder, "create_assert", create_assert)
-    for name, source in (("create_addptr", 0), ("create_splat", 1), ("create_broadcast", 0),
-                         ("create_expand_dims", 0), ("create_reshape", 0), ("create_trans", 0)):
-        carry(name, source)
-
-    orig_rmw = d.get("create_atomic_rmw")
-    if orig_rmw is not None:
-        def create_atomic_rmw(self: Any, op: Any, ptr: Any, val: Any, mask: Any, *rest: Any, **kw: Any) -> Any:
-            if _LAUNCHES:
-                kept, accesses = _check(ptr, mask, "atomically updates")
-                _read(accesses, _itemsize(ptr), "atomically updates")
-                _write(accesses, _itemsize(ptr), None, np.shape(ptr.data))
-                mask = interp.TensorHandle(kept, int1)
-            return orig_rmw(self, op, ptr, val, mask, *rest, **kw)
-
-        faithful._set(_SAVED, builder, "create_atomic_rmw", create_atomic_rmw)
-
-    orig_cas = d.get("create_atomic_cas")
-    if orig_cas is not None:
-        def create_atomic_cas(self: Any, ptr: Any, cmp: Any, val: Any, *rest: Any, **kw: Any) -> Any:
-            if not _LAUNCHES:
-                return orig_cas(self, ptr, cmp, val, *rest, **kw)
-            kept, accesses = _check(ptr, None, "atomically compares and swaps")
-            _read(accesses, _itemsize(ptr), "atomically compares and swaps")
-            _write(accesses, _itemsize(ptr), None, np.shape(ptr.data))
-            if kept.all():
-                return orig_cas(self, ptr, cmp, val, *rest, **kw)
-            # a compare-and-swap has no mask: perform the lanes inside only (the others give 0)
-            shape = np.shape(ptr.data)
-            sel = kept.reshape(-1)
-            out = np.zeros(shape, dtype=np.asarray(cmp.data).dtype).reshape(-1)
-            if sel.any():
-                def part(h: Any) -> Any:
-                    return interp.TensorHandle(np.ascontiguousarray(
-                        np.broadcast_to(np.asarray(h.data), shape).reshape(-1)[sel]), h.dtype)
-
-                out[sel] = np.asarray(orig_cas(self, part(ptr), part(cmp), part(val), *rest, **kw).data).reshape(-1)
-            return interp.TensorHandle(out.reshape(shape), cmp.dtype.scalar)
-
-        faithful._set(_SAVED, builder, "create_atomic_cas", create_atomic_cas)
-
-    ge = interp.GridExecutor
-    orig_call, orig_init = ge.__dict__["__call__"], ge.__dict__["_init_args_hst"]
-
-    def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
-        state = _Launch(kernel=getattr(self.fn, "__name__", "kernel"))
-        with _LOCK:
-            _LAUNCHES.append(state)
-        try:
-            return orig_call(self, *args, **kwargs)
-        finally:
-            with _LOCK:
-                _LAUNCHES.remove(state)
-
-    def _init_args_hst(self: Any, args_dev: Any, kwargs: Any) -> Any:
-        args_hst, kwargs_hst = orig_init(self, args_dev, kwargs)
-        if _LAUNCHES:
-            state = _LAUNCHES[-1]
-            for name, arg in list(zip(self.arg_names, args_hst)) + list(kwargs_hst.items()):
-                for i, item in enumerate(arg if isinstance(arg, tuple) else (arg,)):
-                    _register(state, name if not isinstance(arg, tuple) else f"{name}[{i}]",
-                              getattr(item, "base", item))
-        return args_hst, kwargs_hst
-
-    faithful._set(_SAVED, ge, "__call__", __call__)
-    faithful._set(_SAVED, ge, "_init_args_hst", _init_args_hst)
-
-    orig_cvt = interp._implicit_cvt
-
-    def _implicit_cvt(arg: Any) -> Any:
-        out = orig_cvt(arg)
-        if _LAUNCHES and hasattr(arg, "data_ptr") and hasattr(out, "handle"):
-            try:
-                storage = int(arg.untyped_storage().data_ptr())
-            except Exception:
-                storage = None
-            for b in _LAUNCHES[-1].buffers:
-                if b.start == storage:
-                    out.handle.attr[_KEY] = b
-                    break
+    @staticmethod
+    def carry(source: int, inner: Any, builder: Any, *args: Any, **kw: Any) -> Any:
+        """A pointer op: the result keeps the buffer its pointer operand (``args[source]``) came from."""
+        out = inner(builder, *args, **kw)
+        attr = getattr(args[source], "attr", None)
+        if attr and _KEY in attr and hasattr(out, "attr"):
+            out.attr[_KEY] = attr[_KEY]
         return out
 
-    faithful._set(_SAVED, interp, "_implicit_cvt", _implicit_cvt)
+    def create_atomic_rmw(self, inner: Any, builder: Any, op: Any, ptr: Any, val: Any, mask: Any, *rest: Any,
+                          **kw: Any) -> Any:
+        if _LAUNCHES:
+            kept, accesses = _check(ptr, mask, "atomically updates")
+            _read(accesses, _itemsize(ptr), "atomically updates")
+            _write(accesses, _itemsize(ptr), None, np.shape(ptr.data))
+            mask = self.TensorHandle(kept, self.int1)
+        return inner(builder, op, ptr, val, mask, *rest, **kw)
 
-    orig_patch = interp._patch_lang
+    def create_atomic_cas(self, inner: Any, builder: Any, ptr: Any, cmp: Any, val: Any, *rest: Any,
+                          **kw: Any) -> Any:
+        if not _LAUNCHES:
+            return inner(builder, ptr, cmp, val, *rest, **kw)
+        kept, accesses = _check(ptr, None, "atomically compares and swaps")
+        _read(accesses, _itemsize(ptr), "atomically compares and swaps")
+        _write(accesses, _itemsize(ptr), None, np.shape(ptr.data))
+        if kept.all():
+            return inner(builder, ptr, cmp, val, *rest, **kw)
+        # a compare-and-swap has no mask: perform the lanes inside only (the others give 0)
+        shape = np.shape(ptr.data)
+        sel = kept.reshape(-1)
+        out = np.zeros(shape, dtype=np.asarray(cmp.data).dtype).reshape(-1)
+        if sel.any():
+            def part(h: Any) -> Any:
+                return self.TensorHandle(np.ascontiguousarray(
+                    np.broadcast_to(np.asarray(h.data), shape).reshape(-1)[sel]), h.dtype)
 
-    def _patch_lang(fn: Any) -> Any:
-        scope = orig_patch(fn)
-        langs = [v for v in fn.__globals__.values() if v is interp.tl or v is interp.tl.core]
-        for lang in langs:
-            for hint in ("multiple_of", "max_contiguous"):
-                below = getattr(lang, hint, None)
-                if below is None:
-                    continue
+            out[sel] = np.asarray(inner(builder, part(ptr), part(cmp), part(val), *rest, **kw).data).reshape(-1)
+        return self.TensorHandle(out.reshape(shape), cmp.dtype.scalar)
 
-                def checked(input: Any, values: Any, *a: Any, _below: Any = below, _hint: str = hint,
-                            **k: Any) -> Any:
-                    _check_hint(_hint, input, values)
-                    return _below(input, values, *a, **k)
 
-                scope.set_attr(lang, hint, checked)
-        return scope
+class _Sanitizer(Layer):
+    """Every load, store and hint of an interpreted kernel checked (installed by ``interpreting()``)."""
 
-    faithful._set(_SAVED, interp, "_patch_lang", _patch_lang)
-    # tl.device_assert runs only in debug mode; the integer-overflow checks debug mode adds stay off
-    opts = getattr(interp.interpreter_builder, "options", None)
-    if opts is not None and dataclasses.is_dataclass(opts):
-        new = dataclasses.replace(opts, debug=True, **({"sanitize_overflow": False}
-                                                       if hasattr(opts, "sanitize_overflow") else {}))
-        faithful._set(_SAVED, interp.interpreter_builder, "options", new)
+    name = "sanitizer"
+    triton_versions = ("3.6.0", "3.8.0", "3.9.0")
+
+    def __init__(self) -> None:
+        self.modes: list[Any] = []  # the torch function mode entered (records torch.empty allocations)
+
+    def install(self, scope: PatchScope, interp: Any) -> None:
+        _SanitizerOps(interp).install_ops(scope, interp.InterpreterBuilder)
+        ge = interp.GridExecutor
+        orig_call, orig_init = ge.__dict__["__call__"], ge.__dict__["_init_args_hst"]
+
+        def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+            return _launch(orig_call, self, *args, **kwargs)
+
+        def _init_args_hst(self: Any, args_dev: Any, kwargs: Any) -> Any:
+            return _init_args(orig_init, self, args_dev, kwargs)
+
+        scope.set(ge, "__call__", __call__)
+        scope.set(ge, "_init_args_hst", _init_args_hst)
+        scope.set(interp, "_implicit_cvt", functools.partial(_implicit_cvt, interp._implicit_cvt))
+        scope.set(interp, "_patch_lang", functools.partial(_patch_lang, interp, interp._patch_lang))
+        # tl.device_assert runs only in debug mode; the integer-overflow checks debug mode adds stay off
+        opts = getattr(interp.interpreter_builder, "options", None)
+        if opts is not None and dataclasses.is_dataclass(opts):
+            new = dataclasses.replace(opts, debug=True, **({"sanitize_overflow": False}
+                                                           if hasattr(opts, "sanitize_overflow") else {}))
+            scope.set(interp.interpreter_builder, "options", new)
+        try:
+            mode = _allocation_mode()
+        except ImportError:  # no torch: no tensors to allocate either
+            return
+        mode.__enter__()
+        self.modes.append(mode)
+
+    def remove(self, scope: PatchScope) -> None:
+        while self.modes:
+            self.modes.pop().__exit__(None, None, None)
+        _FRESH.clear()
+        scope.restore()
+
+
+def _launch(orig_call: Any, executor: Any, *args: Any, **kwargs: Any) -> Any:
+    """``GridExecutor.__call__``: one launch's tensors registered while it runs."""
+    state = _Launch(kernel=getattr(executor.fn, "__name__", "kernel"))
+    with _LOCK:
+        _LAUNCHES.append(state)
     try:
-        mode = _allocation_mode()
-    except ImportError:  # no torch: no tensors to allocate either
-        return
-    mode.__enter__()
-    _MODE.append(mode)
+        return orig_call(executor, *args, **kwargs)
+    finally:
+        with _LOCK:
+            _LAUNCHES.remove(state)
 
 
-def uninstall() -> None:
-    from fp8check.triton import _patching as faithful
+def _init_args(orig_init: Any, executor: Any, args_dev: Any, kwargs: Any) -> Any:
+    args_hst, kwargs_hst = orig_init(executor, args_dev, kwargs)
+    if _LAUNCHES:
+        state = _LAUNCHES[-1]
+        for name, arg in list(zip(executor.arg_names, args_hst)) + list(kwargs_hst.items()):
+            for i, item in enumerate(arg if isinstance(arg, tuple) else (arg,)):
+                _register(state, name if not isinstance(arg, tuple) else f"{name}[{i}]",
+                          getattr(item, "base", item))
+    return args_hst, kwargs_hst
 
-    while _MODE:
-        _MODE.pop().__exit__(None, None, None)
-    _FRESH.clear()
-    faithful._restore(_SAVED)
+
+def _implicit_cvt(orig_cvt: Any, arg: Any) -> Any:
+    """A tensor argument's pointer carries its buffer."""
+    out = orig_cvt(arg)
+    if _LAUNCHES and hasattr(arg, "data_ptr") and hasattr(out, "handle"):
+        try:
+            storage = int(arg.untyped_storage().data_ptr())
+        except Exception:
+            storage = None
+        for b in _LAUNCHES[-1].buffers:
+            if b.start == storage:
+                out.handle.attr[_KEY] = b
+                break
+    return out
+
+
+def _patch_lang(interp: Any, orig_patch: Any, fn: Any) -> Any:
+    """``tl.multiple_of`` and ``tl.max_contiguous`` checked before they run."""
+    scope = orig_patch(fn)
+    langs = [v for v in fn.__globals__.values() if v is interp.tl or v is interp.tl.core]
+    for lang in langs:
+        for hint in ("multiple_of", "max_contiguous"):
+            below = getattr(lang, hint, None)
+            if below is None:
+                continue
+
+            def checked(input: Any, values: Any, *a: Any, _below: Any = below, _hint: str = hint,
+                        **k: Any) -> Any:
+                _check_hint(_hint, input, values)
+                return _below(input, values, *a, **k)
+
+            scope.set_attr(lang, hint, checked)
+    return scope
+
+
+LAYER = _Sanitizer()

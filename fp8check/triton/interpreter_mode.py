@@ -25,24 +25,33 @@ codes without converting them and is left alone, as are conversions that
 involve no fp8 type. The patch is installed only while a :func:`faithful`
 block is open, only for the Triton versions in
 :data:`SUPPORTED_TRITON_VERSIONS`, and removed on exit.
+
+Interpreter mode (:func:`interpreted`, :func:`interpreting`) is
+:class:`InterpreterMode`: an ordered list of layers (``TRITON_INTERPRET``,
+jit twins, the ``triton.language`` snapshot, :mod:`.launch`,
+:mod:`.batched`, :mod:`.sanitizer`, :mod:`.batched`'s memory ops),
+installed in order and removed in reverse (:mod:`.layer`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
-import threading
 import types
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
 from fp8check import reference
 from fp8check.errors import FP8CheckError
 from fp8check.formats import get as get_format
+from fp8check.patching import LOCK, PatchScope
+from fp8check.triton import batched, launch, sanitizer
 from fp8check.triton import ops as _ops
 from fp8check.triton import targets as _targets
+from fp8check.triton.layer import BuilderOps, Layer, LayerStack, interpreter
 from fp8check.triton.targets import TL_NAMES, Target
 
 __all__ = [
@@ -52,7 +61,8 @@ __all__ = [
 ]
 
 #: The Triton releases the patch was tested with (the interpreter's hooks and
-#: the target tables were checked for each).
+#: the target tables were checked for each): the table of the faithful block's
+#: layers and of interpreter mode's own (the batched fast path has its own).
 SUPPORTED_TRITON_VERSIONS = ("3.6.0", "3.8.0", "3.9.0")
 
 
@@ -91,7 +101,7 @@ def check_triton_version() -> str:
 
 # -- state ------------------------------------------------------------------------
 
-_LOCK = threading.RLock()
+_LOCK = LOCK  # the patching layers' one lock
 
 
 @dataclass
@@ -101,8 +111,6 @@ class _Active:
 
 
 _STACK: list[_Active] = []
-_SAVED: list[tuple[object, str, object]] = []
-_MISSING = object()
 _WATCHES: list["Watch"] = []
 
 
@@ -116,26 +124,6 @@ def is_patched() -> bool:
     """Whether the faithful patch is installed now."""
     with _LOCK:
         return bool(_STACK)
-
-
-def _interp() -> Any:
-    import triton.runtime.interpreter as interp
-
-    return interp
-
-
-def _set(saved: list, obj: object, name: str, value: object) -> None:
-    saved.append((obj, name, obj.__dict__.get(name, _MISSING) if isinstance(obj, type) else getattr(obj, name, _MISSING)))
-    setattr(obj, name, value)
-
-
-def _restore(saved: list) -> None:
-    while saved:
-        obj, name, old = saved.pop()
-        if old is _MISSING:
-            delattr(obj, name)
-        else:
-            setattr(obj, name, old)
 
 
 # -- conversions --------------------------------------------------------------------
@@ -250,7 +238,7 @@ def decode_for_target(codes: np.ndarray, fmt: str, dest: str, target: Target, *,
 
 
 def _convert(active: _Active, src: Any, dst_type: Any, rounding_mode: Any) -> Any:
-    interp = _interp()
+    interp = interpreter()
     src_ty, dst_ty = src.dtype.scalar, dst_type.scalar
     src8, dst8 = _fp8_name(src_ty), _fp8_name(dst_ty)
     target = active.target
@@ -292,25 +280,28 @@ def _supported_pair(*dtypes: Any) -> bool:
     return all(n in TL_NAMES or n in _WIDE for n in names)
 
 
-def _install() -> None:
-    """One set of hooks serves :func:`faithful` and :func:`watch`; installed
-    while either is in use, removed (the originals restored) when neither is."""
-    interp = _interp()
-    builder = interp.InterpreterBuilder
-    orig_fp_to_fp = builder.__dict__["create_fp_to_fp"]
-    orig_dot = builder.__dict__["create_dot"]
+class ConversionOps(BuilderOps):
+    """The builder's FP8 conversions under the open faithful block's target (the originals run outside
+    one): ``x.to(fp8)``, ``fp8.to(...)``, the implicit casts of ``tl.store``, and the decoding of fp8
+    ``tl.dot`` operands. Every conversion is counted for :func:`watch`."""
 
-    def create_fp_to_fp(self: Any, src: Any, dst_type: Any, rounding_mode: Any) -> Any:
+    def __init__(self, interp: Any) -> None:
+        self.interp = interp
+
+    def table(self) -> dict[str, Callable[..., Any]]:
+        return {"create_fp_to_fp": self.create_fp_to_fp, "create_dot": self.create_dot}
+
+    def create_fp_to_fp(self, inner: Any, builder: Any, src: Any, dst_type: Any, rounding_mode: Any) -> Any:
         s, d = src.dtype.scalar, dst_type.scalar
-        with _LOCK:
-            active = _STACK[-1] if _STACK else None
+        active = _active_now()
         handled = active is not None and _involves_fp8(s, d) and _supported_pair(s, d)
         _note(handled, s, d)
         if not handled:
-            return orig_fp_to_fp(self, src, dst_type, rounding_mode)
+            return inner(builder, src, dst_type, rounding_mode)
         return _convert(active, src, dst_type, rounding_mode)
 
-    def _operand(active: _Active, h: Any) -> Any:
+    def dot_operand(self, active: _Active, h: Any) -> Any:
+        """An fp8 ``tl.dot`` operand as the float16 values the target decodes it to."""
         name = _fp8_name(h.dtype.scalar)
         if name is None:
             return h
@@ -319,66 +310,88 @@ def _install() -> None:
         values = reference.decode(np.ascontiguousarray(h.data).view(np.uint8), name)
         import triton.language as tl
 
-        return interp.TensorHandle(values.astype(np.float16).reshape(np.shape(h.data)), tl.float16)
+        return self.interp.TensorHandle(values.astype(np.float16).reshape(np.shape(h.data)), tl.float16)
 
-    def create_dot(self: Any, a: Any, b: Any, d: Any, *args: Any, **kwargs: Any) -> Any:
-        with _LOCK:
-            active = _STACK[-1] if _STACK else None
+    def create_dot(self, inner: Any, builder: Any, a: Any, b: Any, d: Any, *args: Any, **kwargs: Any) -> Any:
+        active = _active_now()
         _note(active is not None, a.dtype.scalar, b.dtype.scalar)
         if active is not None:
-            a, b = _operand(active, a), _operand(active, b)
-        return orig_dot(self, a, b, d, *args, **kwargs)
+            a, b = self.dot_operand(active, a), self.dot_operand(active, b)
+        return inner(builder, a, b, d, *args, **kwargs)
 
-    _set(_SAVED, builder, "create_fp_to_fp", create_fp_to_fp)
-    _set(_SAVED, builder, "create_dot", create_dot)
-    _ops.install(_SAVED, _set, builder, interp, _active_now, _note_division)  # every other float op
-    orig_core = getattr(interp, "_patch_lang_core", None)
-    if orig_core is not None:
-        # Triton 3.6's interpreter cannot build the fnuz types ("fail to
-        # convert fp8e4b8 to ir type"): its dtype.to_ir lacks them although
-        # its builder has get_fp8e4b8_ty/get_fp8e5b16_ty. Add them (a no-op
-        # where to_ir has them already).
-        def _patch_lang_core(lang: Any, scope: Any) -> Any:
-            result = orig_core(lang, scope)
-            below = lang.dtype.to_ir
+    @staticmethod
+    def mxfp_value_to_float32(orig_mx: Any, value_handle: Any) -> Any:
+        """The decoding of fp8 ``tl.dot_scaled`` operands (Triton >= 3.8)."""
+        active = _active_now()
+        name = _fp8_name(value_handle.dtype)
+        _note(active is not None, value_handle.dtype)
+        if active is None or name is None:
+            return orig_mx(value_handle)
+        if name not in active.target.formats:
+            _refuse(active, f"Triton does not compile tl.dot_scaled with {name} operands for "
+                            f"{active.target.name}")
+        return reference.decode(np.ascontiguousarray(value_handle.data).view(np.uint8), name).astype(np.float32)
 
-            def to_ir(self: Any, builder: Any) -> Any:
-                if self.name == "fp8e4b8" and hasattr(builder, "get_fp8e4b8_ty"):
-                    return builder.get_fp8e4b8_ty()
-                if self.name == "fp8e5b16" and hasattr(builder, "get_fp8e5b16_ty"):
-                    return builder.get_fp8e5b16_ty()
-                return below(self, builder)
 
-            scope.set_attr(lang.dtype, "to_ir", to_ir)
-            # Triton 3.6 converts a loaded scalar to an index with int() of its 1-element array,
-            # which NumPy >= 2.4 refuses ("only 0-dimensional arrays can be converted to Python
-            # scalars": a `range(tl.load(ptr), ...)` loop fails); later Tritons squeeze it first.
-            scope.set_attr(lang.tensor, "__index__", lambda self: int(np.asarray(self.handle.data).squeeze()))
-            return result
+def _patch_lang_core(orig_core: Any, lang: Any, scope: Any) -> Any:
+    """Triton 3.6's interpreter cannot build the fnuz types ("fail to convert fp8e4b8 to ir type"): its
+    dtype.to_ir lacks them although its builder has get_fp8e4b8_ty/get_fp8e5b16_ty. Add them (a no-op
+    where to_ir has them already)."""
+    result = orig_core(lang, scope)
+    below = lang.dtype.to_ir
 
-        _set(_SAVED, interp, "_patch_lang_core", _patch_lang_core)
-    orig_mx = getattr(interp, "_mxfp_value_handle_to_float32", None)
-    if orig_mx is not None:
-        def _mxfp_value_handle_to_float32(value_handle: Any) -> Any:
-            with _LOCK:
-                active = _STACK[-1] if _STACK else None
-            name = _fp8_name(value_handle.dtype)
-            _note(active is not None, value_handle.dtype)
-            if active is None or name is None:
-                return orig_mx(value_handle)
-            if name not in active.target.formats:
-                _refuse(active, f"Triton does not compile tl.dot_scaled with {name} operands for "
-                                f"{active.target.name}")
-            return reference.decode(np.ascontiguousarray(value_handle.data).view(np.uint8), name).astype(np.float32)
+    def to_ir(self: Any, builder: Any) -> Any:
+        if self.name == "fp8e4b8" and hasattr(builder, "get_fp8e4b8_ty"):
+            return builder.get_fp8e4b8_ty()
+        if self.name == "fp8e5b16" and hasattr(builder, "get_fp8e5b16_ty"):
+            return builder.get_fp8e5b16_ty()
+        return below(self, builder)
 
-        _set(_SAVED, interp, "_mxfp_value_handle_to_float32", _mxfp_value_handle_to_float32)
+    scope.set_attr(lang.dtype, "to_ir", to_ir)
+    # Triton 3.6 converts a loaded scalar to an index with int() of its 1-element array,
+    # which NumPy >= 2.4 refuses ("only 0-dimensional arrays can be converted to Python
+    # scalars": a `range(tl.load(ptr), ...)` loop fails); later Tritons squeeze it first.
+    scope.set_attr(lang.tensor, "__index__", lambda self: int(np.asarray(self.handle.data).squeeze()))
+    return result
+
+
+class _Conversions(Layer):
+    """FP8 conversions by the target's tables (one set of hooks serves :func:`faithful` and :func:`watch`)."""
+
+    name = "fp8 conversions"
+    triton_versions = SUPPORTED_TRITON_VERSIONS
+
+    def install(self, scope: PatchScope, interp: Any) -> None:
+        ConversionOps(interp).install_ops(scope, interp.InterpreterBuilder)
+        orig_core = getattr(interp, "_patch_lang_core", None)
+        if orig_core is not None:
+            scope.set(interp, "_patch_lang_core", functools.partial(_patch_lang_core, orig_core))
+        orig_mx = getattr(interp, "_mxfp_value_handle_to_float32", None)
+        if orig_mx is not None:
+            scope.set(interp, "_mxfp_value_handle_to_float32",
+                      functools.partial(ConversionOps.mxfp_value_to_float32, orig_mx))
+
+
+class _FloatOps(Layer):
+    """Every other float op by the target's :class:`~fp8check.triton.targets.OpRules` (:mod:`.ops`)."""
+
+    name = "float ops"
+    triton_versions = SUPPORTED_TRITON_VERSIONS
+
+    def install(self, scope: PatchScope, interp: Any) -> None:
+        _ops.FloatOps(interp, _active_now, _note_division).install(scope, interp.InterpreterBuilder)
+
+
+#: The faithful block's layers, installed while :func:`faithful` or :func:`watch` is in use.
+_FAITHFUL = LayerStack([_Conversions(), _FloatOps()])
+_USERS = 0
 
 
 def _acquire() -> None:
     global _USERS
     with _LOCK:
         if _USERS == 0:
-            _install()
+            _FAITHFUL.install()
         _USERS += 1
 
 
@@ -387,10 +400,7 @@ def _release() -> None:
     with _LOCK:
         _USERS -= 1
         if _USERS == 0:
-            _restore(_SAVED)
-
-
-_USERS = 0
+            _FAITHFUL.remove()
 
 
 @contextlib.contextmanager
@@ -435,69 +445,77 @@ def faithful(target: object = "sm90", *, strict: bool = True) -> Iterator[Target
 # -- interpreter mode for the user ---------------------------------------------------
 
 
-class _Interpreting:
-    """Re-entrant: while a kernel runs interpreted, ``TRITON_INTERPRET=1`` and
-    a compiled-mode ``@triton.jit`` helper called from it (a user's helper,
-    or ``tl.max`` when triton was imported without ``TRITON_INTERPRET``) runs
-    as an interpreted device function."""
+class _TritonInterpret(Layer):
+    """``TRITON_INTERPRET=1`` while interpreter mode is on (kernels decorated inside are interpreted)."""
 
-    depth = 0
-    saved: list[tuple[object, str, object]] = []
-    language: list[tuple[Any, dict[str, Any]]] = []
-    env: str | None = None
-    twins: dict[Any, Any] = {}
+    name = "TRITON_INTERPRET"
+    triton_versions = SUPPORTED_TRITON_VERSIONS
 
-    @classmethod
-    @contextlib.contextmanager
-    def active(cls) -> Iterator[None]:
-        from triton.runtime.interpreter import InterpretedFunction
+    def install(self, scope: PatchScope, interp: Any) -> None:
+        scope.set_item(os.environ, "TRITON_INTERPRET", "1")
+
+
+class _JitTwins(Layer):
+    """A compiled-mode ``@triton.jit`` function (a user's helper, or ``tl.max`` when triton was imported
+    without ``TRITON_INTERPRET``) called or launched runs as its interpreted twin."""
+
+    name = "jit twins"
+    triton_versions = SUPPORTED_TRITON_VERSIONS
+
+    def __init__(self) -> None:
+        self.twins: dict[Any, Any] = {}  # kept across activations, as the twins' caches are
+
+    def twin_of(self, fn: Any) -> Any:
+        twin = self.twins.get(fn)
+        if twin is None:
+            from triton.runtime.interpreter import InterpretedFunction
+
+            twin = self.twins[fn] = InterpretedFunction(fn)
+        return twin
+
+    def install(self, scope: PatchScope, interp: Any) -> None:
         from triton.runtime.jit import JITFunction
 
-        with _LOCK:
-            if cls.depth == 0:
-                cls.env = os.environ.get("TRITON_INTERPRET")
-                os.environ["TRITON_INTERPRET"] = "1"
+        twin_of = self.twin_of
 
-                def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
-                    return twin_of(self.fn)(*args, **kwargs)
+        def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+            return twin_of(self.fn)(*args, **kwargs)
 
-                def twin_of(fn: Any) -> Any:
-                    twin = cls.twins.get(fn)
-                    if twin is None:
-                        twin = cls.twins[fn] = InterpretedFunction(fn)
-                    return twin
+        def run(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
+            return twin_of(self.fn).run(*args, grid=grid, warmup=warmup, **kwargs)
 
-                def run(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
-                    return twin_of(self.fn).run(*args, grid=grid, warmup=warmup, **kwargs)
+        scope.set(JITFunction, "__call__", __call__)
+        scope.set(JITFunction, "run", run)
 
-                _set(cls.saved, JITFunction, "__call__", __call__)
-                _set(cls.saved, JITFunction, "run", run)
-                cls.language = _language_snapshot()
-                from fp8check.triton import batched, launch, sanitizer
 
-                launch.install()  # autotuned kernels run every config, none benchmarked (launch.py)
-                batched.install()  # programs of a launch run together (batched.py); under the sanitizer
-                sanitizer.install()  # loads, stores and hints checked (sanitizer.py)
-                batched.install_outer()  # memory ops and hints program by program, around the sanitizer
-            cls.depth += 1
-        try:
-            yield
-        finally:
-            with _LOCK:
-                cls.depth -= 1
-                if cls.depth == 0:
-                    from fp8check.triton import batched, launch, sanitizer
+class _LanguageRestore(Layer):
+    """Undo what the interpreter left patched in ``triton.language``. Its device-function calls
+    (``tl.max`` inside a kernel, a user's ``@triton.jit`` helper) patch it without restoring it, so after
+    an interpreted launch, compiling a kernel in the same process failed ("'block_argument' object has
+    no attribute 'dtype'")."""
 
-                    batched.uninstall_outer()
-                    sanitizer.uninstall()
-                    batched.uninstall()
-                    launch.uninstall()
-                    _restore(cls.saved)
-                    _language_restore(cls.language)
-                    if cls.env is None:
-                        os.environ.pop("TRITON_INTERPRET", None)
-                    else:
-                        os.environ["TRITON_INTERPRET"] = cls.env
+    name = "triton.language snapshot"
+    triton_versions = SUPPORTED_TRITON_VERSIONS
+
+    def __init__(self) -> None:
+        self.snapshot: list[tuple[Any, dict[str, Any]]] = []
+
+    def install(self, scope: PatchScope, interp: Any) -> None:
+        self.snapshot = [(obj, dict(vars(obj))) for obj in _language_objects()]
+
+    def remove(self, scope: PatchScope) -> None:
+        scope.restore()
+        for obj, before in self.snapshot:
+            now = vars(obj)
+            for name in [n for n in now if n not in before and not isinstance(now[n], types.ModuleType)]:
+                delattr(obj, name)  # (a submodule imported meanwhile stays)
+            for name, value in before.items():
+                if now.get(name, _ABSENT) is not value:
+                    setattr(obj, name, value)
+        self.snapshot = []
+
+
+_ABSENT = object()
 
 
 def _language_objects() -> list[Any]:
@@ -509,22 +527,35 @@ def _language_objects() -> list[Any]:
     return objs + ([base] if base is not None else [])
 
 
-def _language_snapshot() -> list[tuple[Any, dict[str, Any]]]:
-    return [(obj, dict(vars(obj))) for obj in _language_objects()]
+class InterpreterMode:
+    """Interpreter mode, re-entrant: its layers installed in order when the outermost block opens and
+    removed in reverse when it closes. While a kernel runs interpreted, ``TRITON_INTERPRET=1`` and a
+    compiled-mode ``@triton.jit`` helper called from it runs as an interpreted device function;
+    autotuned kernels run every config (:mod:`.launch`), programs of a launch run together
+    (:mod:`.batched`, under the sanitizer), loads, stores and hints are checked (:mod:`.sanitizer`), and
+    the batched memory ops and hints run program by program around the sanitizer."""
+
+    def __init__(self, layers: Sequence[Layer]) -> None:
+        self.stack = LayerStack(layers)
+        self.depth = 0
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[None]:
+        with _LOCK:
+            if self.depth == 0:
+                self.stack.install()
+            self.depth += 1
+        try:
+            yield
+        finally:
+            with _LOCK:
+                self.depth -= 1
+                if self.depth == 0:
+                    self.stack.remove()
 
 
-def _language_restore(snapshot: list[tuple[Any, dict[str, Any]]]) -> None:
-    """Undo what the interpreter left patched. Its device-function calls (``tl.max`` inside a kernel,
-    a user's ``@triton.jit`` helper) patch ``triton.language`` without restoring it, so after an
-    interpreted launch, compiling a kernel in the same process failed ("'block_argument' object has
-    no attribute 'dtype'")."""
-    for obj, before in snapshot:
-        now = vars(obj)
-        for name in [n for n in now if n not in before and not isinstance(now[n], types.ModuleType)]:
-            delattr(obj, name)  # (a submodule imported meanwhile stays)
-        for name, value in before.items():
-            if now.get(name, _MISSING) is not value:
-                setattr(obj, name, value)
+_MODE = InterpreterMode([_TritonInterpret(), _JitTwins(), _LanguageRestore(), launch.LAYER, batched.LAYER,
+                         sanitizer.LAYER, batched.OUTER_LAYER])
 
 
 @contextlib.contextmanager
@@ -556,7 +587,7 @@ class InterpretedKernel:
 
     def __getitem__(self, grid: Any) -> Callable[..., Any]:
         def launch(*args: Any, **kwargs: Any) -> Any:
-            with _Interpreting.active(), _unwrapped():
+            with _MODE.active(), _unwrapped():
                 return self._interp[grid](*args, **kwargs)
 
         return launch
@@ -584,7 +615,7 @@ def interpreting() -> Iterator[None]:
     decorated inside it are interpreted, and compiled-mode ``@triton.jit``
     helpers run as device functions of interpreted kernels."""
     check_triton_version()
-    with _Interpreting.active(), _unwrapped():
+    with _MODE.active(), _unwrapped():
         yield
 
 
@@ -595,7 +626,7 @@ def interpreter_active() -> bool:
     """Whether Triton kernels launched now run in Triton's interpreter
     (``TRITON_INTERPRET`` set, or an :func:`interpreted` launch under way)."""
     value = os.environ.get("TRITON_INTERPRET", "").strip().lower()
-    return value in ("1", "true", "yes", "on") or _Interpreting.depth > 0
+    return value in ("1", "true", "yes", "on") or _MODE.depth > 0
 
 
 def uses_unpatched_interpreter(fn: Any = None) -> bool:
@@ -659,7 +690,7 @@ def watch() -> Iterator[Watch]:
     nothing when Triton is absent."""
     w = Watch()
     try:
-        _interp()
+        interpreter()
     except Exception:
         yield w
         return
