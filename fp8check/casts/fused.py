@@ -31,7 +31,7 @@ import numpy as np
 
 from fp8check import brackets, device_faults, hazards, inputs, reference
 from fp8check.casts import harness
-from fp8check.casts.adapters import _codes_from_output
+from fp8check.casts.adapters.kernel import codes_from_output
 from fp8check.casts.engine import DEFAULT_CAP, Divergences, _one_line
 from fp8check.errors import KernelCallError, KernelOutputError
 from fp8check.formats import Format, get as get_format
@@ -176,7 +176,7 @@ def check_fused(kernel: Callable[..., Any], *, reference_fn: Callable[..., Any],
         snapshot = base.clone()
         try:
             # under a faithful Triton target with bracketed instructions: rn, lo and hi runs on xk
-            outs, op_names = brackets.runs_on(lambda xx: _codes_from_output(
+            outs, op_names = brackets.runs_on(lambda xx: codes_from_output(
                 kernel(xx, *[v.clone() if isinstance(v, torch.Tensor) else v for v in a]), tuple(x.shape), f,
                 name).reshape(-1), xk)
             codes = outs[0]
