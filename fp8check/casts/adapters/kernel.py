@@ -139,7 +139,7 @@ class CastKernel:
             raise KernelCallError(
                 f"{self.name} raised {type(exc).__name__} casting {dtype} to {f.name}: {_one_line(exc)}"
             ) from exc
-        return _codes_from_output(out, x.shape, f, self.name)
+        return codes_from_output(out, x.shape, f, self.name)
 
     def call(self, x: Any, fmt: Format) -> np.ndarray:
         """Codes (uint8, NumPy, in ``x``'s logical order and shape) for ``x`` as the kernel gives them.
@@ -152,7 +152,7 @@ class CastKernel:
             out = self.tensor_fn(x, fmt)
         else:
             out = self.cast_fn(x, fmt)
-        return _codes_from_output(out, tuple(x.shape), fmt, self.name)
+        return codes_from_output(out, tuple(x.shape), fmt, self.name)
 
     def cast_tensor(self, x: Any, fmt: object) -> Any:
         """torch uint8 codes for the torch tensor ``x``, computed on its device."""
@@ -176,7 +176,7 @@ class CastKernel:
                 f"{self.name} raised {type(exc).__name__} casting to {f.name}: {_one_line(exc)}"
             ) from exc
         if not isinstance(out, torch.Tensor):
-            return torch.from_numpy(_codes_from_output(out, tuple(x.shape), f, self.name)).to(x.device)
+            return torch.from_numpy(codes_from_output(out, tuple(x.shape), f, self.name)).to(x.device)
         if out.dtype != torch.uint8:
             if out.element_size() != 1 or str(out.dtype).removeprefix("torch.") != f.torch_name:
                 raise KernelOutputError(f"{self.name} returned a {out.dtype} tensor for format {f.name}")
