@@ -43,7 +43,6 @@ class KernelKind:
     arguments: Callable[[KernelDeclaration], list[str]]  # its part of the reproduce line
     required: tuple[tuple[str, str], ...] = ()  # (key, the error's text after "LABEL: ") for each key it needs
     per_input_dtype: bool = True  # checked once per input dtype (a quantizer: every dtype in one check)
-    own_keys: tuple[str, ...] = ()  # keys no other kind takes
 
 
 def _quantizer_arguments(d: KernelDeclaration) -> list[str]:
@@ -87,7 +86,7 @@ KERNEL_KINDS: dict[str, KernelKind] = {k.table: k for k in (
                (("format", _NEEDS_FORMAT), ("reference", "a fused kernel needs 'reference' (the values before its "
                                                          "cast)"))),
     KernelKind("static", "static_quantize", "fp8check.running:run_static", _static_arguments,
-               (("format", _NEEDS_FORMAT),), own_keys=("apply", "scale")),
+               (("format", _NEEDS_FORMAT),)),
 )}
 KINDS = tuple(KERNEL_KINDS)
 
@@ -113,7 +112,7 @@ def _check_recipe(d: KernelDeclaration) -> None:
         quantizers.get(d.recipe)  # an unknown name: one clear error now, not at run time
 
 
-def _check_own_keys(d: KernelDeclaration) -> None:
+def _check_static_keys(d: KernelDeclaration) -> None:
     if d.kind == "static":
         from fp8check.quantizers.static import check_options
 
@@ -194,7 +193,7 @@ def _check_supports(d: KernelDeclaration) -> None:
 KEY_RULES: tuple[Callable[[KernelDeclaration], None], ...] = (
     _check_kind,
     _check_recipe,
-    _check_own_keys,
+    _check_static_keys,
     _check_format,
     _check_profile,
     _check_device,
