@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from fp8check.errors import InvalidValueError
+from fp8check.loader import load_callable
 
 __all__ = ["run_isolated", "FLIGHT_LIMIT"]
 
@@ -42,19 +43,16 @@ FLIGHT_LIMIT = 64 << 20  # inputs of a call larger than this are recorded by the
 _SHOWN = 8  # values shown in the finding
 
 
-def _kind(decl: Any) -> str:
-    return {"quantizer": "quantize", "static": "static_quantize"}.get(decl.kind, decl.kind)
-
-
-def run_isolated(decl: Any, **kw: Any) -> Any:
-    """:func:`fp8check.declarations.run_declaration` of ``decl`` (with ``kw``) in a child process; a crash of
-    the child is a failed result with one ``crashed`` divergence."""
+def run_isolated(decl: Any, *, entry: str, **kw: Any) -> Any:
+    """``entry(decl, **kw)`` in a child process, ``entry`` a ``MODULE:FUNC`` entry point that checks a
+    declaration (:data:`fp8check.running.ENTRY_POINT`); a crash of the child is a failed result with one
+    ``crashed`` divergence."""
     from fp8check.results import CheckResult
 
     with tempfile.TemporaryDirectory(prefix="fp8check-isolate-") as tmp:
         job, out, flight, log = (Path(tmp) / n for n in ("job.pkl", "result.pkl", "flight.npz", "child.log"))
         try:
-            job.write_bytes(pickle.dumps({"decl": decl, "kw": kw, "flight": str(flight)}))
+            job.write_bytes(pickle.dumps({"entry": entry, "decl": decl, "kw": kw, "flight": str(flight)}))
             Path(f"{job}.path").write_text(json.dumps(sys.path), encoding="utf-8")
         except Exception as exc:
             raise InvalidValueError(f"{decl.label}: isolate = true runs the check in a child process, which needs a "
@@ -76,7 +74,7 @@ def run_isolated(decl: Any, **kw: Any) -> Any:
                 outcome.add_note("the fault was in the child process: this process's CUDA context is unaffected, "
                                  "and its GPU checks go on")
             return outcome
-        input_dtype = kw.get("input_dtype") or (decl.input_dtypes[0] if decl.kind != "quantizer" else "float32")
+        input_dtype = decl.result_dtype(kw.get("input_dtype"))
         crash = _crash(proc.returncode, flight, text)
         kept = ""
         if crash.get("saved"):  # the inputs outlive the temporary directory
@@ -95,13 +93,13 @@ def run_isolated(decl: Any, **kw: Any) -> Any:
         detail += f"; {crash['where']}"
     result = CheckResult(
         kernel=decl.name, format=decl.fmt_name, profile=decl.profile or "", passed=False, checked=0,
-        categories={"crashed": 1}, kind=_kind(decl), input_dtype=input_dtype, device=decl.device,
+        categories={"crashed": 1}, kind=decl.kind_row.result_kind, input_dtype=input_dtype, device=decl.device,
         seed=kw.get("seed"),
         divergences=[Divergence(category="crashed", input_hex="-", expected_hex="-", actual_hex="-",
                                 input_dtype=input_dtype, detail=detail,
                                 condition=f"inputs saved in {kept}" if kept else "")],
-        command=decl.command(input_dtype if decl.kind != "quantizer" else None,
-                             max_examples=kw.get("max_examples"), seed=kw.get("seed")),
+        command=decl.command(decl.command_dtype(kw.get("input_dtype")), max_examples=kw.get("max_examples"),
+                             seed=kw.get("seed")),
         extra={"crash": crash})
     result.add_note("checked in a child process (isolate = true): a crash is a finding, not a lost run")
     return result
@@ -204,15 +202,13 @@ def _child(job_path: str, out_path: str) -> int:
     # The parent's sys.path first, so that the kernel the job names imports here.
     sys.path[:0] = [p for p in json.loads(Path(job_path + ".path").read_text(encoding="utf-8")) if p not in sys.path]
     job = pickle.loads(Path(job_path).read_bytes())
-    from fp8check.declarations import run_declaration
-
     decl, kw = job["decl"], job["kw"]
     try:
+        run = load_callable(job["entry"])
         recorder = _Recorder(decl.resolve(decl.kernel), job["flight"])
-        result = run_declaration(dataclasses.replace(decl, kernel=recorder, isolate=False), **kw)
-        result.command = decl.command(kw.get("input_dtype") or (decl.input_dtypes[0] if decl.kind != "quantizer"
-                                                                 else None),
-                                      max_examples=kw.get("max_examples"), seed=kw.get("seed"))
+        result = run(dataclasses.replace(decl, kernel=recorder, isolate=False), **kw)
+        result.command = decl.command(decl.command_dtype(kw.get("input_dtype")), max_examples=kw.get("max_examples"),
+                                      seed=kw.get("seed"))
         result.add_note("checked in a child process (isolate = true)")
         outcome: Any = result
     except Exception as exc:  # the project's errors (one-line messages) cross back and are raised there

@@ -196,7 +196,7 @@ def _cli_declaration(config: pytest.Config) -> Any:
     if not spec:
         return None
     from fp8check.casts.adapters.user import check_callable, wrap_callable
-    from fp8check.declarations import cast_kernel
+    from fp8check.declaration_reader import cast_kernel
     from fp8check.errors import FP8CheckError
     from fp8check.formats import get as get_format
 
@@ -223,7 +223,8 @@ def _declarations(config: pytest.Config) -> list[Any]:
     state = config.stash[_STATE]
     if state["declared"] is not None:
         return state["declared"]
-    from fp8check.declarations import KernelDeclaration, first_duplicate, from_pyproject
+    from fp8check.declaration import KernelDeclaration
+    from fp8check.declaration_reader import first_duplicate, from_pyproject
     from fp8check.errors import FP8CheckError
 
     out = [state["cli_kernel"]] if state["cli_kernel"] is not None else []
@@ -256,7 +257,7 @@ def _training(config: pytest.Config) -> list[Any]:
     entries = (state.get("settings") or {}).get("training", [])
     out = []
     if entries:
-        from fp8check.declarations import first_duplicate
+        from fp8check.declaration_reader import first_duplicate
         from fp8check.errors import FP8CheckError
         from fp8check.training.declared import training_from_table
 

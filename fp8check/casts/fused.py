@@ -25,18 +25,19 @@ write to ``x`` is an ``in_place`` divergence.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
-from fp8check import brackets, device_faults, hazards, inputs, reference
+from fp8check import brackets, checking, device_faults, hazards, inputs, reference
 from fp8check.casts import harness
-from fp8check.casts.adapters import _codes_from_output
+from fp8check.casts.adapters.kernel import codes_from_output
 from fp8check.casts.engine import DEFAULT_CAP, Divergences, _one_line
 from fp8check.errors import KernelCallError, KernelOutputError
 from fp8check.formats import Format, get as get_format
 from fp8check.profiles import Profile, get as get_profile
-from fp8check.results import CheckResult, Divergence, Refusal
+from fp8check.results import CheckResult, Divergence
 
 __all__ = ["check_fused", "allowed_codes"]
 
@@ -111,6 +112,18 @@ def _activations_drawn(rng: np.random.Generator, fmt: Format, dtype: str, hazard
     return [inputs.from_bits(inputs.to_bits(x.astype(inputs.numpy_dtype(dtype)), dtype), dtype) for x in out]
 
 
+@dataclass(frozen=True, kw_only=True)
+class FusedOptions(checking.CheckOptions):
+    """The parameters of :func:`check_fused` (its docstring says what each does), format and profile resolved."""
+
+    fmt: Format
+    profile: Profile
+    reference_fn: Callable[..., Any]
+    args: Any = None
+    input_dtype: str = "float32"
+    thorough: bool = True
+
+
 def check_fused(kernel: Callable[..., Any], *, reference_fn: Callable[..., Any], format: object,
                 profile: object = "ieee", args: Any = None, ulps: int = 0, input_dtype: str = "float32",
                 device: str = "cpu", seed: int = 0, name: str | None = None, cap: int | None = DEFAULT_CAP,
@@ -124,90 +137,127 @@ def check_fused(kernel: Callable[..., Any], *, reference_fn: Callable[..., Any],
     :class:`~fp8check.results.CheckResult` whose inputs are the pre-cast
     values.
     """
-    import torch
-
     f, p = get_format(format), get_profile(profile)
     p.resolve(f)
-    supports = supports or harness.Supports()
-    name = name or getattr(kernel, "__name__", repr(kernel))
-    rng = np.random.default_rng(seed)
-    hazard = hazards.all_hazard_bits(f, input_dtype)
-    xs = _activations(rng, f, input_dtype, hazard)
-    layouts = [("contiguous", x, "") for x in xs]
-    if thorough:
-        two_d = [x for x in xs if x.shape[0] > 1 and x.shape[1] > 1][:2]
-        layouts += [(lay, x, f"only for non-contiguous input ({lay})") for x in two_d
-                    for lay in ("transposed", "strided", "offset")]
-        side = math.isqrt(harness.large_numel(device, gpu=1 << 24)[0])
-        big = rng.standard_normal((side, side)).astype(np.float32) * np.float32(3.0)
-        layouts += [("contiguous", big.astype(inputs.numpy_dtype(input_dtype)),
-                     f"only for a large input ({side}x{side})")] * 2  # called twice: the same bytes
+    options = FusedOptions(name=checking.kernel_name(kernel, name), device=device, seed=seed, cap=cap, ulps=ulps,
+                           supports=supports or harness.Supports(), fmt=f, profile=p, reference_fn=reference_fn,
+                           args=args, input_dtype=input_dtype, thorough=thorough)
+    run = FusedRun(kernel, options)
+    for number, (layout, x, condition) in enumerate(_fused_calls(options), 1):
+        run.one(number, layout, x, condition)
+    return run.result()
 
-    def arguments(x_private: Any) -> tuple[Any, ...]:
+
+def _fused_calls(o: FusedOptions) -> list[tuple[str, np.ndarray, str]]:
+    """(layout, input, condition) of every call: the activations, and with ``thorough`` two of them in
+    non-contiguous layouts and a large input called twice (the same bytes)."""
+    rng = np.random.default_rng(o.seed)
+    xs = _activations(rng, o.fmt, o.input_dtype, hazards.all_hazard_bits(o.fmt, o.input_dtype))
+    calls = [("contiguous", x, "") for x in xs]
+    if o.thorough:
+        two_d = [x for x in xs if x.shape[0] > 1 and x.shape[1] > 1][:2]
+        calls += [(lay, x, f"only for non-contiguous input ({lay})") for x in two_d
+                  for lay in ("transposed", "strided", "offset")]
+        side = math.isqrt(harness.large_numel(o.device, gpu=1 << 24)[0])
+        big = rng.standard_normal((side, side)).astype(np.float32) * np.float32(3.0)
+        calls += [("contiguous", big.astype(inputs.numpy_dtype(o.input_dtype)),
+                   f"only for a large input ({side}x{side})")] * 2  # called twice: the same bytes
+    return calls
+
+
+def _clones(values: tuple[Any, ...]) -> list[Any]:
+    import torch
+
+    return [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
+
+
+class FusedRun:
+    """One check of a fused kernel in progress: the kernel, its options, and what the calls so far found
+    (element divergences in a cast's :class:`~fp8check.casts.engine.Divergences` record, the rest in a tally)."""
+
+    def __init__(self, kernel: Callable[..., Any], options: FusedOptions) -> None:
+        self.kernel, self.options = kernel, options
+        self.tally = checking.Tally(counts={})
+        self.record: Divergences | None = None
+        self.pre_dtype: str | None = None  # the reference's dtype (the first call's)
+        self.previous: dict[int, np.ndarray] = {}  # the codes of the last call on each input
+        self.dependent = brackets.Tally()
+
+    def arguments(self, x_private: Any) -> tuple[Any, ...]:
+        args = self.options.args
         if args is None:
             return ()
         return tuple(args(x_private)) if callable(args) else tuple(args)
 
-    pre_dtype: str | None = None
-    rec: Divergences | None = None
-    refusals: list[Refusal] = []
-    previous: dict[int, np.ndarray] = {}
-    tally = brackets.Tally()
-    checked = 0
-    for number, (layout, x, condition) in enumerate(layouts, 1):
-        if not supports.allows_shape(x.shape, layout):
-            continue
-        describe = f"{input_dtype} input of shape {x.shape}, {layout}, call {number}"
-        x_ref = harness.to_torch(np.ascontiguousarray(x), device)
-        a = arguments(x_ref.clone())
-        y = reference_fn(x_ref.clone(), *[v.clone() if isinstance(v, torch.Tensor) else v for v in a])
+    def reference(self, x: np.ndarray, x_ref: Any, a: tuple[Any, ...]) -> np.ndarray:
+        """The reference's values before the cast (float32 or float64)."""
+        import torch
+
+        y = self.options.reference_fn(x_ref.clone(), *_clones(a))
         y = y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
         if y.dtype not in (np.float32, np.float64):
             y = y.astype(np.float32)
         if tuple(y.shape) != tuple(x.shape):
             raise KernelOutputError(f"the pre-cast reference returned shape {tuple(y.shape)} for an input of shape "
                                     f"{tuple(x.shape)}")
-        pre_dtype = pre_dtype or y.dtype.name
-        if rec is None:
-            rec = Divergences(fmt=f, profile=p, input_dtype=pre_dtype)
+        return y
+
+    def one(self, number: int, layout: str, x: np.ndarray, condition: str) -> None:
+        """Call the kernel on ``x`` laid out as ``layout`` (inside its declared domain) and compare its codes."""
+        o = self.options
+        if not o.supports.allows_shape(x.shape, layout):
+            return
+        describe = f"{o.input_dtype} input of shape {x.shape}, {layout}, call {number}"
+        x_ref = harness.to_torch(np.ascontiguousarray(x), o.device)
+        a = self.arguments(x_ref.clone())
+        y = self.reference(x, x_ref, a)
+        self.pre_dtype = self.pre_dtype or y.dtype.name
+        if self.record is None:
+            self.record = Divergences(fmt=o.fmt, profile=o.profile, input_dtype=self.pre_dtype)
         base_np, view = harness.layout_base(np.ascontiguousarray(x), layout)
-        base = harness.to_torch(base_np, device)
-        xk = view(base)
+        base = harness.to_torch(base_np, o.device)
         snapshot = base.clone()
         try:
-            # under a faithful Triton target with bracketed instructions: rn, lo and hi runs on xk
-            outs, op_names = brackets.runs_on(lambda xx: _codes_from_output(
-                kernel(xx, *[v.clone() if isinstance(v, torch.Tensor) else v for v in a]), tuple(x.shape), f,
-                name).reshape(-1), xk)
-            codes = outs[0]
-            device_faults.settle(device)  # a fault on the device is this call's
+            # under a faithful Triton target with bracketed instructions: rn, lo and hi runs on the input
+            outs, op_names = brackets.runs_on(lambda xx: codes_from_output(
+                self.kernel(xx, *_clones(a)), tuple(x.shape), o.fmt, o.name).reshape(-1), view(base))
+            device_faults.settle(o.device)  # a fault on the device is this call's
         except Exception as exc:
-            device_faults.check_call(exc, device=device, call=describe, kernel=name)
-            declared = supports.declared
-            refusals.append(Refusal(condition=describe, error=_one_line(exc), declared=declared))
-            if declared:
-                rec.add_call("refused", 1, Divergence(category="refused", input_hex="-", expected_hex="-",
-                                                      actual_hex="-", input_dtype=input_dtype, detail=_one_line(exc),
-                                                      condition=f"inside the declared domain: {describe}"))
-            continue
-        moved = harness.mutation(snapshot, base)
+            device_faults.check_call(exc, device=o.device, call=describe, kernel=o.name)
+            refused = self.tally.refuse(describe, _one_line(exc), declared=o.supports.declared,
+                                        input_dtype=o.input_dtype, describe=describe)
+            if refused is not None:
+                self.record.add_call("refused", 1, refused)
+            return
+        self.side_effects(x, harness.mutation(snapshot, base), outs[0], describe)
+        self.compare(y, outs, op_names, describe, condition)
+
+    def side_effects(self, x: np.ndarray, moved: Any, codes: np.ndarray, describe: str) -> None:
+        """A write the kernel made to its input, and a repeated call that gave other codes than the last."""
+        rec, dtype = self.record, self.options.input_dtype
         if moved is not None:
             changed, before, after = moved
             rec.add_call("in_place", changed, Divergence(
                 category="in_place", input_hex=f"{before:#x}", expected_hex=f"{before:#x}", actual_hex=f"{after:#x}",
-                input_dtype=input_dtype, detail=f"the kernel wrote {changed:,} elements of its input",
+                input_dtype=dtype, detail=f"the kernel wrote {changed:,} elements of its input",
                 condition=describe))
         key = id(x)
-        if key in previous:
-            differ = np.flatnonzero(previous[key] != codes)
+        if key in self.previous:
+            differ = np.flatnonzero(self.previous[key] != codes)
             if differ.size:
                 i = int(differ[0])
                 rec.add_call("nondeterministic", int(differ.size), Divergence(
-                    category="nondeterministic", input_hex="-", expected_hex=f"0x{int(previous[key][i]):02x}",
-                    actual_hex=f"0x{int(codes[i]):02x}", input_dtype=input_dtype,
+                    category="nondeterministic", input_hex="-", expected_hex=f"0x{int(self.previous[key][i]):02x}",
+                    actual_hex=f"0x{int(codes[i]):02x}", input_dtype=dtype,
                     detail=f"a repeated call on an identical copy gave {differ.size:,} other codes",
                     condition=describe))
-        previous[key] = codes
+        self.previous[key] = codes
+
+    def compare(self, y: np.ndarray, outs: list[Any], op_names: tuple[str, ...], describe: str,
+                condition: str) -> None:
+        """The codes against the reference's values encoded (an allowed code counts as the reference's)."""
+        f, p, ulps, pre_dtype = self.options.fmt, self.options.profile, self.options.ulps, self.pre_dtype
+        codes = outs[0]
         with np.errstate(all="ignore"):  # the reference's and the comparison's Inf/NaN arithmetic is intended
             yf = y.reshape(-1).astype(pre_dtype)
             ok = allowed_codes(yf, codes, f, p, ulps)
@@ -223,28 +273,31 @@ def check_fused(kernel: Callable[..., Any], *, reference_fn: Callable[..., Any],
             dependent = differ & fine
             codes = np.where(dependent, want, codes)
             expected = np.where(dependent, want, expected)
-            tally.add(ybits, lambda i: Divergence(
+            self.dependent.add(ybits, lambda i: Divergence(
                 category="target_dependent", input_hex=inputs.hex_bits(int(ybits[i]), pre_dtype),
                 expected_hex=f"0x{int(expected[i]):02x}", actual_hex=f"0x{int(cands[0][i]):02x}",
                 input_dtype=pre_dtype, input_value=inputs.describe(int(ybits[i]), pre_dtype),
                 detail=(f"{describe}, element {i:,}: correctly rounded {', '.join(op_names)}: 0x{int(cands[0][i]):02x}; "
                         f"low end 0x{int(cands[1][i]):02x}; high end 0x{int(cands[2][i]):02x}")), dependent, op_names)
-        rec.add(ybits, expected, codes, condition, record_map=False)
-        checked += yf.size
-    if rec is None:
-        raise KernelCallError(f"{name}: every call was refused or outside the declared domain"
-                              + (f" ({refusals[0].error})" if refusals else ""))
-    if checked == 0 and refusals:
-        raise KernelCallError(f"{name} raised on every input: {refusals[0].error}")
-    result = rec.result(kernel=name, checked=checked, device=device, seed=seed, cap=cap,
-                        command=f"fp8check check {name} --kind fused --format {f.name} --profile {p.name}"
-                                + (f" --ulps {ulps}" if ulps else ""))
-    result.kind = "cast"
-    result.refusals = refusals
-    result.extra["checked_means"] = (f"output values, compared with the pre-cast reference's {pre_dtype} values"
-                                     + (f" (within {ulps} ulps)" if ulps else " (exactly)"))
-    result.extra["fused"] = {"ulps": ulps, "precast_dtype": pre_dtype}
-    if thorough:
-        result.add_note(harness.large_numel(device)[1])
-    tally.apply(result)
-    return result
+        self.record.add(ybits, expected, codes, condition, record_map=False)
+        self.tally.checked += yf.size
+
+    def result(self) -> CheckResult:
+        o, t = self.options, self.tally
+        if self.record is None:
+            raise KernelCallError(f"{o.name}: every call was refused or outside the declared domain"
+                                  + (f" ({t.refusals[0].error})" if t.refusals else ""))
+        if t.checked == 0 and t.refusals:
+            raise KernelCallError(f"{o.name} raised on every input: {t.refusals[0].error}")
+        result = self.record.result(kernel=o.name, checked=t.checked, device=o.device, seed=o.seed, cap=o.cap,
+                                    command=f"fp8check check {o.name} --kind fused --format {o.fmt.name} "
+                                            f"--profile {o.profile.name}" + (f" --ulps {o.ulps}" if o.ulps else ""))
+        result.kind = "cast"
+        result.refusals = t.refusals
+        result.extra["checked_means"] = (f"output values, compared with the pre-cast reference's {self.pre_dtype} "
+                                         "values" + (f" (within {o.ulps} ulps)" if o.ulps else " (exactly)"))
+        result.extra["fused"] = {"ulps": o.ulps, "precast_dtype": self.pre_dtype}
+        if o.thorough:
+            result.add_note(harness.large_numel(o.device)[1])
+        self.dependent.apply(result)
+        return result

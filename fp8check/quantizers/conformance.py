@@ -46,7 +46,7 @@ from fp8check.quantizers import exactness
 from fp8check.quantizers.scaling import (applied_scales, apply_scale, block_amax, element_blocks, expand_scales, quantize,
                                          scales_from_amax)
 from fp8check.quantizers.cases import QuantCase, quantizer_inputs
-from fp8check import brackets, device_faults
+from fp8check import brackets, checking, device_faults
 from fp8check.results import CALL_CATEGORIES, QUANTIZE_CATEGORIES, CheckResult, Divergence, Refusal
 
 __all__ = ["run_kernel", "check_quantizer", "reference_kernel"]
@@ -281,10 +281,7 @@ def _other_scale_divide(recipe: Recipe, amax: float, actual: float) -> str:
             f"{_SCALE_DIVIDE_TEXT[other]}, the recipe {_SCALE_DIVIDE_TEXT[recipe.scale_divide].split(' (')[0]}")
 
 
-@dataclass
-class _Found:
-    key: tuple[int, int, int]
-    divergence: Divergence
+_Found = checking.Found
 
 
 def _within_ulps32(a: np.ndarray, b: np.ndarray, ulps: int) -> np.ndarray:
@@ -430,23 +427,56 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
     r = get_recipe(recipe, fmt)
     if profile is not None:
         r = r.replace(profile=get_profile(profile))
-    name = kernel_name or getattr(kernel, "__name__", repr(kernel))
     if device != "cpu":
         import torch
 
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise InvalidValueError(f"--device {device}: no CUDA device here")
-    counts = {c: 0 for c in QUANTIZE_CATEGORIES}
-    found: list[_Found] = []
-    tally = HazardTally()
-    seen = {"checked": 0, "cases": 0, "dtypes": set()}
-    refusals: list[Refusal] = []
     sup = supports or Supports()
-    outputs: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    exact: list[np.ndarray] = []
-    dependent = brackets.Tally()  # target-dependent codes and scales
+    if sup.input_dtypes is not None:  # the dtypes the kernel's author declares it takes
+        dtypes = tuple(d for d in dtypes if d in sup.input_dtypes) or tuple(sup.input_dtypes)
+    options = QuantizerOptions(
+        name=checking.kernel_name(kernel, kernel_name), device=device, seed=seed, cap=cap, ulps=ulps, supports=sup,
+        recipe=r, profile_given=profile is not None, max_examples=max_examples, edge=edge, dtypes=dtypes,
+        cases=cases, thorough=thorough, args=args, precast=precast, huge=huge, huge_numel=huge_numel)
+    return run_quantizer_check(kernel, options)
 
-    def call_args(case: QuantCase) -> tuple[Any, ...]:
+
+@dataclass(frozen=True, kw_only=True)
+class QuantizerOptions(checking.CheckOptions):
+    """The parameters of :func:`check_quantizer` (its docstring says what each does), the recipe resolved."""
+
+    recipe: Recipe
+    profile_given: bool = False  # the recipe's profile was overridden: the reproduce line names it
+    max_examples: int = 100
+    edge: bool = True
+    dtypes: tuple[str, ...] = ("float32", "bfloat16")
+    cases: Sequence[QuantCase] | None = None
+    thorough: bool = True
+    args: Any = None
+    precast: Callable[..., Any] | None = None
+    huge: bool | None = None
+    huge_numel: int | None = None
+
+    @property
+    def harness(self) -> bool:
+        """Whether the harness's calls follow: thorough, on fp8check's own cases."""
+        return self.thorough and self.cases is None
+
+
+class QuantizerRun:
+    """One check of a quantizer in progress: the kernel, its options, and what the calls so far found."""
+
+    def __init__(self, kernel: Callable[..., Any], options: QuantizerOptions) -> None:
+        self.kernel, self.options = kernel, options
+        self.tally = checking.Tally(counts={c: 0 for c in QUANTIZE_CATEGORIES})
+        self.hazards = HazardTally()
+        self.outputs: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # each call's codes and scales, by number
+        self.exact: list[np.ndarray] = []  # the exactness verdicts of the codes divergences
+        self.dependent = brackets.Tally()  # target-dependent codes and scales
+
+    def call_args(self, case: QuantCase) -> tuple[Any, ...]:
+        args = self.options.args
         if args is None:
             return ()
         if callable(args):
@@ -455,155 +485,170 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
             return tuple(args(torch.from_numpy(np.array(case.x, dtype=np.float32)).to(getattr(torch, case.dtype))))
         return tuple(args)
 
-    if sup.input_dtypes is not None:  # the dtypes the kernel's author declares it takes
-        dtypes = tuple(d for d in dtypes if d in sup.input_dtypes) or tuple(sup.input_dtypes)
-
-    def one(case: QuantCase, repeat_of: int | None = None) -> None:
-        if not sup.allows_shape(case.x.shape, case.layout):
+    def one(self, case: QuantCase, repeat_of: int | None = None) -> None:
+        """Call the kernel on ``case`` (inside its declared domain) and compare what it returns."""
+        o, t = self.options, self.tally
+        if not o.supports.allows_shape(case.x.shape, case.layout):
             return
-        if sup.input_dtypes is not None and case.dtype not in sup.input_dtypes:
+        if o.supports.input_dtypes is not None and case.dtype not in o.supports.input_dtypes:
             return
-        a = call_args(case)
+        a = self.call_args(case)
         try:
             # under a faithful Triton target with bracketed instructions: rn, lo and hi runs (fresh copies)
-            outs, op_names = brackets.runs(lambda: run_kernel(kernel, case, r, device=device, name=name, args=a))
+            outs, op_names = brackets.runs(lambda: run_kernel(self.kernel, case, o.recipe, device=o.device,
+                                                              name=o.name, args=a))
             codes, scales, moved = outs[0]
         except device_faults.DeviceFaultError:
-            raise  # ends the check (below)
+            raise  # ends the check (run_quantizer_check)
         except KernelError as exc:
-            declared = sup.declared
-            refusals.append(Refusal(condition=repr(case), error=str(exc), declared=declared))
-            if declared:
-                counts["refused"] = counts.get("refused", 0) + 1
-                found.append(_Found((case.x.size, 3, seen["cases"]), Divergence(
-                    category="refused", input_hex="-", expected_hex="-", actual_hex="-", input_dtype=case.dtype,
-                    detail=str(exc), condition=f"inside the declared domain: {case!r}")))
+            refused = t.refuse(repr(case), str(exc), declared=o.supports.declared, input_dtype=case.dtype,
+                               describe=repr(case))
+            if refused is not None:
+                t.add("refused", 1, (case.x.size, 3, t.cases), refused)
             return
         compared = case
-        if precast is not None:  # a fused quantizer: the recipe applies to the values before its quantization
-            compared = dataclasses.replace(case, x=_precast_values(precast, case, a, device))
+        if o.precast is not None:  # a fused quantizer: the recipe applies to the values before its quantization
+            compared = dataclasses.replace(case, x=_precast_values(o.precast, case, a, o.device))
         if len(outs) > 1:
-            codes, scales = _resolve_bracketed(compared, r, outs, op_names, seen["cases"], dependent)
-        n_before = len(found)
-        _compare(compared, r, codes, scales, seen["cases"], counts, found, ulps=ulps, exact=exact,
-                 per_case=None if cap is None else max(8, cap))
-        for f in found[n_before:]:
+            codes, scales = _resolve_bracketed(compared, o.recipe, outs, op_names, t.cases, self.dependent)
+        n_before = len(t.found)
+        _compare(compared, o.recipe, codes, scales, t.cases, t.counts, t.found, ulps=o.ulps, exact=self.exact,
+                 per_case=None if o.cap is None else max(8, o.cap))
+        for f in t.found[n_before:]:
             if case.condition:
                 f.divergence = dataclasses.replace(f.divergence, condition=case.condition)
+        self.side_effects(case, codes, scales, moved, repeat_of)
+        self.outputs[t.cases] = (codes, scales)
+        self.hazards.observe(compared, o.recipe, codes, scales)
+        t.checked += case.x.size
+        t.cases += 1
+        t.dtypes.add(case.dtype)
+
+    def side_effects(self, case: QuantCase, codes: np.ndarray, scales: np.ndarray, moved: Any,
+                     repeat_of: int | None) -> None:
+        """A write the kernel made to its input, and a second call that gave other bytes than the first."""
+        t = self.tally
         if moved is not None:
             changed, before, after = moved
-            counts["in_place"] = counts.get("in_place", 0) + changed
-            found.append(_Found((0, -1, seen["cases"]), Divergence(
+            t.add("in_place", changed, (0, -1, t.cases), Divergence(
                 category="in_place", input_hex=f"0x{before:08x}", expected_hex=f"0x{before:08x}",
                 actual_hex=f"0x{after:08x}", input_dtype="float32",
                 input_value=repr(float(np.uint32(before).view(np.float32))),
                 expected_value=repr(float(np.uint32(before).view(np.float32))),
                 actual_value=repr(float(np.uint32(after).view(np.float32))),
-                detail=f"the kernel wrote {changed:,} elements of its input ({case!r})", condition=repr(case))))
-        if repeat_of is not None and repeat_of in outputs:
-            c0, s0 = outputs[repeat_of]
+                detail=f"the kernel wrote {changed:,} elements of its input ({case!r})", condition=repr(case)))
+        if repeat_of is not None and repeat_of in self.outputs:
+            c0, s0 = self.outputs[repeat_of]
             differ = int(np.count_nonzero(c0.reshape(-1) != codes.reshape(-1)))
             with np.errstate(invalid="ignore"):
                 sdiff = int(np.count_nonzero(~((s0 == scales) | (np.isnan(s0) & np.isnan(scales)))))
             if differ or sdiff:
-                counts["nondeterministic"] = counts.get("nondeterministic", 0) + differ + sdiff
-                found.append(_Found((0, -1, seen["cases"]), Divergence(
+                t.add("nondeterministic", differ + sdiff, (0, -1, t.cases), Divergence(
                     category="nondeterministic", input_hex="-", expected_hex="-", actual_hex="-",
                     input_dtype=case.dtype,
                     detail=f"a second call on an identical copy of {case!r} gave {differ:,} other codes and "
-                           f"{sdiff:,} other scales", condition=repr(case))))
-        outputs[seen["cases"]] = (codes, scales)
-        tally.observe(compared, r, codes, scales)
-        seen["checked"] += case.x.size
-        seen["cases"] += 1
-        seen["dtypes"].add(case.dtype)
+                           f"{sdiff:,} other scales", condition=repr(case)))
 
-    device_faults.require_usable(device, f"{name} on {device}")
-    base_cases = list(cases) if cases is not None else (edge_cases(r) if edge else [])
+
+def run_quantizer_check(kernel: Callable[..., Any], options: QuantizerOptions) -> CheckResult:
+    """The phases of a quantizer's check, in order (edge cases, Hypothesis draws, the harness's calls, the
+    huge calls), then its result; a fault of the device ends the phases at the call that made it."""
+    run = QuantizerRun(kernel, options)
+    device_faults.require_usable(options.device, f"{options.name} on {options.device}")
     huge_note, fault = "", None
-    try:  # a fault of the device ends the check at the call that made it
-        for case in base_cases:
-            one(case)
-        if max_examples > 0:
-            _run_hypothesis(r, one, max_examples, seed, dtypes)
-        if thorough and cases is None:
-            extra_cases = harness_cases(r, base_cases, device=device, seed=seed or 0)
-            for case in extra_cases:
-                one(case)
-            if extra_cases:  # the large case again, on an identical copy: the same bytes
-                large_index = seen["cases"] - 1
-                last = extra_cases[-1]
-                one(dataclasses.replace(last, condition=f"{last.condition}, called again on an identical copy"),
-                    repeat_of=large_index)
-        if seen["cases"] == 0 and refusals:
-            raise KernelError(refusals[0].error)
-        if thorough and cases is None and args is None and precast is None:
-            huge_note = _huge_calls(kernel, r, device, name, sup, counts, found, refusals, seen, force=huge,
-                                    numel=huge_numel)
+    try:
+        base_cases = _edge_phase(run)
+        if options.max_examples > 0:
+            _run_hypothesis(options.recipe, run.one, options.max_examples, options.seed, options.dtypes)
+        _harness_phase(run, base_cases)
+        if run.tally.cases == 0 and run.tally.refusals:
+            raise KernelError(run.tally.refusals[0].error)
+        if options.harness and options.args is None and options.precast is None:
+            huge_note = _huge_calls(run)
     except device_faults.DeviceFaultError as exc:
-        fault = dataclasses.replace(exc.fault, kernel=name)
+        fault = dataclasses.replace(exc.fault, kernel=options.name)
+    return _quantizer_result(run, huge_note, fault)
 
-    found.sort(key=lambda f: f.key)
-    # The most minimal first, but every category that diverged is represented.
-    all_categories = QUANTIZE_CATEGORIES + CALL_CATEGORIES
-    limit = len(found) if cap is None else max(0, cap)
-    quota = limit // len(all_categories)
-    by_cat = {c: [f for f in found if f.divergence.category == c] for c in all_categories}
-    chosen = [f for c in all_categories for f in by_cat[c][:quota]]
-    chosen_ids = {id(f) for f in chosen}
-    rest = [f for f in found if id(f) not in chosen_ids]
-    found = sorted(chosen + rest[: max(0, limit - len(chosen))], key=lambda f: f.key)
+
+def _edge_phase(run: QuantizerRun) -> list[QuantCase]:
+    """The targeted edge cases of :mod:`.edge_cases` (or the caller's own cases); returns them."""
+    o = run.options
+    base_cases = list(o.cases) if o.cases is not None else (edge_cases(o.recipe) if o.edge else [])
+    for case in base_cases:
+        run.one(case)
+    return base_cases
+
+
+def _harness_phase(run: QuantizerRun, base_cases: list[QuantCase]) -> None:
+    """The calls of :func:`harness_cases`, the large one again on an identical copy: the same bytes."""
+    o = run.options
+    if not o.harness:
+        return
+    extra_cases = harness_cases(o.recipe, base_cases, device=o.device, seed=o.seed or 0)
+    for case in extra_cases:
+        run.one(case)
+    if extra_cases:
+        large_index = run.tally.cases - 1
+        last = extra_cases[-1]
+        run.one(dataclasses.replace(last, condition=f"{last.condition}, called again on an identical copy"),
+                repeat_of=large_index)
+
+
+def _quantizer_result(run: QuantizerRun, huge_note: str, fault: Any) -> CheckResult:
+    o, t, r = run.options, run.tally, run.options.recipe
     result = CheckResult(
-        kernel=name,
+        kernel=o.name,
         format=r.format.name,
         profile=r.profile.name,
-        passed=not any(counts.values()),
-        checked=int(seen["checked"]),
-        categories={c: n for c, n in counts.items() if n or c in QUANTIZE_CATEGORIES},
-        divergences=[f.divergence for f in found],
+        passed=t.passed,
+        checked=int(t.checked),
+        categories={c: n for c, n in t.counts.items() if n or c in QUANTIZE_CATEGORIES},
+        divergences=t.listed(o.cap, QUANTIZE_CATEGORIES + CALL_CATEGORIES),
         kind="quantize",
-        input_dtype=",".join(sorted(seen["dtypes"])) or "float32",
-        device=device,
-        seed=seed,
-        command=(f"fp8check check {name} --kind quantize --recipe {r.name} --format {r.format.name}"
-                 + (f" --profile {r.profile.name}" if profile is not None else "")
-                 + (f" --ulps {ulps}" if ulps else "")
-                 + f" --max-examples {max_examples}" + (f" --seed {seed}" if seed is not None else "")),
-        refusals=refusals,
+        input_dtype=",".join(sorted(t.dtypes)) or "float32",
+        device=o.device,
+        seed=o.seed,
+        command=(f"fp8check check {o.name} --kind quantize --recipe {r.name} --format {r.format.name}"
+                 + (f" --profile {r.profile.name}" if o.profile_given else "")
+                 + (f" --ulps {o.ulps}" if o.ulps else "")
+                 + f" --max-examples {o.max_examples}" + (f" --seed {o.seed}" if o.seed is not None else "")),
+        refusals=t.refusals,
         extra={
             "recipe": r.to_dict(),
             "recipe_summary": r.summary(),
-            "cases": seen["cases"],
-            "hazards": tally.to_list(),
-            "blast_radius": tally.blast_radius(),
-            "ulps": ulps,
+            "cases": t.cases,
+            "hazards": run.hazards.to_list(),
+            "blast_radius": run.hazards.blast_radius(),
+            "ulps": o.ulps,
         },
     )
-    if exact:
-        tallied = exactness.count(np.concatenate(exact))
+    if run.exact:
+        tallied = exactness.count(np.concatenate(run.exact))
         result.extra["exactness"] = tallied.to_dict()
         if tallied.kernel_exact:
             result.add_note(
-                f"{tallied.kernel_exact:,} of {counts['codes']:,} codes divergences have the kernel's code the "
+                f"{tallied.kernel_exact:,} of {t.counts['codes']:,} codes divergences have the kernel's code the "
                 f"correctly rounded {'x * scale' if r.element_op == 'multiply' else 'x / scale'} where the recipe's "
                 f"is not: the kernel is more exact than its declared recipe ({_op_text(r.element_op)} rounded to "
                 f"float32 first); declare the arithmetic it does (apply, stored) or allow it with ulps")
-    if thorough and cases is None:
-        result.add_note(harness.large_numel(device)[1])
+    if o.harness:
+        result.add_note(harness.large_numel(o.device)[1])
         result.add_note(huge_note)
-    dependent.apply(result)
+    run.dependent.apply(result)
     if fault is not None:
         fault.apply(result)
     return result
 
 
-def _huge_calls(kernel: Callable[..., Any], recipe: Recipe, device: str, name: str, sup: Supports,
-                counts: dict[str, int], found: list[_Found], refusals: list[Refusal], seen: dict[str, Any], *,
-                force: bool | None, numel: int | None) -> str:
+def _huge_calls(run: QuantizerRun) -> str:
     """The huge calls (:mod:`fp8check.casts.huge`): identical rows of a small random tile, so the expected codes
     and scales are the tile's, repeated; a note when they are not made."""
     from fp8check.casts import huge
 
+    o, t, recipe = run.options, run.tally, run.options.recipe
+    kernel, device, name, sup = run.kernel, o.device, o.name, o.supports
+    counts, found, refusals = t.counts, t.found, t.refusals
+    force, numel = o.huge, o.huge_numel
     g = recipe.granularity
     if g.kind not in ("tensorwise", "rowwise", "colwise", "block"):
         return "no huge calls for grouped recipes" if force is not False else ""
@@ -644,8 +689,8 @@ def _huge_calls(kernel: Callable[..., Any], recipe: Recipe, device: str, name: s
             continue
         finally:
             del x
-        seen["checked"] += codes.size
-        seen["cases"] += 1
+        t.checked += codes.size
+        t.cases += 1
         with np.errstate(invalid="ignore"):
             s_bad = np.flatnonzero(~((np.resize(exp_scales, scales.size) == scales)
                                      | (np.isnan(np.resize(exp_scales, scales.size)) & np.isnan(scales))))
@@ -656,14 +701,14 @@ def _huge_calls(kernel: Callable[..., Any], recipe: Recipe, device: str, name: s
         if s_bad.size:
             b = int(s_bad[0])
             e, a = float(exp_scales[b % exp_scales.size]), float(scales[b])
-            found.append(_Found((0, 1, seen["cases"]), Divergence(
+            found.append(_Found((0, 1, t.cases), Divergence(
                 category="scale", input_hex="-", expected_hex=_hex32(e), actual_hex=_hex32(a), input_dtype="float32",
                 expected_value=repr(e), actual_value=repr(a),
                 detail=f"{s_bad.size:,} scales differ, the first of block {b:,}", condition=where)))
         if n_codes:
             i = int(idx[0])
             xi = float(tile_np.reshape(-1)[i % exp_codes.size])
-            found.append(_Found((0, 2, seen["cases"]), Divergence(
+            found.append(_Found((0, 2, t.cases), Divergence(
                 category="codes", input_hex=_hex32(xi), expected_hex=f"{int(exp_codes[i % exp_codes.size]):02X}",
                 actual_hex=f"{int(codes[i]):02X}", input_dtype="float32", input_value=repr(xi),
                 expected_value=repr(float(fv[exp_codes[i % exp_codes.size]])), actual_value=repr(float(fv[codes[i]])),

@@ -29,7 +29,8 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from fp8check.errors import InvalidValueError
+from fp8check.errors import FP8CheckError, InvalidValueError
+import fp8check.quantizers.presets as presets
 from fp8check.quantizers.recipe import Granularity, Recipe, block
 
 __all__ = ["declared_recipe", "declared_recipes", "parse_granularity", "RECIPE_KEYS"]
@@ -68,8 +69,6 @@ def declared_recipe(name: str, table: Mapping[str, Any] | None = None, *, where:
 
     ``recipes``: other declared recipes a ``base`` may name (the built-in ones always can).
     """
-    from fp8check import quantizers
-
     entry = {str(k).replace("-", "_"): v for k, v in {**dict(table or {}), **fields}.items()}
     label = f"{where}: recipe {name!r}"
     unknown = sorted(set(entry) - set(RECIPE_KEYS))
@@ -86,10 +85,10 @@ def declared_recipe(name: str, table: Mapping[str, Any] | None = None, *, where:
             base = recipes[key]
         else:
             try:
-                base = quantizers.get(base_name)
-            except quantizers.UnknownRecipeError:
+                base = presets.get(base_name)
+            except presets.UnknownRecipeError:
                 raise InvalidValueError(f"{label}: base {base_name!r} is no recipe; known: "
-                                        f"{', '.join(list(recipes or ()) + list(quantizers.names()))}") from None
+                                        f"{', '.join(list(recipes or ()) + list(presets.names()))}") from None
         kw: dict[str, Any] = {}
     else:
         if "granularity" not in entry:
@@ -119,8 +118,6 @@ def declared_recipe(name: str, table: Mapping[str, Any] | None = None, *, where:
     except InvalidValueError as exc:
         raise InvalidValueError(f"{where}: {exc}") from None
     except Exception as exc:  # an unknown format or profile name raises the project's own lookup errors
-        from fp8check.errors import FP8CheckError
-
         if isinstance(exc, FP8CheckError):
             raise InvalidValueError(f"{label}: {exc}") from None
         raise
@@ -128,8 +125,6 @@ def declared_recipe(name: str, table: Mapping[str, Any] | None = None, *, where:
 
 def declared_recipes(tables: Any, where: str = "pyproject.toml") -> dict[str, Recipe]:
     """Every recipe of a ``[tool.fp8check.recipe]`` table (NAME -> fields), bases resolved in any order."""
-    from fp8check import quantizers
-
     if tables is None:
         return {}
     if not isinstance(tables, dict) or not all(isinstance(v, dict) for v in tables.values()):
@@ -137,7 +132,7 @@ def declared_recipes(tables: Any, where: str = "pyproject.toml") -> dict[str, Re
                                 "[tool.fp8check.recipe.NAME]")
     pending = {str(k).strip().lower().replace("_", "-"): v for k, v in tables.items()}
     for name in pending:
-        if name in quantizers.RECIPES:
+        if name in presets.RECIPES:
             raise InvalidValueError(f"{where}: recipe {name!r} is a built-in recipe's name; declare it under another "
                                     f"name (with base = \"{name}\" to start from it)")
     done: dict[str, Recipe] = {}

@@ -19,11 +19,12 @@ divergence shows the input value and says which side is exact (:mod:`.exactness`
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
-from fp8check import device_faults
+from fp8check import checking, device_faults
 from fp8check.errors import InvalidValueError, KernelError
 from fp8check.formats import get as get_format
 from fp8check.profiles import get as get_profile
@@ -127,6 +128,19 @@ def _codes_of(out: Any, n: int, name: str) -> np.ndarray:
     return arr
 
 
+@dataclass(frozen=True, kw_only=True)
+class StaticOptions(checking.CheckOptions):
+    """The parameters of :func:`check_static_quantizer` (its docstring says what each does), format and profile
+    resolved."""
+
+    fmt: Any
+    profile: Any
+    apply: str = "divide"
+    scale: float | None = None
+    input_dtype: str = "float32"
+    max_examples: int = 10
+
+
 def check_static_quantizer(kernel: Callable[..., Any], *, format: object, profile: object = "satfinite",
                            apply: str = "divide", scale: float | None = None, input_dtype: str = "float32",
                            device: str = "cpu", seed: int = 0, name: str | None = None, ulps: int = 0,
@@ -134,89 +148,118 @@ def check_static_quantizer(kernel: Callable[..., Any], *, format: object, profil
     """Check ``kernel(x, scale) -> codes`` on ``input_dtype`` inputs; a :class:`CheckResult` of kind
     ``static_quantize`` labelled with the input dtype, each divergence showing the input. The scales: ``scale``
     alone when given, else every boundary scale and ``max_examples`` drawn by :func:`static_scales`."""
-    import torch
-
-    from fp8check.casts.fused import allowed_codes
-
     f, p = get_format(format), get_profile(profile)
     p.resolve(f)
     check_options(apply, scale, name or "kernel")
-    name = name or getattr(kernel, "__name__", repr(kernel))
+    options = StaticOptions(name=checking.kernel_name(kernel, name), device=device, seed=seed, cap=cap, ulps=ulps,
+                            supports=supports, fmt=f, profile=p, apply=apply, scale=scale, input_dtype=input_dtype,
+                            max_examples=max_examples)
     rng = np.random.default_rng(seed)
     if scale is not None:
         scales = np.array([scale], np.float32)
     else:
         drawn = np.array(_drawn_scales(max_examples, seed) if max_examples > 0 else [], np.float32)
         scales = np.unique(np.concatenate([boundary_scales(), drawn]).astype(np.float32))
-    nan_tab = nan_code_table(f)
-    values = decode(np.arange(256), f)
-    counts = {"codes": 0, "nonfinite": 0, "scale": 0}
-    found: list[Divergence] = []
-    verdicts: list[np.ndarray] = []
-    checked = 0
+    run = StaticRun(kernel, options)
     for s in scales:
-        x32 = _inputs(f, input_dtype, np.float32(s), apply, rng)
+        run.one(np.float32(s), rng)
+    return run.result(scales)
+
+
+class StaticRun:
+    """One check of a static-scale quantizer in progress: the kernel, its options, and what the scales so far
+    found."""
+
+    def __init__(self, kernel: Callable[..., Any], options: StaticOptions) -> None:
+        self.kernel, self.options = kernel, options
+        self.tally = checking.Tally(counts={"codes": 0, "nonfinite": 0, "scale": 0})
+        self.verdicts: list[np.ndarray] = []  # the exactness verdicts of the codes divergences
+        self.nan_tab = nan_code_table(options.fmt)
+        self.values = decode(np.arange(256), options.fmt)
+
+    def call(self, x32: np.ndarray, s: np.float32) -> np.ndarray:
+        """The kernel's codes of ``x32`` (in rows of 256, padded) under the scale ``s``."""
+        import torch
+
+        o = self.options
         cols = 256
         padded = np.zeros(-(-x32.size // cols) * cols, np.float32)
         padded[:x32.size] = x32
-        xt = torch.from_numpy(padded.reshape(-1, cols)).to(getattr(torch, input_dtype)).to(device)
-        st = torch.tensor([float(s)], dtype=torch.float32, device=device)
+        xt = torch.from_numpy(padded.reshape(-1, cols)).to(getattr(torch, o.input_dtype)).to(o.device)
+        st = torch.tensor([float(s)], dtype=torch.float32, device=o.device)
         try:
-            out = kernel(xt, st)
-            device_faults.settle(device)  # a fault on the device is this call's
+            out = self.kernel(xt, st)
+            device_faults.settle(o.device)  # a fault on the device is this call's
         except Exception as exc:
-            device_faults.check_call(exc, device=device, call=f"scale {float(s)!r} ({input_dtype} input of shape "
-                                     f"{tuple(xt.shape)})", kernel=name)
-            raise KernelError(f"kernel {name} raised {type(exc).__name__} with scale {float(s)!r}: "
+            device_faults.check_call(exc, device=o.device, call=f"scale {float(s)!r} ({o.input_dtype} input of shape "
+                                     f"{tuple(xt.shape)})", kernel=o.name)
+            raise KernelError(f"kernel {o.name} raised {type(exc).__name__} with scale {float(s)!r}: "
                               f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
-        actual = _codes_of(out, padded.size, name)[:x32.size]
-        y = _applied(x32, np.float32(s), apply)
-        expected = encode(y, f, p)
-        same = (expected == actual) | (nan_tab[expected] & nan_tab[actual])
-        if ulps:
-            same |= allowed_codes(y, actual, f, p, ulps)
+        return _codes_of(out, padded.size, o.name)[:x32.size]
+
+    def one(self, s: np.float32, rng: np.random.Generator) -> None:
+        """The inputs for the scale ``s``, the kernel's codes of them against the declared arithmetic's."""
+        from fp8check.casts.fused import allowed_codes
+
+        o, t = self.options, self.tally
+        x32 = _inputs(o.fmt, o.input_dtype, s, o.apply, rng)
+        actual = self.call(x32, s)
+        y = _applied(x32, s, o.apply)
+        expected = encode(y, o.fmt, o.profile)
+        same = (expected == actual) | (self.nan_tab[expected] & self.nan_tab[actual])
+        if o.ulps:
+            same |= allowed_codes(y, actual, o.fmt, o.profile, o.ulps)
         bad = np.flatnonzero(~same)
-        checked += x32.size
+        t.checked += x32.size
         if not bad.size:
-            continue
+            return
         finite = np.isfinite(x32[bad])
-        counts["codes"] += int(finite.sum())
-        counts["nonfinite"] += int((~finite).sum())
+        t.counts["codes"] += int(finite.sum())
+        t.counts["nonfinite"] += int((~finite).sum())
         fin = bad[finite]
-        v = exactness.verdicts(x32[fin], np.full(fin.size, s, np.float32), expected[fin], actual[fin], apply, f, p,
-                               nan_tab)
-        verdicts.append(v)
-        for k, i in enumerate(bad[:4]):
-            xi = float(x32[i])
-            bits = int(np.float32(xi).view(np.uint32))
-            hex_in = f"{bits:08X}" if input_dtype == "float32" else (
-                f"{bits >> 16:04X}" if input_dtype == "bfloat16" else f"{int(np.float16(xi).view(np.uint16)):04X}")
-            tail = ""
-            if np.isfinite(xi):
-                j = int(np.searchsorted(fin, i))
-                tail = "; " + exactness.verdict_text(int(v[j]), xi, float(s), apply, f, p)
-            found.append(Divergence(
-                category="codes" if np.isfinite(xi) else "nonfinite", input_hex=hex_in,
-                expected_hex=f"{int(expected[i]):02X}", actual_hex=f"{int(actual[i]):02X}", input_dtype=input_dtype,
-                input_value=repr(xi), expected_value=repr(float(values[expected[i]])),
-                actual_value=repr(float(values[actual[i]])),
-                detail=f"scale {float(s)!r} ({apply}), the value before the cast {float(y[i])!r}{tail}"))
-    limit = len(found) if cap is None else cap
-    cmd = (f"fp8check check {name} --kind static --format {f.name} --profile {p.name} --apply {apply} "
-           f"--input-dtype {input_dtype}" + (f" --scale {float(scale)!r}" if scale is not None else "")
-           + (f" --ulps {ulps}" if ulps else ""))
-    result = CheckResult(kernel=name, format=f.name, profile=p.name, passed=not any(counts.values()),
-                         checked=checked, categories=counts, divergences=found[:limit], kind="static_quantize",
-                         input_dtype=input_dtype, device=device, seed=seed, command=cmd,
-                         extra={"recipe": {"name": f"static scale ({apply})"},
-                                "recipe_summary": (f"(x, scale) -> codes: {apply} by the given scale, "
-                                                   f"{f.name} {p.name}; {scales.size} scales"),
-                                "cases": int(scales.size), "hazards": [], "ulps": ulps})
-    if verdicts:
-        tallied = exactness.count(np.concatenate(verdicts))
-        result.extra["exactness"] = tallied.to_dict()
-        if tallied.kernel_exact:
-            result.add_note(f"{tallied.kernel_exact:,} of {counts['codes']:,} codes divergences have the kernel's "
-                            "code the correctly rounded value where the declared arithmetic's is not: the kernel is "
-                            "more exact than declared")
-    return result
+        v = exactness.verdicts(x32[fin], np.full(fin.size, s, np.float32), expected[fin], actual[fin], o.apply,
+                               o.fmt, o.profile, self.nan_tab)
+        self.verdicts.append(v)
+        for i in bad[:4]:
+            t.found.append(checking.Found((0, 0, 0), self.divergence(x32, y, expected, actual, s, i, fin, v)))
+
+    def divergence(self, x32: np.ndarray, y: np.ndarray, expected: np.ndarray, actual: np.ndarray, s: np.float32,
+                   i: int, fin: np.ndarray, v: np.ndarray) -> Divergence:
+        o = self.options
+        xi = float(x32[i])
+        bits = int(np.float32(xi).view(np.uint32))
+        hex_in = f"{bits:08X}" if o.input_dtype == "float32" else (
+            f"{bits >> 16:04X}" if o.input_dtype == "bfloat16" else f"{int(np.float16(xi).view(np.uint16)):04X}")
+        tail = ""
+        if np.isfinite(xi):
+            j = int(np.searchsorted(fin, i))
+            tail = "; " + exactness.verdict_text(int(v[j]), xi, float(s), o.apply, o.fmt, o.profile)
+        return Divergence(
+            category="codes" if np.isfinite(xi) else "nonfinite", input_hex=hex_in,
+            expected_hex=f"{int(expected[i]):02X}", actual_hex=f"{int(actual[i]):02X}", input_dtype=o.input_dtype,
+            input_value=repr(xi), expected_value=repr(float(self.values[expected[i]])),
+            actual_value=repr(float(self.values[actual[i]])),
+            detail=f"scale {float(s)!r} ({o.apply}), the value before the cast {float(y[i])!r}{tail}")
+
+    def result(self, scales: np.ndarray) -> CheckResult:
+        o, t, f, p = self.options, self.tally, self.options.fmt, self.options.profile
+        found = [x.divergence for x in t.found]
+        limit = len(found) if o.cap is None else o.cap
+        cmd = (f"fp8check check {o.name} --kind static --format {f.name} --profile {p.name} --apply {o.apply} "
+               f"--input-dtype {o.input_dtype}" + (f" --scale {float(o.scale)!r}" if o.scale is not None else "")
+               + (f" --ulps {o.ulps}" if o.ulps else ""))
+        result = CheckResult(kernel=o.name, format=f.name, profile=p.name, passed=t.passed,
+                             checked=t.checked, categories=t.counts, divergences=found[:limit], kind="static_quantize",
+                             input_dtype=o.input_dtype, device=o.device, seed=o.seed, command=cmd,
+                             extra={"recipe": {"name": f"static scale ({o.apply})"},
+                                    "recipe_summary": (f"(x, scale) -> codes: {o.apply} by the given scale, "
+                                                       f"{f.name} {p.name}; {scales.size} scales"),
+                                    "cases": int(scales.size), "hazards": [], "ulps": o.ulps})
+        if self.verdicts:
+            tallied = exactness.count(np.concatenate(self.verdicts))
+            result.extra["exactness"] = tallied.to_dict()
+            if tallied.kernel_exact:
+                result.add_note(f"{tallied.kernel_exact:,} of {t.counts['codes']:,} codes divergences have the "
+                                "kernel's code the correctly rounded value where the declared arithmetic's is not: "
+                                "the kernel is more exact than declared")
+        return result

@@ -7,7 +7,7 @@ import numpy as np
 
 from fp8check import formats, stacks
 from fp8check.formats import Format
-from fp8check.casts.adapters import CastKernel
+from fp8check.casts.adapters.kernel import CastKernel
 
 
 def _dtype(fmt: Format) -> np.dtype:

@@ -8,7 +8,8 @@ import numpy as np
 
 from fp8check import formats, stacks
 from fp8check.formats import Format
-from fp8check.casts.adapters import CastKernel, KernelLoadError
+from fp8check.casts.adapters.kernel import CastKernel
+from fp8check.errors import KernelLoadError
 
 
 def _torch_input(x: np.ndarray, device: str) -> Any:

@@ -22,7 +22,8 @@ import numpy as np
 
 from fp8check import formats, stacks
 from fp8check.formats import Format
-from fp8check.casts.adapters import CastKernel, KernelLoadError
+from fp8check.casts.adapters.kernel import CastKernel
+from fp8check.errors import KernelLoadError
 
 try:  # the kernels are defined only where Triton is installed
     import triton

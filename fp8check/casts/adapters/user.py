@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from fp8check import formats, profiles
-from fp8check.casts.adapters import CastKernel
+from fp8check.casts.adapters.kernel import CastKernel
 from fp8check.errors import KernelLoadError
 from fp8check.formats import Format
 from fp8check.loader import load_callable

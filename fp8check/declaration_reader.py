@@ -1,0 +1,110 @@
+"""The reader of declarations: ``[[tool.fp8check.KIND]]`` tables of a ``pyproject.toml``, and the calls a
+``pytest_fp8check_kernels()`` hook of a ``conftest.py`` makes (:func:`cast_kernel`, :func:`quantizer_kernel`,
+:func:`fused_kernel`, :func:`static_quantizer`), each made into a :class:`~fp8check.declaration.KernelDeclaration`
+through :func:`~fp8check.declaration.declare`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from fp8check.declaration import KERNEL_KINDS, KINDS, KernelDeclaration, declare
+from fp8check.errors import InvalidValueError
+from fp8check.pyproject import read_fp8check_table
+
+__all__ = ["cast_kernel", "quantizer_kernel", "fused_kernel", "static_quantizer", "from_table", "from_pyproject",
+           "table_keys", "first_duplicate", "TABLE_KEYS"]
+
+TABLE_KEYS = {"name", "kernel", "format", "profile", "input-dtypes", "device", "recipe", "reference", "args", "ulps",
+              "triton-target", "supports", "apply", "scale", "isolate", "requires", "known-divergence",
+              "max-examples"}
+
+
+def cast_kernel(kernel: Any, *, format: str, profile: str = "ieee", **kw: Any) -> KernelDeclaration:
+    """Declare a cast kernel: ``kernel(x) -> fp8 tensor or uint8 codes``."""
+    return declare("cast", kernel=kernel, format=format, profile=profile, **kw)
+
+
+def quantizer_kernel(kernel: Any, *, recipe: Any, format: str | None = None, **kw: Any) -> KernelDeclaration:
+    """Declare a quantizer: ``kernel(x) -> (codes, scales)`` under ``recipe`` (a name, or a
+    :class:`~fp8check.quantizers.Recipe`, e.g. from :func:`fp8check.quantizers.declared_recipe`)."""
+    return declare("quantizer", kernel=kernel, recipe=recipe, format=format, **kw)
+
+
+def fused_kernel(kernel: Any, *, reference: Any, format: str, profile: str = "ieee", args: Any = None,
+                 ulps: int = 0, **kw: Any) -> KernelDeclaration:
+    """Declare a fused kernel: ``kernel(x, *args) -> codes``, ``reference(x, *args)`` the values before its cast."""
+    return declare("fused", kernel=kernel, reference=reference, format=format, profile=profile, args=args, ulps=ulps, **kw)
+
+
+def static_quantizer(kernel: Any, *, format: str, profile: str = "satfinite", apply: str = "divide",
+                     scale: float | None = None, **kw: Any) -> KernelDeclaration:
+    """Declare a static-scale quantizer: ``kernel(x, scale) -> fp8 codes``, ``scale`` a float32 tensor of
+    shape (1,) applied as ``apply`` says (``divide``: x / scale; ``multiply-reciprocal``: x * fl(1/scale);
+    ``multiply``: x * scale). ``scale``: check this one scale only (default: scales drawn at every boundary)."""
+    return declare("static", kernel=kernel, format=format, profile=profile, apply=apply, scale=scale, **kw)
+
+
+def table_keys(kind: str, entry: Any, where: str, known: set[str]) -> dict[str, Any]:
+    """One ``[[tool.fp8check.KIND]]`` table with its keys spelled with dashes (underscores accepted), every
+    key one of ``known``."""
+    if not isinstance(entry, dict):
+        raise InvalidValueError(f"{where}: [[tool.fp8check.{kind}]] entries must be tables")
+    norm = {str(k).replace("_", "-"): v for k, v in entry.items()}
+    unknown = set(norm) - known
+    if unknown:
+        raise InvalidValueError(f"{where}: [[tool.fp8check.{kind}]] has unknown key(s) {', '.join(sorted(unknown))}; "
+                                f"known: {', '.join(sorted(known))}")
+    return norm
+
+
+def first_duplicate(names: list[str]) -> str | None:
+    """The first name given twice (declarations, training models: each must be told apart), or None."""
+    return next((n for n in names if names.count(n) > 1), None)
+
+
+def from_table(kind: str, entry: dict[str, Any], where: str = "pyproject.toml",
+               recipes: dict[str, Any] | None = None) -> KernelDeclaration:
+    """A declaration from one ``[[tool.fp8check.KIND]]`` table (dashes or underscores in keys); ``recipes``: the
+    recipes the same file declares (``[tool.fp8check.recipe.NAME]``), which its ``recipe`` may name."""
+    norm = table_keys(kind, entry, where, TABLE_KEYS)
+    supports = {str(k).replace("-", "_"): v for k, v in dict(norm.pop("supports", {}) or {}).items()}
+    kw = {k.replace("-", "_"): v for k, v in norm.items()}
+    if "input_dtypes" in kw:
+        kw["input_dtypes"] = tuple(kw["input_dtypes"])
+    if kind == "quantizer" and recipes and isinstance(kw.get("recipe"), str):
+        from fp8check import quantizers
+
+        kw["recipe"] = quantizers.get(kw["recipe"], declared=recipes)
+    if kind == "static" and "scale" in kw:
+        if isinstance(kw["scale"], bool) or not isinstance(kw["scale"], (int, float)):
+            raise InvalidValueError(f"{where}: [[tool.fp8check.static]] scale = {kw['scale']!r}: give a number")
+        kw["scale"] = float(kw["scale"])
+    if where.endswith("pyproject.toml"):
+        kw.setdefault("declared_in", str(Path(where).parent))
+    try:
+        return declare(kind, supports=supports, **kw)
+    except TypeError as exc:
+        raise InvalidValueError(f"{where}: [[tool.fp8check.{kind}]]: {exc}") from None
+
+
+def from_pyproject(path: str | Path, *, invalid_ok: bool = False) -> tuple[list[KernelDeclaration], dict[str, Any]]:
+    """The kernels ``[tool.fp8check]`` of ``path`` declares, and its other settings (``invalid_ok``: see
+    :func:`~fp8check.pyproject.read_fp8check_table`). The pytest plugin declares a repository's kernels through
+    this."""
+    from fp8check.quantizers.declared import declared_recipes
+
+    table = read_fp8check_table(path, invalid_ok=invalid_ok)
+    where = str(path)
+    recipes = declared_recipes(table.get("recipe"), where)
+    out = []
+    for kind in KERNEL_KINDS:
+        entries = table.get(kind, [])
+        if isinstance(entries, dict):
+            entries = [entries]
+        if not isinstance(entries, list):
+            raise InvalidValueError(f"{where}: tool.fp8check.{kind} must be tables ([[tool.fp8check.{kind}]])")
+        out.extend(from_table(kind, e, where, recipes) for e in entries)
+    settings = {k: v for k, v in table.items() if k not in KINDS and k != "recipe"}
+    return out, settings
