@@ -26,8 +26,8 @@ Named recipes (``recipes.names()``), all e4m3fn unless a format is given:
 ``mx-e8m0-ceil``                    round-up variant ``2^(ceil(log2 amax) - emax)`` (torchao CEIL).
 ``mx-e8m0-rceil``                   NVIDIA/cuBLAS ``2^ceil(log2(amax / max))`` (torchao RCEIL).
 ``nvfp4-torchao`` ``nvfp4-ct``      NVFP4 (e2m1fn, e4m3fn scales per 16, a float32 per-tensor scale,
-``nvfp4-torchao-single``            packed low-first) as torchao 0.18 and compressed-tensors 0.19
-                                    compute it; the MX recipes take e2m1fn/e2m3fn/e3m2fn elements.
+``nvfp4-modelopt``                  packed low-first) as torchao 0.18, compressed-tensors 0.19 and
+``nvfp4-torchao-single``            ModelOpt 0.47 compute it; the MX recipes take e2m1fn/e2m3fn/e3m2fn.
 ``torchao-tensorwise`` ...          torchao 0.18 float8 training: ``scale = max / max(amax,
                                     1e-12)`` in float64, ``x * scale``, clamp, cast; IEEE
                                     non-finite. ``-rowwise``, ``-colwise``, ``-group-rowwise``,

@@ -174,6 +174,11 @@ _ALL += [
            scale_min=2.0 ** -6, apply="multiply-reciprocal", nonfinite="ieee", ragged=False, packed="low-first",
            description="torchao 0.18 nvfp4_quantize without a per-tensor scale: e4m3(clamp(amax_b/6, 2^-6, 448)), "
                        "x * fl(1/s)"),
+    Recipe(name="nvfp4-modelopt", format="e2m1fn", granularity=block(1, 16), rule="nvfp4-modelopt",
+           scale_dtype="e4m3fn", zero_scale=1.0, scale_min=2.0 ** -9, nonfinite="ieee", ragged=False,
+           packed="low-first",
+           description="nvidia-modelopt 0.47 NVFP4QTensor.quantize: g = amax / (6 * 448), e4m3 block scales "
+                       "clamp(fl(amax_b/fl(6*g)) (0 -> 1), 2^-9, 448), x / fl(s*g)"),
     Recipe(name="nvfp4-ct", format="e2m1fn", granularity=block(1, 16), rule="nvfp4-ct", scale_dtype="e4m3fn",
            zero_scale=0.125, nonfinite="ieee", ragged=False, packed="low-first",
            description="compressed-tensors 0.19 NVFP4: global_scale G = 2688 * fl(1/amax) (NaN/Inf -> 1), e4m3 "

@@ -133,7 +133,7 @@ __all__ = [
 
 GranularityKind = Literal["tensorwise", "rowwise", "colwise", "block", "group_rowwise", "group_colwise"]
 Convention = Literal["scale", "scale_inv"]
-Rule = Literal["amax", "mx-floor", "mx-ceil", "nvfp4-torchao", "nvfp4-ct"]
+Rule = Literal["amax", "mx-floor", "mx-ceil", "nvfp4-torchao", "nvfp4-ct", "nvfp4-modelopt"]
 Pow2 = Literal["floor", "ceil"]
 ScaleDtype = Literal["float32", "bfloat16", "float16", "e8m0", "e4m3fn"]
 Packed = Literal["low-first", "high-first"]
@@ -144,7 +144,7 @@ Precision = Literal["float32", "float64"]
 
 # The element formats a recipe may target: FP8, and the OCP MX FP6/FP4 formats (NVFP4's element is e2m1fn too).
 ELEMENT_FORMATS: tuple[Format, ...] = FP8_FORMATS + (E2M3FN, E3M2FN, E2M1FN)
-RULES = ("amax", "mx-floor", "mx-ceil", "nvfp4-torchao", "nvfp4-ct")
+RULES = ("amax", "mx-floor", "mx-ceil", "nvfp4-torchao", "nvfp4-ct", "nvfp4-modelopt")
 SCALE_DTYPES = ("float32", "bfloat16", "float16", "e8m0", "e4m3fn")
 
 _KINDS = ("tensorwise", "rowwise", "colwise", "block", "group_rowwise", "group_colwise")
@@ -413,6 +413,8 @@ class Recipe:
                 formula = f"max({formula}, {self.scale_min:g})"
         elif self.rule == "nvfp4-torchao":
             formula = "e4m3(max(fl(amax/6)/g, 2^-6)), g = fl(tensor amax/2688) stored, x * fl(fl(1/g)/scale_inv)"
+        elif self.rule == "nvfp4-modelopt":
+            formula = "e4m3(max(fl(amax/fl(6*g)) (0 -> 1), 2^-9)), g = fl(tensor amax/2688) stored, x / fl(scale_inv*g)"
         elif self.rule == "nvfp4-ct":
             formula = "e4m3(G*fl(amax/6)) (0 -> 0.125), G = 2688*fl(1/tensor amax) stored, x / fl(scale_inv/G)"
         else:

@@ -287,7 +287,9 @@ def _tensor_amax(amax: np.ndarray) -> np.float32:
 
 def _two_level(amax: np.ndarray, recipe: Recipe) -> tuple[np.ndarray, np.ndarray, np.float32]:
     """(stored e4m3 block scales as float32, the per-block number the elements meet, the stored float32
-    per-tensor scale), each step one IEEE float32 operation as the variant's source writes it."""
+    per-tensor scale), each step one IEEE float32 operation as the variant's source writes it. torchao and
+    ModelOpt store the per-tensor number as a dequant multiplier (amax / 2688), compressed-tensors as its
+    inverse (2688 / amax); the block scale is e4m3fn, scale_inv, in all three."""
     a = np.asarray(amax, dtype=np.float32)
     t = _tensor_amax(a)
     one = np.float32(1)
@@ -304,6 +306,19 @@ def _two_level(amax: np.ndarray, recipe: Recipe) -> tuple[np.ndarray, np.ndarray
                 q = np.where(q < np.float32(recipe.scale_min), np.float32(recipe.scale_min), q).astype(np.float32)
             s = _to_e4m3(q)
             per_block = ((one / g) / s).astype(np.float32)
+        elif recipe.rule == "nvfp4-modelopt":
+            # nvidia-modelopt 0.47.0 torch/quantization/qtensor/nvfp4_tensor.py NVFP4QTensor:
+            # get_weights_scaling_factor_2: amax.float() / (E2M1_MAX * E4M3_MAX); get_weights_scaling_factor:
+            # per_block_amax / (E2M1_MAX * wsf2), zeros -> 1.0, clamp(min=2^-9, max=448).to(e4m3fn);
+            # quantize: input / (scale.to(float32) * wsf2), _cast_fp4 (RNE), low nibble first.
+            g = np.float32(t / _NVFP4_RANGE)
+            q = (a / np.float32(_F4_MAX * g)).astype(np.float32)
+            if recipe.zero_scale is not None:
+                q = np.where(q == 0, np.float32(recipe.zero_scale), q).astype(np.float32)
+            if recipe.scale_min is not None:
+                q = np.where(q < np.float32(recipe.scale_min), np.float32(recipe.scale_min), q).astype(np.float32)
+            s = _to_e4m3(q)
+            per_block = (s * g).astype(np.float32)
         else:
             # compressed-tensors 0.19.0 quantization/utils/helpers.py: generate_gparam: 448 * 6 / clamp(amax,
             # min=float32 tiny) -- a Python float over a tensor, which torch computes as 2688 * (1 / amax) --,
@@ -391,7 +406,7 @@ def dequantize(codes: Any, scales: Any, recipe: Recipe, *, offsets: Any = None, 
             if per_tensor is None:
                 raise InvalidValueError(f"recipe {recipe.name!r} is two-level: dequantize needs its per-tensor scale")
             g = np.float64(np.asarray(per_tensor, dtype=np.float64).reshape(-1)[0])
-            out = out * g if recipe.rule == "nvfp4-torchao" else out / g
+            out = out / g if recipe.rule == "nvfp4-ct" else out * g
         return out
 
 
