@@ -87,6 +87,20 @@ Clamping: ``eps`` clamps amax before the division (``max(amax, eps)``),
 the element clamp to the format's range after the scaling is the
 ``satfinite`` profile (``ieee``: no clamp).
 
+FP4 and FP6 elements, packing, NVFP4
+====================================
+
+``format`` may be ``e2m1fn`` (FP4), ``e2m3fn`` or ``e3m2fn`` (FP6) as well as
+an FP8 format; the MX rules use the format's emax (2, 2, 4). ``packed``
+(e2m1fn only) says the kernel returns two codes per byte along each row,
+element 2j in the low nibble (``"low-first"``) or the high one
+(:mod:`fp8check.quantizers.packing`). ``scale_dtype="e4m3fn"`` rounds the
+scale to e4m3fn (RNE, Inf and overflow to 448).
+
+The ``nvfp4-*`` rules are two-level: e4m3fn block scales (scale_inv) under a
+float32 per-tensor scale, each rule the arithmetic of one source
+(``scaling._two_level`` cites them; docs/recipes.md tabulates them).
+
 Non-finite input
 ================
 
