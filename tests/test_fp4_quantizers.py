@@ -230,3 +230,20 @@ def test_a_wrong_global_scale_is_a_scale_divergence_of_the_global():
 
     result = check_quantizer(kernel, "nvfp4-ct", **FAST)
     assert any("per-tensor (global) scale" in d.detail for d in result.divergences if d.category == "scale")
+
+
+# -- messages (issue 32, item 5) ------------------------------------------------------------------
+
+
+def test_a_reciprocal_storing_recipe_names_the_targets_of_a_wrong_maximum():
+    """fbgemm-rowwise on e4m3fnuz stores 1 / (240 / amax); a kernel using e4m3fn's 448 is told '240' vs '448'
+    (the implied target was computed in the applied scale's convention: amax * amax / 448, meaningless)."""
+
+    def kernel(x):
+        a = x.float().abs().amax(dim=1, keepdim=True).clamp(min=1e-12)
+        scale = 448.0 / a
+        return (x.float() * scale).clamp(-240, 240).to(torch.float8_e4m3fnuz), 1.0 / scale
+
+    result = check_quantizer(kernel, "fbgemm-rowwise", fmt="e4m3fnuz", max_examples=5, thorough=False)
+    d = next(d for d in result.divergences if d.category == "scale")
+    assert "the recipe maps amax to 240, the kernel to 448 (e4m3fn's max)" in d.detail, d.detail

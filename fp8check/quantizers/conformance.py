@@ -292,9 +292,11 @@ def _block_text(recipe: Recipe, b: int, shape: tuple[int, int], offsets: np.ndar
 
 
 def _implied_target(recipe: Recipe, amax: float, scale: float) -> float:
+    """The value a stored scale maps amax to: in the convention of the number stored (a recipe that stores the
+    reciprocal of what it applies stores the other convention's number)."""
     a, s = np.float64(amax), np.float64(scale)
     with np.errstate(all="ignore"):
-        return float(a * s if recipe.convention == "scale" else a / s)
+        return float(a * s if recipe.stored_convention == "scale" else a / s)
 
 
 _KNOWN_MAXIMA = {448.0: "e4m3fn's max", 240.0: "e4m3fnuz's max", 224.0: "224", 57344.0: "e5m2's max"}
