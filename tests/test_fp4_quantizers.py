@@ -273,3 +273,19 @@ def test_a_reciprocal_storing_recipe_names_the_targets_of_a_wrong_maximum():
     result = check_quantizer(kernel, "fbgemm-rowwise", fmt="e4m3fnuz", max_examples=5, thorough=False)
     d = next(d for d in result.divergences if d.category == "scale")
     assert "the recipe maps amax to 240, the kernel to 448 (e4m3fn's max)" in d.detail, d.detail
+
+
+@pytest.mark.parametrize("fmt, actual", [("e5m2fnuz", 0x80), ("e5m2", 0x7F), ("e5m2", 0x7C), ("e4m3fn", 0x7F)])
+def test_an_input_that_rounds_to_max_made_nan_or_inf_is_overflow(fmt, actual):
+    """57344 -> NaN was 'other' and 57344 -> Inf (e5m2) 'rounding': the kernel's overflow bound is wrong."""
+    from fp8check.casts.engine import classify
+    from fp8check.reference import encode
+
+    f = formats.get(fmt)
+    x = np.array([f.max, -f.max if actual != 0x80 else f.max], np.float32)
+    expected = encode(x, fmt, "satfinite")
+    got = np.array([actual, actual | (f.sign_mask if actual != 0x80 else 0)])
+    assert list(classify(x.view(np.uint32), expected, got, "float32", fmt, "satfinite")) == ["overflow", "overflow"]
+    one = np.array([1.0], np.float32)  # a value far from max made NaN or Inf stays 'other'
+    assert list(classify(one.view(np.uint32), encode(one, fmt, "satfinite"), np.array([actual]), "float32", fmt,
+                         "satfinite")) == ["other"]
