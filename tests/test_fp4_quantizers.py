@@ -290,3 +290,16 @@ def test_an_input_that_rounds_to_max_made_nan_or_inf_is_overflow(fmt, actual):
     one = np.array([1.0], np.float32)  # a value far from max made NaN or Inf stays 'other'
     assert list(classify(one.view(np.uint32), encode(one, fmt, "satfinite"), np.array([actual]), "float32", fmt,
                          "satfinite")) == ["other"]
+
+
+def test_packed_codes_as_torch_float4_e2m1fn_x2_are_read_as_declared():
+    if not hasattr(torch, "float4_e2m1fn_x2"):
+        pytest.skip("this torch has no float4_e2m1fn_x2")
+
+    def kernel(x):
+        codes, scales = fp4_mutants.mxfp4(x)
+        return codes.view(torch.float4_e2m1fn_x2), scales
+
+    assert check_quantizer(kernel, MXFP4, **FAST).passed
+    with pytest.raises(KernelError, match="float4_e2m1fn_x2 codes; recipe .* one per byte"):
+        check_quantizer(kernel, MXFP4.replace(packed=None), **FAST)
