@@ -31,7 +31,7 @@ from typing import Any
 
 from fp8check import formats
 from fp8check.checkpoints import dtypes
-from fp8check.checkpoints import layouts as lo
+from fp8check.checkpoints import layouts
 from fp8check.formats import Format
 
 ROLE_FP8 = "fp8"
@@ -57,7 +57,7 @@ def scale_candidates(name: str) -> list[str]:
         out.append(name[: -len("weight")] + "weights_scaling_factor")
     if name.endswith("qdata"):
         out.append(name[: -len("qdata")] + "scale")
-    out.extend(c for c in lo.scale_names(name) if c not in out)  # X_blocks -> X_scales, weight_packed -> weight_scale
+    out.extend(c for c in layouts.scale_names(name) if c not in out)  # X_blocks -> X_scales, weight_packed -> weight_scale
     return out
 
 
@@ -155,7 +155,7 @@ def parse_config(docs: dict[str, Any]) -> QuantConfig:
                             q.weight_format = formats.E4M3FN
                         elif bits == 4 and kind == "float":
                             # NVFP4: e4m3 scales of 16 values and a global scale; MXFP4: e8m0 scales of 32
-                            q.packed = {16: lo.NVFP4, None: lo.NVFP4, 32: lo.MXFP4}.get(w.get("group_size"), "fp4")
+                            q.packed = {16: layouts.NVFP4, None: layouts.NVFP4, 32: layouts.MXFP4}.get(w.get("group_size"), "fp4")
                             if q.packed == "fp4":
                                 q.not_understood.append(f"compressed-tensors 4-bit float weights with group_size "
                                                         f"{w.get('group_size')!r} (NVFP4 uses 16, MXFP4 32)")
@@ -172,7 +172,7 @@ def parse_config(docs: dict[str, Any]) -> QuantConfig:
                     if d in _FP8_NAMES:
                         q.weight_format = _FP8_NAMES[d]
                     elif d == "fp4" and str(w.get("scale_format", "e8m0")).lower() == "e8m0":
-                        q.packed = lo.MXFP4
+                        q.packed = layouts.MXFP4
                     elif d:
                         q.not_understood.append(f"quark weight dtype {d!r}")
                     if isinstance(w.get("group_size"), int) and w["group_size"] > 0:
@@ -183,7 +183,7 @@ def parse_config(docs: dict[str, Any]) -> QuantConfig:
                 if isinstance(qc.get("group_size"), int) and qc["group_size"] > 0:
                     q.group_size = qc["group_size"]
             elif method == "mxfp4":  # gpt-oss, as transformers reads it: e2m1 in 32-blocks, e8m0 scales
-                q.packed = lo.MXFP4
+                q.packed = layouts.MXFP4
                 q.group_size = 32
             elif method == "torchao":  # transformers' TorchAoConfig: the tensors are subclasses that say what they hold
                 pass
@@ -216,14 +216,14 @@ def _modelopt_algo(q: QuantConfig, algo: str) -> None:
         if "PB" in algo:  # per-block
             q.block = q.block or (128, 128)
     elif algo == "NVFP4":
-        q.packed = lo.NVFP4
+        q.packed = layouts.NVFP4
     elif algo:
         q.not_understood.append(f"ModelOpt quant_algo {algo!r}")
 
 
 def _packed_data(config: QuantConfig, name: str) -> bool:
     """Whether the config's packed layout names ``name`` as its data tensor."""
-    lay = lo.packed_layout(config.packed, config.quant_method, name=name, scale_dtype=None) if config.packed else None
+    lay = layouts.packed_layout(config.packed, config.quant_method, name=name, scale_dtype=None) if config.packed else None
     return lay is not None and name.endswith(lay.data)
 
 
@@ -300,7 +300,7 @@ def pair(entries_by_file: dict[str, dict[str, Any]], *, config: QuantConfig, byt
                 p.roles[key] = ROLE_SCALE
             elif by_name in (ROLE_ACTIVATION_SCALE, ROLE_KV_SCALE):
                 p.roles[key] = by_name
-            elif fmt is not None and by_name == ROLE_SCALE and config.packed == lo.NVFP4:
+            elif fmt is not None and by_name == ROLE_SCALE and config.packed == layouts.NVFP4:
                 p.roles[key] = ROLE_SCALE  # an NVFP4 e4m3 block scale whose packed data is missing
             elif fmt is not None:
                 p.roles[key] = ROLE_FP8
