@@ -30,7 +30,7 @@ from typing import Iterator
 import numpy as np
 
 from fp8check import formats
-from fp8check.checkpoints import conventions, findings, granularity, layouts, stats, targets
+from fp8check.checkpoints import conventions, encodings, findings, granularity, layouts, relations, stats, targets
 from fp8check.checkpoints.audit_result import (AUDIT_SCHEMA_VERSION, AuditResult, CheckpointResult, FileResult,
                                                ScaleRef, Summary, TensorResult, TensorRows)
 from fp8check.checkpoints.counting import CodeCounter
@@ -168,16 +168,7 @@ class Auditor:
                     f"(pass --bytes-format to audit it as FP8)"))
         for data_key, names in pairing.unpaired.items():
             by_key[data_key].unpaired = list(names)
-        for rec in ck.records:
-            if rec.role != conventions.ROLE_PACKED or rec.entry is None:
-                continue
-            rec.layout = layouts.packed_layout(ck.config.packed, ck.config.quant_method, name=rec.key[1],
-                                          scale_dtype=rec.scale.entry.dtype if rec.scale else None,
-                                          file_packed=rec.entry.packed)
-            for cand in layouts.second_scale_names(rec.key[1]):
-                if cand in ck.readers[rec.key[0]].entries:
-                    rec.second_scale = (rec.key[0], cand)
-                    break
+        self._bind_layouts(ck)
         # a torchao tensor subclass X.weight is read as X.weight.qdata + X.weight.scale: the index's X.weight is there
         subclass_roots = {name.rpartition(".")[0] for f in ck.readers for name in ck.readers[f].entries}
         for name, f in weight_map.items():
@@ -187,13 +178,36 @@ class Auditor:
                                             f"the index maps this tensor to {os.path.basename(f)}, which lacks it"))
                 ck.records.append(rec)
 
+    @staticmethod
+    def _bind_layouts(ck: Checkpoint) -> None:
+        """The producer layout of each quantized tensor (packed: also its per-tensor scale). Packed NVFP4 block
+        scales saved as U8 are read as the e4m3fn codes their layout means (SCALE_ENCODING says so)."""
+        for rec in ck.records:
+            if rec.entry is None:
+                continue
+            scale_dtype = rec.scale.entry.dtype if rec.scale else None
+            if rec.role == conventions.ROLE_FP8:
+                rec.layout = layouts.fp8_layout(ck.config.quant_method, str(ck.config.raw.get("format", "")),
+                                                name=rec.key[1], scale_dtype=scale_dtype)
+            if rec.role != conventions.ROLE_PACKED:
+                continue
+            rec.layout = layouts.packed_layout(ck.config.packed, ck.config.quant_method, name=rec.key[1],
+                                               scale_dtype=scale_dtype, file_packed=rec.entry.packed)
+            for cand in layouts.second_scale_names(rec.key[1]):
+                if cand in ck.readers[rec.key[0]].entries:
+                    rec.second_scale = (rec.key[0], cand)
+                    break
+            if rec.layout is not None and rec.scale is not None and rec.layout.scale_format == "e4m3fn" \
+                    and scale_dtype == "uint8":
+                rec.scale.kind = ck.scale_kinds[rec.scale.key] = "float8_e4m3fn"
+
     # -- 3: scales --
 
     def _read_scales(self, ck: Checkpoint) -> None:
         for rec in ck.records:
             if rec.entry is None or rec.role not in SCALE_ROLES:
                 continue
-            kind = stats.scale_kind(rec.entry.dtype)
+            kind = ck.scale_kinds.get(rec.key) or stats.scale_kind(rec.entry.dtype)
             if kind is None or rec.entry.note:
                 continue
             try:
@@ -237,6 +251,14 @@ class Auditor:
                 rec.findings.extend(_scale_findings(sc.stats, sc.key[1], ck.config))
         _outlier_findings([r for r in ck.records if r.role == conventions.ROLE_FP8 and r.scale is not None
                            and r.scale.granularity is not None and r.scale.stats is not None])
+        for rec in ck.records:
+            if rec.layout is not None and rec.scale is not None:
+                try:
+                    rec.findings.extend(encodings.scale_encoding_findings(ck, rec))
+                except CheckpointError as exc:
+                    self._file_error(exc)
+                    rec.unread = rec.unread or exc.reason
+        relations.relation_findings(ck)
 
     def _fp8_scale_shape(self, ck: Checkpoint, rec: Record) -> None:
         """The granularity of an FP8 tensor's scale, bound to the block size the file or the config declares."""

@@ -338,6 +338,8 @@ class AuditResult:
                 "SATURATION_SHARE": findings.SATURATION_SHARE, "SATURATION_MIN_COUNT": findings.SATURATION_MIN_COUNT,
                 "SATURATION_PILEUP": findings.SATURATION_PILEUP,
                 "UNDERFLOW_ZERO_SHARE": findings.UNDERFLOW_ZERO_SHARE, "UNDERFLOW_EDGE_SHARE": findings.UNDERFLOW_EDGE_SHARE,
+                "WEIGHT_MAGNITUDE_BOUND": findings.WEIGHT_MAGNITUDE_BOUND, "SIBLINGS_MIN": findings.SIBLINGS_MIN,
+                "FUSED_RATIO_ERROR": findings.FUSED_RATIO_ERROR,
             },
         }
 

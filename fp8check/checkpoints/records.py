@@ -51,7 +51,7 @@ class Record:
     unpaired: list[str] = field(default_factory=list)  # scale-like names nearby that pair with nothing
     code_stats: CodeStats | None = None  # from hist, until the tensor's result is made
     finished: bool = False  # its findings are made
-    layout: Layout | None = None  # packed data: the producer layout it was read as
+    layout: Layout | None = None  # the producer layout it was read as (None: no config names one)
     second_scale: tuple[str, str] | None = None  # NVFP4's per-tensor scale
     broken: str = ""  # why no loader can dequantize this tensor (its scale is missing or does not fit)
     beyond_fnuz: int = 0
@@ -78,6 +78,7 @@ class Checkpoint:
     dequant_dtype: str
     fp8_scales: set[tuple[str, str]] = field(default_factory=set)
     strict_missing: bool = False
+    scale_kinds: dict[tuple[str, str], str] = field(default_factory=dict)  # how a scale is read, where not by dtype
 
     def entry(self, key: tuple[str, str]) -> TensorEntry:
         return self.readers[key[0]].entries[key[1]]

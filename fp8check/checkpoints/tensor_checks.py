@@ -165,6 +165,7 @@ class TensorChecks:
             rec.beyond_fnuz = int(rec.hist @ _beyond_fnuz_mask())
             if usable_scale and sc is not None and factor_exact is not None and not factor_exact.get("2", True):
                 rec.scale_x2_overflow = self._scale_x2_overflow(ck, rec)
+            self._fnuz_load_paths(rec)
         if plan.inexact:
             if dst in targets.FNUZ:
                 rec.findings.append(findings.make(
@@ -174,6 +175,44 @@ class TensorChecks:
                 rec.findings.append(findings.make(
                     "OCP_RANGE", plan.inexact, f"{fmt.name} -> {dst.name}: {plan.reason}",
                     findings.ERROR if self.ocp_target else findings.INFO))
+
+    def _fnuz_load_paths(self, rec: Record) -> None:
+        """What the named fnuz load paths (targets.LOAD_PATHS) do to this e4m3fn tensor, per tensor: FNUZ_PLAIN_CAST
+        (with a fnuz target), FNUZ_SCALE_OVERFLOW (error with one, warning without). Its NaN codes are NAN_CODES'
+        (the verdict for a fnuz target says the byte-reinterpreting paths make them finite ±240)."""
+        cs = rec.code_stats
+        assert cs is not None
+        if self.fnuz_target and rec.beyond_fnuz:
+            rec.findings.append(findings.make(
+                "FNUZ_PLAIN_CAST", rec.beyond_fnuz,
+                f"{findings.plural(rec.beyond_fnuz, 'value')} beyond ±240: NaN after a plain "
+                ".to(torch.float8_e4m3fnuz) under the same scale; vLLM's normalisation, Quark and fp8check convert "
+                "halve them exactly and double the scale"))
+        if rec.scale_x2_overflow:
+            rec.findings.append(findings.make(
+                "FNUZ_SCALE_OVERFLOW", rec.scale_x2_overflow,
+                f"{findings.plural(rec.scale_x2_overflow, 'value')} under scale elements whose double overflows "
+                f"{rec.scale.entry.dtype if rec.scale else 'the scale dtype'}: vLLM's normalize_e4m3fn_to_e4m3fnuz "
+                "and Quark's e4m3fn_to_e4m3fnuz double the scale in place, to Inf",
+                findings.ERROR if self.fnuz_target else findings.WARNING))
+
+    def _magnitude(self, ck: Checkpoint, rec: Record, bound: float, overflow: int | None,
+                   count: Callable[[float], int]) -> None:
+        """WEIGHT_MAGNITUDE: values at or beyond the bound that do not overflow (``count(threshold)`` counts the
+        elements with |value| >= threshold, exactly)."""
+        if bound < findings.WEIGHT_MAGNITUDE_BOUND or overflow is None:
+            return
+        try:
+            beyond = count(findings.WEIGHT_MAGNITUDE_BOUND) - overflow
+        except CheckpointError as exc:
+            self.file_error(exc)
+            rec.unread = exc.reason
+            return
+        if beyond > 0:
+            rec.findings.append(findings.make(
+                "WEIGHT_MAGNITUDE", beyond,
+                f"{findings.plural(beyond, 'dequantized value')} at or beyond |{findings.WEIGHT_MAGNITUDE_BOUND:g}| "
+                f"(largest code x largest scale: {bound:.4g}), beyond any trained model's weights"))
 
     def _dequant_overflow(self, ck: Checkpoint, rec: Record) -> None:
         """DEQUANT_OVERFLOW: the cheap bound (largest code x largest scale), then an exact count where it may."""
@@ -188,6 +227,7 @@ class TensorChecks:
         cs.dequant_absmax_bound = bound
         if bound < threshold:
             cs.dequant_overflow = 0
+            self._magnitude(ck, rec, bound, 0, lambda at: self._exact_overflow(ck, rec, at))
             return
         try:
             cs.dequant_overflow = self._exact_overflow(ck, rec, threshold)
@@ -195,6 +235,7 @@ class TensorChecks:
             self.file_error(exc)
             rec.unread = exc.reason
             cs.dequant_overflow = None
+        self._magnitude(ck, rec, bound, cs.dequant_overflow, lambda at: self._exact_overflow(ck, rec, at))
         if cs.dequant_overflow:
             rec.findings.append(findings.make(
                 "DEQUANT_OVERFLOW", cs.dequant_overflow,
@@ -243,19 +284,25 @@ class TensorChecks:
         threshold = stats.overflow_threshold(ck.dequant_dtype)
         cs = rec.code_stats = copy.copy(cs)
         cs.dequant_absmax_bound = cs.max_abs * sc.stats.absmax * factor
-        if cs.dequant_absmax_bound < threshold:
-            cs.dequant_overflow = 0
-            return
-        try:
+        granules, logical = sc.granularity, rec.packed_logical
+
+        def count(at: float) -> int:
             values = _scale_values(ck, sc)
             codes = stats.unpack_fp4(ck.readers[rec.key[0]].tensor(rec.key[1])).reshape(-1)
-            cs.dequant_overflow = stats.dequant_overflow(codes, fmt,
-                                                         np.where(np.isfinite(values), values, 0.0) * factor,
-                                                         sc.granularity, rec.packed_logical, threshold)
+            return stats.dequant_overflow(codes, fmt, np.where(np.isfinite(values), values, 0.0) * factor,
+                                          granules, logical, at)
+
+        if cs.dequant_absmax_bound < threshold:
+            cs.dequant_overflow = 0
+            self._magnitude(ck, rec, cs.dequant_absmax_bound, 0, count)
+            return
+        try:
+            cs.dequant_overflow = count(threshold)
         except CheckpointError as exc:
             self.file_error(exc)
             rec.unread = exc.reason
             return
+        self._magnitude(ck, rec, cs.dequant_absmax_bound, cs.dequant_overflow, count)
         if cs.dequant_overflow:
             rec.findings.append(findings.make(
                 "DEQUANT_OVERFLOW", cs.dequant_overflow,

@@ -60,9 +60,10 @@ class Built:
         self.torchao = torchao  # the state dict, for torchao layouts
 
 
-def fp8_layout(scale_name, scale, configs):
+def fp8_layout(scale_name, scale, configs, extra=None):
     q = codes((256, 256), pool=finite_nonzero_codes("e4m3fn", max_magnitude=0x6F))  # |v| <= 240
-    return Built({"l.weight": fp8(q), scale_name: scale}, configs, "l.weight", scale_name, "float", FP8)
+    return Built({"l.weight": fp8(q), scale_name: scale, **(extra or {})}, configs, "l.weight", scale_name, "float",
+                 FP8)
 
 
 def packed(rows=64, cols=64, seed=0):
@@ -74,7 +75,9 @@ SAFETENSORS_LAYOUTS = {
                                            {"config.json": DEEPSEEK_CONFIG}),
     "compressed-tensors-fp8": lambda: fp8_layout("l.weight_scale", torch.full((256, 1), 0.01, dtype=torch.bfloat16),
                                                  {"config.json": COMPRESSED_TENSORS_CONFIG}),
-    "modelopt-fp8": lambda: fp8_layout("l.weight_scale", torch.tensor(0.01), {"hf_quant_config.json": MODELOPT_FP8}),
+    # ModelOpt's FP8 and NVFP4 (W4A4) have static activations: each module carries its input_scale
+    "modelopt-fp8": lambda: fp8_layout("l.weight_scale", torch.tensor(0.01), {"hf_quant_config.json": MODELOPT_FP8},
+                                       {"l.input_scale": torch.tensor(0.02)}),
     "quark-fp8": lambda: fp8_layout("l.weight_scale", torch.tensor(0.01), {"config.json": QUARK_FP8}),
     "gpt-oss-mxfp4": lambda: Built(
         {"l.down_proj_blocks": torch.from_numpy(packed(128, 64).reshape(2, 64, 2, 16)),
@@ -86,7 +89,7 @@ SAFETENSORS_LAYOUTS = {
         {"config.json": CT_NVFP4}, "l.weight_packed", "l.weight_scale", "e4m3", NVFP4),
     "modelopt-nvfp4": lambda: Built(
         {"l.weight": torch.from_numpy(packed()), "l.weight_scale": torch.full((64, 4), 0.5).to(torch.float8_e4m3fn),
-         "l.weight_scale_2": torch.tensor(0.001)},
+         "l.weight_scale_2": torch.tensor(0.001), "l.input_scale": torch.tensor(0.02)},
         {"hf_quant_config.json": MODELOPT_NVFP4}, "l.weight", "l.weight_scale", "e4m3", NVFP4),
     "compressed-tensors-mxfp4": lambda: Built(
         {"l.weight_packed": torch.from_numpy(packed()), "l.weight_scale": torch.full((64, 2), 120, dtype=torch.uint8)},
