@@ -158,6 +158,10 @@ CODES: dict[str, FindingCode] = {c.code: c for c in (
                 "activations measured in LLMs (~1e4, Sun et al. 2024, 'Massive Activations in Large Language "
                 "Models', arXiv:2402.17762), weights being far smaller. Seen with E8M0 bytes that are not biased "
                 "exponents and with scales stored inverted; the message gives the largest value implied"),
+    FindingCode("BLOCK_ZEROED", ERROR, "weights under a zero e8m0 scale",
+                "count of nonzero codes under e8m0 scale bytes 0x00 (2^-127): every loader dequantizes them to within "
+                "6 x 2^-127 of zero, so those blocks (a whole expert when all its scales are 0x00) compute zeros. "
+                "An all-zero block legitimately has 0x00 (amax 0) and is not counted"),
     FindingCode("FNUZ_PLAIN_CAST", INFO, "values a plain cast to e4m3fnuz makes NaN",
                 "a fnuz target is given and the e4m3fn tensor holds values beyond ±240: a plain "
                 ".to(torch.float8_e4m3fnuz) under the same scale makes each NaN (torch's fnuz cast). Info, not an "

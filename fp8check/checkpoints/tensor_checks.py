@@ -74,6 +74,8 @@ class TensorChecks:
                                                f"({', '.join(f.name for f in t.formats)}) "
                                                "and has no exact conversion there"))
         if usable_scale:
+            self._zeroed_blocks(ck, rec, fmt, rec.entry.shape,
+                                lambda: stats.as_bytes(ck.readers[rec.key[0]].tensor(rec.key[1])))
             self._dequant_overflow(ck, rec)
 
     def _format_and_scale(self, ck: Checkpoint, rec: Record) -> None:
@@ -196,6 +198,26 @@ class TensorChecks:
                 "and Quark's e4m3fn_to_e4m3fnuz double the scale in place, to Inf",
                 findings.ERROR if self.fnuz_target else findings.WARNING))
 
+    def _zeroed_blocks(self, ck: Checkpoint, rec: Record, fmt: formats.Format, shape: tuple[int, ...],
+                       read_codes: Callable[[], Any]) -> None:
+        """BLOCK_ZEROED: nonzero codes under e8m0 scale bytes 0x00 (2^-127): every loader dequantizes them to
+        within 6 x 2^-127 of zero, so the block's weights are gone (an all-zero block legitimately has 0x00)."""
+        sc = rec.scale
+        if sc is None or sc.kind != "e8m0" or sc.stats is None or not sc.stats.subnormal or sc.granularity is None:
+            return
+        try:
+            under = (np.asarray(_scale_values(ck, sc)) == 2.0 ** -127).astype(np.float64)
+            zeroed = stats.dequant_overflow(read_codes(), fmt, under, sc.granularity, shape, 5e-324)
+        except CheckpointError as exc:
+            self.file_error(exc)
+            rec.unread = exc.reason
+            return
+        if zeroed:
+            rec.findings.append(findings.make(
+                "BLOCK_ZEROED", zeroed,
+                f"{findings.plural(zeroed, 'nonzero value')} under {findings.plural(int(under.sum()), 'scale byte')} "
+                "0x00 (2^-127): dequantized to zero by every loader"))
+
     def _magnitude(self, ck: Checkpoint, rec: Record, bound: float, overflow: int | None,
                    count: Callable[[float], int]) -> None:
         """WEIGHT_MAGNITUDE: values at or beyond the bound that do not overflow (``count(threshold)`` counts the
@@ -277,6 +299,8 @@ class TensorChecks:
         if rec.broken or sc is None or sc.stats is None or sc.granularity is None or cs.max_abs is None \
                 or sc.stats.absmax is None or rec.packed_logical is None:
             return
+        self._zeroed_blocks(ck, rec, fmt, rec.packed_logical,
+                            lambda: stats.unpack_fp4(ck.readers[rec.key[0]].tensor(rec.key[1])).reshape(-1))
         factor = 1.0
         if second is not None and second.size == 1 and np.isfinite(second).all() and float(second.reshape(-1)[0]):
             g = float(second.reshape(-1)[0])

@@ -193,8 +193,9 @@ def expected(layout, defect, clean, data_bytes):
     if defect == "scale_inf":
         return 1, clean, {"SCALE_NONFINITE": ("error", 1)}
     if defect == "scale_zero":
-        if layout in E8M0_NAMES:  # e8m0 0x00 is 2^-127: no zero, a subnormal in float32
-            return 0, clean, {"SCALE_SUBNORMAL": ("warning", 1)}
+        if layout in E8M0_NAMES:  # e8m0 0x00 is 2^-127: no zero, a subnormal in float32, which zeroes its block
+            return 1, clean, {"SCALE_SUBNORMAL": ("warning", 1), "BLOCK_ZEROED": ("error", block_nonzero(layout,
+                                                                                                        data_bytes))}
         return 1, clean, {"SCALE_NONPOSITIVE": ("error", 1)}
     if defect == "scale_254":  # every value of the first block with |v| x 2^127 >= bf16's overflow
         return 1, clean, {"DEQUANT_OVERFLOW": ("error", block_overflow(layout, data_bytes))}
@@ -203,6 +204,20 @@ def expected(layout, defect, clean, data_bytes):
     if defect == "neg_zero":
         return 0, clean, {"NEG_ZERO_FNUZ_HAZARD": ("info", int((data_bytes == 0x80).sum()))}
     raise AssertionError(defect)
+
+
+def first_block(layout, data_bytes):
+    """The values of the first 32-element block (the one under scale element 0), decoded by ml_dtypes."""
+    if layout in MX8_NAMES:
+        return data_bytes.reshape(-1)[:32].view(ml_dtypes.float8_e4m3fn).astype(np.float64)
+    b = data_bytes.reshape(-1)[:16]
+    nib = np.stack([b & 0x0F, b >> 4], axis=-1).reshape(-1)  # low nibble first
+    return nib.astype(np.uint8).view(ml_dtypes.float4_e2m1fn).astype(np.float64)
+
+
+def block_nonzero(layout, data_bytes):
+    """Nonzero values of the first block: what a scale of 2^-127 zeroes."""
+    return int(np.count_nonzero(first_block(layout, data_bytes)))
 
 
 def block_overflow(layout, data_bytes):
