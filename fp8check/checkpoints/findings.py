@@ -170,7 +170,7 @@ CODES: dict[str, FindingCode] = {c.code: c for c in (
                 "checkpoint is right and a plain cast is the defect; count = such values"),
     FindingCode("FNUZ_SCALE_OVERFLOW", ERROR, "a scale a fnuz loader doubles to Inf",
                 "elements of the e4m3fn tensor sit under a scale element whose double overflows its dtype "
-                "(float32 > 1.7e38, float16 > 32752): vLLM's normalize_e4m3fn_to_e4m3fnuz and Quark's "
+                "(float32 or bfloat16 above 1.7e38, float16 from 32768): vLLM's normalize_e4m3fn_to_e4m3fnuz and Quark's "
                 "e4m3fn_to_e4m3fnuz double the scale in place, so it becomes Inf and the outputs Inf/NaN; error "
                 "with a fnuz target, warning otherwise; count = data elements under such scales"),
 )}

@@ -362,3 +362,41 @@ def test_a_mixed_precision_module_without_its_static_input_scale(tmp_path, form)
     del tensors[L1 + "mlp.down_proj.input_scale"]  # NVFP4 (W4A4): static
     rc, r = audit(tmp_path / "missing", tensors, configs)
     assert rc == 1 and found(r, L1 + "mlp.down_proj.weight")["INPUT_SCALE_MISSING"][0] == "error"
+
+
+# -- the faces: terminal, JSON and HTML show the new findings ---------------------------------------------------------
+
+
+def test_the_new_findings_reach_the_terminal_the_json_and_the_html_report(tmp_path, capsys):
+    from lxml import html as lxml_html
+
+    tensors, configs, _ = model("modelopt-nvfp4", layers=2)
+    plant("fused_4x", "modelopt-nvfp4", tensors)
+    plant("input_scale_o_proj", "modelopt-nvfp4", tensors)
+    plant("e4m3_as_u8", "modelopt-nvfp4", tensors)
+    d = tmp_path / "ck"
+    d.mkdir()
+    save_st(str(d / "model.safetensors"), tensors)
+    for name, doc in configs.items():
+        write_json(str(d / name), doc)
+    want = {"FUSED_SCALE_MISMATCH", "INPUT_SCALE_MISSING", "SCALE_ENCODING"}
+    rc = main(["audit", str(d), "--json", str(tmp_path / "a.json"), "--html", str(tmp_path / "a.html"),
+               "--jobs", "1", "--max-rows", "100"])
+    terminal = capsys.readouterr().out
+    assert rc == 1
+    doc = json.loads((tmp_path / "a.json").read_text())
+    assert want <= set(doc["summary"]["findings_by_code"]) and want <= set(doc["finding_codes"])
+    for code in want:
+        assert code in terminal
+    page = lxml_html.document_fromstring((tmp_path / "a.html").read_text())
+    shown = " ".join(page.text_content().split())
+    for code in want:
+        assert code in shown and doc["finding_codes"][code]["title"] in shown
+    # the tensor's own message, as the JSON has it, in the report
+    msg = found_message(doc, L1 + "self_attn.o_proj.weight", "INPUT_SCALE_MISSING")
+    assert " ".join(msg.split()) in shown
+
+
+def found_message(report, name, code):
+    (f,) = [f for f in tensor_of(report, name)["findings"] if f["code"] == code]
+    return f["message"]
