@@ -42,10 +42,12 @@ class Module:
 
 
 def _modules(ck: Checkpoint) -> list[Module]:
-    names: dict[str, str] = {}
+    # tensors by their parent module (name up to its last dot): one pass, so the audit stays linear in tensors
+    children: dict[str, dict[str, str]] = {}
     for rec in ck.records:
         if rec.entry is not None:
-            names.setdefault(rec.key[1], rec.entry.dtype)
+            parent, _, leaf = rec.key[1].rpartition(".")
+            children.setdefault(parent, {}).setdefault(leaf, rec.entry.dtype)
     out = []
     for rec in ck.records:
         if rec.entry is None or rec.role not in (conventions.ROLE_FP8, conventions.ROLE_PACKED):
@@ -54,9 +56,10 @@ def _modules(ck: Checkpoint) -> list[Module]:
         data = lay.data if lay is not None and rec.key[1].endswith(lay.data) else rec.key[1].rpartition(".")[2]
         stem = rec.key[1][: len(rec.key[1]) - len(data)]
         m = Module(name=stem.rstrip("._"), rec=rec, lay=lay, stem=stem)
-        # the companions of this module only: a deeper module's tensors (stem + "x.y") are its own
-        m.companions = {n[len(stem):]: dt for n, dt in names.items()
-                        if n.startswith(stem) and n != rec.key[1] and "." not in n[len(stem):]}
+        # the companions of this module only (stem + a leaf name): a deeper module's tensors are its own
+        parent, _, head = stem.rpartition(".")
+        m.companions = {leaf[len(head):]: dt for leaf, dt in children.get(parent, {}).items()
+                        if leaf.startswith(head) and parent + "." + leaf != rec.key[1] and leaf != head}
         out.append(m)
     return out
 
