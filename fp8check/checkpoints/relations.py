@@ -28,6 +28,9 @@ from fp8check.errors import CheckpointError
 # gate/up_proj; models/llama.py and the MoE models' experts, whose w13 stacks w1 (gate) and w3 (up)).
 FUSED = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"), ("w1", "w3"))
 _INDEX = re.compile(r"(?<=\.)\d+(?=\.|$)")
+# the data tensors of a module (the layouts' data suffixes, and ``weight`` without a layout): one per module, so
+# that the tensors beside each are found in time linear in the number of tensors
+_DATA_NAMES = frozenset({lay.data for lay in layouts.LAYOUTS} | {"weight"})
 
 
 @dataclass
@@ -55,6 +58,8 @@ def _modules(ck: Checkpoint) -> list[Module]:
         lay = rec.layout
         data = lay.data if lay is not None and rec.key[1].endswith(lay.data) else rec.key[1].rpartition(".")[2]
         stem = rec.key[1][: len(rec.key[1]) - len(data)]
+        if data not in _DATA_NAMES or not stem:
+            continue  # not a module's weight (an FP8 tensor named otherwise): no module around it to compare
         m = Module(name=stem.rstrip("._"), rec=rec, lay=lay, stem=stem)
         # the companions of this module only (stem + a leaf name): a deeper module's tensors are its own
         parent, _, head = stem.rpartition(".")

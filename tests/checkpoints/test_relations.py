@@ -296,8 +296,6 @@ def _explained(defect: str, others: set[tuple[str, str]]) -> bool:
         return all(n.rsplit(".", 2)[-2] in ("gate_proj", "up_proj") for n, _ in others) and len(others) == 1
     if defect == "expert_input_scales":
         return all(n.startswith(EXPERT2) for n, _ in others) and len(others) == 2
-    if defect in ("scale_x2_inf", "inverted", "e8m0_absurd"):
-        return not others
     return not others
 
 
