@@ -111,8 +111,9 @@ def _input_scales(ck: Checkpoint, modules: list[Module]) -> set[tuple[str, str]]
         if partners:
             m.rec.findings.append(findings.make(
                 "INPUT_SCALE_MISSING", 1,
-                f"{want} is missing ({source}); vLLM fuses this module with {partners[0].name} and takes the max of "
-                f"the shards' input scales, so theirs stands in for it", findings.WARNING))
+                f"{want} is missing ({source}); vLLM fuses this module with {partners[0].name} and keeps one input "
+                f"scale for the fused shards (their max; an expert's gate and up share one slot), so theirs stands "
+                f"in for it", findings.WARNING))
         else:
             m.rec.findings.append(findings.make(
                 "INPUT_SCALE_MISSING", 1,
