@@ -34,7 +34,8 @@ from fp8check.checkpoints import conventions, encodings, findings, granularity, 
 from fp8check.checkpoints.audit_result import (AUDIT_SCHEMA_VERSION, AuditResult, CheckpointResult, FileResult,
                                                ScaleRef, Summary, TensorResult, TensorRows)
 from fp8check.checkpoints.counting import CodeCounter
-from fp8check.checkpoints.loaders import CheckpointFile, Discovery, discover, open_checkpoint, read_config, require_torch
+from fp8check.checkpoints.loaders import (CheckpointFile, Discovery, discover, open_checkpoint, read_config,
+                                          require_torch)
 from fp8check.checkpoints.records import SCALE_ROLES, Checkpoint, Record, ScaleInfo
 from fp8check.checkpoints.tensor_checks import TensorChecks
 from fp8check.errors import CheckpointError, InvalidValueError
@@ -150,7 +151,8 @@ class Auditor:
                 ck.records.append(rec)
         for data_key, scale_key in pairing.scale_of.items():
             data = by_key[data_key]
-            if data.role in (conventions.ROLE_FP8, conventions.ROLE_BYTES, conventions.ROLE_PACKED, conventions.ROLE_OTHER):
+            if data.role in (conventions.ROLE_FP8, conventions.ROLE_BYTES, conventions.ROLE_PACKED,
+                             conventions.ROLE_OTHER):
                 by_key[scale_key].scale_of = data_key[1]
             if data.role in (conventions.ROLE_FP8, conventions.ROLE_PACKED):
                 ck.fp8_scales.add(scale_key)
@@ -269,7 +271,8 @@ class Auditor:
                      group_hint=ck.config.group_size)
         why = ""
         if g is None:
-            why = f"fits no granularity of data {list(rec.entry.shape)}; expected e.g. {granularity.expected_shapes(rec.entry.shape)}"
+            why = (f"fits no granularity of data {list(rec.entry.shape)}; expected e.g. "
+                   f"{granularity.expected_shapes(rec.entry.shape)}")
         elif g.name != granularity.TENSORWISE and g.name != granularity.ROWWISE and declared and not rec.entry.block \
                 and (g.block_rows, g.block_cols) != declared:
             _, o, i = granularity.data_dims(rec.entry.shape)
@@ -277,7 +280,8 @@ class Auditor:
             why = (f"is read as {g.block_rows}x{g.block_cols} blocks, but {ck.config.source} declares "
                    f"{list(declared)} blocks: expected {want}")
             g = None
-        elif g.name not in (granularity.TENSORWISE, granularity.ROWWISE, granularity.COLWISE) and ck.config.group_size and not declared \
+        elif g.name not in (granularity.TENSORWISE, granularity.ROWWISE, granularity.COLWISE) \
+                and ck.config.group_size and not declared \
                 and g.block_rows == 1 and g.block_cols != ck.config.group_size:
             why = (f"is read as groups of {g.block_cols}, but {ck.config.source} declares group_size "
                    f"{ck.config.group_size}")
@@ -289,7 +293,8 @@ class Auditor:
             g = None
         sc.granularity = g
         if why:
-            rec.findings.append(findings.make("SCALE_SHAPE", sc.entry.numel, f"scale {sc.key[1]} {list(sc.entry.shape)} {why}"))
+            rec.findings.append(findings.make("SCALE_SHAPE", sc.entry.numel,
+                                              f"scale {sc.key[1]} {list(sc.entry.shape)} {why}"))
             rec.broken = f"its scale {sc.key[1]} {list(sc.entry.shape)} does not fit the data (SCALE_SHAPE)"
 
     def _packed_scale_shape(self, rec: Record) -> None:
@@ -321,8 +326,8 @@ class Auditor:
         nb = 1
         for d in batch_dims:
             nb *= d
-        sc.granularity = granularity.Granularity(granularity.MX_E8M0 if lay.scale_format == "e8m0" else granularity.GROUP, 1, block,
-                                        nb if batch_dims else 1)
+        gran_name = granularity.MX_E8M0 if lay.scale_format == "e8m0" else granularity.GROUP
+        sc.granularity = granularity.Granularity(gran_name, 1, block, nb if batch_dims else 1)
         rec.packed_logical = logical
 
     # -- 4: code counts, 5: per-tensor results --
@@ -418,7 +423,8 @@ class Auditor:
                 unknown.reasons.setdefault(f"config: {problem}", None)
             for what in ck.config.not_understood:
                 unknown.reasons.setdefault(f"{ck.config.source or 'config'}: {what}, not understood", None)
-            quantized = any(r.role in (conventions.ROLE_FP8, conventions.ROLE_PACKED, conventions.ROLE_BYTES) for r in ck.records)
+            quantized = any(r.role in (conventions.ROLE_FP8, conventions.ROLE_PACKED, conventions.ROLE_BYTES)
+                            for r in ck.records)
             if (ck.config.quant_method or ck.config.packed) and not quantized and ck.readers:
                 unknown.reasons.setdefault(
                     f"{ck.config.source} declares quantization ({ck.config.quant_method or ck.config.packed}) but no "

@@ -256,8 +256,8 @@ def _modelopt_algo(q: QuantConfig, algo: str, doc: dict[str, Any] | None = None,
 
 def _modelopt_mixed(q: QuantConfig, layers: Any, where: str) -> None:
     """MIXED_PRECISION: the per-layer algorithm of ``quantized_layers`` ({prefix: {quant_algo, group_size}}), as
-    vLLM's ModelOptMixedPrecisionConfig reads it (vllm/model_executor/layers/quantization/modelopt.py, main of
-    2026-11: config.json quantization_config first, else hf_quant_config.json; a prefix not listed is loaded
+    vLLM's ModelOptMixedPrecisionConfig reads it (vllm/model_executor/layers/quantization/modelopt.py, main at
+    00155cde: config.json quantization_config first, else hf_quant_config.json; a prefix not listed is loaded
     unquantized)."""
     if not isinstance(layers, dict) or not layers:
         q.not_understood.append(f"{where} MIXED_PRECISION without a quantized_layers mapping")

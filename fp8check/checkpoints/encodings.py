@@ -100,7 +100,8 @@ def _mismatch(ck: Checkpoint, key: tuple[str, str], stored: str, want: tuple[str
     if want[0] == "float8_e4m3fn" and stored in FLOATS:
         v = _read(ck, key, stored, kept)
         copied = e4m3fn_of_integers(v)
-        lost = int(np.count_nonzero(~np.isfinite(copied) | ((copied == 0) & (v != 0)) | (np.abs(v) > formats.E4M3FN.max)))
+        lost = int(np.count_nonzero(~np.isfinite(copied) | ((copied == 0) & (v != 0))
+                                    | (np.abs(v) > formats.E4M3FN.max)))
         return findings.make("SCALE_ENCODING", numel, (
             f"{head}: a loader's float8_e4m3fn parameter rounds {_span(v)} to {_span(copied)}"
             + (f"; {lost} become NaN, zero or saturate" if lost else "")), None if lost else findings.WARNING)

@@ -71,8 +71,9 @@ class Layout:
 
 # the stored dtypes of each scale encoding: e8m0 as uint8 bytes (safetensors U8) or torch.float8_e8m0fnu
 SCALE_FORMAT_DTYPES = {"e8m0": ("uint8", "float8_e8m0fnu"), "e4m3fn": ("float8_e4m3fn",), "float32": ("float32",)}
-# vLLM (v0.11-0.13, vllm/model_executor/layers/quantization/modelopt.py ModelOptNvFp4LinearMethod and
-# ModelOptNvFp4FusedMoE.process_weights_after_loading; compressed_tensors/schemes/compressed_tensors_w4a4_nvfp4.py)
+# vLLM (main, modelopt.py at 00155cde, read 2026-12-05: vllm/model_executor/layers/quantization/modelopt.py
+# ModelOptNvFp4LinearMethod and ModelOptNvFp4FusedMoE.process_weights_after_loading;
+# compressed_tensors/schemes/compressed_tensors_w4a4_nvfp4.py)
 NVFP4_FUSED_LOADER = ("vLLM takes one global scale for a fused linear (q/k/v, gate/up): weight_scale_2.max() / "
                       "weight_global_scale.max(), and for fused MoE experts the gate's (w13_weight_scale_2[:, 0], "
                       "warning 'w1_weight_scale_2 must match w3_weight_scale_2'); every other shard is dequantized "
