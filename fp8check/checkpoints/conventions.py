@@ -259,6 +259,8 @@ def _modelopt_mixed(q: QuantConfig, layers: Any, where: str) -> None:
     vLLM's ModelOptMixedPrecisionConfig reads it (vllm/model_executor/layers/quantization/modelopt.py, main at
     00155cde: config.json quantization_config first, else hf_quant_config.json; a prefix not listed is loaded
     unquantized)."""
+    if q.layer_schemes:  # config.json's, read first, wins (vLLM prefers it to hf_quant_config.json)
+        return
     if not isinstance(layers, dict) or not layers:
         q.not_understood.append(f"{where} MIXED_PRECISION without a quantized_layers mapping")
         return

@@ -330,6 +330,15 @@ def test_a_clean_mixed_precision_checkpoint_is_understood(tmp_path, form):
     assert r["summary"]["fp8_tensors"] == 8 and r["summary"]["packed_tensors"] == 6
 
 
+def test_mixed_precision_in_both_config_files_reads_config_json_first(tmp_path):
+    # real exports write both; the legacy file may carry only the algorithm (vLLM reads config.json's mapping)
+    tensors, configs = mixed("config")
+    configs["hf_quant_config.json"] = {"producer": {"name": "modelopt"},
+                                       "quantization": {"quant_algo": "MIXED_PRECISION"}}
+    rc, r = audit(tmp_path, tensors, configs)
+    assert rc == 0 and not_info(r) == {} and "unknown" not in r["summary"]["verdicts"].values(), r["summary"]
+
+
 MIXED_PLANTED = [
     # (what, listed schemes changed, the tensor named, code), each an error: exit 1
     ("stored NVFP4, listed FP8", {L1 + "mlp.down_proj": "FP8"}, L1 + "mlp.down_proj.weight", "LAYER_SCHEME"),
