@@ -205,6 +205,7 @@ def parse_config(docs: dict[str, Any]) -> QuantConfig:
 def _compressed_tensors(q: QuantConfig, qc: dict[str, Any]) -> None:
     """compressed-tensors config_groups: the weights' format, block or group, and static activations."""
     groups = qc.get("config_groups")
+    static: list[bool] = []
     if isinstance(groups, dict):
         for grp in groups.values():
             w = grp.get("weights") if isinstance(grp, dict) else None
@@ -226,9 +227,12 @@ def _compressed_tensors(q: QuantConfig, qc: dict[str, Any]) -> None:
                 q.group_size = w["group_size"]
             a = grp.get("input_activations")
             # dynamic false: a calibrated input_scale; "local" (NVFP4): a stored input_global_scale
-            if isinstance(a, dict) and a.get("dynamic") in (False, "local"):
+            static.append(isinstance(a, dict) and a.get("dynamic") in (False, "local"))
+            if static[-1]:
                 q.static_activations = (f"config.json config_groups input_activations dynamic "
                                         f"{json.dumps(a.get('dynamic'))}")
+    if not all(static):  # groups of both kinds: which module is in which group is the targets' call, not read here
+        q.static_activations = ""
 
 
 # ModelOpt algorithms with a calibrated (static) activation scale per module: vLLM modelopt.py creates input_scale

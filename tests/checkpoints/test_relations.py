@@ -407,3 +407,20 @@ def test_the_new_findings_reach_the_terminal_the_json_and_the_html_report(tmp_pa
 def found_message(report, name, code):
     (f,) = [f for f in tensor_of(report, name)["findings"] if f["code"] == code]
     return f["message"]
+
+
+def test_compressed_tensors_groups_of_both_activation_kinds_require_no_input_scale(tmp_path):
+    # which module a group targets is the targets' call (class names, re: patterns), not read here: with a static
+    # and a dynamic group, no module is required to carry an input scale (no false alarm); with the static group
+    # alone, every module is
+    tensors, _, _ = model("compressed-tensors-fp8")
+    tensors = {k: v for k, v in tensors.items() if not k.endswith("input_scale")}
+    qc = STATIC_CT["quantization_config"]
+    dynamic = {**qc["config_groups"]["group_0"], "targets": ["re:.*mlp.*"],
+               "input_activations": {"num_bits": 8, "type": "float", "strategy": "token", "dynamic": True}}
+    both = {"config.json": {"quantization_config": {**qc, "config_groups": {**qc["config_groups"],
+                                                                            "group_1": dynamic}}}}
+    rc, r = audit(tmp_path / "both", tensors, both)
+    assert rc == 0 and not_info(r) == {}, not_info(r)
+    rc, r = audit(tmp_path / "static", tensors, {"config.json": STATIC_CT})
+    assert rc == 1 and {c for _, c in not_info(r)} == {"INPUT_SCALE_MISSING"}
