@@ -166,7 +166,8 @@ def parse_config(docs: dict[str, Any]) -> QuantConfig:
                     if isinstance(w.get("group_size"), int) and w["group_size"] > 0:
                         q.group_size = w["group_size"]
                 a = gq.get("input_tensors") if isinstance(gq, dict) else None
-                if isinstance(a, dict) and a.get("is_dynamic") is False:
+                overrides = qc.get("layer_quant_config") or qc.get("layer_type_quant_config")  # per-layer schemes
+                if isinstance(a, dict) and a.get("is_dynamic") is False and not overrides:
                     q.static_activations = "config.json global_quant_config.input_tensors is_dynamic false"
             elif method == "modelopt":
                 algo = str(qc.get("quant_algo", "")).upper()
