@@ -13,18 +13,21 @@ from __future__ import annotations
 import numpy as np
 
 from fp8check import formats
-from fp8check.checkpoints import conventions, findings, layouts, stats
+from fp8check.checkpoints import findings, layouts, stats
 from fp8check.checkpoints.records import Checkpoint, Record
 
 E8M0 = layouts.SCALE_FORMAT_DTYPES["e8m0"]
 FLOATS = ("float32", "bfloat16", "float16", "float64")
 
 
-def expected_scale_dtypes(lay: layouts.Layout, config: conventions.QuantConfig) -> tuple[str, ...]:
-    """What the layout's producer writes for the block scale, under this config."""
-    if lay.name == "transformers-fp8" and config.ue8m0_scales:  # transformers reads uint8 scale_inv as ue8m0
-        return lay.scale_dtypes + E8M0
-    return lay.scale_dtypes
+# dtypes a layout's loader also reads as its scale encoding: transformers' quantizer_finegrained_fp8.py reads a
+# uint8 weight_scale_inv as ue8m0 exponents (layouts.py cites it), with or without scale_fmt "ue8m0" in the config
+ALSO_READ = {"transformers-fp8": E8M0}
+
+
+def expected_scale_dtypes(lay: layouts.Layout) -> tuple[str, ...]:
+    """What the layout's producer writes for the block scale, and what its loader also reads as such."""
+    return lay.scale_dtypes + ALSO_READ.get(lay.name, ())
 
 
 def e4m3fn_of_integers(values: np.ndarray) -> np.ndarray:
@@ -59,7 +62,7 @@ def scale_encoding_findings(ck: Checkpoint, rec: Record) -> list[findings.Findin
     if lay is None or sc is None or sc.kind is None:
         return out
     stored = sc.entry.dtype
-    want = expected_scale_dtypes(lay, ck.config)
+    want = expected_scale_dtypes(lay)
     if stored not in want:
         out.append(_mismatch(ck, sc.key, stored, want, lay, sc.values, sc.entry.numel))
     if lay.second_scale and rec.second_scale is not None:
