@@ -179,3 +179,35 @@ def test_the_house_rules_see_a_planted_circle_and_a_long_function(tmp_path):
     long = tmp_path / "long.py"
     long.write_text("def planted():\n" + "    x = 1\n" * LONGEST_FUNCTION)
     assert long_functions({"planted": long}) == [f"planted:1 planted is {LONGEST_FUNCTION + 1} lines"]
+
+
+# The checkpoint package (issue 31 item 6): its modules imported under their own names (`conventions.pair`, not
+# `cv.pair`), and its functions within the interpreter's 100 lines.
+CHECKPOINTS = PACKAGE / "checkpoints"
+
+
+def module_aliases(source: str, name: str) -> list[str]:
+    """``from fp8check... import x as y`` and ``import fp8check.x as y`` of a module of fp8check."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("fp8check"):
+            out += [f"{name}:{node.lineno} {a.name} as {a.asname}" for a in node.names
+                    if a.asname and a.name.islower() and a.asname != a.name]
+        elif isinstance(node, ast.Import):
+            out += [f"{name}:{node.lineno} {a.name} as {a.asname}" for a in node.names
+                    if a.asname and a.name.startswith("fp8check")]
+    return out
+
+
+def test_the_checkpoint_package_imports_modules_by_their_names():
+    found = [f for p in sorted(CHECKPOINTS.glob("*.py")) for f in module_aliases(p.read_text(encoding="utf-8"), p.name)]
+    assert found == []
+
+
+def test_no_function_of_the_checkpoint_package_is_over_100_lines():
+    assert long_functions({p.name: p for p in sorted(CHECKPOINTS.glob("*.py"))}, limit=100) == []
+
+
+def test_the_alias_rule_sees_planted_code():
+    planted = "from fp8check.checkpoints import stats as st\nfrom fp8check.checkpoints.findings import CODES as C\n"
+    assert module_aliases(planted, "m.py") == ["m.py:1 stats as st"]
