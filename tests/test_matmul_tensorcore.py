@@ -146,7 +146,8 @@ def test_the_accumulator_enters_the_first_instruction_and_is_truncated_there():
     c = np.array([[1.0 + 2.0 ** -20]], dtype=np.float32)  # 20 fractional bits: Hopper keeps 13
     zero_a, zero_b = np.zeros((1, 32), np.uint8), np.zeros((32, 1), np.uint8)
     assert float(tc.mma("sm90", zero_a, "e4m3fn", zero_b, "e4m3fn", acc=c).values[0, 0]) == 1.0
-    assert float(tc.mma("sm90", zero_a, "e4m3fn", zero_b, "e4m3fn", acc=c, promotion=1).values[0, 0]) == 1.0 + 2.0 ** -20
+    promoted = tc.mma("sm90", zero_a, "e4m3fn", zero_b, "e4m3fn", acc=c, promotion=1)
+    assert float(promoted.values[0, 0]) == 1.0 + 2.0 ** -20  # the chain starts from zero, acc added in float32
     assert float(tc.mma("sm100", zero_a, "e4m3fn", zero_b, "e4m3fn", acc=c).values[0, 0]) == 1.0 + 2.0 ** -20
 
 
@@ -170,7 +171,8 @@ def test_amd_nan_and_inf_are_bracketed_and_counted_not_guessed():
     acc_in[1, 1] = np.inf
     res = tc.mma("gfx942", a, "e4m3fnuz", b, "e4m3fnuz", acc=acc_in)
     assert res.target_dependent.tolist() == [[True, True], [False, True], [False, False]]
-    assert np.isnan(res.values[res.target_dependent]).all()
+    # the values there are candidates (a float sum's NaN and Inf), not verdicts
+    assert np.isnan(res.values[0]).all() and res.values[1, 1] == np.inf and res.values[2, 0] == 0
 
 
 def test_gfx950_is_a_bracket_exact_only_where_every_datapath_agrees():
@@ -180,7 +182,7 @@ def test_gfx950_is_a_bracket_exact_only_where_every_datapath_agrees():
     b2[1:] = 2.0 ** -9
     res = tc.mma("gfx950", codes(a, "e4m3fn"), "e4m3fn", codes(np.hstack([b, b2]), "e4m3fn"), "e4m3fn")
     assert res.target_dependent[0].tolist() == [False, True]
-    assert float(res.values[0, 0]) == 256 + 31 * 2.0 ** -9 and np.isnan(res.values[0, 1])
+    assert float(res.values[0, 0]) == 256 + 31 * 2.0 ** -9
     exact_a, exact_b = big_plus_small(2.0, 0.5)
     res2 = tc.mma("gfx950", codes(exact_a, "e4m3fn"), "e4m3fn", codes(exact_b, "e4m3fn"), "e4m3fn")
     assert float(res2.values[0, 0]) == 4 + 31 * 0.5 and not res2.target_dependent.any()

@@ -49,8 +49,9 @@ NVIDIA (MMA-Sim's ``frexp``-based model): NaN and Inf propagate as in a float64 
 products and ``c`` (``0 * Inf`` and ``Inf - Inf`` are NaN); every NaN result is 0x7FFFFFFF.
 AMD: MMA-Sim's CDNA3 model leaves NaN/Inf as TODO (its two-stage code can drop a NaN ``c`` as a
 tiny term). fp8check does not guess: an output element whose step saw a NaN or Inf operand, a
-non-finite ``c`` or (bf16/fp16) a product past float32's range is **target-dependent**: its value
-is NaN and :attr:`MMAResult.target_dependent` marks it, counted by the caller.
+non-finite ``c`` or (bf16/fp16) a product past float32's range is **target-dependent**:
+:attr:`MMAResult.target_dependent` marks it (its value is a candidate: the float-sum NaN/Inf), and
+the caller counts it.
 
 Targets without a measured model
 ================================
@@ -325,7 +326,8 @@ def _two_stage(m: MMAModel, c: np.ndarray, pv: np.ndarray, pe: np.ndarray) -> np
 @dataclass(frozen=True)
 class MMAResult:
     """What :func:`mma` returns: ``values`` float32 (``bits`` is their uint32 view), ``target_dependent``
-    bool: the elements the model brackets (their value is NaN and means nothing), and the model."""
+    bool: the elements the model brackets, and the model. A bracketed element's value is one candidate
+    (NaN/Inf as a float sum; gfx950: CDNA3's datapath), not a verdict: judge it as target-dependent."""
 
     values: np.ndarray
     target_dependent: np.ndarray
@@ -447,7 +449,6 @@ def _run(m: MMAModel, a: tuple[np.ndarray, str], b: tuple[np.ndarray, str], c: n
             total = (total + chain).astype(np.float32)  # Triton's fadd of the partial accumulator (RNE)
             chain = np.zeros_like(chain)
     out = (chain if total is None else total).copy()
-    out[dependent] = np.nan
     nan = np.isnan(out)
     if nan.any():
         out.view(np.uint32)[nan] = 0x7FFFFFFF  # MMA-Sim's NaN
@@ -488,13 +489,6 @@ def _chunk(m: MMAModel, c: np.ndarray, ai: np.ndarray, bi: np.ndarray, at: tuple
         pe = np.where(pv == 0, m.zero_exponent, pe)
     finite_c = np.where(np.isfinite(c), c, np.float32(0))
     out = _two_stage(m, finite_c, pv, pe) if m.algorithm == "two-stage" else _aligned(m, finite_c, pv, pe)
-    if m.specials == "target-dependent":
-        dep = special
-        if m.operands == _WIDE:  # a product past float32's range (MMA-Sim tr_fdpa's overflow rule)
-            dep = dep | (np.abs(pv) >= 2.0 ** 128).any(axis=1)
-        if m.status == "bracketed":
-            dep = dep | ~_grid_exact(finite_c, pv, pe)
-        return out, np.broadcast_to(dep, out.shape)
     if special.any():
         with np.errstate(all="ignore"):
             raw = at[3][ai] * bt[3][bi]
@@ -502,7 +496,14 @@ def _chunk(m: MMAModel, c: np.ndarray, ai: np.ndarray, bi: np.ndarray, at: tuple
                 raw = raw * np.where(scale_nan, np.nan, 1.0)[:, None]
             wide = (raw.sum(axis=1) + c.astype(np.float64)).astype(np.float32)  # NaN/Inf as a float64 sum
         out = np.where(special, wide, out)
-    return out, np.zeros(out.shape, dtype=bool)
+    if m.specials == "ieee-sum":
+        return out, np.zeros(out.shape, dtype=bool)
+    dep = special
+    if m.operands == _WIDE:  # a product past float32's range (MMA-Sim tr_fdpa's overflow rule)
+        dep = dep | (np.abs(pv) >= 2.0 ** 128).any(axis=1)
+    if m.status == "bracketed":
+        dep = dep | ~_grid_exact(finite_c, pv, pe)
+    return out, np.broadcast_to(dep, out.shape)
 
 
 def _grid_exact(c: np.ndarray, pv: np.ndarray, pe: np.ndarray) -> np.ndarray:

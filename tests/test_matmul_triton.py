@@ -1,0 +1,96 @@
+"""``tl.dot`` in the faithful interpreter computes with the target's tensor-core model
+(fp8check.matmul.tensorcore): a tiled FP8 GEMM kernel (benchmarks/kernels/fp8_gemm.py: K blocks chained
+through ``acc=``, masked tails) interpreted under sm90 and gfx942 gives the model's bits, and differs from
+float32 arithmetic on inputs built from MMA-Sim's account of each target.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="triton not installed")
+
+torch = pytest.importorskip("torch")
+
+import fp8check.triton as ft  # noqa: E402
+from fp8check.matmul import tensorcore as tc  # noqa: E402
+from fp8check.reference import decode, encode  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks" / "kernels"))
+import fp8_gemm  # noqa: E402
+
+TORCH = {"e4m3fn": torch.float8_e4m3fn, "e4m3fnuz": torch.float8_e4m3fnuz}
+
+
+def interpreted_gemm(target, qa, qb, fmt, **blocks):
+    a, b = (torch.from_numpy(np.ascontiguousarray(x)).view(TORCH[fmt]) for x in (qa, qb))
+    with ft.interpreting(), ft.faithful(target):
+        c = fp8_gemm.fp8_gemm(a, b, **blocks)
+    return c.numpy()
+
+
+def float32_dot(qa, qb, fmt):
+    return (decode(qa, fmt).astype(np.float32) @ decode(qb, fmt).astype(np.float32)).astype(np.float32)
+
+
+def test_an_fp8_gemm_under_sm90_is_hoppers_arithmetic_and_not_float32():
+    rng = np.random.default_rng(0)
+    M, N, K = 40, 24, 100  # tails in M, N and K
+    x = (rng.standard_normal((M, K)) * np.exp2(rng.integers(-4, 4, size=(M, K)))).astype(np.float32)
+    qa = encode(x, "e4m3fn", "satfinite")
+    qb = encode(rng.standard_normal((K, N)).astype(np.float32), "e4m3fn", "satfinite")
+    # row 0 against column 0: 16 * 16 and 31 products 2**-6 in the first 32 of K (FACTS.md's H200 row):
+    # Hopper drops them (256.0 + the rest), float32 keeps them
+    qa[0, :] = 0
+    qb[:, 0] = 0
+    qa[0, 0], qb[0, 0] = encode(np.float32([16.0, 16.0]), "e4m3fn")
+    qa[0, 1:32] = encode(np.full(31, 2.0 ** -6, np.float32), "e4m3fn")
+    qb[1:32, 0] = encode(np.ones(31, np.float32), "e4m3fn")
+    got = interpreted_gemm("sm90", qa, qb, "e4m3fn", BM=32, BN=16, BK=64)
+    model = tc.mma("sm90", qa, "e4m3fn", qb, "e4m3fn")
+    assert np.array_equal(got.view(np.uint32), model.bits)
+    assert got[0, 0] == 256.0 and float32_dot(qa, qb, "e4m3fn")[0, 0] == 256.484375
+    assert (got != float32_dot(qa, qb, "e4m3fn")).sum() > 100  # random data too: 13 bits, truncated
+
+
+def test_the_k_blocking_of_the_kernel_does_not_change_the_chain():
+    # K blocks of 32, 64 or 128 (each a whole number of k32 instructions, zero-padded at the tail) give
+    # the same chain of instructions: the same bits
+    rng = np.random.default_rng(1)
+    qa = rng.integers(0, 256, size=(16, 80), dtype=np.uint8)
+    qb = rng.integers(0, 256, size=(80, 16), dtype=np.uint8)
+    qa[(qa & 0x7F) == 0x7F], qb[(qb & 0x7F) == 0x7F] = 0, 0
+    outs = [interpreted_gemm("sm90", qa, qb, "e4m3fn", BM=16, BN=16, BK=bk) for bk in (32, 64, 128)]
+    assert all(np.array_equal(o.view(np.uint32), outs[0].view(np.uint32)) for o in outs[1:])
+    assert np.array_equal(outs[0].view(np.uint32), tc.mma("sm90", qa, "e4m3fn", qb, "e4m3fn").bits)
+
+
+def test_an_fp8_gemm_under_gfx942_with_fnuz_operands_is_cdna3s_arithmetic():
+    # 32 * 32 at k = 0 and -2**-15 at k = 1 (the odd group): CDNA3 rounds the group down to 1024 - 2**-14,
+    # float32 rounds 1024 - 2**-15 to 1024 (tests/test_matmul_tensorcore.py derives it)
+    rng = np.random.default_rng(2)
+    qa = encode(rng.standard_normal((16, 64)).astype(np.float32), "e4m3fnuz", "satfinite")
+    qb = encode(rng.standard_normal((64, 16)).astype(np.float32), "e4m3fnuz", "satfinite")
+    qa[0, :], qb[:, 0] = 0, 0
+    qa[0, 0], qb[0, 0], qa[0, 1], qb[1, 0] = encode(np.float32([32, 32, -2.0 ** -8, 2.0 ** -7]), "e4m3fnuz")
+    got = interpreted_gemm("gfx942", qa, qb, "e4m3fnuz", BM=16, BN=16, BK=32)
+    model = tc.mma("gfx942", qa, "e4m3fnuz", qb, "e4m3fnuz")
+    assert np.array_equal(got.view(np.uint32), model.bits) and not model.target_dependent.any()
+    assert float(got[0, 0]) == 1024 - 2.0 ** -14 and float(float32_dot(qa, qb, "e4m3fnuz")[0, 0]) == 1024.0
+
+
+def test_a_fnuz_nan_in_a_gfx942_dot_is_counted_as_target_dependent():
+    qa = np.full((16, 32), 0x40, np.uint8)  # 1.0 in e4m3fnuz
+    qb = np.full((32, 16), 0x40, np.uint8)
+    qa[3, 7] = 0x80  # NaN: MMA-Sim leaves AMD NaN handling as TODO
+    from fp8check.triton import ops
+
+    with ops.bracket("rn") as count:
+        got = interpreted_gemm("gfx942", qa, qb, "e4m3fnuz", BM=16, BN=16, BK=32)
+    assert any("target-dependent" in op for op in count)
+    assert np.isnan(got[3]).all() and (got[np.arange(16) != 3] == 32.0).all()
