@@ -253,3 +253,19 @@ def test_a_planted_float32_model_fails_the_hand_cases():
     a, b = big_plus_small(16.0, 2.0 ** -6)
     got = tc.mma(planted, codes(a, "e4m3fn"), "e4m3fn", codes(b, "e4m3fn"), "e4m3fn").values[0, 0]
     assert float(got) == 256.484375 != 256.0
+
+
+@pytest.mark.parametrize("kind", [k.name for k in mo.KINDS if k.model.startswith(("sm90", "sm89", "sm100-tcgen05-f8"))])
+def test_the_compiled_step_equals_the_numpy_step(kind, monkeypatch):
+    # numba compiles the aligned step where it is installed; FP8CHECK_NUMBA=0 runs NumPy alone: same bits
+    pytest.importorskip("numba")
+    k = mo.BY_NAME[kind]
+    inst = mo.draw(k, 4000, seed=21)
+    rows = np.vstack([inst.a[:40], inst.a[40:80]])  # a GEMM too: 40 x 32 times 32 x 40
+    compiled = (mo.ours(k, inst), tc.mma(k.model.split("-")[0], rows[:40], k.a_fmt, inst.b[:40].T, k.b_fmt))
+    assert tc._compiled_step() is not None
+    monkeypatch.setenv("FP8CHECK_NUMBA", "0")
+    assert tc._compiled_step() is None
+    plain = (mo.ours(k, inst), tc.mma(k.model.split("-")[0], rows[:40], k.a_fmt, inst.b[:40].T, k.b_fmt))
+    for x, y in zip(compiled, plain):
+        assert np.array_equal(x.bits, y.bits)

@@ -66,6 +66,7 @@ this could differ, which is the bracket's premise, stated here).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Literal
@@ -292,9 +293,12 @@ def _aligned(m: MMAModel, c: np.ndarray, pv: np.ndarray, pe: np.ndarray) -> np.n
     ec = np.where(c == 0, m.zero_exponent, _f32_exponent(c))
     top = np.maximum(pe.max(axis=1), ec)
     scale = _pow2(m.fraction_bits - top)
-    t = pv * scale[:, None, :]
+    if pv.dtype == np.float32:  # exact in float32 (_narrow); a step of zero products needs no scale
+        t = pv * _pow2(m.fraction_bits - np.maximum(top, -100)).astype(np.float32)[:, None, :]
+    else:
+        t = pv * scale[:, None, :]
     np.trunc(t, out=t)
-    total = t.sum(axis=1) + np.trunc(c.astype(np.float64) * scale)
+    total = t.sum(axis=1).astype(np.float64) + np.trunc(c.astype(np.float64) * scale)
     return _truncate_result(total / scale, m.result_bits) + np.float32(0)  # -0 -> +0
 
 
@@ -437,13 +441,17 @@ def _run(m: MMAModel, a: tuple[np.ndarray, str], b: tuple[np.ndarray, str], c: n
     K = ac.shape[1]
     # a product whose exponent can fall below the zero exponent needs the zero rule term by term
     zero_rule = at[4] + bt[4] <= m.zero_exponent or m.scaled or m.algorithm == "two-stage"
+    small = len(at[0]) <= 256 and len(bt[0]) <= 256
+    pair = _pair_tables(an, bn, m.zero_exponent, _narrow(m)) if small and m.algorithm != "grouped-scaled" else None
+    if pair is not None and not m.scaled:
+        zero_rule = False  # the pair tables hold the zero exponent
     dependent = np.zeros(c.shape, dtype=bool)
     steps = -(-K // m.instruction_k)
     total, chain = (c, np.zeros_like(c)) if promotion else (None, c)
     for j in range(steps):
         for s0 in range(j * m.instruction_k, (j + 1) * m.instruction_k, m.chunk):
             ai, bi = _padded(ac, s0, m.chunk), _padded(bc, s0, m.chunk)
-            chain, dep = _chunk(m, chain, ai, bi, at, bt, scales, s0, zero_rule)
+            chain, dep = _chunk(m, chain, ai, bi, at, bt, scales, s0, zero_rule, pair)
             dependent |= dep
         if promotion and ((j + 1) % promotion == 0 or j == steps - 1):
             total = (total + chain).astype(np.float32)  # Triton's fadd of the partial accumulator (RNE)
@@ -456,46 +464,114 @@ def _run(m: MMAModel, a: tuple[np.ndarray, str], b: tuple[np.ndarray, str], c: n
 
 
 def _padded(codes: np.ndarray, s0: int, width: int) -> np.ndarray:
-    """codes[:, s0:s0+width] as indices, zero codes (0: +0 in every format) past K."""
-    part = codes[:, s0:s0 + width].astype(np.intp)
+    """codes[:, s0:s0+width], zero codes (0: +0 in every format) past K."""
+    part = codes[:, s0:s0 + width]
     if part.shape[1] == width:
         return part
-    pad = np.zeros(part.shape[:1] + (width - part.shape[1],) + part.shape[2:], dtype=np.intp)
+    pad = np.zeros(part.shape[:1] + (width - part.shape[1],) + part.shape[2:], dtype=part.dtype)
     return np.concatenate([part, pad], axis=1)
 
 
+_COMPILED: list[Any] = []
+
+
+def _compiled_step() -> Any:
+    """The numba-compiled ``aligned`` step (:mod:`fp8check.matmul._compiled`), or None (numba missing, or
+    ``FP8CHECK_NUMBA=0``): both give the same bits."""
+    if os.environ.get("FP8CHECK_NUMBA", "").strip() == "0":
+        return None
+    if not _COMPILED:
+        try:
+            from fp8check.matmul import _compiled
+            _COMPILED.append(_compiled.aligned_step)
+        except ImportError:
+            _COMPILED.append(None)
+    return _COMPILED[0]
+
+
+_NAN, _POS_INF, _NEG_INF = 1, 2, 4  # special flags of a product
+
+
+def _flags(raw: np.ndarray) -> np.ndarray:
+    return ((np.isnan(raw) * _NAN) | ((raw == np.inf) * _POS_INF) | ((raw == -np.inf) * _NEG_INF)).astype(np.uint8)
+
+
+@lru_cache(maxsize=None)
+def _pair_tables(a_name: str, b_name: str, zero_exponent: int, narrow: bool) -> tuple[np.ndarray, np.ndarray,
+                                                                                     np.ndarray, int]:
+    """For formats of at most 256 codes, indexed by ``a_code * n_b + b_code``: the exact product (float32
+    when ``narrow``: at most 8 significant bits), its exponent (``zero_exponent`` for a zero product), its
+    special flags; and ``n_b``."""
+    av, ae, _, araw, _ = _tables(a_name)
+    bv, be, _, braw, _ = _tables(b_name)
+    pv = np.multiply.outer(av, bv).ravel()
+    pe = np.add.outer(ae.astype(np.int64), be.astype(np.int64)).ravel()
+    pe[pv == 0] = zero_exponent
+    with np.errstate(invalid="ignore"):
+        flags = _flags(np.multiply.outer(araw, braw).ravel())
+    out = (pv.astype(np.float32 if narrow else np.float64), pe.astype(np.int16), flags)
+    for t in out:
+        t.setflags(write=False)
+    return out + (len(bv),)
+
+
+def _narrow(m: MMAModel) -> bool:
+    """Whether a step's truncated terms and their sum are exact in float32 (< 2**24 units)."""
+    return m.algorithm == "aligned" and not m.scaled and m.fraction_bits + 2 + (m.chunk + 1).bit_length() <= 24
+
+
+def _resolve_specials(flags: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(special, value) of a step whose products' OR-ed flags are ``flags``: NaN and Inf as a float sum of the
+    products and ``c`` gives them (finite products cannot overflow float64)."""
+    pos = ((flags & _POS_INF) != 0) | (c == np.inf)
+    neg = ((flags & _NEG_INF) != 0) | (c == -np.inf)
+    nan = ((flags & _NAN) != 0) | np.isnan(c) | (pos & neg)
+    value = np.where(nan, np.float32(np.nan), np.where(pos, np.float32(np.inf), np.float32(-np.inf)))
+    return (flags != 0) | ~np.isfinite(c), value
+
+
 def _chunk(m: MMAModel, c: np.ndarray, ai: np.ndarray, bi: np.ndarray, at: tuple, bt: tuple,
-           scales: tuple[_Scales, _Scales, int] | None, k0: int, zero_rule: bool) -> tuple[np.ndarray, np.ndarray]:
+           scales: tuple[_Scales, _Scales, int] | None, k0: int, zero_rule: bool,
+           pair: tuple | None) -> tuple[np.ndarray, np.ndarray]:
     """One step of ``m.chunk`` products for every output element: (new c, target-dependent elements)."""
-    pv = at[0][ai] * bt[0][bi]
     if m.algorithm == "grouped-scaled":
         assert scales is not None
-        return _grouped_chunk(m, c, pv, scales, k0)
-    pe = at[1][ai] + bt[1][bi]
-    special = ~np.isfinite(c)
-    a_sp, b_sp = at[2][ai], bt[2][bi]
-    operand_special = a_sp.any() or b_sp.any()
-    if operand_special:
-        special = special | (a_sp | b_sp).any(axis=1)
-    scale_nan = None
+        return _grouped_chunk(m, c, at[0][ai.astype(np.intp)] * bt[0][bi.astype(np.intp)], scales, k0)
+    step = _compiled_step() if pair is not None and m.algorithm == "aligned" and scales is None else None
+    if step is not None:  # the same step as one compiled pass (fp8check.matmul._compiled)
+        shape = np.broadcast_shapes(ai.shape, bi.shape)
+        out = np.empty(c.shape, np.float32)
+        flags = np.empty(c.shape, np.uint8)
+        step(np.broadcast_to(ai, shape), np.broadcast_to(bi, shape), pair[3], pair[0], pair[1], pair[2],
+             np.where(np.isfinite(c), c, np.float32(0)), m.fraction_bits, m.result_bits, m.zero_exponent, out, flags)
+        special, special_value = _resolve_specials(flags, c)
+        return np.where(special, special_value, out), np.zeros(out.shape, dtype=bool)
+    ai, bi = ai.astype(np.intp), bi.astype(np.intp)
+    has_special = at[2][ai].any() or bt[2][bi].any()
+    if pair is not None:  # one gather per table
+        idx = ai * pair[3] + bi
+        pv, pe = pair[0][idx], pair[1][idx]
+        flags = np.bitwise_or.reduce(pair[2][idx], axis=1) if has_special else np.zeros(c.shape, np.uint8)
+    else:
+        pv = at[0][ai] * bt[0][bi]
+        pe = at[1][ai] + bt[1][bi]
+        if has_special:
+            with np.errstate(invalid="ignore"):
+                flags = np.bitwise_or.reduce(_flags(at[3][ai] * bt[3][bi]), axis=1)
+        else:
+            flags = np.zeros(c.shape, np.uint8)
     if scales is not None:
         (sav, sae, san), (sbv, sbe, sbn), block = scales
         kb = slice(k0 // block, k0 // block + 1)
         pv = pv * (sav[:, kb] * sbv[:, kb])  # exact: scales are powers of two (e8m0)
         pe = pe + sae[:, kb] + sbe[:, kb]
-        scale_nan = (san[:, kb] | sbn[:, kb])[:, 0]
-        special = special | scale_nan
+        flags = flags | ((san[:, kb] | sbn[:, kb])[:, 0] * _NAN).astype(np.uint8)
     if zero_rule:
         pe = np.where(pv == 0, m.zero_exponent, pe)
+    special, special_value = _resolve_specials(flags, c)
     finite_c = np.where(np.isfinite(c), c, np.float32(0))
     out = _two_stage(m, finite_c, pv, pe) if m.algorithm == "two-stage" else _aligned(m, finite_c, pv, pe)
-    if special.any():
-        with np.errstate(all="ignore"):
-            raw = at[3][ai] * bt[3][bi]
-            if scale_nan is not None:
-                raw = raw * np.where(scale_nan, np.nan, 1.0)[:, None]
-            wide = (raw.sum(axis=1) + c.astype(np.float64)).astype(np.float32)  # NaN/Inf as a float64 sum
-        out = np.where(special, wide, out)
+    out = np.where(special, special_value, out)
     if m.specials == "ieee-sum":
         return out, np.zeros(out.shape, dtype=bool)
     dep = special
