@@ -206,9 +206,9 @@ def test_block_scales_multiply_each_products_block():
 @needs_mmasim
 @pytest.mark.parametrize("kind", [k.name for k in mo.KINDS + mo.WIDE_KINDS])
 def test_agrees_with_mmasim_on_a_sample(kind):
-    r = mo.compare(mo.BY_NAME[kind], mo.draw(mo.BY_NAME[kind], 3000, seed=11))
+    r = mo.compare(mo.BY_NAME[kind], mo.draw(mo.BY_NAME[kind], 1000, seed=11))
     assert r["mismatches"] == 0, r
-    assert r["compared"] > 2000  # the brackets leave most instances judged
+    assert r["compared"] > 700  # the brackets leave most instances judged
 
 
 @needs_mmasim
@@ -255,9 +255,10 @@ def test_a_planted_float32_model_fails_the_hand_cases():
     assert float(got) == 256.484375 != 256.0
 
 
-@pytest.mark.parametrize("kind", [k.name for k in mo.KINDS if k.model.startswith(("sm90", "sm89", "sm100-tcgen05-f8"))])
+@pytest.mark.parametrize("kind", [k.name for k in mo.KINDS if k.model.startswith(("sm90", "sm89", "sm100-tcgen05-f8",
+                                                                                   "gfx942"))])
 def test_the_compiled_step_equals_the_numpy_step(kind, monkeypatch):
-    # numba compiles the aligned step where it is installed; FP8CHECK_NUMBA=0 runs NumPy alone: same bits
+    # numba compiles the unscaled steps where it is installed; FP8CHECK_NUMBA=0 runs NumPy alone: same bits
     pytest.importorskip("numba")
     k = mo.BY_NAME[kind]
     inst = mo.draw(k, 4000, seed=21)
@@ -268,4 +269,4 @@ def test_the_compiled_step_equals_the_numpy_step(kind, monkeypatch):
     assert tc._compiled_step() is None
     plain = (mo.ours(k, inst), tc.mma(k.model.split("-")[0], rows[:40], k.a_fmt, inst.b[:40].T, k.b_fmt))
     for x, y in zip(compiled, plain):
-        assert np.array_equal(x.bits, y.bits)
+        assert np.array_equal(x.bits, y.bits) and np.array_equal(x.target_dependent, y.target_dependent)

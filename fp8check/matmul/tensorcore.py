@@ -67,6 +67,7 @@ this could differ, which is the bracket's premise, stated here).
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Literal
@@ -476,15 +477,19 @@ _COMPILED: list[Any] = []
 
 
 def _compiled_step() -> Any:
-    """The numba-compiled ``aligned`` step (:mod:`fp8check.matmul._compiled`), or None (numba missing, or
-    ``FP8CHECK_NUMBA=0``): both give the same bits."""
+    """The numba-compiled steps (:mod:`fp8check.matmul._compiled`), or None (numba missing, or
+    ``FP8CHECK_NUMBA=0``): they give the NumPy steps' bits."""
     if os.environ.get("FP8CHECK_NUMBA", "").strip() == "0":
         return None
     if not _COMPILED:
         try:
             from fp8check.matmul import _compiled
-            _COMPILED.append(_compiled.aligned_step)
-        except ImportError:
+            _COMPILED.append(_compiled)
+        except ImportError:  # no numba (the 'fast' extra)
+            _COMPILED.append(None)
+        except Exception as exc:  # a numba that cannot load beside this NumPy must not break the model
+            warnings.warn(f"fp8check: numba could not be loaded ({type(exc).__name__}: {exc}); the tensor-core "
+                          "models run on NumPy", RuntimeWarning, stacklevel=2)
             _COMPILED.append(None)
     return _COMPILED[0]
 
@@ -537,15 +542,22 @@ def _chunk(m: MMAModel, c: np.ndarray, ai: np.ndarray, bi: np.ndarray, at: tuple
     if m.algorithm == "grouped-scaled":
         assert scales is not None
         return _grouped_chunk(m, c, at[0][ai.astype(np.intp)] * bt[0][bi.astype(np.intp)], scales, k0)
-    step = _compiled_step() if pair is not None and m.algorithm == "aligned" and scales is None else None
-    if step is not None:  # the same step as one compiled pass (fp8check.matmul._compiled)
+    compiled = _compiled_step() if pair is not None and scales is None and m.status == "mmasim" else None
+    if compiled is not None:  # the same step as one compiled pass (fp8check.matmul._compiled)
         shape = np.broadcast_shapes(ai.shape, bi.shape)
         out = np.empty(c.shape, np.float32)
         flags = np.empty(c.shape, np.uint8)
-        step(np.broadcast_to(ai, shape), np.broadcast_to(bi, shape), pair[3], pair[0], pair[1], pair[2],
-             np.where(np.isfinite(c), c, np.float32(0)), m.fraction_bits, m.result_bits, m.zero_exponent, out, flags)
+        args = (np.broadcast_to(ai, shape), np.broadcast_to(bi, shape), pair[3], pair[0], pair[1], pair[2],
+                np.where(np.isfinite(c), c, np.float32(0)))
+        if m.algorithm == "aligned":
+            compiled.aligned_step(*args, m.fraction_bits, m.result_bits, m.zero_exponent, out, flags)
+        else:
+            compiled.two_stage_step(*args, m.fraction_bits, m.second_fraction_bits, m.pairs, m.drop_tiny_c, out,
+                                    flags)
         special, special_value = _resolve_specials(flags, c)
-        return np.where(special, special_value, out), np.zeros(out.shape, dtype=bool)
+        out = np.where(special, special_value, out)
+        dep = special if m.specials == "target-dependent" else np.zeros(out.shape, dtype=bool)
+        return out, dep
     ai, bi = ai.astype(np.intp), bi.astype(np.intp)
     has_special = at[2][ai].any() or bt[2][bi].any()
     if pair is not None:  # one gather per table
