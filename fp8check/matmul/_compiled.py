@@ -82,6 +82,8 @@ def two_stage_step(a: np.ndarray, b: np.ndarray, nb: int, pv: np.ndarray, pe: np
     groups = 2 if pairs else 1
     terms = np.empty(L, np.float64)
     exps = np.empty(L, np.int64)
+    tops = np.empty(groups, np.int64)
+    sums = np.empty(groups, np.float64)
     for i in range(B):
         for j in range(N):
             fl = 0
@@ -90,8 +92,6 @@ def two_stage_step(a: np.ndarray, b: np.ndarray, nb: int, pv: np.ndarray, pe: np
                 terms[k] = pv[idx]
                 exps[k] = pe[idx]
                 fl |= pflags[idx]
-            tops = np.empty(groups, np.int64)
-            sums = np.empty(groups, np.float64)
             for g in range(groups):
                 top = -(1 << 40)
                 for k in range(g, L, groups):
