@@ -6,16 +6,16 @@ float32 arithmetic on inputs built from MMA-Sim's account of each target.
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="triton not installed")
-
 torch = pytest.importorskip("torch")
+triton = pytest.importorskip("triton")
+
+import triton.language as tl  # noqa: E402
 
 import fp8check.triton as ft  # noqa: E402
 from fp8check.matmul import tensorcore as tc  # noqa: E402
@@ -94,3 +94,37 @@ def test_a_fnuz_nan_in_a_gfx942_dot_is_counted_as_target_dependent():
         got = interpreted_gemm("gfx942", qa, qb, "e4m3fnuz", BM=16, BN=16, BK=32)
     assert any("target-dependent" in op for op in count)
     assert np.isnan(got[3]).all() and (got[np.arange(16) != 3] == 32.0).all()
+
+
+@triton.jit
+def _dot_imprecise_kernel(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr,
+                          IMPRECISE: tl.constexpr):
+    m = tl.arange(0, M)
+    n = tl.arange(0, N)
+    k = tl.arange(0, K)
+    a = tl.load(a_ptr + m[:, None] * K + k[None, :])
+    b = tl.load(b_ptr + k[:, None] * N + n[None, :])
+    acc = tl.dot(a, b, max_num_imprecise_acc=IMPRECISE)
+    tl.store(c_ptr + m[:, None] * N + n[None, :], acc)
+
+
+def test_max_num_imprecise_acc_adds_the_chain_into_float32_every_so_many_instructions():
+    # 16 * 16 in the first k32 instruction, 31 products 2**-6 in the second: chained, the second
+    # instruction drops them against 256 (256.0); with max_num_imprecise_acc=32 each instruction starts
+    # from zero and is added into the float32 accumulator (256.484375), as Triton's WGMMA lowering does
+    M = N = 16
+    K = 64
+    qa = np.zeros((M, K), np.uint8)
+    qb = np.zeros((K, N), np.uint8)
+    qa[:, 0], qb[0, :] = encode(np.float32([16.0]), "e4m3fn")[0], encode(np.float32([16.0]), "e4m3fn")[0]
+    qa[:, 33:64] = encode(np.float32([2.0 ** -6]), "e4m3fn")[0]
+    qb[33:64, :] = encode(np.float32([1.0]), "e4m3fn")[0]
+    a, b = (torch.from_numpy(x).view(torch.float8_e4m3fn) for x in (qa, qb))
+    out = {}
+    for imprecise in (0, 32):
+        c = torch.empty((M, N), dtype=torch.float32)
+        with ft.interpreting(), ft.faithful("sm90"):
+            ft.interpreted(_dot_imprecise_kernel)[(1,)](a, b, c, M=M, N=N, K=K, IMPRECISE=imprecise)
+        out[imprecise] = c.numpy()
+    assert (out[0] == 256.0).all() and (out[32] == 256.484375).all()
+    assert np.array_equal(out[32].view(np.uint32), tc.mma("sm90", qa, "e4m3fn", qb, "e4m3fn", promotion=1).bits)
