@@ -122,6 +122,8 @@ def test_the_models_are_data_and_each_target_names_its_instructions():
         tc.model("sm90", "e4m3fn", "e4m3fn", scaled=True)
     with pytest.raises(InvalidValueError, match="no tensor-core model for target 'sm75'"):
         tc.models_for("sm75")
+    with pytest.raises(InvalidValueError, match="operands are codes"):
+        tc.mma("sm90", np.ones((2, 16), np.float16), "float16", np.ones((16, 2), np.float16), "float16")
 
 
 # -- the GEMM chain --------------------------------------------------------------------------------

@@ -435,9 +435,12 @@ def _run(m: MMAModel, a: tuple[np.ndarray, str], b: tuple[np.ndarray, str], c: n
          scales: tuple[_Scales, _Scales, int] | None, promotion: int | None) -> MMAResult:
     """The chain along K: ``a`` (B, K, 1)-like and ``b`` (1, K, N)-like broadcastable code arrays."""
     (ac, an), (bc, bn) = a, b
-    for name in (an, bn):
+    for name, codes in ((an, ac), (bn, bc)):
         if name not in m.operands:
             raise InvalidValueError(f"{m.name} takes {', '.join(m.operands)} operands, not {name}")
+        if codes.dtype.kind not in "iub":
+            raise InvalidValueError(f"{m.name}: {name} operands are codes (integers; 16-bit formats as uint16 "
+                                    f"bit patterns), got an array of {codes.dtype}")
     at, bt = _tables(an), _tables(bn)
     K = ac.shape[1]
     # a product whose exponent can fall below the zero exponent needs the zero rule term by term
