@@ -131,6 +131,9 @@ def test_the_models_are_data_and_each_target_names_its_instructions():
 @pytest.mark.parametrize("K", [32, 96, 100, 7])
 @pytest.mark.parametrize("promotion", [None, 1, 2])
 def test_the_sm90_chain_equals_the_h200_pinned_emulation(K, promotion):
+    # accumulation.emulate_accumulation runs its own loop over K slices (pinned on the H200 at K=32) with
+    # the same instruction step (accumulation.wgmma_fp8 calls tensorcore.mma on one slice, and is tested
+    # equal to its exact-rational spec): this checks the chain -- slicing, tail padding, promotion
     rng = np.random.default_rng(K)
     qa = rng.integers(0, 256, size=(9, K), dtype=np.uint8)
     qb = rng.integers(0, 256, size=(K, 7), dtype=np.uint8)
