@@ -18,6 +18,19 @@ from fp8check.matmul import tensorcore as tc
 
 HAVE_MMASIM = importlib.util.find_spec("mmasim") is not None
 
+
+def unusable() -> str | None:
+    """Why mmasim cannot run here (None when it can): it builds a small C++ extension with torch on its
+    first import, which needs a compiler."""
+    if not HAVE_MMASIM:
+        return "mmasim (MMA-Sim 2.1.1) not installed: pip install mmasim==2.1.1 (the 'mmasim' extra)"
+    try:
+        import mmasim.amd  # noqa: F401
+        import mmasim.nv_ptx  # noqa: F401
+    except Exception as exc:  # its import compiles C++: no compiler, no ninja
+        return f"mmasim is installed but does not import here ({type(exc).__name__}: {exc})"
+    return None
+
 _TORCH_FP8 = {"e4m3fn": "float8_e4m3fn", "e5m2": "float8_e5m2", "e4m3fnuz": "float8_e4m3fnuz",
               "e5m2fnuz": "float8_e5m2fnuz", "bfloat16": "bfloat16", "float16": "float16"}
 _PTX = {"e4m3fn": "e4m3", "e5m2": "e5m2", "e2m1fn": "e2m1", "e3m2fn": "e3m2", "e2m3fn": "e2m3"}

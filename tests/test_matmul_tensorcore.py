@@ -25,8 +25,14 @@ from fp8check.matmul import accumulation as acc
 from fp8check.matmul import tensorcore as tc
 from fp8check.reference import decode, encode
 
-needs_mmasim = pytest.mark.skipif(not mo.HAVE_MMASIM, reason="mmasim (MMA-Sim 2.1.1) not installed: "
-                                  "pip install mmasim==2.1.1 (the 'mmasim' extra)")
+needs_mmasim = pytest.mark.usefixtures("mmasim_usable")
+
+
+@pytest.fixture
+def mmasim_usable():
+    reason = mo.unusable()
+    if reason:
+        pytest.skip(reason)
 
 
 def codes(values, fmt):
