@@ -286,8 +286,9 @@ def _supported_pair(*dtypes: Any) -> bool:
 
 class ConversionOps(BuilderOps):
     """The builder's FP8 conversions under the open faithful block's target (the originals run outside
-    one): ``x.to(fp8)``, ``fp8.to(...)``, the implicit casts of ``tl.store``, and the decoding of fp8
-    ``tl.dot`` operands. Every conversion is counted for :func:`watch`."""
+    one): ``x.to(fp8)``, ``fp8.to(...)``, the implicit casts of ``tl.store``, and ``tl.dot``: by the
+    target's tensor-core model where it has one for the operands (:func:`_tensor_core_dot`), else with
+    the fp8 operands decoded for the float32 path. Every conversion is counted for :func:`watch`."""
 
     def __init__(self, interp: Any) -> None:
         self.interp = interp
