@@ -8,7 +8,14 @@ Reference Model of Tensor Cores and Matrix Cores*, arXiv:2511.10909, 2025; packa
 frozen record per target and operand kind) and computed by one NumPy implementation
 (:func:`mma`) whose every step is exact: products of the operands' float64 values (at most 8
 significant bits each, so exact), scaling by powers of two, ``trunc``/``floor`` of integers below
-2**53, and the final rounding from the float64 bit pattern.
+2**53, and the final rounding from the float64 bit pattern. Where numba is installed (the ``fast``
+extra) the unscaled steps of formats of at most 256 codes run as one compiled pass per output
+element (:mod:`fp8check.matmul._compiled`, the same arithmetic, tested equal; ``FP8CHECK_NUMBA=0``
+turns it off).
+
+The agreement with MMA-Sim is tested in tests/test_matmul_tensorcore.py (random-bit instances of every
+instruction kind here against ``mmasim`` 2.1.1, 10^6 per FP8 kind in the slow lane, 0 mismatches) and
+the speed measured by benchmarks/mma_models.py.
 
 The algorithms (MMA-Sim's names; ``F`` fractional bits, ``E`` the largest exponent of a step)
 ==========================================================================================
