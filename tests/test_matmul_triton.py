@@ -128,3 +128,29 @@ def test_max_num_imprecise_acc_adds_the_chain_into_float32_every_so_many_instruc
         out[imprecise] = c.numpy()
     assert (out[0] == 256.0).all() and (out[32] == 256.484375).all()
     assert np.array_equal(out[32].view(np.uint32), tc.mma("sm90", qa, "e4m3fn", qb, "e4m3fn", promotion=1).bits)
+
+
+def test_a_gfx950_dot_is_bracketed_where_the_unknown_datapath_matters():
+    # gfx950 (CDNA4) is not in MMA-Sim: 256 + 31 products 2**-18 needs more than 23 bits, so its dot is
+    # target-dependent: counted, the model's candidate in the rn run, NaN in the lo run; 256 + 31 * 2**-9
+    # lies on every datapath's grid and is exact in every run
+    M = N = 16
+    K = 32
+    qa = np.zeros((M, K), np.uint8)
+    qb = np.zeros((K, N), np.uint8)
+    qa[:, 0], qb[0, :] = (encode(np.float32([16.0]), "e4m3fn")[0],) * 2
+    qa[:, 1:] = encode(np.float32([2.0 ** -9]), "e4m3fn")[0]
+    qb[1:, :8] = encode(np.float32([1.0]), "e4m3fn")[0]
+    qb[1:, 8:] = encode(np.float32([2.0 ** -9]), "e4m3fn")[0]
+    a, b = (torch.from_numpy(x).view(torch.float8_e4m3fn) for x in (qa, qb))
+    from fp8check.triton import ops
+
+    out = {}
+    for mode in ("rn", "lo"):
+        c = torch.empty((M, N), dtype=torch.float32)
+        with ops.bracket(mode) as count, ft.interpreting(), ft.faithful("gfx950"):
+            ft.interpreted(_dot_imprecise_kernel)[(1,)](a, b, c, M=M, N=N, K=K, IMPRECISE=0)
+        out[mode] = c.numpy()
+        assert any("gfx950-mfma-fp8, target-dependent" in op for op in count)
+    assert (out["rn"][:, :8] == 256 + 31 * 2.0 ** -9).all() and (out["lo"][:, :8] == out["rn"][:, :8]).all()
+    assert np.isfinite(out["rn"][:, 8:]).all() and np.isnan(out["lo"][:, 8:]).all()
