@@ -53,7 +53,7 @@ __all__ = [
     "ReciprocalTable", "reciprocal_table", "table_from_measurements", "write_table", "mantissa_reciprocal_bits",
     "mufu_rcp", "div_full_f32", "divide_by_constant", "constant_reciprocal", "sqrt_exact", "rsqrt_exact",
     "ex2_exact", "lg2_exact", "reciprocal_status", "FORMAT_MAXIMA", "CONSTANT_FOLDING", "DIV_FULL_SASS",
-    "RCP_BOUND_ULPS", "CANONICAL_NAN", "TABLE_FILE", "UNKNOWN",
+    "RCP_BOUND_ULPS", "CANONICAL_NAN", "TABLE_FILE", "UNKNOWN", "EXACT_INPUTS",
 ]
 
 End = Literal["rn", "lo", "hi"]
@@ -308,6 +308,10 @@ def lg2_exact(x: np.ndarray) -> np.ndarray:
 
 def _specials(x: np.ndarray) -> np.ndarray:
     return (x == 0) | ~np.isfinite(x)
+
+
+#: The op names of fp8check.triton.ops' approximate functions -> the inputs whose sm90 result is known.
+EXACT_INPUTS = MappingProxyType({"sqrt": sqrt_exact, "rsqrt": rsqrt_exact, "exp2": ex2_exact, "log2": lg2_exact})
 
 
 def reciprocal_status(divisor: float, table: ReciprocalTable | None = None) -> str:

@@ -85,3 +85,24 @@ def test_a_chained_division_follows_the_same_model():
         assert [f"{v:08X}" for v in scales] == [f"{v:08X}" for v in want.view(np.uint32)]
     other = _scales("sm90", _rows(np.array([0.7071, 3.3], F)), chained=True)
     assert len(other) == 3 and (other[1] != other[2]).all()  # amax's reciprocal is not known: bracketed
+
+
+@pytest.mark.parametrize("op, exact_inputs, other", [
+    ("exp2", (3.0, -2.0, 0.0, -130.0), 0.5),
+    ("sqrt", (4.0, 0.25, 2.0 ** -126, 0.0), 2.0),
+    ("rsqrt", (4.0, 0.25, 2.0 ** -126), 2.0),
+    ("log2", (8.0, 0.5, 2.0 ** -149), 3.0)])
+def test_approximate_functions_are_exact_on_the_inputs_whose_result_is_known(op, exact_inputs, other):
+    # ex2 of an integer, sqrt/rsqrt of 4^k, log2 of 2^k: measured on the H200, one run, not target-dependent
+    x = np.array(exact_inputs, F).view(np.uint32)
+    with ft.faithful("sm90"):
+        runs = ops.bracketed_runs(lambda: ok.run_one(op, x, launch=ft.interpreted))
+        assert len(runs) == 1
+        assert len(ops.bracketed_runs(lambda: ok.run_one(op, np.array([other], F).view(np.uint32),
+                                                          launch=ft.interpreted))) == 3
+    v = np.array(exact_inputs, np.float64)
+    f = {"exp2": np.exp2, "sqrt": np.sqrt, "rsqrt": lambda w: 1 / np.sqrt(w), "log2": np.log2}[op]
+    want = f(v).astype(F)
+    if op == "exp2":
+        want = np.where(np.abs(want) < F(2.0 ** -126), F(0), want).astype(F)  # ftz: 2^-130 -> 0
+    assert [f"{b:08X}" for b in runs[0]] == [f"{b:08X}" for b in want.view(np.uint32)]
