@@ -309,3 +309,16 @@ def test_the_gpu_measurements_agree_with_the_model():
         assert log[op]["mismatches"] == 0, op
     for op in ("ex2", "tl.log2", "sqrt_powers_of_two", "rsqrt_powers_of_two"):
         assert log[op]["claimed_exact_wrong"] == 0, op
+
+
+@pytest.mark.slow  # about 10 binades of 2^23 inputs per instruction, on a CPU
+def test_the_gpu_script_runs_end_to_end_with_numpy_standing_in_for_the_gpu(tmp_path):
+    import approx_ops
+
+    assert approx_ops.main(["--simulate", "--out", str(tmp_path), "--random", "4096"]) == 0
+    log = json.loads((tmp_path / "approx-ops.json").read_text())
+    assert log["div_full"]["mismatches"] == 0 and log["div_full"]["constant_mismatches"] == 0
+    assert log["rcp"]["mismatches"] == 0 and log["rcp"]["checked"] == 10 * (1 << 23)
+    assert log["ex2"]["claimed_exact_wrong"] == 0 and log["tl.log2"]["claimed_exact_wrong"] == 0
+    table = na._read_table(tmp_path / "sm90-rcp.npz")
+    assert table.known == 1 << 23 and "simulated" in table.provenance
