@@ -434,7 +434,10 @@ def _sm(arch: str) -> Target:
         downcasts=_freeze(down),
         upcasts=_freeze(up),
         triton_versions=_VERSIONS,
-        approximate_fp32_division="div.full.f32 (within 2 ulp; triton-lang/triton#10661)",
+        approximate_fp32_division=(
+            "div.full.f32 (triton-lang/triton#10661), the hardware reciprocal and one multiply, whose reciprocal "
+            "of this divisor was not measured: within 1 ulp of fl(1/b)" if arch == "sm90" else
+            "div.full.f32 (within 2 ulp; triton-lang/triton#10661)"),
         ops=_nvidia_ops(arch),
         notes=("fnuz types do not compile on NVIDIA (\"type fp8e4b8 not supported in this architecture\")",
                "fp_downcast_rounding='rtz' compiles only for float32 -> e5m2",
