@@ -4,7 +4,7 @@
     PYTHONPATH=. python gpu/approx_ops.py --sass                           # on a CPU: the SASS ptxas emits for sm_90
     PYTHONPATH=. python gpu/approx_ops.py --from-ops-table gpu/results/ops-table.json.gz \\
         --table fp8check/triton/data/sm90-rcp.npz                          # the shipped table from stored outputs
-    PYTHONPATH=. python gpu/approx_ops.py --simulate --out /tmp/x --random 65536   # the plumbing, on a CPU
+    PYTHONPATH=. python gpu/approx_ops.py --simulate --out sim --random 65536     # the plumbing, on a CPU
 
 On the GPU (Triton inline PTX for the .approx instructions, Triton's own ``/``
 and ``tl.log2`` for what kernels compile):
