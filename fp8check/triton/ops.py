@@ -538,11 +538,6 @@ def fp_fusion_enabled() -> bool:
     return value not in ("0", "false", "off", "no")
 
 
-#: Constant divisors whose reciprocal the target was measured to compute as fl(1/C) (``x / C`` is then
-#: ``fl(x * fl(1/C))`` exactly): 448 on the H200 (Triton 3.6, div.full.f32, 2^20 inputs, FACTS 2026-12-02).
-PINNED_RECIPROCALS: dict[str, frozenset[float]] = {"sm90": frozenset({448.0})}
-
-
 def _inherit(h: Any, src: Any, splat: bool) -> None:
     """A splat/broadcast keeps what the compiler's pattern matches see through it."""
     h.attr[_ROOT] = _root(src)
@@ -809,8 +804,7 @@ class FloatOps(BuilderOps):
                     q = self.sm90_divide(x, y, c)
                 elif c is not None and r.fdiv_const == "reciprocal":
                     self.note_division(target)
-                    bound = None if float(c) in PINNED_RECIPROCALS.get(target.name, ()) else r.fdiv_const_bound
-                    q = divide_by_constant(x, float(c), r.fdiv_const, bound, r.fdiv)
+                    q = divide_by_constant(x, float(c), r.fdiv_const, r.fdiv_const_bound, r.fdiv)
                 elif r.fdiv is not None:
                     self.note_division(target)
                     q = approximate(x.astype(np.float64) / y.astype(np.float64), r.fdiv, op="fdiv")
