@@ -33,8 +33,13 @@ package, loaded on first use).
 Everything here takes and returns NumPy float32 arrays; each model returns
 its values and a mask of the elements whose value is known bit for bit. An
 unknown element's value is the one the ``end`` asks for: ``rn`` (the
-reciprocal correctly rounded, as it is for about 87% of divisors), ``lo`` or
-``hi`` (the lowest or highest result the 1-ulp reciprocal allows).
+correctly rounded quotient, which lies between the other two), ``lo`` or
+``hi`` (the lowest or highest result the 1-ulp reciprocal allows). ``rn``
+is the correctly rounded quotient, not the product with ``fl(1/b)`` that
+the hardware gives for about 87% of divisors, so that a check never calls
+a kernel wrong on a value some reciprocal within the bound would give: the
+three runs put every unknown division at one end, and a quotient that is
+itself a divisor (two divisions deep) can land where no run samples it.
 """
 
 from __future__ import annotations
@@ -206,9 +211,10 @@ def _canonical(q: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(q), np.uint32(CANONICAL_NAN).view(np.float32), q).astype(np.float32)
 
 
-def _mul_ends(a: np.ndarray, b: np.ndarray, table: ReciprocalTable | None,
-              end: End) -> tuple[np.ndarray, np.ndarray]:
-    """``fl(a * MUFU.RCP(b))`` for scaled operands: the value at ``end`` and where it is known."""
+def _mul_ends(a: np.ndarray, b: np.ndarray, table: ReciprocalTable | None, end: End,
+              correctly_rounded: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``fl(a * MUFU.RCP(b))`` for scaled operands: the value at ``end`` and where it is known
+    (``correctly_rounded``: the quotient an unknown element takes in ``rn``)."""
     with np.errstate(all="ignore"):
         r_rn, known_r = mufu_rcp(b, table, 0)
         q = _canonical(a * r_rn)
@@ -219,10 +225,12 @@ def _mul_ends(a: np.ndarray, b: np.ndarray, table: ReciprocalTable | None,
     # fl(a * r) is monotonic in r: the two ends of the reciprocal bound give the ends of the quotient's
     same = (lower.view(np.uint32) == upper.view(np.uint32)) | (np.isnan(lower) & np.isnan(upper))
     known = known_r | same
-    if end != "rn":
-        pick = np.minimum if end == "lo" else np.maximum
-        q = np.where(known, q, pick(lower, upper)).astype(np.float32)
-    return q, known
+    if end == "rn":
+        pick = correctly_rounded
+    else:
+        reduce = np.minimum.reduce if end == "lo" else np.maximum.reduce
+        pick = reduce([lower, upper, correctly_rounded])
+    return np.where(known, q, pick).astype(np.float32), known
 
 
 def div_full_f32(a: np.ndarray, b: np.ndarray, table: ReciprocalTable | None = None,
@@ -235,7 +243,8 @@ def div_full_f32(a: np.ndarray, b: np.ndarray, table: ReciprocalTable | None = N
     with np.errstate(invalid="ignore"):
         scale = np.where(mag > _HUGE, _DOWN, np.where(mag < _TINY, _UP, np.float32(1.0))).astype(np.float32)
     with np.errstate(all="ignore"):
-        return _mul_ends((a * scale).astype(np.float32), (b * scale).astype(np.float32), table, end)
+        return _mul_ends((a * scale).astype(np.float32), (b * scale).astype(np.float32), table, end,
+                         _canonical(a / b))
 
 
 def constant_reciprocal(c: float) -> np.float32 | None:

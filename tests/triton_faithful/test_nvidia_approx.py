@@ -145,6 +145,7 @@ def test_an_unknown_reciprocal_brackets_the_quotient_within_one_ulp_of_the_recip
     lo, _ = div(a, b, "lo")
     hi, _ = div(a, b, "hi")
     assert not known.any()  # 1 ulp either way in the reciprocal moves every one of these products
+    assert np.array_equal(bits(rn), bits(a / b))  # rn: the correctly rounded quotient, inside the bracket
     assert (lo <= rn).all() and (rn <= hi).all() and (lo < hi).all()
     r = F(1) / F(127)
     candidates = [a * np.nextafter(r, F(0)), a * r, a * np.nextafter(r, F(1))]

@@ -309,7 +309,8 @@ def test_division_by_448_is_the_product_with_its_reciprocal_on_sm90():
 def test_division_of_loaded_values_on_sm90_is_the_product_with_the_hardware_reciprocal():
     # div.full.f32 is MUFU.RCP then one FMUL (the SASS; fp8check.triton.nvidia_approx): the H200 measured the
     # reciprocal of the mantissas 1.5 (3) and 1.75 (7), both fl(1/m): 1/3 and 10/7 are exact, one run.
-    # 127's reciprocal was not measured: bracketed, its ends the products with fl(1/127) one ulp either way.
+    # 127's reciprocal was not measured: bracketed, its ends the products with fl(1/127) one ulp either way,
+    # the rn run the correctly rounded quotient (between them).
     a, b = bits(1.0, 10.0), bits(3.0, 7.0)
     with ft.faithful("sm90"):
         runs = ops.bracketed_runs(lambda: ok.run_one("div", a, b, launch=ft.interpreted))
@@ -318,10 +319,10 @@ def test_division_of_loaded_values_on_sm90_is_the_product_with_the_hardware_reci
     with ft.faithful("sm90"):
         runs = ops.bracketed_runs(lambda: ok.run_one("div", bits(100.0), bits(127.0), launch=ft.interpreted))
     r = np.float32(1) / np.float32(127)
-    ends = [np.float32(100) * np.nextafter(r, np.float32(0)), np.float32(100) * r,
-            np.float32(100) * np.nextafter(r, np.float32(1))]
+    lo, hi = np.float32(100) * np.nextafter(r, np.float32(0)), np.float32(100) * np.nextafter(r, np.float32(1))
     assert len(runs) == 3
-    assert [hexes(x)[0] for x in runs] == [hexes(np.float32(e).view(np.uint32))[0] for e in (ends[1], ends[0], ends[2])]
+    assert [hexes(x)[0] for x in runs] == [hexes(np.float32(e).view(np.uint32))[0]
+                                           for e in (np.float32(100) / np.float32(127), lo, hi)]
     with ft.faithful("gfx942"):
         assert len(ops.bracketed_runs(lambda: ok.run_one("div", a, b, launch=ft.interpreted))) == 1
 
