@@ -10,7 +10,7 @@
 # under its own time limit, and one failing part does not stop the others.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-KNOWN=" environment suite tests-gpu recipes triton-faithful ops-table zoo zoo-serving training training-dist huge audit-bench "  # in the order they run
+KNOWN=" environment suite tests-gpu recipes triton-faithful ops-table approx-ops zoo zoo-serving training training-dist huge audit-bench "  # in the order they run
 PARTS=" $* "
 for p in $PARTS; do
     if [[ "$KNOWN" != *" $p "* ]]; then
@@ -61,6 +61,12 @@ part triton-faithful 240 python3 gpu/triton_faithful.py --json "$OUT/triton-fait
 # uses x special values, compiled here and interpreted in the three bracket modes (< 3 min on an H200).
 # Commit $OUT/ops-table.json.gz as gpu/results/ops-table.json.gz (tests/triton_faithful/test_ops_table.py).
 part ops-table 420 python3 gpu/ops_table.py --json "$OUT/ops-table.json.gz"
+# NVIDIA's approximate instructions (rcp/sqrt/rsqrt/ex2/lg2.approx, div.full.f32) over every mantissa at
+# every exponent, and 2^30 random divisions, against fp8check.triton.nvidia_approx (alone in its call: about
+# 5 minutes, most of it the CPU checking). Commit $OUT/approx-ops.json as gpu/results/approx-ops.json
+# (tests/triton_faithful/test_nvidia_approx.py) and, when its log says 0 mismatches, $OUT/sm90-rcp.npz as
+# fp8check/triton/data/sm90-rcp.npz (the full reciprocal table).
+part approx-ops 560 python3 gpu/approx_ops.py --out "$OUT"
 # Third-party packages' FP8 quantizers (fp8check.zoo): compiled sm90 against the faithful sm90
 # interpreter byte for byte on the same inputs, then each entry against its claim on the GPU.
 # Alone in its call: up to 9 minutes (the interpreter side runs on this host's CPU; ZOO_BUDGET=SECONDS

@@ -47,6 +47,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from fp8check import brackets
+from fp8check.triton import nvidia_approx
 from fp8check.triton.layer import BuilderOps
 
 __all__ = ["FloatOps", "bracket", "bracket_mode", "BRACKET_MODES", "fma", "round_bf16", "widen_bf16",
@@ -447,7 +448,8 @@ def _ftz(x: np.ndarray) -> np.ndarray:
     return np.where((np.abs(x) < tiny) & (x != 0), np.copysign(np.float32(0), x), x).astype(np.float32)
 
 
-def approximate(exact: np.ndarray, bound: Any, *, op: str = "", ftz: bool = False) -> np.ndarray:
+def approximate(exact: np.ndarray, bound: Any, *, op: str = "", ftz: bool = False,
+                known: np.ndarray | None = None) -> np.ndarray:
     """The float32 result of an instruction whose result is bounded, not specified.
 
     ``exact``: the true result (float64). ``bound``: a
@@ -455,11 +457,13 @@ def approximate(exact: np.ndarray, bound: Any, *, op: str = "", ftz: bool = Fals
     the correctly rounded result; ``lo``/``hi``: the lowest/highest float32
     the bound allows. Zero, infinite and NaN results are the instructions'
     specified special cases and stay exact. ``ftz``: subnormal results are
-    written as zero of their sign (``.ftz`` instructions)."""
+    written as zero of their sign (``.ftz`` instructions). ``known``: the
+    elements whose result is known to be the correctly rounded one (measured
+    or specified: :mod:`fp8check.triton.nvidia_approx`), exact in every mode."""
     exact = np.asarray(exact, dtype=np.float64)
     with np.errstate(all="ignore"):
         rn = exact.astype(np.float32)
-    if bound is not None:
+    if bound is not None and (known is None or not np.all(known)):
         _counted(op or "approximate")
         mode = bracket_mode()
         if mode != "rn":
@@ -470,7 +474,7 @@ def approximate(exact: np.ndarray, bound: Any, *, op: str = "", ftz: bool = Fals
                 if bound.ulps:
                     out = (np.maximum(out, _step(rn, bound.ulps, True)) if up
                            else np.minimum(out, _step(rn, bound.ulps, False)))
-                keep = ~np.isfinite(rn) | (rn == 0)
+                keep = ~np.isfinite(rn) | (rn == 0) | (False if known is None else known)
                 rn = np.where(keep, rn, out).astype(np.float32)
     return _ftz(rn) if ftz else rn
 
@@ -532,11 +536,6 @@ def fp_fusion_enabled() -> bool:
     it off, Triton 3.9 on; a launch's ``enable_fp_fusion=False`` is not seen by the interpreter)."""
     value = os.environ.get("TRITON_DEFAULT_FP_FUSION", "").strip().lower()
     return value not in ("0", "false", "off", "no")
-
-
-#: Constant divisors whose reciprocal the target was measured to compute as fl(1/C) (``x / C`` is then
-#: ``fl(x * fl(1/C))`` exactly): 448 on the H200 (Triton 3.6, div.full.f32, 2^20 inputs, FACTS 2026-12-02).
-PINNED_RECIPROCALS: dict[str, frozenset[float]] = {"sm90": frozenset({448.0})}
 
 
 def _inherit(h: Any, src: Any, splat: bool) -> None:
@@ -801,14 +800,29 @@ class FloatOps(BuilderOps):
             if not precise and q.dtype == np.float32 and not self.is_bf16(a):
                 c = b.attr.get(_CONST)
                 target = self.target()
-                if c is not None and r.fdiv_const == "reciprocal":
+                if r.approx_model == "sm90":
+                    q = self.sm90_divide(x, y, c)
+                elif c is not None and r.fdiv_const == "reciprocal":
                     self.note_division(target)
-                    bound = None if float(c) in PINNED_RECIPROCALS.get(target.name, ()) else r.fdiv_const_bound
-                    q = divide_by_constant(x, float(c), r.fdiv_const, bound, r.fdiv)
+                    q = divide_by_constant(x, float(c), r.fdiv_const, r.fdiv_const_bound, r.fdiv)
                 elif r.fdiv is not None:
                     self.note_division(target)
                     q = approximate(x.astype(np.float64) / y.astype(np.float64), r.fdiv, op="fdiv")
         return self.result(a, q, r, (x, y))
+
+    def sm90_divide(self, x: np.ndarray, y: np.ndarray, c: Any) -> np.ndarray:
+        """div.full.f32 as sm90 executes it, a compile-time divisor as ptxas folds it (nvidia_approx): exact
+        where the reciprocal is known; elsewhere counted, noted and bracketed (1 ulp in the reciprocal)."""
+        mode = bracket_mode()
+        if c is not None:
+            q, known = nvidia_approx.divide_by_constant(np.broadcast_to(x, np.broadcast(x, y).shape), float(c),
+                                                        end=mode, lowering="div.approx")
+        else:
+            q, known = nvidia_approx.div_full_f32(x, y, end=mode)
+        if not known.all():
+            _counted("fdiv_const" if c is not None else "fdiv")
+            self.note_division(self.target())
+        return q
 
     def create_fdiv(self, inner: Any, builder: Any, a: Any, b: Any) -> Any:
         return self.divide(inner, builder, a, b, False)
@@ -851,14 +865,18 @@ class FloatOps(BuilderOps):
             return self.result(x, compute(r, v), r, (v,))
 
     @staticmethod
-    def _apply(how: Any, v: np.ndarray, exact: Callable[[np.ndarray], np.ndarray], op: str) -> np.ndarray:
+    def _apply(how: Any, v: np.ndarray, exact: Callable[[np.ndarray], np.ndarray], op: str,
+               model: str = "") -> np.ndarray:
         v = _ftz(v) if how.ftz else v
-        return approximate(exact(v.astype(np.float64)), how.bound, op=op, ftz=how.ftz)
+        # the inputs whose result the target's model knows (sm90: ex2 of integers, sqrt/rsqrt of 4^k, ...)
+        known = nvidia_approx.EXACT_INPUTS[op](v) if model == "sm90" and op in nvidia_approx.EXACT_INPUTS else None
+        return approximate(exact(v.astype(np.float64)), how.bound, op=op, ftz=how.ftz, known=known)
 
     def approximate_unary(self, op: str, inner: Any, builder: Any, x: Any) -> Any:
         """``sqrt``, ``rsqrt``, ``exp2``, ``log2``, ``log``: the target's instruction (exact or bracketed)."""
         attr, exact = _UNARY[op]
-        return self.unary(inner, builder, x, lambda r, v: self._apply(getattr(r, attr), v, exact, op))
+        return self.unary(inner, builder, x,
+                          lambda r, v: self._apply(getattr(r, attr), v, exact, op, r.approx_model))
 
     def create_precise_sqrt(self, inner: Any, builder: Any, x: Any) -> Any:
         return self.unary(inner, builder, x, lambda r, v: np.sqrt(v))  # sqrt.rn: exact

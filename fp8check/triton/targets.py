@@ -177,6 +177,11 @@ class OpRules:
     bf16_nan: int | None  # the NaN float32 -> bfloat16 writes (None: quiet, sign and top payload kept)
     int_to_bf16: Literal["direct", "via_f32"]  # one rounding, or int -> float32 -> bfloat16
     lowerings: Mapping[str, str] = field(default_factory=dict)  # op -> instructions and status, for docs
+    # "sm90": float32 `/` and the .approx functions as an sm90 GPU executes them (fp8check.triton.nvidia_approx:
+    # div.full.f32 is MUFU.RCP and one multiply, exact where the divisor's reciprocal was measured; a
+    # compile-time divisor folded by ptxas to fl(1/C); the inputs of sqrt/rsqrt/ex2/log2 whose result is known
+    # are exact); the rest stays bracketed. "": `fdiv`/`fdiv_const`'s bounds and the Approx bounds alone.
+    approx_model: str = ""
     sources: tuple[str, ...] = ()
 
 
@@ -284,6 +289,13 @@ OP_SOURCES = MappingProxyType({
     "amd-isa": "AMD CDNA3 ISA: v_med3_f32 (NaN in any operand: v_min3_f32), v_max/v_min in IEEE mode (a quiet "
                "NaN operand loses), v_sqrt_f32/v_rsq_f32/v_exp_f32/v_log_f32 (1 ulp)",
     "h200": "gpu/results/ops-table.json: every op x special values, compiled Triton 3.6 for sm90 on an H200",
+    "sass": "the SASS ptxas 12.9 and 13.4 (the Triton 3.9 wheel's) emit for sm_90, read with nvdisasm "
+            "(python gpu/approx_ops.py --sass): div.full.f32 is FSETP |b| > 2^126 / >= 2^-126, FMUL of both "
+            "operands by 0.25 / 2^24, MUFU.RCP, FMUL; a compile-time divisor is folded to FMUL x, fl(1/C); "
+            "rcp/sqrt/rsqrt/ex2/lg2.approx.ftz.f32 are one MUFU each",
+    "h200-rcp": "MUFU.RCP per divisor mantissa: fp8check/triton/data/sm90-rcp.npz, from the H200's compiled "
+                "`1.0 / b` of gpu/results/ops-table.json.gz (4,081 mantissas, among them 1.0, 1.5, 1.75: 448, 224, "
+                "57344, 28, 6, 3, powers of two); gpu/approx_ops.py measures every mantissa",
 })
 
 _PTX = OP_SOURCES["ptx-isa"]
@@ -301,6 +313,7 @@ def _nvidia_ops(arch: str) -> OpRules:
         fma_contraction=("float32", "float16", "bfloat16"), fma_pair="first",
         fdiv=ErrorBound(ulps=2, source=_PTX),
         fdiv_const="reciprocal", fdiv_const_bound=ErrorBound(ulps=2, source=_PTX + " (div.approx.f32 1.0, C)"),
+        approx_model="sm90" if hopper else "",
         sqrt=Approx("sqrt.approx.ftz.f32", ErrorBound(rel=2.0 ** -23, source=_PTX), ftz=True, status="bracketed"),
         rsqrt=Approx("rsqrt.approx.ftz.f32", ErrorBound(rel=2.0 ** -22.9, source=_PTX), ftz=True,
                      status="bracketed"),
@@ -325,13 +338,20 @@ def _nvidia_ops(arch: str) -> OpRules:
                                      "(bracketed: NaN ignored, the shuffle tree, the in-thread order)",
             "tl.where": "selp (exact)",
             "a * b + c": "fma.rn.f32 / fma.rn.bf16 (enable_fp_fusion, on by default); a*b + c*d: the first product",
-            "/ (float32)": "div.full.f32 (bracketed, 2 ulp)",
-            "/ by a constant": "Triton 3.9: div.approx.f32 1.0, C then mul.f32 (rn: x * fl(1/C)); 3.6, 3.8: "
-                               "div.full.f32 (for C = 448 equal to x * fl(1/448), H200)",
+            "/ (float32)": ("div.full.f32: |b| > 2^126 or < 2^-126 scaled by 1/4 or 2^24, MUFU.RCP, one FMUL "
+                            "(SASS); exact where MUFU.RCP of the divisor's mantissa was measured (H200), else "
+                            "bracketed (1 ulp in the reciprocal)" if hopper else "div.full.f32 (bracketed, 2 ulp)"),
+            "/ by a constant": ("Triton 3.9: div.approx.f32 1.0, C then mul.f32; 3.6, 3.8: div.full.f32; ptxas folds "
+                                "both to FMUL x, fl(1/C) for 2^-126 <= |C| <= 2^126 (exact)" if hopper else
+                                "Triton 3.9: div.approx.f32 1.0, C then mul.f32 (rn: x * fl(1/C)); 3.6, 3.8: "
+                                "div.full.f32"),
             "tl.div_rn": "div.rn.f32 (exact)",
-            "tl.sqrt": "sqrt.approx.ftz.f32 (bracketed)", "tl.sqrt_rn": "sqrt.rn.f32 (exact)",
-            "tl.rsqrt": "rsqrt.approx.ftz.f32 (bracketed)", "tl.exp": "mul.f32 by log2(e), ex2.approx.f32 (bracketed)",
-            "tl.exp2": "ex2.approx.ftz.f32 (bracketed; subnormal results flushed)",
+            "tl.sqrt": "sqrt.approx.ftz.f32 (MUFU.SQRT; exact for 4^k and specials, else bracketed)",
+            "tl.sqrt_rn": "sqrt.rn.f32 (exact)",
+            "tl.rsqrt": "rsqrt.approx.ftz.f32 (MUFU.RSQ; exact for 4^k and specials, else bracketed)",
+            "tl.exp": "mul.f32 by log2(e), ex2.approx.f32 (bracketed)",
+            "tl.exp2": "ex2.approx.ftz.f32 (MUFU.EX2; exact for integer inputs, else bracketed; subnormal results "
+                       "flushed)",
             "tl.log2 / tl.log": "libdevice __nv_log2f / __nv_logf: a subnormal input scaled by 2^23 first, not "
                                 "flushed (log2(2^-149) = -149); a polynomial in fma.rn.ftz.f32 (bracketed, 1 ulp)",
             "bfloat16 + - * fma": "add/sub/mul/fma.rn.bf16: one rounding" if hopper else "one rounding",
@@ -340,7 +360,7 @@ def _nvidia_ops(arch: str) -> OpRules:
             "NaN results": "the canonical NaN 0x7FFFFFFF (bfloat16 0x7FFF)",
         }),
         sources=("triton-nvidia", "triton-common", "triton-reduce", "triton-llvm", "compiled", "ptx-isa", "cuda-math",
-                 "h200"),
+                 "h200") + (("sass", "h200-rcp") if hopper else ()),
     )
 
 
@@ -414,7 +434,10 @@ def _sm(arch: str) -> Target:
         downcasts=_freeze(down),
         upcasts=_freeze(up),
         triton_versions=_VERSIONS,
-        approximate_fp32_division="div.full.f32 (within 2 ulp; triton-lang/triton#10661)",
+        approximate_fp32_division=(
+            "div.full.f32 (triton-lang/triton#10661), the hardware reciprocal and one multiply, whose reciprocal "
+            "of this divisor was not measured: within 1 ulp of fl(1/b)" if arch == "sm90" else
+            "div.full.f32 (within 2 ulp; triton-lang/triton#10661)"),
         ops=_nvidia_ops(arch),
         notes=("fnuz types do not compile on NVIDIA (\"type fp8e4b8 not supported in this architecture\")",
                "fp_downcast_rounding='rtz' compiles only for float32 -> e5m2",

@@ -180,6 +180,21 @@ def _inf() -> Any:
 def _tie() -> Any:
     return example("1x128 group, x / s a tie", [[3.0625, 2.734375]])
 
+
+def _scale_448() -> Any:
+    return example("1x128 group, amax 0.56640625", [[0.56640625, 0.5]])
+
+
+#: bit8_max is a run-time float argument: `max(amax, eps) / bit8_max` is div.full.f32 on sm90, MUFU.RCP(448) =
+#: fl(1/448) then one multiply (fp8check.triton.nvidia_approx; the H200 gave amax * fl(1/448) in every group)
+_SCALE_RCP = KnownIssue(
+    summary="scale = max(amax, eps) * fl(1/448), not max(amax, eps) / 448, on sm90: bit8_max is a run-time "
+            "argument, and div.full.f32 multiplies by the hardware reciprocal of 448, fl(1/448); 1 ulp off the "
+            "correctly rounded quotient on part of the groups (amax 0.56640625: 0x3AA5B6DC, not 0x3AA5B6DB)",
+    upstream="by design (Triton's `/` is div.full.f32 on NVIDIA: triton-lang/triton#10661); " + NO,
+    categories=frozenset({"scale"}), modes=frozenset({"faithful:sm90", "compiled"}), example=_scale_448,
+    shown_by="a 1x128 group with amax 0.56640625")
+
 ENTRIES = (
     ZooEntry(
         id="sglang.per_token_group_quant_fp8",
@@ -203,6 +218,7 @@ ENTRIES = (
                        upstream="by design (the kernel's formula); " + NO, categories=frozenset({"codes"}),
                        modes=frozenset({"interpret", "compiled"}), example=_tie,
                        shown_by="a 1x128 group holding 3.0625 (the amax) and 2.734375"),
+            _SCALE_RCP,
             interpreter_conversions_issue("1x128"),
         ),
     ),
@@ -219,6 +235,7 @@ ENTRIES = (
             KnownIssue(summary=_INF_DIV, upstream=NO, categories=frozenset({"nonfinite"}),
                        modes=frozenset({"faithful:sm90", "compiled"}), example=_inf,
                        shown_by="a 1x128 group holding 1.0, +Inf, -2.0"),
+            _SCALE_RCP,
         ),
     ),
     ZooEntry(

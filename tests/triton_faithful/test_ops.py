@@ -306,27 +306,34 @@ def test_division_by_448_is_the_product_with_its_reciprocal_on_sm90():
     assert_bits(run("sm90", "div_rn", x, bits(448.0)), u32(0x3AA5B6DB))
 
 
-def test_division_of_loaded_values_is_bracketed_on_sm90_and_exact_on_amd():
-    # div.full.f32: within 2 ulp (PTX ISA): rn mode the correctly rounded quotient, lo/hi 2 ulp away
+def test_division_of_loaded_values_on_sm90_is_the_product_with_the_hardware_reciprocal():
+    # div.full.f32 is MUFU.RCP then one FMUL (the SASS; fp8check.triton.nvidia_approx): the H200 measured the
+    # reciprocal of the mantissas 1.5 (3) and 1.75 (7), both fl(1/m): 1/3 and 10/7 are exact, one run.
+    # 127's reciprocal was not measured: bracketed, its ends the products with fl(1/127) one ulp either way,
+    # the rn run the correctly rounded quotient (between them).
     a, b = bits(1.0, 10.0), bits(3.0, 7.0)
     with ft.faithful("sm90"):
         runs = ops.bracketed_runs(lambda: ok.run_one("div", a, b, launch=ft.interpreted))
+    assert len(runs) == 1
+    assert_bits(runs[0], (np.float32([1.0, 10.0]) * (np.float32(1) / np.float32([3.0, 7.0]))).view(np.uint32))
+    with ft.faithful("sm90"):
+        runs = ops.bracketed_runs(lambda: ok.run_one("div", bits(100.0), bits(127.0), launch=ft.interpreted))
+    r = np.float32(1) / np.float32(127)
+    lo, hi = np.float32(100) * np.nextafter(r, np.float32(0)), np.float32(100) * np.nextafter(r, np.float32(1))
     assert len(runs) == 3
-    q = (np.float32([1.0, 10.0]) / np.float32([3.0, 7.0])).view(np.uint32)
-    assert_bits(runs[0], q)
-    assert_bits(runs[1], q - 2)
-    assert_bits(runs[2], q + 2)
+    assert [hexes(x)[0] for x in runs] == [hexes(np.float32(e).view(np.uint32))[0]
+                                           for e in (np.float32(100) / np.float32(127), lo, hi)]
     with ft.faithful("gfx942"):
         assert len(ops.bracketed_runs(lambda: ok.run_one("div", a, b, launch=ft.interpreted))) == 1
 
 
-def test_division_by_an_unpinned_constant_is_bracketed_around_the_reciprocal_product():
+def test_division_by_any_constant_is_the_product_with_its_rounded_reciprocal_on_sm90():
+    # ptxas folds x / C (div.full.f32 in 3.6 and 3.8, div.approx.f32 1.0, C + mul.f32 in 3.9) into
+    # FMUL x, fl(1/C) (the SASS): exact, one run; the H200 gave it for C = 448, 240, 224, 57344, 6 and 3
     with ft.faithful("sm90"):
-        runs = ops.bracketed_runs(lambda: ok.run_one("div_c3", bits(1.0), launch=ft.interpreted))
-    assert len(runs) == 3
-    rn = np.float32(1.0) * (np.float32(1.0) / np.float32(3.0))
-    assert runs[0].view(np.float32)[0] == rn
-    assert runs[1].view(np.float32)[0] < rn < runs[2].view(np.float32)[0]
+        runs = ops.bracketed_runs(lambda: ok.run_one("div_c3", bits(1.0, 5.0), launch=ft.interpreted))
+    assert len(runs) == 1
+    assert_bits(runs[0], (np.float32([1.0, 5.0]) * (np.float32(1.0) / np.float32(3.0))).view(np.uint32))
 
 
 # -- square roots, exp, log ---------------------------------------------------------------

@@ -232,3 +232,28 @@ def tensorwise_e4m3fn_div_rn(x):
 def tensorwise_e4m3fn_div_240(x):
     """Planted bug: 240 (fnuz's max) as e4m3fn's max, with `/`: a divergence that stays one under brackets."""
     return _tensorwise_ocp(x, exact_div=False, fmax=240.0)
+
+
+@triton.jit
+def rowwise_runtime_max_kernel(x_ptr, y_ptr, s_ptr, fp8_max, N: tl.constexpr, CHAINED: tl.constexpr):
+    # As vLLM/SGLang/FBGEMM write it: the format's maximum a run-time float argument (448.0), not a
+    # constexpr; the scale `amax / fp8_max` (or, CHAINED, `1.0 / (fp8_max / amax)`) is div.full.f32 on sm90.
+    row = tl.program_id(0)
+    offs = row * N + tl.arange(0, N)
+    x = tl.load(x_ptr + offs)
+    amax = tl.max(tl.abs(x), axis=0)
+    if CHAINED:
+        scale = 1.0 / (fp8_max / amax)
+    else:
+        scale = amax / fp8_max
+    tl.store(s_ptr + row, scale)
+    tl.store(y_ptr + offs, (x / scale).to(tl.float8e4nv))
+
+
+def rowwise_runtime_max(x: torch.Tensor, fp8_max: float = 448.0, chained: bool = False):
+    """Rowwise e4m3fn quantizer: codes and one scale per row (``fp8_max`` passed at run time)."""
+    rows, n = x.shape
+    y = torch.empty(x.shape, dtype=torch.float8_e4m3fn)
+    s = torch.empty(rows, dtype=torch.float32)
+    ft.interpreted(rowwise_runtime_max_kernel)[(rows,)](x.contiguous(), y, s, fp8_max, N=n, CHAINED=chained)
+    return y, s
