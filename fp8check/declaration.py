@@ -73,6 +73,15 @@ def _fused_arguments(d: KernelDeclaration) -> list[str]:
     return parts + _ulps(d)
 
 
+def _decode_arguments(d: KernelDeclaration) -> list[str]:
+    parts = ["--kind", "decode", "--format", str(d.format)]
+    if d.code_dtypes:
+        parts += ["--code-dtype", ",".join(d.code_dtypes)]
+    if d.output_dtype:
+        parts += ["--output-dtype", d.output_dtype]
+    return parts
+
+
 def _ulps(d: KernelDeclaration) -> list[str]:
     return ["--ulps", str(d.ulps)] if d.ulps else []
 
@@ -87,6 +96,9 @@ KERNEL_KINDS: dict[str, KernelKind] = {k.table: k for k in (
                                                          "cast)"))),
     KernelKind("static", "static_quantize", "fp8check.running:run_static", _static_arguments,
                (("format", _NEEDS_FORMAT),)),
+    # codes -> values: every code, each way the kernel takes them, in one check
+    KernelKind("decode", "decode", "fp8check.running:run_decode", _decode_arguments, (("format", _NEEDS_FORMAT),),
+               per_input_dtype=False),
 )}
 KINDS = tuple(KERNEL_KINDS)
 
@@ -120,6 +132,16 @@ def _check_static_keys(d: KernelDeclaration) -> None:
     elif d.apply is not None or d.scale is not None:
         raise InvalidValueError(f"{d.label}: 'apply' and 'scale' are for static-scale quantizers "
                                 "([[tool.fp8check.static]]); a quantizer's recipe says how it applies its scale")
+
+
+def _check_decode_keys(d: KernelDeclaration) -> None:
+    from fp8check.casts.decoding import check_code_dtypes, check_output_dtype
+
+    if d.kind != "decode" and (d.code_dtypes or d.output_dtype):
+        raise InvalidValueError(f"{d.label}: 'code-dtypes' and 'output-dtype' are for decode kernels "
+                                "([[tool.fp8check.decode]])")
+    check_code_dtypes(d.code_dtypes, d.label)
+    check_output_dtype(d.output_dtype, d.label)
 
 
 def _check_device(d: KernelDeclaration) -> None:
@@ -204,6 +226,7 @@ KEY_RULES: tuple[Callable[[KernelDeclaration], None], ...] = (
     _check_known_divergence,
     _check_triton_target,
     _check_supports,
+    _check_decode_keys,
 )
 
 
@@ -234,6 +257,8 @@ class KernelDeclaration:
     known_divergence: dict[str, Any] | None = field(default=None, hash=False, compare=False)
     declared_in: str | None = field(default=None, compare=False)  # the folder of the pyproject.toml it came from
     max_examples: int | None = None  # Hypothesis examples of its check in the pytest suite (default: the suite's)
+    code_dtypes: tuple[str, ...] = ()  # decode: how it takes codes, "uint8" and/or "fp8" (default: each tried)
+    output_dtype: str | None = None  # decode: the dtype of the values it must return (default: any float)
 
     def __post_init__(self) -> None:
         for rule in KEY_RULES:
@@ -342,6 +367,9 @@ def declare(kind: str, **keys: Any) -> KernelDeclaration:
     function's by default."""
     requires = keys.get("requires", ())
     keys["requires"] = tuple(str(m) for m in ((requires,) if isinstance(requires, str) else requires))
+    if "code_dtypes" in keys:
+        code_dtypes = keys["code_dtypes"] or ()
+        keys["code_dtypes"] = (code_dtypes,) if isinstance(code_dtypes, str) else tuple(code_dtypes)
     if keys.get("known_divergence") is not None:  # kept as written when it is no known divergence: its rule says so
         keys["known_divergence"] = _known_divergence(keys["known_divergence"]) or keys["known_divergence"]
     kernel, recipe = keys.get("kernel"), keys.get("recipe")

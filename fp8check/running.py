@@ -20,7 +20,7 @@ from fp8check import device_faults
 from fp8check.declaration import KernelDeclaration, KernelKind
 
 __all__ = ["run_declaration", "run_cast_declaration", "run_cast", "run_quantizer", "run_fused", "run_static",
-           "missing_requirement", "fault_result", "merge_config_runs", "add_faults", "triton_watch", "ENTRY_POINT"]
+           "run_decode", "missing_requirement", "fault_result", "merge_config_runs", "add_faults", "triton_watch", "ENTRY_POINT"]
 
 ENTRY_POINT = f"{__name__}:run_declaration"  # what an isolated check runs in its child process
 
@@ -100,6 +100,11 @@ def run_fused(decl: KernelDeclaration, **kw: Any) -> Any:
     return _watched(decl, _check_fused, **kw)
 
 
+def run_decode(decl: KernelDeclaration, **kw: Any) -> Any:
+    """The check of a declared decode kernel: every code (:func:`fp8check.casts.decoding.check_decode`)."""
+    return _watched(decl, _check_decode, **kw)
+
+
 def _watched(decl: KernelDeclaration, check: Callable[..., Any], **kw: Any) -> Any:
     """``check(decl, fn, **kw)`` of the declared kernel ``fn``, once per autotune config of a Triton kernel
     with a target, each run's interpreter findings added to its result."""
@@ -147,6 +152,16 @@ def _check_fused(decl: KernelDeclaration, fn: Callable[..., Any], *, input_dtype
                          device=decl.device, seed=seed, name=decl.name, supports=decl.harness_supports(),
                          thorough=thorough, cap=cap)
     result.command = decl.command(dtype, max_examples=max_examples, seed=seed)
+    return result
+
+
+def _check_decode(decl: KernelDeclaration, fn: Callable[..., Any], *, input_dtype: str | None, max_examples: int,
+                  seed: int, thorough: bool, cap: int | None) -> Any:
+    from fp8check.casts.decoding import check_decode
+
+    result = check_decode(fn, decl.format, code_dtypes=decl.code_dtypes, output_dtype=decl.output_dtype,
+                          device=decl.device, name=decl.name, triton_target=decl.triton_target)
+    result.command = decl.command()
     return result
 
 

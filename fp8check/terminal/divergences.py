@@ -118,6 +118,13 @@ def _summary(result: CheckResult) -> str:
     return "; ".join(parts) or "see the categories"
 
 
+def _unchecked(result: CheckResult) -> str:
+    """`` (float64 not checked: the kernel refuses float64 inputs)``: the verdict line's part on input dtypes
+    the kernel takes or was tried on that the check did not cover."""
+    unchecked = result.extra.get("unchecked_input_dtypes") or {}
+    return "".join(f" ({d} {why})" for d, why in unchecked.items())
+
+
 def _refusal_lines(result: CheckResult) -> list[Line]:
     found = [r for r in result.refusals if not r.declared]
     if not found:
@@ -207,7 +214,8 @@ def _target_dependent_lines(result: CheckResult) -> list[Line]:
 
 def _decode_body(result: CheckResult) -> list[Line]:
     return [(f"  {d.category:<11} code {d.input_hex} [{d.input_value}] -> {d.actual_value} "
-             f"(expected {d.expected_value})", "red") for d in result.divergences[:8]]
+             f"(expected {d.expected_value})" + (f"  {d.condition}" if d.condition else ""), "red")
+            for d in result.divergences[:8]]
 
 
 def result_lines(result: CheckResult, *, header: bool = True) -> list[Line]:
@@ -268,10 +276,11 @@ def result_lines(result: CheckResult, *, header: bool = True) -> list[Line]:
             ulps = result.extra.get("fused", {}).get("ulps", 0)
             lines.append(((f"CONFORMS: every output is the code of a value within {ulps} ulps of the reference's"
                            if ulps else "CONFORMS: every output equals the reference bit for bit")
-                          + (" or is target-dependent (below)" if result.target_dependent else ""), "bold green"))
+                          + (" or is target-dependent (below)" if result.target_dependent else "")
+                          + _unchecked(result), "bold green"))
             lines.extend(_refusal_lines(result))
         else:
-            lines.append((f"DIVERGES: {_summary(result)}", "bold red"))
+            lines.append((f"DIVERGES: {_summary(result)}{_unchecked(result)}", "bold red"))
             if result.expected_failure:
                 lines.append((f"known upstream: {result.expected_failure}", "yellow"))
             lines.extend(_device_fault_lines(result))
