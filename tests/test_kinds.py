@@ -9,7 +9,16 @@ from pathlib import Path
 
 import pytest
 
+import fp8check
 from fp8check import cli
+
+pytest_plugins = ["pytester"]
+try:  # pytester's in-process runs unload modules first imported inside them; Triton's cannot be loaded twice
+    import triton  # noqa: F401
+except ImportError:
+    pass
+import fp8check.casts.decoding  # noqa: E402,F401  (imported in this session: in-process runs share one copy)
+import fp8check.suite  # noqa: E402,F401
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -52,3 +61,92 @@ def test_a_builtin_adapter_names_float64_as_not_checked(capsys):
     assert cli.main(["check", "ml_dtypes", "--format", "e4m3fnuz", "--max-examples", "0"]) == cli.EXIT_OK
     verdicts = [line for line in capsys.readouterr().out.splitlines() if line.startswith("CONFORMS")]
     assert verdicts and all("(float64 not checked: give --input-dtype float64)" in v for v in verdicts), verdicts
+
+
+# -- decode kernels ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("planted, twin, fmt, code, wrong", [
+    ("fnuz_negative_zero_decoder", "fnuz_decoder", "e4m3fnuz", "0x80", "-0.0"),
+    ("e4m3fn_480_decoder", "e4m3fn_decoder", "e4m3fn", "0x7f", "480.0"),
+])
+def test_a_torch_decoder_with_a_nan_code_wrong_diverges_and_its_twin_conforms(planted, twin, fmt, code, wrong,
+                                                                               tmp_path, capsys):
+    c, (r,) = _check([f"kind_kernels:{planted}", "--kind", "decode", "--format", fmt], tmp_path)
+    assert c == cli.EXIT_DIVERGED and r["kind"] == "decode" and r["checked"] == 512  # uint8 and the fp8 dtype
+    assert set(r["categories"]) == {"nan"}
+    assert {(d["input_hex"], d["actual_value"]) for d in r["divergences"]} >= {(code, wrong)}
+    assert {d["condition"] for d in r["divergences"]} == {f"{fmt} codes as uint8", f"codes as torch.float8_{fmt}"}
+    out = capsys.readouterr().out
+    assert f"code {code}" in out and f"reproduce: fp8check check kind_kernels:{planted} --kind decode --format {fmt}" in out
+    c, (r,) = _check([f"kind_kernels:{twin}", "--kind", "decode", "--format", fmt], tmp_path, "twin.json")
+    assert c == cli.EXIT_OK and r["passed"] and r["checked"] == 512
+
+
+def test_a_decoder_is_called_the_ways_it_takes_codes_and_returns_its_declared_dtype(tmp_path, capsys):
+    c, (r,) = _check(["kind_kernels:e4m3fn_decoder_bf16", "--kind", "decode", "--format", "e4m3fn"], tmp_path)
+    assert c == cli.EXIT_OK and r["input_dtype"] == "float8_e4m3fn" and r["extra"]["output_dtype"] == "bfloat16"
+    assert r["refusals"] and "codes as uint8" in r["refusals"][0]["condition"]
+    # a declared output dtype it does not return: one line, exit 2
+    assert cli.main(["check", "kind_kernels:e4m3fn_decoder_bf16", "--kind", "decode", "--format", "e4m3fn",
+                     "--output-dtype", "float16"]) == 2
+    assert "returned bfloat16 values, declared float16" in capsys.readouterr().err
+
+
+def test_a_triton_decoder_turning_fnuz_nan_into_negative_zero_diverges_in_the_faithful_interpreter():
+    pytest.importorskip("triton")
+    import triton_decoders as td
+
+    report = fp8check.check_decode(td.fnuz_fields_decoder, format="e4m3fnuz", code_dtypes="uint8",
+                                   triton_target="gfx942")
+    (r,) = report.results
+    assert not r.passed and [(d.category, d.input_hex, d.actual_value) for d in r.divergences] == \
+        [("nan", "0x80", "-0.0")]
+    assert "--triton-target gfx942" in r.command
+    fixed = fp8check.check_decode(td.fnuz_fields_decoder_fixed, format="e4m3fnuz", code_dtypes="uint8",
+                                  triton_target="gfx942")
+    assert fixed.passed and fixed.results[0].checked == 256
+
+
+def test_a_triton_decode_to_bfloat16_is_judged_under_each_target_s_upcast():
+    """gfx942 compiles e4m3fn -> bfloat16 with the NaN codes read as numbers (+-480); sm90 keeps NaN."""
+    pytest.importorskip("triton")
+    import triton_decoders as td
+
+    gfx = fp8check.check_decode(td.e4m3fn_to_bf16, format="e4m3fn", code_dtypes="uint8", triton_target="gfx942")
+    (r,) = gfx.results
+    assert {(d.input_hex, d.actual_value) for d in r.divergences} == {("0x7f", "480.0"), ("0xff", "-480.0")}
+    assert any("gfx942 compiles e4m3fn -> bfloat16" in n for n in r.extra["notes"])
+    assert fp8check.check_decode(td.e4m3fn_to_bf16, format="e4m3fn", code_dtypes="uint8",
+                                 triton_target="sm90").passed
+
+
+DECODE_PYPROJECT = """
+[tool.fp8check]
+[[tool.fp8check.decode]]
+kernel = "kind_kernels:fnuz_negative_zero_decoder"
+format = "e4m3fnuz"
+
+[[tool.fp8check.decode]]
+kernel = "kind_kernels:fnuz_decoder"
+format = "e4m3fnuz"
+code-dtypes = ["uint8"]
+
+[[tool.fp8check.decode]]
+kernel = "kind_kernels:e4m3fn_decoder"
+format = "e4m3fn"
+output-dtype = "float32"
+"""
+
+
+def test_pytest_m_fnuz_picks_up_the_declared_decoders(pytester):
+    (pytester.path / "kind_kernels.py").write_text((ROOT / "tests" / "kind_kernels.py").read_text())
+    pytester.makepyprojecttoml(DECODE_PYPROJECT)
+    pytester.makeini("[pytest]\naddopts = --import-mode=importlib\n")
+    result = pytester.runpytest("-p", "no:cacheprovider", "-m", "fnuz", "-k", "decoder_decodes",
+                                "--fp8check-json", "out.json")
+    reports = [r for r in result.reprec.getreports("pytest_runtest_logreport") if r.when == "call"]
+    assert {r.nodeid.rsplit("[", 1)[1] for r in reports if r.failed} == {"fnuz_negative_zero_decoder]"}
+    assert {r.nodeid.rsplit("[", 1)[1] for r in reports if r.passed} == {"fnuz_decoder]"}  # -m fnuz: not e4m3fn
+    failed = next(r for r in reports if r.failed)
+    assert "code 0x80" in failed.longreprtext and "--kind decode --format e4m3fnuz" in failed.longreprtext
