@@ -71,3 +71,16 @@ def e4m3fn_decoder_bf16(codes):
     if codes.dtype != torch.float8_e4m3fn:
         raise TypeError(f"takes float8_e4m3fn, got {codes.dtype}")
     return codes.to(torch.bfloat16)
+
+
+# -- a cast saturating at the wrong bound ----------------------------------------------------------------------
+
+
+def clamp_224_e4m3fnuz(x):
+    """Planted: clamps to +-224 (SGLang's ROCm range) before the cast; satfinite e4m3fnuz saturates at 240."""
+    return x.float().clamp(-224.0, 224.0).to(torch.float8_e4m3fnuz)
+
+
+def clamp_240_e4m3fnuz(x):
+    """The twin: clamps to e4m3fnuz's max."""
+    return x.float().clamp(-240.0, 240.0).to(torch.float8_e4m3fnuz)

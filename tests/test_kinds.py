@@ -150,3 +150,32 @@ def test_pytest_m_fnuz_picks_up_the_declared_decoders(pytester):
     assert {r.nodeid.rsplit("[", 1)[1] for r in reports if r.passed} == {"fnuz_decoder]"}  # -m fnuz: not e4m3fn
     failed = next(r for r in reports if r.failed)
     assert "code 0x80" in failed.longreprtext and "--kind decode --format e4m3fnuz" in failed.longreprtext
+
+
+# -- item 5: saturation at the wrong bound is 'overflow' ---------------------------------------------------------
+
+
+def test_an_input_rounding_to_max_made_a_smaller_code_is_overflow():
+    """236 and 240 -> 224 in e4m3fnuz were 'rounding' and 'other': the kernel saturates at a wrong bound."""
+    import numpy as np
+
+    from fp8check.casts.engine import classify
+    from fp8check.reference import encode
+
+    x = np.array([236.0, 240.0, -236.0, 1000.0], np.float32)
+    expected = encode(x, "e4m3fnuz", "satfinite")
+    at_224 = encode(np.array([224.0, 224.0, -224.0, 224.0], np.float32), "e4m3fnuz", "satfinite")
+    assert list(classify(x.view(np.uint32), expected, at_224, "float32", "e4m3fnuz", "satfinite")) == ["overflow"] * 4
+    one = np.array([1.0625], np.float32)  # below max, a rounding neighbour stays 'rounding'
+    lower = encode(np.array([1.0], np.float32), "e4m3fnuz", "satfinite")
+    assert list(classify(one.view(np.uint32), encode(one, "e4m3fnuz", "ieee"), lower, "float32", "e4m3fnuz",
+                         "ieee")) == ["rounding"]
+
+
+def test_a_cast_clamping_at_224_diverges_by_overflow_and_its_twin_conforms(tmp_path):
+    argv = ["--format", "e4m3fnuz", "--profile", "satfinite", "--input-dtype", "bfloat16"]
+    code, (r,) = _check(["kind_kernels:clamp_224_e4m3fnuz", *argv], tmp_path)
+    assert code == cli.EXIT_DIVERGED and "rounding" not in r["categories"] and "other" not in r["categories"]
+    assert r["categories"]["overflow"] > 0
+    code, (r,) = _check(["kind_kernels:clamp_240_e4m3fnuz", *argv], tmp_path, "twin.json")
+    assert code == cli.EXIT_OK
