@@ -37,6 +37,7 @@ _EXPORTS = {
     "check_quantizer": "fp8check.api",
     "check_fused": "fp8check.api",
     "check_decode": "fp8check.api",
+    "check_dequant": "fp8check.api",
     "assert_conforms": "fp8check.api",
     "Report": "fp8check.api",
     "cast_kernel": "fp8check.declarations",
@@ -44,6 +45,7 @@ _EXPORTS = {
     "fused_kernel": "fp8check.declarations",
     "static_quantizer": "fp8check.declarations",
     "decode_kernel": "fp8check.declarations",
+    "dequant_kernel": "fp8check.declarations",
     "declared_recipe": "fp8check.quantizers",
     "kernel_tests": "fp8check.suite.testing",
 }

@@ -22,11 +22,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from fp8check.declarations import (KernelDeclaration, cast_kernel, decode_kernel, fused_kernel, quantizer_kernel,
-                                   run_declaration)
+from fp8check.declarations import (KernelDeclaration, cast_kernel, decode_kernel, dequant_kernel, fused_kernel,
+                                   quantizer_kernel, run_declaration)
 from fp8check.results import CheckResult, Divergence, Refusal
 
-__all__ = ["Report", "check_cast", "check_quantizer", "check_fused", "check_decode", "check_declared", "assert_conforms"]
+__all__ = ["Report", "check_cast", "check_quantizer", "check_fused", "check_decode", "check_dequant", "check_declared", "assert_conforms"]
 
 
 @dataclass
@@ -129,6 +129,16 @@ def check_decode(kernel: Any, *, format: str, code_dtypes: Any = (), output_dtyp
     decl = decode_kernel(kernel, format=format, code_dtypes=code_dtypes, output_dtype=output_dtype, device=device,
                          name=name or "", triton_target=triton_target)
     return check_declared(decl)
+
+
+def check_dequant(kernel: Any, *, format: str, block: Any = (128, 128), apply: str = "multiply",
+                  code_dtypes: Any = (), output_dtype: str | None = None, device: str = "cpu", seed: int = 0,
+                  name: str | None = None, triton_target: str | None = None) -> Report:
+    """Check the block dequant kernel ``kernel(codes, scales) -> values`` (a float32 scale per ``block`` of
+    (rows, cols) elements, applied as ``apply`` says) bit for bit against the exact values."""
+    decl = dequant_kernel(kernel, format=format, block=block, apply=apply, code_dtypes=code_dtypes,
+                          output_dtype=output_dtype, device=device, name=name or "", triton_target=triton_target)
+    return check_declared(decl, seed=seed)
 
 
 def assert_conforms(report: Report | CheckResult) -> None:

@@ -13,12 +13,12 @@ from fp8check.declaration import KERNEL_KINDS, KINDS, KernelDeclaration, declare
 from fp8check.errors import InvalidValueError
 from fp8check.pyproject import read_fp8check_table
 
-__all__ = ["cast_kernel", "quantizer_kernel", "fused_kernel", "static_quantizer", "decode_kernel", "from_table", "from_pyproject",
+__all__ = ["cast_kernel", "quantizer_kernel", "fused_kernel", "static_quantizer", "decode_kernel", "dequant_kernel", "from_table", "from_pyproject",
            "table_keys", "first_duplicate", "TABLE_KEYS"]
 
 TABLE_KEYS = {"name", "kernel", "format", "profile", "input-dtypes", "device", "recipe", "reference", "args", "ulps",
               "triton-target", "supports", "apply", "scale", "isolate", "requires", "known-divergence",
-              "max-examples", "code-dtypes", "output-dtype"}
+              "max-examples", "code-dtypes", "output-dtype", "block"}
 
 
 def cast_kernel(kernel: Any, *, format: str, profile: str = "ieee", **kw: Any) -> KernelDeclaration:
@@ -53,6 +53,15 @@ def decode_kernel(kernel: Any, *, format: str, code_dtypes: Any = (), output_dty
     return declare("decode", kernel=kernel, format=format, code_dtypes=code_dtypes, output_dtype=output_dtype, **kw)
 
 
+def dequant_kernel(kernel: Any, *, format: str, block: Any = (128, 128), apply: str = "multiply",
+                   code_dtypes: Any = (), output_dtype: str | None = None, **kw: Any) -> KernelDeclaration:
+    """Declare a block dequant kernel: ``kernel(codes, scales) -> values``, ``codes`` (M, N) uint8 or the format's
+    torch fp8 dtype, ``scales`` float32 (ceil(M / rows), ceil(N / cols)) for ``block = (rows, cols)``, applied as
+    ``apply`` says (``multiply``: code * scale; ``divide``; ``multiply-reciprocal``: code * fl(1/scale))."""
+    return declare("dequant", kernel=kernel, format=format, block=tuple(block) if isinstance(block, list) else block,
+                   apply=apply, code_dtypes=code_dtypes, output_dtype=output_dtype, **kw)
+
+
 def table_keys(kind: str, entry: Any, where: str, known: set[str]) -> dict[str, Any]:
     """One ``[[tool.fp8check.KIND]]`` table with its keys spelled with dashes (underscores accepted), every
     key one of ``known``."""
@@ -84,6 +93,8 @@ def from_table(kind: str, entry: dict[str, Any], where: str = "pyproject.toml",
         from fp8check import quantizers
 
         kw["recipe"] = quantizers.get(kw["recipe"], declared=recipes)
+    if kind == "dequant" and isinstance(kw.get("block"), list):
+        kw["block"] = tuple(kw["block"])
     if kind == "static" and "scale" in kw:
         if isinstance(kw["scale"], bool) or not isinstance(kw["scale"], (int, float)):
             raise InvalidValueError(f"{where}: [[tool.fp8check.static]] scale = {kw['scale']!r}: give a number")

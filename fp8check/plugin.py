@@ -85,7 +85,8 @@ _STATE = pytest.StashKey[dict]()
 # The fixtures the plugin parametrizes (see _targets).
 _FIXTURES = ("fp8_target", "fp8_fnuz_target", "fp8_device_target", "fp8_decode_target", "fp8_float64_target",
              "fp8_float64_exact_target", "fp8_known_bug_target", "fp8_call_target", "fp8_quantizer_target",
-             "fp8_fused_target", "fp8_training_target", "fp8_training_loss_target", "fp8_decoder_target")
+             "fp8_fused_target", "fp8_training_target", "fp8_training_loss_target", "fp8_decoder_target",
+             "fp8_dequant_target")
 
 
 class _HookSpecs:
@@ -351,7 +352,9 @@ def build_targets(declared: Any, *, builtin: bool = False, collector: Any = None
                            for t in d.input_dtypes],
                         "fp8_training_target": [], "fp8_training_loss_target": [],
                         "fp8_decoder_target": [DeclaredTarget(d, None, collector) for d in declared
-                                               if d.kind == "decode"]}
+                                               if d.kind == "decode"],
+                        "fp8_dequant_target": [DeclaredTarget(d, None, collector) for d in declared
+                                               if d.kind == "dequant"]}
 
 
 def _format_marks(fmt_name: str, device: str) -> list[Any]:
@@ -417,7 +420,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                     marks += [m for m in _format_marks(f, d.device) if m not in marks]
                 params.append(pytest.param(t, id=t.id, marks=marks))
                 continue
-            if name in ("fp8_call_target", "fp8_quantizer_target", "fp8_fused_target", "fp8_decoder_target"):
+            if name in ("fp8_call_target", "fp8_quantizer_target", "fp8_fused_target", "fp8_decoder_target",
+                        "fp8_dequant_target"):
                 marks = _format_marks(t.fmt_name, t.declaration.device) + [pytest.mark.fp8check]
                 known = t.declaration.known_divergence
                 if known is not None:  # a documented defect of the kernel's package; other divergences fail

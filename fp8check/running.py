@@ -20,7 +20,7 @@ from fp8check import device_faults
 from fp8check.declaration import KernelDeclaration, KernelKind
 
 __all__ = ["run_declaration", "run_cast_declaration", "run_cast", "run_quantizer", "run_fused", "run_static",
-           "run_decode", "missing_requirement", "fault_result", "merge_config_runs", "add_faults", "triton_watch", "ENTRY_POINT"]
+           "run_decode", "run_dequant", "missing_requirement", "fault_result", "merge_config_runs", "add_faults", "triton_watch", "ENTRY_POINT"]
 
 ENTRY_POINT = f"{__name__}:run_declaration"  # what an isolated check runs in its child process
 
@@ -105,6 +105,11 @@ def run_decode(decl: KernelDeclaration, **kw: Any) -> Any:
     return _watched(decl, _check_decode, **kw)
 
 
+def run_dequant(decl: KernelDeclaration, **kw: Any) -> Any:
+    """The check of a declared block dequant kernel (:func:`fp8check.quantizers.dequant.check_dequant`)."""
+    return _watched(decl, _check_dequant, **kw)
+
+
 def _watched(decl: KernelDeclaration, check: Callable[..., Any], **kw: Any) -> Any:
     """``check(decl, fn, **kw)`` of the declared kernel ``fn``, once per autotune config of a Triton kernel
     with a target, each run's interpreter findings added to its result."""
@@ -162,6 +167,17 @@ def _check_decode(decl: KernelDeclaration, fn: Callable[..., Any], *, input_dtyp
     result = check_decode(fn, decl.format, code_dtypes=decl.code_dtypes, output_dtype=decl.output_dtype,
                           device=decl.device, name=decl.name, triton_target=decl.triton_target)
     result.command = decl.command()
+    return result
+
+
+def _check_dequant(decl: KernelDeclaration, fn: Callable[..., Any], *, input_dtype: str | None, max_examples: int,
+                   seed: int, thorough: bool, cap: int | None) -> Any:
+    from fp8check.quantizers.dequant import check_dequant
+
+    result = check_dequant(fn, decl.format, block=decl.block_shape, apply=decl.apply or "multiply",
+                           code_dtypes=decl.code_dtypes, output_dtype=decl.output_dtype, device=decl.device,
+                           name=decl.name, seed=seed, cap=cap)
+    result.command = decl.command(seed=seed)
     return result
 
 

@@ -84,3 +84,30 @@ def clamp_224_e4m3fnuz(x):
 def clamp_240_e4m3fnuz(x):
     """The twin: clamps to e4m3fnuz's max."""
     return x.float().clamp(-240.0, 240.0).to(torch.float8_e4m3fnuz)
+
+
+# -- block dequant kernels: (codes, scales) -> values ----------------------------------------------------------
+
+DEQUANT_BLOCK = (32, 64)  # rows, cols: not square, so a block shape read the wrong way round shows
+
+
+def _block_dequant(codes, scales, rows, cols):
+    x = (codes.view(torch.float8_e4m3fn) if codes.dtype == torch.uint8 else codes).to(torch.float32)
+    i = (torch.arange(x.shape[0]) // rows).clamp(max=scales.shape[0] - 1)
+    j = (torch.arange(x.shape[1]) // cols).clamp(max=scales.shape[1] - 1)
+    return x * scales[i][:, j]
+
+
+def block_dequant(codes, scales):
+    """DeepSeek-V3 weight_dequant's arithmetic (float32 x * s per block), on 32x64 blocks."""
+    return _block_dequant(codes, scales, *DEQUANT_BLOCK)
+
+
+def block_dequant_wrong_axis(codes, scales):
+    """Planted: the block shape read the wrong way round (rows of 64, columns of 32)."""
+    return _block_dequant(codes, scales, DEQUANT_BLOCK[1], DEQUANT_BLOCK[0])
+
+
+def block_dequant_bf16(codes, scales):
+    """block_dequant returning bfloat16 (the product rounded once more)."""
+    return block_dequant(codes, scales).to(torch.bfloat16)

@@ -11,6 +11,7 @@ import pytest
 
 import fp8check
 from fp8check import cli
+from fp8check.errors import KernelCallError
 
 pytest_plugins = ["pytester"]
 try:  # pytester's in-process runs unload modules first imported inside them; Triton's cannot be loaded twice
@@ -122,7 +123,18 @@ def test_a_triton_decode_to_bfloat16_is_judged_under_each_target_s_upcast():
 
 
 DECODE_PYPROJECT = """
-[tool.fp8check]
+[[tool.fp8check.dequant]]
+kernel = "kind_kernels:block_dequant_wrong_axis"
+format = "e4m3fnuz"
+block = [32, 64]
+code-dtypes = ["fp8"]
+
+[[tool.fp8check.dequant]]
+kernel = "kind_kernels:block_dequant"
+format = "e4m3fn"
+block = [32, 64]
+apply = "multiply"
+
 [[tool.fp8check.decode]]
 kernel = "kind_kernels:fnuz_negative_zero_decoder"
 format = "e4m3fnuz"
@@ -139,17 +151,25 @@ output-dtype = "float32"
 """
 
 
-def test_pytest_m_fnuz_picks_up_the_declared_decoders(pytester):
+def test_pytest_m_fnuz_picks_up_the_declared_decoders_and_dequant_kernels(pytester):
     (pytester.path / "kind_kernels.py").write_text((ROOT / "tests" / "kind_kernels.py").read_text())
     pytester.makepyprojecttoml(DECODE_PYPROJECT)
     pytester.makeini("[pytest]\naddopts = --import-mode=importlib\n")
-    result = pytester.runpytest("-p", "no:cacheprovider", "-m", "fnuz", "-k", "decoder_decodes",
+    result = pytester.runpytest("-p", "no:cacheprovider", "-m", "fnuz", "-k", "decoder_decodes or dequant_kernel",
                                 "--fp8check-json", "out.json")
     reports = [r for r in result.reprec.getreports("pytest_runtest_logreport") if r.when == "call"]
-    assert {r.nodeid.rsplit("[", 1)[1] for r in reports if r.failed} == {"fnuz_negative_zero_decoder]"}
+    assert {r.nodeid.rsplit("[", 1)[1] for r in reports if r.failed} == {"fnuz_negative_zero_decoder]",
+                                                                        "block_dequant_wrong_axis]"}
     assert {r.nodeid.rsplit("[", 1)[1] for r in reports if r.passed} == {"fnuz_decoder]"}  # -m fnuz: not e4m3fn
-    failed = next(r for r in reports if r.failed)
-    assert "code 0x80" in failed.longreprtext and "--kind decode --format e4m3fnuz" in failed.longreprtext
+    text = "\n".join(r.longreprtext for r in reports if r.failed)
+    assert "code 0x80" in text and "--kind decode --format e4m3fnuz" in text
+    assert "the kernel applied the scale of block" in text and "--kind dequant --format e4m3fnuz --block 32x64 --apply multiply --code-dtype fp8" in text
+    checks = json.loads((pytester.path / "out.json").read_text())["checks"]
+    assert {(c["kernel"], c["kind"], c["passed"]) for c in checks} == {
+        ("fnuz_negative_zero_decoder", "decode", False), ("fnuz_decoder", "decode", True),
+        ("block_dequant_wrong_axis", "dequant", False)}
+    result = pytester.runpytest("-p", "no:cacheprovider", "-m", "ocp", "-k", "dequant_kernel")
+    result.assert_outcomes(passed=1)
 
 
 # -- item 5: saturation at the wrong bound is 'overflow' ---------------------------------------------------------
@@ -179,3 +199,45 @@ def test_a_cast_clamping_at_224_diverges_by_overflow_and_its_twin_conforms(tmp_p
     assert r["categories"]["overflow"] > 0
     code, (r,) = _check(["kind_kernels:clamp_240_e4m3fnuz", *argv], tmp_path, "twin.json")
     assert code == cli.EXIT_OK
+
+
+# -- block dequant kernels --------------------------------------------------------------------------------------
+
+
+def test_a_block_dequant_on_the_wrong_axis_diverges_by_scale_and_its_twin_conforms(tmp_path, capsys):
+    argv = ["--kind", "dequant", "--format", "e4m3fn", "--block", "32x64"]
+    code, (r,) = _check(["kind_kernels:block_dequant_wrong_axis", *argv], tmp_path)
+    assert code == cli.EXIT_DIVERGED and r["kind"] == "dequant" and set(r["categories"]) == {"scale"}
+    first = r["divergences"][0]
+    assert first["detail"] == ("element (0, 32) of 64x192, whole blocks, block (0, 0) of 32x64; the kernel applied "
+                               "the scale of block (0, 1)")
+    assert first["input_hex"].startswith("0x") and "in block (0, 0), scale" in first["input_value"]
+    out = capsys.readouterr().out
+    assert "reproduce: fp8check check kind_kernels:block_dequant_wrong_axis --kind dequant --format e4m3fn " \
+           "--block 32x64 --apply multiply" in out
+    code, (r,) = _check(["kind_kernels:block_dequant", *argv], tmp_path, "twin.json")
+    assert code == cli.EXIT_OK and r["checked"] == 2 * (64 * 192 + 65 * 131)  # uint8 and the fp8 dtype
+    # the same kernel declared to divide by its scale: every scale that is no power of two shows it
+    code, (r,) = _check(["kind_kernels:block_dequant", *argv, "--apply", "divide"], tmp_path, "divide.json")
+    assert code == cli.EXIT_DIVERGED and set(r["categories"]) == {"scale"}
+    assert "times the scale (multiply), not divide" in r["divergences"][0]["detail"]
+
+
+def test_a_dequant_to_bfloat16_is_judged_after_the_float32_product_is_rounded_to_it():
+    report = fp8check.check_dequant("kind_kernels:block_dequant_bf16", format="e4m3fn", block=(32, 64))
+    assert report.passed and report.results[0].extra["output_dtype"] == "bfloat16"
+    with pytest.raises(KernelCallError, match="returned bfloat16 values, declared float32$"):
+        fp8check.check_dequant("kind_kernels:block_dequant_bf16", format="e4m3fn", block=(32, 64),
+                               output_dtype="float32")
+
+
+def test_a_triton_block_dequant_with_the_block_shape_transposed_diverges_in_the_faithful_interpreter():
+    pytest.importorskip("triton")
+    import triton_dequant as tq
+
+    kw = {"format": "e4m3fn", "block": (tq.ROWS, tq.COLS), "code_dtypes": "uint8", "triton_target": "sm90"}
+    bad = fp8check.check_dequant(tq.block_dequant_wrong_axis, **kw)
+    (r,) = bad.results
+    assert not r.passed and set(r.categories) == {"scale"}
+    assert "the kernel applied the scale of block" in r.divergences[0].detail
+    assert fp8check.check_dequant(tq.block_dequant, **kw).passed

@@ -121,7 +121,7 @@ def check_decode(kernel: Callable[..., Any], format: Any, *, code_dtypes: Any = 
             result.categories[d.category] = result.categories.get(d.category, 0) + 1
             result.divergences.append(d)
     if not taken:
-        raise KernelCallError("; ".join(r.error for r in result.refusals))
+        raise KernelCallError("; ".join(dict.fromkeys(r.error for r in result.refusals)))
     result.passed = not result.divergences and not any(r.declared for r in result.refusals)
     result.input_dtype = ",".join("uint8" if c == "uint8" else str(fmt.torch_name) for c in taken)
     dest = produced[0] if produced else (output_dtype or "float32")

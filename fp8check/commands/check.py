@@ -31,15 +31,17 @@ def register(subparsers: Any) -> None:
                    "recipe names its own unless this overrides it)")
     p.add_argument("--profile", metavar="NAME", default=None,
                    help="the profile the kernel claims (default: ieee; for a built-in adapter, what it claims)")
-    p.add_argument("--kind", choices=("cast", "quantize", "fused", "static", "decode"), default="cast",
+    p.add_argument("--kind", choices=("cast", "quantize", "fused", "static", "decode", "dequant"), default="cast",
                    help="cast (default): tensor -> codes; quantize: tensor -> (codes, scales) under --recipe; fused: "
                    "(x, *args) -> codes of values --reference computes; static: (x, scale) -> codes; decode: codes "
-                   "-> float32/float16/bfloat16 values (every code)")
+                   "-> float32/float16/bfloat16 values (every code); dequant: (codes, block scales) -> values")
+    p.add_argument("--block", metavar="ROWSxCOLS", default=None,
+                   help="--kind dequant: the block one scale covers (default 128x128)")
     p.add_argument("--code-dtype", metavar="DTYPES", default=None,
-                   help="--kind decode: how the kernel takes codes, uint8 and/or fp8 (the format's torch dtype), "
+                   help="--kind decode or dequant: how the kernel takes codes, uint8 and/or fp8 (the format's torch dtype), "
                    "comma-separated (default: each tried, a refusal noted)")
     p.add_argument("--output-dtype", metavar="DTYPE", default=None, choices=("float32", "float16", "bfloat16"),
-                   help="--kind decode: the dtype the kernel must return (default: any of float32, float16, bfloat16)")
+                   help="--kind decode or dequant: the dtype the kernel must return (default: any of float32, float16, bfloat16)")
     p.add_argument("--recipe", metavar="NAME", default=None,
                    help="the scaling recipe (--kind quantize): a built-in one or one this repository's pyproject.toml "
                    "declares in [tool.fp8check.recipe.NAME]")
@@ -47,7 +49,8 @@ def register(subparsers: Any) -> None:
                    help="--kind quantize: change one field of --recipe (a key of [tool.fp8check.recipe.NAME]: "
                    "apply=multiply-reciprocal, eps=none, amax=skip-nan, ...); repeatable")
     p.add_argument("--apply", default=None, choices=("divide", "multiply-reciprocal", "multiply"),
-                   help="--kind static: how the kernel applies its scale (default divide)")
+                   help="--kind static: how the kernel applies its scale (default divide); --kind dequant: how it "
+                   "applies its block scales (default multiply)")
     p.add_argument("--scale", type=float, default=None, metavar="S",
                    help="--kind static: check this one scale (default: scales at every boundary)")
     p.add_argument("--reference", metavar="MODULE:FUNC", default=None,
@@ -103,17 +106,21 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidValueError("--ulps is for --kind fused, quantize or static")
     if args.ulps < 0:
         raise InvalidValueError(f"--ulps {args.ulps}: must be >= 0")
-    if args.kind != "static" and (args.apply or args.scale is not None):
-        raise InvalidValueError("--apply and --scale are for --kind static")
+    if args.kind not in ("static", "dequant") and (args.apply or args.scale is not None):
+        raise InvalidValueError("--apply and --scale are for --kind static (--apply also for --kind dequant)")
+    if args.kind == "dequant" and args.scale is not None:
+        raise InvalidValueError("--scale is for --kind static; a dequant kernel takes its scales as an argument")
+    if args.kind != "dequant" and args.block:
+        raise InvalidValueError("--block is for --kind dequant")
     if args.kind == "cast" and (args.reference or args.args):
         raise InvalidValueError("--reference and --args are for --kind fused (or a fused quantizer)")
-    if args.kind != "decode" and (args.code_dtype or args.output_dtype):
-        raise InvalidValueError("--code-dtype and --output-dtype are for --kind decode")
+    if args.kind not in ("decode", "dequant") and (args.code_dtype or args.output_dtype):
+        raise InvalidValueError("--code-dtype and --output-dtype are for --kind decode or dequant")
     out = console()
     with _triton_watch(args, out):
         results = (_quantize(args) if args.kind == "quantize" else _fused(args) if args.kind == "fused"
                    else _static(args) if args.kind == "static" else _decode(args) if args.kind == "decode"
-                   else _cast(args))
+                   else _dequant(args) if args.kind == "dequant" else _cast(args))
     for i, result in enumerate(results):
         if i:
             out.print()
@@ -334,6 +341,23 @@ def _decode(args: argparse.Namespace) -> list[Any]:
     decl = decode_kernel(args.kernel, format=args.format, code_dtypes=code_dtypes, output_dtype=args.output_dtype,
                          device=args.device, triton_target=args.triton_target, isolate=args.isolate)
     result = run_declaration(decl, seed=args.seed)
+    result.kernel = args.kernel
+    return [result]
+
+
+def _dequant(args: argparse.Namespace) -> list[Any]:
+    from fp8check.declarations import dequant_kernel, run_declaration
+    from fp8check.errors import InvalidValueError
+    from fp8check.loader import load_callable
+
+    if not args.format:
+        raise InvalidValueError("--kind dequant needs --format FMT (the format of the codes it dequantizes)")
+    load_callable(args.kernel)
+    code_dtypes = tuple(c.strip() for c in (args.code_dtype or "").split(",") if c.strip())
+    decl = dequant_kernel(args.kernel, format=args.format, block=args.block or (128, 128),
+                          apply=args.apply or "multiply", code_dtypes=code_dtypes, output_dtype=args.output_dtype,
+                          device=args.device, triton_target=args.triton_target, isolate=args.isolate)
+    result = run_declaration(decl, seed=args.seed, cap=args.max_listed if args.max_listed > 0 else None)
     result.kernel = args.kernel
     return [result]
 

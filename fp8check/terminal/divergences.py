@@ -98,6 +98,11 @@ def _cast_body(result: CheckResult) -> list[Line]:
     return lines
 
 
+# What a divergence is, by the kind of kernel: (one, many, what differs).
+_WHAT_DIFFERS = {"decode": ("code decodes", "codes decode", "to a different value"),
+                 "dequant": ("element is", "elements are", "a different value")}
+
+
 def _summary(result: CheckResult) -> str:
     cats = _counts(result)
     values = sum(n for c, n in cats.items()
@@ -105,7 +110,8 @@ def _summary(result: CheckResult) -> str:
     parts = ([f"the kernel faulted on the device ({_device_fault(result).get('error', '')})"]
              if _device_fault(result) else [])
     if values:
-        parts.append(f"{values:,} {'input gives' if values == 1 else 'inputs give'} a different code")
+        what = _WHAT_DIFFERS.get(result.kind, ("input gives", "inputs give", "a different code"))
+        parts.append(f"{values:,} {what[0] if values == 1 else what[1]} {what[2]}")
     if cats.get("in_place"):
         parts.append(f"the kernel wrote its input ({cats['in_place']:,} elements)")
     if cats.get("nondeterministic"):
@@ -218,6 +224,17 @@ def _decode_body(result: CheckResult) -> list[Line]:
             for d in result.divergences[:8]]
 
 
+def _dequant_body(result: CheckResult) -> list[Line]:
+    """Per category the count, then each listed element: its code, block and scale, both values, why."""
+    lines: list[Line] = [(f"  {c:<11} {n:,} {'element' if n == 1 else 'elements'}", "red")
+                         for c, n in _counts(result).items() if n]
+    for d in result.divergences[:8]:
+        lines.append((f"  {d.category:<11} code {d.input_hex} = {d.input_value}: expected {d.expected_value} "
+                      f"({d.expected_hex}), got {d.actual_value} ({d.actual_hex})", "red"))
+        lines.append((f"              {d.detail}" + (f"; {d.condition}" if d.condition else ""), ""))
+    return lines
+
+
 def result_lines(result: CheckResult, *, header: bool = True) -> list[Line]:
     """The lines that show ``result``: a header (``header=False`` leaves it to the caller), the verdict, per
     category the count and the simplest reproducer, the known upstream issue, and how to reproduce it."""
@@ -284,7 +301,8 @@ def result_lines(result: CheckResult, *, header: bool = True) -> list[Line]:
             if result.expected_failure:
                 lines.append((f"known upstream: {result.expected_failure}", "yellow"))
             lines.extend(_device_fault_lines(result))
-            lines.extend(_decode_body(result) if result.kind == "decode" else _cast_body(result))
+            lines.extend(_decode_body(result) if result.kind == "decode" else _dequant_body(result)
+                         if result.kind == "dequant" else _cast_body(result))
             lines.extend(_fault_lines(result))
             lines.extend(_refusal_lines(result))
     lines.extend(_target_dependent_lines(result))
