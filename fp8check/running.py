@@ -73,6 +73,11 @@ def run_cast_declaration(decl: KernelDeclaration, *, input_dtype: str | None = N
                                               max_examples=max_examples, seed=seed, thorough=thorough,
                                               supports=decl.harness_supports(), cap=cap)
         result.command = decl.command(dtype, max_examples=max_examples, seed=seed)
+        if "float64" not in decl.input_dtypes:  # issue 32: a verdict says which input dtypes it did not cover
+            from fp8check.checking import note_unchecked_dtypes
+
+            note_unchecked_dtypes(result, {"float64": "not checked: add float64 to input-dtypes (--input-dtype) "
+                                                      "to check it"})
         noted(result)
         return result, record
 
@@ -131,7 +136,21 @@ def _check_quantizer(decl: KernelDeclaration, fn: Callable[..., Any], *, input_d
                              supports=decl.harness_supports(), args=_args_of(decl),
                              precast=decl.resolve(decl.reference), ulps=decl.ulps, cap=cap)
     result.command = decl.command(max_examples=max_examples, seed=seed)
+    _note_quantizer_dtypes(result)
     return result
+
+
+def _note_quantizer_dtypes(result: Any) -> None:
+    """A quantizer's verdict names the input dtypes its check does not draw (issue 32: every dtype a kernel
+    accepts is checked, or its verdict says which were not)."""
+    from fp8check.checking import note_unchecked_dtypes
+    from fp8check.quantizers.cases import QUANTIZER_INPUT_DTYPES
+
+    drawn = set(result.input_dtype.split(","))
+    note_unchecked_dtypes(result, {
+        d: ("not checked: fp8check draws quantizer inputs of " + " and ".join(QUANTIZER_INPUT_DTYPES) + " only"
+            if d not in QUANTIZER_INPUT_DTYPES else "not checked: not in the kernel's declared input dtypes")
+        for d in ("float32", "float16", "bfloat16", "float64") if d not in drawn})
 
 
 def _check_static(decl: KernelDeclaration, fn: Callable[..., Any], *, input_dtype: str | None, max_examples: int,

@@ -241,3 +241,30 @@ def test_a_triton_block_dequant_with_the_block_shape_transposed_diverges_in_the_
     assert not r.passed and set(r.categories) == {"scale"}
     assert "the kernel applied the scale of block" in r.divergences[0].detail
     assert fp8check.check_dequant(tq.block_dequant, **kw).passed
+
+
+def test_a_quantizer_s_verdict_names_the_input_dtypes_its_check_does_not_draw(capsys):
+    assert cli.main(["check", "quantizer_mutants:tensorwise_e4m3fn", "--kind", "quantize", "--recipe", "tensorwise",
+                     "--max-examples", "2"]) == cli.EXIT_OK
+    verdict = next(line for line in capsys.readouterr().out.splitlines() if "CONFORMS" in line)
+    assert "(float16 not checked: fp8check draws quantizer inputs of float32 and bfloat16 only)" in verdict
+    assert "(float64 not checked:" in verdict
+
+
+def test_a_declared_cast_without_float64_says_so_in_its_verdict(capsys):
+    assert cli.main(["check", "kind_kernels:rounds_f64_once", "--format", "e4m3fn", "--profile", "satfinite",
+                     "--input-dtype", "bfloat16", "--max-examples", "2"]) == cli.EXIT_OK
+    out = capsys.readouterr().out
+    assert "CONFORMS: every output equals the reference bit for bit (float64 not checked: add float64 to " \
+           "input-dtypes (--input-dtype) to check it)" in out
+
+
+def test_html_reports_of_decode_and_dequant_checks(tmp_path):
+    for argv in (["kind_kernels:fnuz_negative_zero_decoder", "--kind", "decode", "--format", "e4m3fnuz"],
+                 ["kind_kernels:block_dequant_wrong_axis", "--kind", "dequant", "--format", "e4m3fn", "--block",
+                  "32x64", "--code-dtype", "uint8"]):
+        out = tmp_path / "r.html"
+        assert cli.main(["check", *argv, "--html", str(out)]) == cli.EXIT_DIVERGED
+        html = out.read_text()
+        assert "fp8check check " + argv[0] in html and argv[2] in html
+        assert ("0x80" in html) if "decode" in argv else ("the kernel applied the scale of block (0, 1)" in html)

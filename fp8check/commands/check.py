@@ -185,6 +185,7 @@ def _cast(args: argparse.Namespace) -> list[Any]:
     from fp8check import formats, profiles
     from fp8check.casts import engine
     from fp8check.casts.adapters import builtin_names, get_kernel
+    from fp8check.checking import note_unchecked_dtypes
     from fp8check.commands._shared import require_formats
     from fp8check.declarations import cast_kernel
     from fp8check.errors import InvalidValueError, KernelCallError
@@ -242,12 +243,6 @@ def _cast(args: argparse.Namespace) -> list[Any]:
         note_unchecked_dtypes(result, unchecked)
     return results
 
-
-def note_unchecked_dtypes(result: Any, unchecked: dict[str, str]) -> None:
-    """Record in ``result`` the input dtypes the kernel takes (or was tried on) that its check did not cover,
-    each with why: the verdict line names them (a conforming verdict covers only what was checked)."""
-    if unchecked:
-        result.extra["unchecked_input_dtypes"] = dict(unchecked)
 
 
 def _hint(error: str) -> str:

@@ -275,7 +275,7 @@ def result_lines(result: CheckResult, *, header: bool = True) -> list[Line]:
         if result.kind == "static_quantize":
             inputs = "scale" if extra["cases"] == 1 else "scales"
         lines.append((f"checked {result.checked:,} values in {extra['cases']} {inputs} ({result.input_dtype}): "
-                      f"{verdict}",
+                      f"{verdict}{_unchecked(result)}",
                       "bold green" if result.passed else "bold red"))
         lines.extend(_scope_lines(result))
         lines.extend(_device_fault_lines(result))
