@@ -268,3 +268,11 @@ def test_html_reports_of_decode_and_dequant_checks(tmp_path):
         html = out.read_text()
         assert "fp8check check " + argv[0] in html and argv[2] in html
         assert ("0x80" in html) if "decode" in argv else ("the kernel applied the scale of block (0, 1)" in html)
+
+
+def test_an_isolated_decode_check_hands_the_child_both_ways_of_taking_codes(tmp_path):
+    """The child's record of the last call describes an fp8 tensor too (torch has no isfinite for fp8 dtypes:
+    that call was a refusal before)."""
+    code, (r,) = _check(["kind_kernels:fnuz_negative_zero_decoder", "--kind", "decode", "--format", "e4m3fnuz",
+                         "--isolate"], tmp_path)
+    assert code == cli.EXIT_DIVERGED and not r["refusals"] and r["checked"] == 512
