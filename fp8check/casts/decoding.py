@@ -23,7 +23,8 @@ from fp8check.formats import Format
 from fp8check.formats import get as get_format
 from fp8check.results import CheckResult, Refusal
 
-__all__ = ["check_decode", "CODE_DTYPES", "OUTPUT_DTYPES", "check_code_dtypes", "check_output_dtype"]
+__all__ = ["check_decode", "CODE_DTYPES", "OUTPUT_DTYPES", "check_code_dtypes", "check_output_dtype", "codes_tensor",
+           "output_of", "describe_codes"]
 
 CODE_DTYPES = ("uint8", "fp8")  # how the kernel takes the codes: uint8 bytes, or the format's torch fp8 dtype
 OUTPUT_DTYPES = ("float32", "float16", "bfloat16")
@@ -43,6 +44,40 @@ def check_output_dtype(output_dtype: Any, where: str) -> None:
         raise InvalidValueError(f"{where}: output dtype {output_dtype!r}: use one of {', '.join(OUTPUT_DTYPES)}")
 
 
+def codes_tensor(codes: np.ndarray, fmt: Format, code_dtype: str, device: str) -> Any:
+    """``codes`` (uint8) as the kernel takes them: a uint8 tensor, or (``code_dtype="fp8"``) the format's torch
+    fp8 dtype, on ``device``."""
+    import torch
+
+    t = torch.from_numpy(np.ascontiguousarray(codes, dtype=np.uint8).copy())
+    if code_dtype == "fp8":
+        if not fmt.torch_name or not hasattr(torch, fmt.torch_name):
+            raise KernelCallError(f"this torch has no {fmt.name} dtype")
+        t = t.view(getattr(torch, fmt.torch_name))
+    return t.to(device)
+
+
+def describe_codes(fmt: Format, code_dtype: str) -> str:
+    return f"{fmt.name} codes as uint8" if code_dtype == "uint8" else f"codes as torch.{fmt.torch_name}"
+
+
+def output_of(out: Any, name: str, kind: str, output_dtype: str | None, shape: tuple[int, ...]) -> tuple[Any, str]:
+    """The values a decode or dequant kernel returned, checked: a tensor of one of :data:`OUTPUT_DTYPES` (the
+    declared one, if any) and of the codes' ``shape``; (the tensor on the CPU, its dtype's name)."""
+    import torch
+
+    if not isinstance(out, torch.Tensor):
+        raise KernelCallError(f"{name} returned {type(out).__name__}, not a tensor of values")
+    got = str(out.dtype).removeprefix("torch.")
+    if got not in OUTPUT_DTYPES:
+        raise KernelCallError(f"{name} returned {got} values: a {kind} kernel returns {', '.join(OUTPUT_DTYPES)}")
+    if output_dtype and got != output_dtype:
+        raise KernelCallError(f"{name} returned {got} values, declared {output_dtype}")
+    if tuple(out.shape) != tuple(shape):
+        raise KernelCallError(f"{name} returned shape {tuple(out.shape)} for {tuple(shape)} codes")
+    return out.detach().to("cpu"), got
+
+
 @dataclass
 class _Decoder:
     """The kernel as :func:`~fp8check.casts.engine.decode_check` calls it: ``decode(codes, fmt)`` -> float32."""
@@ -57,33 +92,19 @@ class _Decoder:
     def decode(self, codes: np.ndarray, fmt: Format) -> np.ndarray:
         import torch
 
-        t = torch.from_numpy(np.ascontiguousarray(codes, dtype=np.uint8).copy())
-        if self.code_dtype == "fp8":
-            if not fmt.torch_name or not hasattr(torch, fmt.torch_name):
-                raise KernelCallError(f"this torch has no {fmt.name} dtype")
-            t = t.view(getattr(torch, fmt.torch_name))
-        t = t.to(self.device)
+        t = codes_tensor(codes, fmt, self.code_dtype, self.device)
         try:
             out = self.fn(t)
         except Exception as exc:  # the kernel's own error: a refusal of these codes
             raise KernelCallError(f"{self.name} raised {type(exc).__name__} decoding {self.describe(fmt)}: "
                                   f"{exc}") from None
-        if not isinstance(out, torch.Tensor):
-            raise KernelCallError(f"{self.name} returned {type(out).__name__}, not a tensor of values")
-        got = str(out.dtype).removeprefix("torch.")
-        if got not in OUTPUT_DTYPES:
-            raise KernelCallError(f"{self.name} returned {got} values: a decode kernel returns "
-                                  f"{', '.join(OUTPUT_DTYPES)}")
-        if self.output_dtype and got != self.output_dtype:
-            raise KernelCallError(f"{self.name} returned {got} values, declared {self.output_dtype}")
-        if tuple(out.shape) != tuple(t.shape):
-            raise KernelCallError(f"{self.name} returned shape {tuple(out.shape)} for {tuple(t.shape)} codes")
+        values, got = output_of(out, self.name, "decode", self.output_dtype, tuple(t.shape))
         self.produced.append(got)
         # float16 and bfloat16 widen to float32 exactly (NaN stays NaN, -0 stays -0).
-        return out.detach().to("cpu").to(torch.float32).numpy()
+        return values.to(torch.float32).numpy()
 
     def describe(self, fmt: Format) -> str:
-        return f"{fmt.name} codes as uint8" if self.code_dtype == "uint8" else f"codes as torch.{fmt.torch_name}"
+        return describe_codes(fmt, self.code_dtype)
 
 
 def check_decode(kernel: Callable[..., Any], format: Any, *, code_dtypes: Any = (), output_dtype: str | None = None,

@@ -13,14 +13,14 @@ scale (a wrong axis, a transposed block shape) or by the other direction is a ``
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
 from fp8check import checking, reference
-from fp8check.casts.decoding import CODE_DTYPES, OUTPUT_DTYPES, check_code_dtypes, check_output_dtype
+from fp8check.casts.decoding import (CODE_DTYPES, check_code_dtypes, check_output_dtype, codes_tensor,
+                                     describe_codes, output_of)
 from fp8check.errors import InvalidValueError, KernelCallError
 from fp8check.formats import Format
 from fp8check.formats import get as get_format
@@ -140,31 +140,19 @@ class _Kernel:
         """The kernel's output for ``case`` as (bits, its dtype)."""
         import torch
 
-        codes = torch.from_numpy(case.codes.copy())
-        if self.code_dtype == "fp8":
-            codes = codes.view(getattr(torch, str(fmt.torch_name)))
-        scales = torch.from_numpy(case.scales.copy())
+        codes = codes_tensor(case.codes, fmt, self.code_dtype, self.device)
         try:
-            out = self.fn(codes.to(self.device), scales.to(self.device))
+            out = self.fn(codes, torch.from_numpy(case.scales.copy()).to(self.device))
         except Exception as exc:  # the kernel's own error: a refusal
             raise KernelCallError(f"{self.name} raised {type(exc).__name__} on {case.what} "
                                   f"({self._codes(fmt)}): {exc}") from None
-        if not isinstance(out, torch.Tensor):
-            raise KernelCallError(f"{self.name} returned {type(out).__name__}, not a tensor of values")
-        got = str(out.dtype).removeprefix("torch.")
-        if got not in OUTPUT_DTYPES:
-            raise KernelCallError(f"{self.name} returned {got} values: a dequant kernel returns "
-                                  f"{', '.join(OUTPUT_DTYPES)}")
-        if self.output_dtype and got != self.output_dtype:
-            raise KernelCallError(f"{self.name} returned {got} values, declared {self.output_dtype}")
-        if tuple(out.shape) != case.codes.shape:
-            raise KernelCallError(f"{self.name} returned shape {tuple(out.shape)} for {case.codes.shape} codes")
+        values, got = output_of(out, self.name, "dequant", self.output_dtype, case.codes.shape)
         view = {"float32": torch.int32, "float16": torch.int16, "bfloat16": torch.int16}[got]
-        bits = out.detach().to("cpu").contiguous().view(view).numpy()
+        bits = values.contiguous().view(view).numpy()
         return bits.view(np.uint32 if got == "float32" else np.uint16), got
 
     def _codes(self, fmt: Format) -> str:
-        return "codes as uint8" if self.code_dtype == "uint8" else f"codes as torch.{fmt.torch_name}"
+        return describe_codes(fmt, self.code_dtype)
 
 
 def check_dequant(kernel: Callable[..., Any], format: Any, *, block: Any = DEFAULT_BLOCK, apply: str = "multiply",
