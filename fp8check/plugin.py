@@ -85,8 +85,7 @@ _STATE = pytest.StashKey[dict]()
 # The fixtures the plugin parametrizes (see _targets).
 _FIXTURES = ("fp8_target", "fp8_fnuz_target", "fp8_device_target", "fp8_decode_target", "fp8_float64_target",
              "fp8_float64_exact_target", "fp8_known_bug_target", "fp8_call_target", "fp8_quantizer_target",
-             "fp8_fused_target", "fp8_training_target", "fp8_training_loss_target", "fp8_decoder_target",
-             "fp8_dequant_target")
+             "fp8_fused_target", "fp8_training_target", "fp8_training_loss_target")
 
 
 class _HookSpecs:
@@ -95,6 +94,10 @@ class _HookSpecs:
         """Return the kernels fp8check checks in this repository: a list of
         :func:`fp8check.cast_kernel`, :func:`fp8check.quantizer_kernel` and
         :func:`fp8check.fused_kernel` declarations (in a ``conftest.py``)."""
+
+
+# Declared decode and block dequant kernels (one check each, run whole like a quantizer's).
+_FIXTURES += ("fp8_decoder_target", "fp8_dequant_target")
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -344,17 +347,18 @@ def build_targets(declared: Any, *, builtin: bool = False, collector: Any = None
                                               and t.input_dtype == "float32" and t.kernel.tensor_fn is not None],
                         "fp8_float64_target": f64, "fp8_float64_exact_target": exact,
                         "fp8_known_bug_target": known,
+                        # declared decode and block dequant kernels, each checked whole
+                        "fp8_decoder_target": [DeclaredTarget(d, None, collector) for d in declared
+                                               if d.kind == "decode"],
+                        "fp8_dequant_target": [DeclaredTarget(d, None, collector) for d in declared
+                                               if d.kind == "dequant"],
                         "fp8_call_target": [t for t in whole if t.declaration.kind == "cast"],
                         "fp8_fused_target": [t for t in whole if t.declaration.kind == "fused"],
                         "fp8_quantizer_target": [DeclaredTarget(d, None, collector) for d in declared
                                                  if d.kind == "quantizer"]
                         + [DeclaredTarget(d, t, collector) for d in declared if d.kind == "static"  # per input dtype
                            for t in d.input_dtypes],
-                        "fp8_training_target": [], "fp8_training_loss_target": [],
-                        "fp8_decoder_target": [DeclaredTarget(d, None, collector) for d in declared
-                                               if d.kind == "decode"],
-                        "fp8_dequant_target": [DeclaredTarget(d, None, collector) for d in declared
-                                               if d.kind == "dequant"]}
+                        "fp8_training_target": [], "fp8_training_loss_target": []}
 
 
 def _format_marks(fmt_name: str, device: str) -> list[Any]:
