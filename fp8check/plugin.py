@@ -44,7 +44,7 @@ import pytest
 # other project's typo guard is weakened by names this specific.
 MARKERS = {
     "fnuz": "fnuz: checks of the AMD CDNA3 formats e4m3fnuz and e5m2fnuz",
-    "ocp": "ocp: checks of the OCP formats e4m3fn and e5m2",
+    "ocp": "ocp: checks of the OCP formats e4m3fn and e5m2, and the OCP MX FP4/FP6 elements e2m1fn, e2m3fn, e3m2fn",
     "e4m3fn": "e4m3fn: checks of e4m3fn",
     "e4m3fnuz": "e4m3fnuz: checks of e4m3fnuz",
     "e5m2": "e5m2: checks of e5m2",

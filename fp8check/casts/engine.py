@@ -105,7 +105,11 @@ def classify(bits: np.ndarray, expected: np.ndarray, actual: np.ndarray, input_d
     exp_zero = f.has_zero & ((expected & mag_mask) == 0) & ~nan_codes[expected]
     act_zero_like = (actual & mag_mask) == 0
     signed_zero = (zero_in & f.has_zero) | (f.signed & exp_zero & act_zero_like)
-    overflow = finite & (a > f.max)
+    inf_codes = np.zeros(f.code_count, dtype=bool)
+    inf_codes[list(f.inf_codes)] = True
+    # Overflow: beyond max, or an input that rounds to max made Inf or NaN (the kernel's overflow bound is wrong).
+    at_max = (expected & mag_mask) == f.max_code
+    overflow = finite & ((a > f.max) | (at_max & (nan_codes[actual] | inf_codes[actual])))
     input_subnormal = finite & ~zero_in & (((b64 & np.uint64(src.magnitude_mask)) >> np.uint64(src.mantissa_bits)) == 0)
 
     def subnormal_code(c: np.ndarray) -> np.ndarray:
@@ -122,7 +126,7 @@ def classify(bits: np.ndarray, expected: np.ndarray, actual: np.ndarray, input_d
         same_sign = ((actual & f.sign_mask) != 0) == (v < 0)
     else:
         same_sign = np.ones(v.shape, dtype=bool)
-    neighbour = same_sign & ~nan_codes[actual] & (
+    neighbour = same_sign & ~nan_codes[actual] & ~inf_codes[actual] & (
         ((actual & mag_mask) == (lower & mag_mask)) | ((actual & mag_mask) == (lower & mag_mask) + 1)
     )
     rounding = finite & (a <= f.max) & neighbour

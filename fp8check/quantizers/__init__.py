@@ -25,6 +25,9 @@ Named recipes (``recipes.names()``), all e4m3fn unless a format is given:
                                     e8m0 (clamped at 2^-127; non-finite block -> NaN scale).
 ``mx-e8m0-ceil``                    round-up variant ``2^(ceil(log2 amax) - emax)`` (torchao CEIL).
 ``mx-e8m0-rceil``                   NVIDIA/cuBLAS ``2^ceil(log2(amax / max))`` (torchao RCEIL).
+``nvfp4-torchao`` ``nvfp4-ct``      NVFP4 (e2m1fn, e4m3fn scales per 16, a float32 per-tensor scale,
+``nvfp4-modelopt``                  packed low-first) as torchao 0.18, compressed-tensors 0.19 and
+``nvfp4-torchao-single``            ModelOpt 0.47 compute it; the MX recipes take e2m1fn/e2m3fn/e3m2fn.
 ``torchao-tensorwise`` ...          torchao 0.18 float8 training: ``scale = max / max(amax,
                                     1e-12)`` in float64, ``x * scale``, clamp, cast; IEEE
                                     non-finite. ``-rowwise``, ``-colwise``, ``-group-rowwise``,
@@ -65,7 +68,10 @@ from fp8check.quantizers.scaling import (
     scales_from_amax,
     applied_scales,
     apply_scale,
+    element_scales,
+    global_scale,
 )
+from fp8check.quantizers.packing import pack_codes, unpack_codes
 from fp8check.quantizers.declared import declared_recipe, declared_recipes
 from fp8check.quantizers.presets import RECIPES, UnknownRecipeError, get, names
 
@@ -95,4 +101,8 @@ __all__ = [
     "declared_recipes",
     "applied_scales",
     "apply_scale",
+    "element_scales",
+    "global_scale",
+    "pack_codes",
+    "unpack_codes",
 ]

@@ -36,15 +36,16 @@ import numpy as np
 from fp8check.casts import harness
 from fp8check.casts.harness import Supports
 from fp8check.errors import FP8CheckError, InvalidValueError, KernelError
-from fp8check.formats import E8M0FNU, Format, get as get_format
+from fp8check.formats import E4M3FN, E8M0FNU, Format, get as get_format
 from fp8check.profiles import get as get_profile
 from fp8check.reference import decode
 from fp8check.quantizers import get as get_recipe
 from fp8check.quantizers.edge_cases import HazardTally, edge_cases, nan_code_table
 from fp8check.quantizers.recipe import Recipe
 from fp8check.quantizers import exactness
-from fp8check.quantizers.scaling import (applied_scales, apply_scale, block_amax, element_blocks, expand_scales, quantize,
-                                         scales_from_amax)
+from fp8check.quantizers.scaling import (apply_scale, block_amax, element_blocks, element_scales, expand_scales,
+                                         global_scale, quantize, scales_from_amax)
+from fp8check.quantizers.packing import pack_codes, swap_pairs, unpack_codes
 from fp8check.quantizers.cases import QuantCase, quantizer_inputs
 from fp8check import brackets, checking, device_faults
 from fp8check.results import CALL_CATEGORIES, QUANTIZE_CATEGORIES, CheckResult, Divergence, Refusal
@@ -55,13 +56,18 @@ MAX_DIVERGENCES = 50
 
 
 def reference_kernel(recipe: Recipe) -> Callable[..., tuple[Any, Any]]:
-    """The reference as a kernel (torch in, torch out): the recipe's own behaviour."""
+    """The reference as a kernel (torch in, torch out): the recipe's own behaviour (codes packed as the recipe
+    declares; a two-level recipe's float32 per-tensor scale returned third)."""
 
-    def kernel(x: Any, offsets: Any = None) -> tuple[Any, Any]:
+    def kernel(x: Any, offsets: Any = None) -> tuple[Any, ...]:
         import torch
 
         q = quantize(x, recipe, offsets=offsets)
-        return torch.from_numpy(q.codes), torch.from_numpy(np.asarray(q.scales, dtype=np.float32))
+        codes = pack_codes(q.codes, recipe.packed) if recipe.packed else q.codes
+        out = (torch.from_numpy(codes), torch.from_numpy(np.asarray(q.scales, dtype=np.float32)))
+        if recipe.two_level:
+            out += (torch.tensor([global_scale(x, recipe)], dtype=torch.float32),)
+        return out
 
     kernel.__name__ = f"reference[{recipe.name}]"
     return kernel
@@ -81,10 +87,16 @@ def _torch_format(dtype: Any) -> Format | None:
 
 
 def _codes_of(out: Any, recipe: Recipe, shape: tuple[int, int], name: str) -> np.ndarray:
+    """One code per element (uint8, ``shape``): a packed recipe's bytes unpacked in its declared order."""
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(out, torch.Tensor):
         fmt = _torch_format(out.dtype)
-        if fmt is not None:
+        if str(out.dtype) == "torch.float4_e2m1fn_x2":  # two e2m1fn codes per byte, as torch stores them
+            if recipe.format.name != "e2m1fn" or not recipe.packed:
+                raise KernelError(f"kernel {name} returned packed float4_e2m1fn_x2 codes; recipe {recipe.name!r} "
+                                  f"declares {recipe.format.name} codes {'packed ' + recipe.packed if recipe.packed else 'one per byte'}")
+            out = out.view(torch.uint8)
+        elif fmt is not None:
             if fmt is not recipe.format:
                 raise KernelError(f"kernel {name} returned {out.dtype} codes; recipe {recipe.name!r} targets {recipe.format.name}")
             out = out.view(torch.uint8)
@@ -98,8 +110,18 @@ def _codes_of(out: Any, recipe: Recipe, shape: tuple[int, int], name: str) -> np
         if arr.dtype.itemsize != 1:
             raise KernelError(f"kernel {name} returned codes of dtype {arr.dtype}; expected one byte per code")
         arr = arr.view(np.uint8)
+    if recipe.packed:
+        packed_shape = (shape[0], shape[1] // 2)
+        if shape[1] % 2 or tuple(arr.shape) != packed_shape:
+            raise KernelError(f"kernel {name} returned codes of shape {tuple(arr.shape)} for an input of shape {shape}; "
+                              f"recipe {recipe.name!r} packs two codes per byte ({packed_shape})")
+        return unpack_codes(arr, recipe.packed)
     if tuple(arr.shape) != tuple(shape):
         raise KernelError(f"kernel {name} returned codes of shape {tuple(arr.shape)} for an input of shape {shape}")
+    if recipe.format.bits < 8 and arr.size and int(arr.max()) >= recipe.format.code_count:
+        raise KernelError(f"kernel {name} returned a byte {int(arr.max()):#04x}, not a {recipe.format.name} code "
+                          f"(one per byte, below {recipe.format.code_count:#04x}); a recipe declares packed codes "
+                          "with packed = \"low-first\" or \"high-first\"")
     return np.ascontiguousarray(arr)
 
 
@@ -107,14 +129,19 @@ def _scales_of(out: Any, recipe: Recipe, expected_shape: tuple[int, ...], name: 
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(out, torch.Tensor):
         out = out.detach().cpu()
-        if out.dtype == getattr(torch, "float8_e8m0fnu", None) or out.dtype == torch.uint8:
+        if out.dtype == torch.uint8 and recipe.scale_dtype == "e4m3fn":  # e4m3fn codes as bytes, declared
+            values = decode(out.numpy(), E4M3FN)
+        elif out.dtype == torch.float8_e4m3fn and recipe.scale_dtype == "e4m3fn":
+            values = decode(out.view(torch.uint8).numpy(), E4M3FN)
+        elif out.dtype == getattr(torch, "float8_e8m0fnu", None) or out.dtype == torch.uint8:
             if out.dtype == torch.uint8 and recipe.scale_dtype != "e8m0":
                 raise KernelError(f"kernel {name} returned uint8 scales; recipe {recipe.name!r} stores {recipe.scale_dtype}")
             values = decode(out.view(torch.uint8).numpy(), E8M0FNU)
         elif out.dtype.is_floating_point and out.element_size() >= 2:
             values = out.to(torch.float64).numpy()
         else:
-            raise KernelError(f"kernel {name} returned scales of dtype {out.dtype}; expected float32 (or e8m0)")
+            raise KernelError(f"kernel {name} returned scales of dtype {out.dtype}; recipe {recipe.name!r} stores "
+                              f"{recipe.scale_dtype} (float32 values, or e8m0 / e4m3fn codes where it says so)")
     else:
         values = np.asarray(out, dtype=np.float64)
     size = int(np.prod(expected_shape)) if expected_shape else 1
@@ -154,12 +181,42 @@ def run_kernel(kernel: Callable[..., Any], case: QuantCase, recipe: Recipe, *, d
         device_faults.check_call(exc, device=device, call=case.condition.removeprefix("only for ") or repr(case),
                                  kernel=name)
         raise KernelError(f"kernel {name} raised {type(exc).__name__} on {case!r}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
-    if not isinstance(out, (tuple, list)) or len(out) != 2:
-        raise KernelError(f"kernel {name} returned {type(out).__name__}; a quantize kernel returns (fp8 tensor, scales)")
     groups = 0 if case.offsets is None else case.offsets.size
     shape = recipe.granularity.scale_shape(case.x.shape, groups)
     moved = mutation(snapshot.float(), base.float())
-    return _codes_of(out[0], recipe, case.x.shape, name), _scales_of(out[1], recipe, shape, name), moved
+    return (*_outputs(out, recipe, case.x.shape, shape, name), moved)
+
+
+def _outputs(out: Any, recipe: Recipe, shape: tuple[int, int], scale_shape: tuple[int, ...],
+             name: str) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, float64 scales) of a quantize kernel's return value; a two-level recipe's kernel returns its
+    float32 per-tensor scale third, compared as one more scale after the block scales (flat then)."""
+    arity = 3 if recipe.two_level else 2
+    if not isinstance(out, (tuple, list)) or len(out) != arity:
+        what = "(codes, block scales, per-tensor scale)" if recipe.two_level else "(codes, scales)"
+        raise KernelError(f"kernel {name} returned {type(out).__name__}"
+                          + (f" of {len(out)}" if isinstance(out, (tuple, list)) else "")
+                          + f"; a quantize kernel of recipe {recipe.name!r} returns {what}")
+    codes, scales = _codes_of(out[0], recipe, shape, name), _scales_of(out[1], recipe, scale_shape, name)
+    if recipe.two_level:
+        torch = sys.modules.get("torch")
+        g = out[2]
+        if torch is not None and isinstance(g, torch.Tensor):
+            if not g.dtype.is_floating_point or g.element_size() < 2 or g.numel() != 1:
+                raise KernelError(f"kernel {name} returned a per-tensor scale of dtype {g.dtype} and {g.numel()} "
+                                  "elements; recipe {recipe.name!r} stores one float32 number")
+            g = g.detach().cpu().to(torch.float64).reshape(-1)[0].item()
+        scales = np.append(scales.reshape(-1), np.float64(g))
+    return codes, scales
+
+
+def _expected(case: QuantCase, recipe: Recipe) -> tuple[np.ndarray, np.ndarray]:
+    """The reference's (codes, scales) for ``case``, scales as :func:`_outputs` gives them."""
+    q = quantize(case.x, recipe, offsets=case.offsets)
+    scales = np.asarray(q.scales, dtype=np.float64)
+    if recipe.two_level:
+        scales = np.append(scales.reshape(-1), np.float64(global_scale(case.x, recipe)))
+    return q.codes, scales
 
 
 def harness_cases(recipe: Recipe, cases: Sequence[QuantCase], *, device: str = "cpu",
@@ -215,6 +272,8 @@ def _hex32(v: float) -> str:
 def _block_text(recipe: Recipe, b: int, shape: tuple[int, int], offsets: np.ndarray | None) -> str:
     g = recipe.granularity
     m, n = shape
+    if recipe.two_level and b == int(np.prod(g.scale_shape(shape))):
+        return "the per-tensor (global) scale"
     if g.kind == "tensorwise":
         return "the whole tensor"
     if g.kind == "rowwise":
@@ -233,9 +292,11 @@ def _block_text(recipe: Recipe, b: int, shape: tuple[int, int], offsets: np.ndar
 
 
 def _implied_target(recipe: Recipe, amax: float, scale: float) -> float:
+    """The value a stored scale maps amax to: in the convention of the number stored (a recipe that stores the
+    reciprocal of what it applies stores the other convention's number)."""
     a, s = np.float64(amax), np.float64(scale)
     with np.errstate(all="ignore"):
-        return float(a * s if recipe.convention == "scale" else a / s)
+        return float(a * s if recipe.stored_convention == "scale" else a / s)
 
 
 _KNOWN_MAXIMA = {448.0: "e4m3fn's max", 240.0: "e4m3fnuz's max", 224.0: "224", 57344.0: "e5m2's max"}
@@ -294,8 +355,8 @@ def _within_ulps32(a: np.ndarray, b: np.ndarray, ulps: int) -> np.ndarray:
 def _compare(case: QuantCase, recipe: Recipe, codes: np.ndarray, scales: np.ndarray, order: int,
              counts: dict[str, int], found: list[_Found], per_case: int | None = 8, ulps: int = 0,
              exact: list[np.ndarray] | None = None) -> None:
-    expected = quantize(case.x, recipe, offsets=case.offsets)
-    exp_s = expected.scales.astype(np.float64).reshape(-1)
+    exp_codes, exp_scales = _expected(case, recipe)
+    exp_s = exp_scales.reshape(-1)
     act_s = scales.reshape(-1)
     both_nan = np.isnan(exp_s) & np.isnan(act_s)
     with np.errstate(invalid="ignore"):
@@ -307,10 +368,17 @@ def _compare(case: QuantCase, recipe: Recipe, codes: np.ndarray, scales: np.ndar
     nblocks = exp_s.size
     nonfinite_block = np.bincount(blocks, weights=~np.isfinite(case.x).reshape(-1), minlength=nblocks) > 0
     nan_tab = nan_code_table(recipe.format)
-    ce, ca = expected.codes.reshape(-1), codes.reshape(-1)
+    ce, ca = exp_codes.reshape(-1), codes.reshape(-1)
     same_code = (ce == ca) | (nan_tab[ce] & nan_tab[ca]) | both_nan[blocks]
+    swapped = ""
+    if recipe.packed and not same_code.all():
+        sw = swap_pairs(codes).reshape(-1)  # the kernel's bytes read in the other nibble order
+        if ((ce == sw) | (nan_tab[ce] & nan_tab[sw]) | both_nan[blocks]).all():
+            other = "high-first" if recipe.packed == "low-first" else "low-first"
+            swapped = (f"nibble order swapped: the kernel packs {other}, the recipe declares packed = "
+                       f"\"{recipe.packed}\" (every code is right in the other nibble of its byte)")
     x32 = case.x.astype(np.float32)
-    applied = applied_scales(block_amax(x32, recipe, case.offsets), recipe)
+    applied = element_scales(block_amax(x32, recipe, case.offsets), recipe)
     applied_each = expand_scales(applied, shape, recipe, case.offsets).reshape(-1)
     if ulps and not same_code.all():
         from fp8check.casts.fused import allowed_codes
@@ -321,6 +389,8 @@ def _compare(case: QuantCase, recipe: Recipe, codes: np.ndarray, scales: np.ndar
         same_code |= allowed_codes(y, ca, recipe.format, recipe.profile, ulps)
     code_diff_block = np.bincount(blocks, weights=~same_code, minlength=nblocks) > 0
     amax = block_amax(case.x, recipe.replace(nonfinite="ieee"), case.offsets).reshape(-1).astype(np.float64)
+    if recipe.two_level:  # the per-tensor scale's amax: the tensor's
+        amax = np.append(amax, np.nan if np.isnan(amax).any() else amax.max(initial=0.0))
     size = case.x.size
     where = f"{case.name} ({shape[0]}x{shape[1]} {case.dtype})"
     x = case.x.reshape(-1)
@@ -338,7 +408,7 @@ def _compare(case: QuantCase, recipe: Recipe, codes: np.ndarray, scales: np.ndar
     counts["nonfinite"] += nf.size
     counts["scale"] += sc.size
     counts["codes"] += cd.size
-    fv = decode(np.arange(256), recipe.format)
+    fv = decode(np.arange(recipe.format.code_count), recipe.format)
 
     for b in nf[:per_case]:
         idx = np.flatnonzero(blocks == b)
@@ -375,8 +445,8 @@ def _compare(case: QuantCase, recipe: Recipe, codes: np.ndarray, scales: np.ndar
             detail=(f"{where}: x[{i // shape[1]}, {i % shape[1]}] in {_block_text(recipe, b, shape, case.offsets)}, "
                     f"scale {float(applied.reshape(-1)[b])!r} "
                     f"({recipe.convention}: {_op_text(op)}); "
-                    + exactness.verdict_text(int(verdict[k]), float(x[i]), float(applied_each[i]), op, recipe.format,
-                                             recipe.profile)))))
+                    + (swapped or exactness.verdict_text(int(verdict[k]), float(x[i]), float(applied_each[i]), op,
+                                                         recipe.format, recipe.profile))))))
 
 
 def _op_text(op: str) -> str:
@@ -652,6 +722,8 @@ def _huge_calls(run: QuantizerRun) -> str:
     g = recipe.granularity
     if g.kind not in ("tensorwise", "rowwise", "colwise", "block"):
         return "no huge calls for grouped recipes" if force is not False else ""
+    if recipe.two_level:  # the per-tensor scale of a tiled input is not the tile's block scales repeated
+        return "no huge calls for two-level (NVFP4) recipes yet" if force is not False else ""
     rows_per = g.rows if g.kind == "block" else 1
     cols = 4096 if g.kind != "block" else -(-4096 // g.cols) * g.cols
     calls, note = huge.plan(device, bytes_per_element=2 * 4 + 2, max_numel=sup.max_numel,
@@ -678,10 +750,8 @@ def _huge_calls(run: QuantizerRun) -> str:
         try:
             out = kernel(x)
             device_faults.settle(device)
-            if not isinstance(out, (tuple, list)) or len(out) != 2:
-                raise KernelError(f"kernel {name} returned {type(out).__name__}")
-            codes = _codes_of(out[0], recipe, shape, name).reshape(-1)
-            scales = _scales_of(out[1], recipe, g.scale_shape(shape), name).reshape(-1)
+            codes, scales = _outputs(out, recipe, shape, g.scale_shape(shape), name)
+            codes, scales = codes.reshape(-1), scales.reshape(-1)
         except Exception as exc:  # a refusal of the huge call (a fault of the device ends the check)
             device_faults.check_call(exc, device=device, call=where.removeprefix("only for "), kernel=name)
             refusals.append(Refusal(condition=where, error=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
@@ -697,7 +767,7 @@ def _huge_calls(run: QuantizerRun) -> str:
         n_codes, idx = huge.compare_tiled(codes, exp_codes, lambda e, a: (e == a) | (nan_tab[e] & nan_tab[a]))
         counts["scale"] += int(s_bad.size)
         counts["codes"] += n_codes
-        fv = decode(np.arange(256), recipe.format)
+        fv = decode(np.arange(recipe.format.code_count), recipe.format)
         if s_bad.size:
             b = int(s_bad[0])
             e, a = float(exp_scales[b % exp_scales.size]), float(scales[b])
@@ -721,9 +791,9 @@ def _resolve_bracketed(case: QuantCase, recipe: Recipe, outs: list[Any], op_name
                        tally: brackets.Tally) -> tuple[np.ndarray, np.ndarray]:
     """Codes and scales to compare when the kernel ran three times (rn, lo, hi): a scale or code that differs
     between the runs and is the recipe's in one of them is target-dependent, compared as the recipe's."""
-    expected = quantize(case.x, recipe, offsets=case.offsets)
-    exp_s = expected.scales.astype(np.float64).reshape(-1)
-    ce = expected.codes.reshape(-1)
+    exp_codes, exp_scales = _expected(case, recipe)
+    exp_s = exp_scales.reshape(-1)
+    ce = exp_codes.reshape(-1)
     scales, dep_s = brackets.resolve(exp_s, [np.asarray(o[1], dtype=np.float64).reshape(-1) for o in outs])
     nan_tab = nan_code_table(recipe.format)
     codes, dep_c = brackets.resolve(ce, [np.asarray(o[0]).reshape(-1) for o in outs],

@@ -16,6 +16,11 @@ table of its fields, optionally starting from a named recipe (``base``)::
     scale-divide = "divide"          # divide | multiply-reciprocal: the scale's quotient as num * fl(1/den)
     amax = "skip-nan"                # finite | ieee | skip-nan (tl.max, fmaxf: NaN skipped, Inf kept)
 
+    [tool.fp8check.recipe.my-mxfp4]
+    base = "mx-e8m0-floor"           # OCP MX scales for FP4/FP6 elements too
+    format = "e2m1fn"                # e2m1fn (fp4), e2m3fn / e3m2fn (fp6), or an fp8 format
+    packed = "low-first"             # e2m1fn only: two codes per byte, element 2j in the low nibble (or high-first)
+
 Every other field of ``Recipe`` is a key too (dashes or underscores):
 ``target``, ``eps``, ``scale-precision``, ``pow2``, ``scale-dtype``,
 ``profile``, ``rule``, ``ragged``, ``dequant-dtype``, ``scale-min``,
@@ -37,8 +42,8 @@ __all__ = ["declared_recipe", "declared_recipes", "parse_granularity", "RECIPE_K
 
 RECIPE_KEYS = ("base", "format", "granularity", "convention", "rule", "target", "eps", "scale_precision", "pow2",
                "scale_dtype", "profile", "nonfinite", "amax", "ragged", "dequant_dtype", "scale_min", "zero_scale",
-               "apply", "stored", "scale_divide", "description")
-_CLEARABLE = ("target", "eps", "pow2", "scale_min", "zero_scale", "apply")
+               "apply", "stored", "scale_divide", "packed", "description")
+_CLEARABLE = ("target", "eps", "pow2", "scale_min", "zero_scale", "apply", "packed")
 _NUMBERS = ("target", "eps", "scale_min", "zero_scale")
 
 

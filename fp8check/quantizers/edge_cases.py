@@ -44,7 +44,7 @@ from fp8check.quantizers.scaling import (
     element_blocks,
     overflow_threshold,
     quantize,
-    applied_scales,
+    element_scales,
     block_amax,
 )
 from fp8check.quantizers.cases import QuantCase, assemble, boundary_amaxes, to_dtype
@@ -84,7 +84,11 @@ class HazardTally:
         x = case.x
         m, n = x.shape
         blocks = element_blocks(x.shape, recipe, case.offsets).reshape(-1)
-        count = actual_scales.size
+        s = actual_scales.reshape(-1)
+        per_tensor = None
+        if recipe.two_level:  # the per-tensor scale comes after the block scales
+            s, per_tensor = s[:-1], s[-1]
+        count = s.size
         finite = np.isfinite(x).reshape(-1)
         elements = np.bincount(blocks, minlength=count)
         finite_per_block = np.bincount(blocks, weights=finite, minlength=count)
@@ -93,7 +97,6 @@ class HazardTally:
         codes = actual_codes.reshape(-1)
         is_nan = nan_tab[codes]
         is_zero = (codes & recipe.format.magnitude_mask) == 0
-        s = actual_scales.reshape(-1)
 
         # Blast radius: compare with the same recipe that leaves non-finite values out of amax.
         if bad_block.any():
@@ -124,7 +127,7 @@ class HazardTally:
             self._add("nan_codes_from_finite_input", int(nan_from_finite.sum()),
                       f"{case.name}: x[{i // n}, {i % n}] = {float(x.reshape(-1)[i])!r} gave NaN code {codes[i]:#04x}")
         threshold = overflow_threshold(recipe.dequant_dtype)
-        values = dequantize(actual_codes, actual_scales, recipe, offsets=case.offsets).reshape(-1)
+        values = dequantize(actual_codes, s, recipe, offsets=case.offsets, per_tensor=per_tensor).reshape(-1)
         with np.errstate(invalid="ignore"):
             over = finite & (np.abs(x.reshape(-1)) < threshold) & (np.abs(values) >= threshold)
         if over.any():
@@ -163,15 +166,15 @@ def _scaled(amax: float) -> np.ndarray:
 def _tie_payloads(recipe: Recipe) -> list[np.ndarray]:
     """Blocks whose scale is an exact power of two and whose other values
     scale onto exact midpoints between adjacent codes."""
-    values = decode(np.arange(256), recipe.format)
+    values = decode(np.arange(recipe.format.code_count), recipe.format)
     pos = np.unique(values[np.isfinite(values) & (values > 0)])
     mids = (pos[:-1] + pos[1:]) / 2
     out = []
     for k in (-6, 0, 5):
         amax = recipe.amax_target * 2.0 ** k if recipe.rule == "amax" else 2.0 ** (recipe.format.emax + k) * 1.75
         r1 = recipe.replace(granularity=_TENSOR)
-        scale = float(applied_scales(block_amax(np.full((1, 1), amax, np.float32), r1), r1))
-        unit = scale if recipe.convention == "scale_inv" else 1.0 / scale
+        scale = float(element_scales(block_amax(np.full((1, 1), amax, np.float32), r1), r1))
+        unit = 1.0 / scale if recipe.element_op == "multiply" else scale
         if not (np.isfinite(unit) and unit > 0):
             continue
         with np.errstate(over="ignore", under="ignore"):

@@ -162,6 +162,29 @@ _ALL += [
                        "x * a_scale, clamp, cast; stores 1/a_scale (float32)"),
 ]
 
+# NVFP4 (e2m1fn elements, e4m3fn scales per 16, two codes per byte, low nibble first), as each source computes it:
+# the sources differ in the per-tensor scale's direction and arithmetic, so each is a recipe (docs/recipes.md, "FP4
+# and FP6"; scaling._two_level cites the files).
+_ALL += [
+    Recipe(name="nvfp4-torchao", format="e2m1fn", granularity=block(1, 16), rule="nvfp4-torchao",
+           scale_dtype="e4m3fn", scale_min=2.0 ** -6, nonfinite="ieee", ragged=False, packed="low-first",
+           description="torchao 0.18 nvfp4_quantize with per_tensor_scale = amax / (448 * 6): e4m3 block scales "
+                       "clamp(fl(amax_b/6)/g, 2^-6, 448), x * fl(fl(1/g)/s)"),
+    Recipe(name="nvfp4-torchao-single", format="e2m1fn", granularity=block(1, 16), scale_dtype="e4m3fn",
+           scale_min=2.0 ** -6, apply="multiply-reciprocal", nonfinite="ieee", ragged=False, packed="low-first",
+           description="torchao 0.18 nvfp4_quantize without a per-tensor scale: e4m3(clamp(amax_b/6, 2^-6, 448)), "
+                       "x * fl(1/s)"),
+    Recipe(name="nvfp4-modelopt", format="e2m1fn", granularity=block(1, 16), rule="nvfp4-modelopt",
+           scale_dtype="e4m3fn", zero_scale=1.0, scale_min=2.0 ** -9, nonfinite="ieee", ragged=False,
+           packed="low-first",
+           description="nvidia-modelopt 0.47 NVFP4QTensor.quantize: g = amax / (6 * 448), e4m3 block scales "
+                       "clamp(fl(amax_b/fl(6*g)) (0 -> 1), 2^-9, 448), x / fl(s*g)"),
+    Recipe(name="nvfp4-ct", format="e2m1fn", granularity=block(1, 16), rule="nvfp4-ct", scale_dtype="e4m3fn",
+           zero_scale=0.125, nonfinite="ieee", ragged=False, packed="low-first",
+           description="compressed-tensors 0.19 NVFP4: global_scale G = 2688 * fl(1/amax) (NaN/Inf -> 1), e4m3 "
+                       "block scales e4m3(G * fl(amax_b/6)) (0 -> 0.125), x / fl(s/G)"),
+]
+
 RECIPES: dict[str, Recipe] = {r.name: r for r in _ALL}
 
 

@@ -87,6 +87,20 @@ Clamping: ``eps`` clamps amax before the division (``max(amax, eps)``),
 the element clamp to the format's range after the scaling is the
 ``satfinite`` profile (``ieee``: no clamp).
 
+FP4 and FP6 elements, packing, NVFP4
+====================================
+
+``format`` may be ``e2m1fn`` (FP4), ``e2m3fn`` or ``e3m2fn`` (FP6) as well as
+an FP8 format; the MX rules use the format's emax (2, 2, 4). ``packed``
+(e2m1fn only) says the kernel returns two codes per byte along each row,
+element 2j in the low nibble (``"low-first"``) or the high one
+(:mod:`fp8check.quantizers.packing`). ``scale_dtype="e4m3fn"`` rounds the
+scale to e4m3fn (RNE, Inf and overflow to 448).
+
+The ``nvfp4-*`` rules are two-level: e4m3fn block scales (scale_inv) under a
+float32 per-tensor scale, each rule the arithmetic of one source
+(``scaling._two_level`` cites them; docs/recipes.md tabulates them).
+
 Non-finite input
 ================
 
@@ -117,7 +131,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from fp8check.errors import InvalidValueError
-from fp8check.formats import E8M0FNU, Format, get as get_format
+from fp8check.formats import E2M1FN, E2M3FN, E3M2FN, E8M0FNU, FP8_FORMATS, Format, get as get_format
 from fp8check.profiles import Profile, get as get_profile
 
 __all__ = [
@@ -133,13 +147,19 @@ __all__ = [
 
 GranularityKind = Literal["tensorwise", "rowwise", "colwise", "block", "group_rowwise", "group_colwise"]
 Convention = Literal["scale", "scale_inv"]
-Rule = Literal["amax", "mx-floor", "mx-ceil"]
+Rule = Literal["amax", "mx-floor", "mx-ceil", "nvfp4-torchao", "nvfp4-ct", "nvfp4-modelopt"]
 Pow2 = Literal["floor", "ceil"]
-ScaleDtype = Literal["float32", "bfloat16", "float16", "e8m0"]
+ScaleDtype = Literal["float32", "bfloat16", "float16", "e8m0", "e4m3fn"]
+Packed = Literal["low-first", "high-first"]
 NonFinite = Literal["ieee", "finite", "skip-nan"]
 Apply = Literal["divide", "multiply", "multiply-reciprocal"]
 Stored = Literal["applied", "reciprocal"]
 Precision = Literal["float32", "float64"]
+
+# The element formats a recipe may target: FP8, and the OCP MX FP6/FP4 formats (NVFP4's element is e2m1fn too).
+ELEMENT_FORMATS: tuple[Format, ...] = FP8_FORMATS + (E2M3FN, E3M2FN, E2M1FN)
+RULES = ("amax", "mx-floor", "mx-ceil", "nvfp4-torchao", "nvfp4-ct", "nvfp4-modelopt")
+SCALE_DTYPES = ("float32", "bfloat16", "float16", "e8m0", "e4m3fn")
 
 _KINDS = ("tensorwise", "rowwise", "colwise", "block", "group_rowwise", "group_colwise")
 
@@ -252,6 +272,9 @@ class Recipe:
     # How the scale's own quotient is computed: "divide" (one IEEE division) or "multiply-reciprocal"
     # (numerator * fl(1/denominator): torch's `scalar / tensor`, and CUDA's `tensor / scalar`, do this).
     scale_divide: Apply = "divide"
+    # Two 4-bit codes per byte along the rows (e2m1fn only): element 2j in the low nibble ("low-first": torchao,
+    # compressed-tensors, ModelOpt, the PTX cvt.rn.satfinite.e2m1x2 register order) or in the high nibble.
+    packed: Packed | None = None
     description: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -260,9 +283,10 @@ class Recipe:
         if isinstance(self.granularity, str):
             raise InvalidValueError(f"recipe {self.name!r}: granularity must be a Granularity, got {self.granularity!r}")
         _choice("convention", self.convention, ("scale", "scale_inv"), self.name)
-        _choice("rule", self.rule, ("amax", "mx-floor", "mx-ceil"), self.name)
+        _choice("rule", self.rule, RULES, self.name)
         _choice("pow2", self.pow2, (None, "floor", "ceil"), self.name)
-        _choice("scale_dtype", self.scale_dtype, ("float32", "bfloat16", "float16", "e8m0"), self.name)
+        _choice("scale_dtype", self.scale_dtype, SCALE_DTYPES, self.name)
+        _choice("packed", self.packed, (None, "low-first", "high-first"), self.name)
         _choice("scale_precision", self.scale_precision, ("float32", "float64"), self.name)
         _choice("nonfinite", self.nonfinite, ("ieee", "finite", "skip-nan"), self.name)
         _choice("apply", self.apply, (None, "divide", "multiply", "multiply-reciprocal"), self.name)
@@ -277,10 +301,16 @@ class Recipe:
                 f"recipe {self.name!r}: apply={self.apply!r} does not go with convention={self.convention!r} "
                 f"(scale: 'multiply'; scale_inv: 'divide' or 'multiply-reciprocal', x * fl(1/scale_inv))")
         _choice("dequant_dtype", self.dequant_dtype, ("float32", "bfloat16", "float16"), self.name)
-        if self.format.bits != 8 or self.format is E8M0FNU:
-            raise InvalidValueError(f"recipe {self.name!r}: target format must be an fp8 element format, got {self.format.name}")
+        if self.format not in ELEMENT_FORMATS:
+            raise InvalidValueError(f"recipe {self.name!r}: target format must be an fp8, fp6 or fp4 element format "
+                                    f"({', '.join(f.name for f in ELEMENT_FORMATS)}), got {self.format.name}")
         self.profile.resolve(self.format)  # raises for a profile that does not define the format
-        if self.rule != "amax":
+        if self.packed is not None and self.format.bits != 4:
+            raise InvalidValueError(f"recipe {self.name!r}: packed = {self.packed!r} packs two 4-bit codes per byte; "
+                                    f"{self.format.name} codes are {self.format.bits} bits (one per byte)")
+        if self.two_level:
+            self._check_two_level()
+        elif self.rule != "amax":
             if self.convention != "scale_inv":
                 raise InvalidValueError(f"recipe {self.name!r}: the MX rules define a scale_inv (dequant multiplier) scale")
             if self.scale_dtype != "e8m0" or self.pow2 is not None or self.target is not None:
@@ -301,9 +331,27 @@ class Recipe:
                 continue
             if not (math.isfinite(v) and v > 0):
                 raise InvalidValueError(f"recipe {self.name!r}: {name} must be a positive finite number or None, got {v!r}")
-            if self.rule != "amax" or self.scale_dtype == "e8m0" or (name == "scale_min" and self.convention != "scale_inv"):
+            if self.rule.startswith("mx") or self.scale_dtype == "e8m0" or (name == "scale_min" and self.convention != "scale_inv"):
                 raise InvalidValueError(f"recipe {self.name!r}: {name} is for amax-rule recipes with float scales"
                                         + (" (scale_inv)" if name == "scale_min" else ""))
+
+    def _check_two_level(self) -> None:
+        """NVFP4's two-level rules fix what their sources fix: e2m1fn elements, e4m3fn block scales (scale_inv,
+        stored as computed) over a float32 per-tensor scale, the element arithmetic of the variant."""
+        wrong = [f"{k}={getattr(self, k)!r}" for k, ok in (
+            ("format", self.format is E2M1FN), ("scale_dtype", self.scale_dtype == "e4m3fn"),
+            ("convention", self.convention == "scale_inv"), ("apply", self.apply is None),
+            ("stored", self.stored == "applied"), ("pow2", self.pow2 is None), ("target", self.target is None),
+            ("eps", self.eps is None), ("scale_precision", self.scale_precision == "float32"),
+            ("scale_divide", self.scale_divide == "divide")) if not ok]
+        if wrong:
+            raise InvalidValueError(f"recipe {self.name!r}: rule {self.rule!r} (NVFP4, two-level) takes e2m1fn elements "
+                                    f"and e4m3fn scale_inv block scales, its own arithmetic; not {', '.join(wrong)}")
+
+    @property
+    def two_level(self) -> bool:
+        """NVFP4: a float32 per-tensor scale over the e4m3fn block scales (the kernel returns it third)."""
+        return self.rule.startswith("nvfp4")
 
     @property
     def natural_apply(self) -> str:
@@ -313,6 +361,8 @@ class Recipe:
     def element_op(self) -> str:
         """How the applied scale meets x: ``multiply`` (x * s), ``divide`` (x / s) or ``multiply-reciprocal``
         (x * fl(1/s), one float32 reciprocal then one multiply)."""
+        if self.rule == "nvfp4-torchao":  # x * fl(fl(1/global) / s): one multiplier per block
+            return "multiply"
         return self.apply or self.natural_apply
 
     @property
@@ -360,6 +410,7 @@ class Recipe:
             "apply": self.element_op,
             "stored": self.stored,
             "scale_divide": self.scale_divide,
+            "packed": self.packed,
         }
 
     def summary(self) -> str:
@@ -374,6 +425,12 @@ class Recipe:
                 formula = f"2^{self.pow2}(log2({formula}))"
             if self.scale_min is not None:
                 formula = f"max({formula}, {self.scale_min:g})"
+        elif self.rule == "nvfp4-torchao":
+            formula = "e4m3(max(fl(amax/6)/g, 2^-6)), g = fl(tensor amax/2688) stored, x * fl(fl(1/g)/scale_inv)"
+        elif self.rule == "nvfp4-modelopt":
+            formula = "e4m3(max(fl(amax/fl(6*g)) (0 -> 1), 2^-9)), g = fl(tensor amax/2688) stored, x / fl(scale_inv*g)"
+        elif self.rule == "nvfp4-ct":
+            formula = "e4m3(G*fl(amax/6)) (0 -> 0.125), G = 2688*fl(1/tensor amax) stored, x / fl(scale_inv/G)"
         else:
             formula = f"2^({self.rule.split('-')[1]}(log2 amax) - {self.format.emax})"
         # The precision qualifies the formula, so it follows it directly; the
@@ -384,8 +441,9 @@ class Recipe:
         op = ", applied as x * fl(1/s)" if self.element_op == "multiply-reciprocal" else ""
         stored = ", its float32 reciprocal stored" if self.stored == "reciprocal" else ""
         amax = {"finite": "finite", "ieee": "ieee", "skip-nan": "skip-nan (NaN left out of amax, Inf kept)"}
+        packed = f" packed {self.packed}" if self.packed else ""
         return (f"{self.granularity}, {self.convention} = {formula} ({self.scale_precision}, stored "
-                f"{self.scale_dtype}){zero}{op}{stored}, {self.format.name} {self.profile.name}, "
+                f"{self.scale_dtype}){zero}{op}{stored}, {self.format.name}{packed} {self.profile.name}, "
                 f"non-finite {amax[self.nonfinite]}")
 
     def __str__(self) -> str:

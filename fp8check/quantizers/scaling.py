@@ -39,6 +39,8 @@ __all__ = [
     "block_amax",
     "scales_from_amax",
     "applied_scales",
+    "element_scales",
+    "global_scale",
     "apply_scale",
     "reciprocal32",
     "expand_scales",
@@ -217,6 +219,8 @@ def applied_scales(amax: np.ndarray, recipe: Recipe) -> np.ndarray:
     """The scales (float32) a kernel applies for blocks with the given amax."""
     amax = np.asarray(amax, dtype=np.float32)
     fmt = recipe.format
+    if recipe.two_level:
+        return _two_level(amax, recipe)[0]
     with np.errstate(all="ignore"):
         if recipe.rule != "amax":
             a = amax if recipe.eps is None else np.maximum(amax, np.float32(recipe.eps))
@@ -249,7 +253,9 @@ def applied_scales(amax: np.ndarray, recipe: Recipe) -> np.ndarray:
             q = np.where(q < np.float32(recipe.scale_min), np.float32(recipe.scale_min), q).astype(np.float32)
         if recipe.scale_dtype == "e8m0":
             return _to_e8m0(q)
-        if recipe.scale_dtype == "bfloat16":
+        if recipe.scale_dtype == "e4m3fn":
+            q = _to_e4m3(q)
+        elif recipe.scale_dtype == "bfloat16":
             q = q.astype(ml_dtypes.bfloat16).astype(np.float32)
         elif recipe.scale_dtype == "float16":
             q = q.astype(np.float16).astype(np.float32)
@@ -260,7 +266,95 @@ def applied_scales(amax: np.ndarray, recipe: Recipe) -> np.ndarray:
         return q
 
 
+def _to_e4m3(q: np.ndarray) -> np.ndarray:
+    """e4m3fn scales as float32: RNE, finite overflow and Inf to 448 (torch's clamp then cast), NaN stays."""
+    return decode(encode(np.asarray(q, dtype=np.float32), E4M3FN, "satfinite"), E4M3FN).astype(np.float32)
+
+
+# NVFP4: e4m3fn block scales (scale_inv, per 16 elements) over a float32 per-tensor scale. The sources differ in
+# which way the per-tensor number points and how it meets the block scale, so each is a rule of its own.
+_F4_MAX = np.float32(6.0)
+_NVFP4_RANGE = np.float32(448.0 * 6.0)  # e4m3fn max * e2m1fn max: the tensor amax maps to the largest block scale
+
+
+def _tensor_amax(amax: np.ndarray) -> np.float32:
+    """The tensor's amax from all its blocks' (NaN wins, as torch.max(torch.abs(x)) gives it)."""
+    a = np.asarray(amax, dtype=np.float32).reshape(-1)
+    if a.size == 0:
+        return np.float32(0)
+    return np.float32(np.nan) if np.isnan(a).any() else np.float32(a.max())
+
+
+def _two_level(amax: np.ndarray, recipe: Recipe) -> tuple[np.ndarray, np.ndarray, np.float32]:
+    """(stored e4m3 block scales as float32, the per-block number the elements meet, the stored float32
+    per-tensor scale), each step one IEEE float32 operation as the variant's source writes it. torchao and
+    ModelOpt store the per-tensor number as a dequant multiplier (amax / 2688), compressed-tensors as its
+    inverse (2688 / amax); the block scale is e4m3fn, scale_inv, in all three."""
+    a = np.asarray(amax, dtype=np.float32)
+    t = _tensor_amax(a)
+    one = np.float32(1)
+    with np.errstate(all="ignore"):
+        b = (a / _F4_MAX).astype(np.float32)  # amax / 6, a true division (tensor / Python float) in both
+        if recipe.rule == "nvfp4-torchao":
+            # torchao 0.18.0 prototype/mx_formats/nvfp4_tensor.py: per_tensor_amax_to_scale:
+            # amax.to(float32) / (F8E4M3_MAX * F4_E2M1_MAX); nvfp4_quantize (two-level branch):
+            # clamp(block_scale / per_tensor_scale, min=E4M3_EPS (2^-6), max=448).to(e4m3fn),
+            # data * ((1.0 / per_tensor_scale) / scaled_block_scales_fp32), clamp(+-6), f32_to_f4_unpacked.
+            g = np.float32(t / _NVFP4_RANGE)
+            q = (b / g).astype(np.float32)
+            if recipe.scale_min is not None:
+                q = np.where(q < np.float32(recipe.scale_min), np.float32(recipe.scale_min), q).astype(np.float32)
+            s = _to_e4m3(q)
+            per_block = ((one / g) / s).astype(np.float32)
+        elif recipe.rule == "nvfp4-modelopt":
+            # nvidia-modelopt 0.47.0 torch/quantization/qtensor/nvfp4_tensor.py NVFP4QTensor:
+            # get_weights_scaling_factor_2: amax.float() / (E2M1_MAX * E4M3_MAX); get_weights_scaling_factor:
+            # per_block_amax / (E2M1_MAX * wsf2), zeros -> 1.0, clamp(min=2^-9, max=448).to(e4m3fn);
+            # quantize: input / (scale.to(float32) * wsf2), _cast_fp4 (RNE), low nibble first.
+            g = np.float32(t / _NVFP4_RANGE)
+            q = (a / np.float32(_F4_MAX * g)).astype(np.float32)
+            if recipe.zero_scale is not None:
+                q = np.where(q == 0, np.float32(recipe.zero_scale), q).astype(np.float32)
+            if recipe.scale_min is not None:
+                q = np.where(q < np.float32(recipe.scale_min), np.float32(recipe.scale_min), q).astype(np.float32)
+            s = _to_e4m3(q)
+            per_block = (s * g).astype(np.float32)
+        else:
+            # compressed-tensors 0.19.0 quantization/utils/helpers.py: generate_gparam: 448 * 6 / clamp(amax,
+            # min=float32 tiny) -- a Python float over a tensor, which torch computes as 2688 * (1 / amax) --,
+            # nan_to_num(nan=1, posinf=1, neginf=1); calculate_qparams: global_scale * (amax / 6),
+            # round_to_quantized_type_dtype (clamp +-448, .to(e4m3fn)), a zero scale -> 0.125 (e4m3's eps);
+            # lifecycle/forward_helpers.py _quantize: scale = scale / global_scale, x / scale.
+            tiny = np.float32(np.finfo(np.float32).tiny)
+            clamped = np.float32(np.nan) if np.isnan(t) else max(t, tiny)
+            g = np.float32(_NVFP4_RANGE * np.float32(one / clamped))
+            if not np.isfinite(g):
+                g = one
+            s = _to_e4m3((g * b).astype(np.float32))
+            if recipe.zero_scale is not None:
+                s = np.where(s == 0, _to_e4m3(np.float32(recipe.zero_scale)), s).astype(np.float32)
+            per_block = (s / g).astype(np.float32)
+    return s, per_block, np.float32(g)
+
+
+def element_scales(amax: np.ndarray, recipe: Recipe) -> np.ndarray:
+    """The number each block's elements meet under ``recipe.element_op``: the applied scale itself, or for a
+    two-level (NVFP4) recipe the per-block combination of the block and per-tensor scales."""
+    if recipe.two_level:
+        return _two_level(amax, recipe)[1]
+    return applied_scales(amax, recipe)
+
+
+def global_scale(x: Any, recipe: Recipe) -> np.float32:
+    """The float32 per-tensor scale a two-level (NVFP4) recipe stores for ``x`` (as its source stores it)."""
+    if not recipe.two_level:
+        raise InvalidValueError(f"recipe {recipe.name!r} ({recipe.rule}) has no per-tensor global scale")
+    return _two_level(block_amax(x, recipe), recipe)[2]
+
+
 def _round_scale(v: np.float32, scale_dtype: str) -> np.float32:
+    if scale_dtype == "e4m3fn":
+        return np.float32(_to_e4m3(np.float32(v)))
     if scale_dtype == "bfloat16":
         return np.float32(np.float32(v).astype(ml_dtypes.bfloat16))
     if scale_dtype == "float16":
@@ -288,7 +382,7 @@ def quantize(x: Any, recipe: Recipe, *, offsets: Any = None) -> Quantized:
     x32, _ = _as_float32(x)
     amax = block_amax(x32, recipe, offsets)
     applied = applied_scales(amax, recipe)
-    y = apply_scale(x32, expand_scales(applied, x32.shape, recipe, offsets), recipe)
+    y = apply_scale(x32, expand_scales(element_scales(amax, recipe), x32.shape, recipe, offsets), recipe)
     codes = encode(y, recipe.format, recipe.profile)
     return Quantized(codes, applied if recipe.stored == "applied" else reciprocal32(applied))
 
@@ -298,12 +392,22 @@ def e8m0_codes(scales: np.ndarray) -> np.ndarray:
     return encode(np.asarray(scales, dtype=np.float32), E8M0FNU, "ieee")
 
 
-def dequantize(codes: Any, scales: Any, recipe: Recipe, *, offsets: Any = None) -> np.ndarray:
-    """The float64 values ``codes`` and ``scales`` stand for under ``recipe``."""
+def dequantize(codes: Any, scales: Any, recipe: Recipe, *, offsets: Any = None, per_tensor: Any = None) -> np.ndarray:
+    """The float64 values ``codes`` (one per element) and ``scales`` stand for under ``recipe``.
+
+    ``per_tensor``: a two-level (NVFP4) recipe's stored per-tensor scale (required there): torchao's is a
+    multiplier (``amax / 2688``), compressed-tensors' a divisor (``2688 / amax``).
+    """
     values = decode(codes, recipe.format)
     s = expand_scales(np.asarray(scales, dtype=np.float64), values.shape, recipe, offsets)
     with np.errstate(all="ignore"):
-        return values * s if recipe.stored_convention == "scale_inv" else values / s
+        out = values * s if recipe.stored_convention == "scale_inv" else values / s
+        if recipe.two_level:
+            if per_tensor is None:
+                raise InvalidValueError(f"recipe {recipe.name!r} is two-level: dequantize needs its per-tensor scale")
+            g = np.float64(np.asarray(per_tensor, dtype=np.float64).reshape(-1)[0])
+            out = out / g if recipe.rule == "nvfp4-ct" else out * g
+        return out
 
 
 def overflow_threshold(dtype: str) -> float:

@@ -30,7 +30,7 @@ __all__ = ["Target", "DecodeTarget", "DeclaredTarget", "Collector", "targets_for
            "FNUZ", "OCP", "MX"]
 
 FNUZ = frozenset({"e4m3fnuz", "e5m2fnuz"})
-OCP = frozenset({"e4m3fn", "e5m2"})
+OCP = frozenset({"e4m3fn", "e5m2", "e2m1fn", "e2m3fn", "e3m2fn"})  # OFP8, and the OCP MX v1.0 FP4/FP6 elements
 MX = frozenset({"e8m0fnu", "e2m1fn", "e2m3fn", "e3m2fn"})
 
 
