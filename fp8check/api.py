@@ -26,7 +26,8 @@ from fp8check.declarations import (KernelDeclaration, cast_kernel, decode_kernel
                                    quantizer_kernel, run_declaration)
 from fp8check.results import CheckResult, Divergence, Refusal
 
-__all__ = ["Report", "check_cast", "check_quantizer", "check_fused", "check_decode", "check_dequant", "check_declared", "assert_conforms"]
+__all__ = ["Report", "check_cast", "check_quantizer", "check_fused", "check_decode", "check_dequant",
+           "check_declared", "assert_conforms"]
 
 
 @dataclass

@@ -13,7 +13,8 @@ from fp8check.declaration import KERNEL_KINDS, KINDS, KernelDeclaration, declare
 from fp8check.errors import InvalidValueError
 from fp8check.pyproject import read_fp8check_table
 
-__all__ = ["cast_kernel", "quantizer_kernel", "fused_kernel", "static_quantizer", "decode_kernel", "dequant_kernel", "from_table", "from_pyproject",
+__all__ = ["cast_kernel", "quantizer_kernel", "fused_kernel", "static_quantizer", "decode_kernel",
+           "dequant_kernel", "from_table", "from_pyproject",
            "table_keys", "first_duplicate", "TABLE_KEYS"]
 
 TABLE_KEYS = {"name", "kernel", "format", "profile", "input-dtypes", "device", "recipe", "reference", "args", "ulps",

@@ -57,7 +57,8 @@ from fp8check.pyproject import read_fp8check_table, repository_recipes
 from fp8check.running import (add_faults, fault_result, merge_config_runs, missing_requirement, run_cast_declaration,
                               run_declaration)
 
-__all__ = ["KernelDeclaration", "cast_kernel", "quantizer_kernel", "fused_kernel", "static_quantizer", "decode_kernel", "dequant_kernel",
+__all__ = ["KernelDeclaration", "cast_kernel", "quantizer_kernel", "fused_kernel", "static_quantizer", "decode_kernel",
+           "dequant_kernel",
            "from_pyproject", "from_table", "read_fp8check_table", "repository_recipes", "run_declaration", "KINDS",
            "KERNEL_KINDS", "KernelKind", "declare", "default_name", "recipe_arguments", "first_duplicate",
            "table_keys", "add_faults", "fault_result", "merge_config_runs", "missing_requirement",

@@ -20,7 +20,8 @@ from fp8check import device_faults
 from fp8check.declaration import KernelDeclaration, KernelKind
 
 __all__ = ["run_declaration", "run_cast_declaration", "run_cast", "run_quantizer", "run_fused", "run_static",
-           "run_decode", "run_dequant", "missing_requirement", "fault_result", "merge_config_runs", "add_faults", "triton_watch", "ENTRY_POINT"]
+           "run_decode", "run_dequant",
+           "missing_requirement", "fault_result", "merge_config_runs", "add_faults", "triton_watch", "ENTRY_POINT"]
 
 ENTRY_POINT = f"{__name__}:run_declaration"  # what an isolated check runs in its child process
 

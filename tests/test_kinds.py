@@ -35,7 +35,8 @@ def _check(argv, tmp_path, name="r.json"):
 
 
 def test_a_cast_rounding_float64_twice_is_caught_by_default(tmp_path, capsys):
-    code, checks = _check(["kind_kernels:double_rounding_f64", "--format", "e4m3fn", "--profile", "satfinite"], tmp_path)
+    code, checks = _check(["kind_kernels:double_rounding_f64", "--format", "e4m3fn", "--profile", "satfinite"],
+                          tmp_path)
     assert code == cli.EXIT_DIVERGED
     assert [c["input_dtype"] for c in checks] == ["float32", "float16", "bfloat16", "float64"]
     f64 = checks[3]
@@ -79,7 +80,8 @@ def test_a_torch_decoder_with_a_nan_code_wrong_diverges_and_its_twin_conforms(pl
     assert {(d["input_hex"], d["actual_value"]) for d in r["divergences"]} >= {(code, wrong)}
     assert {d["condition"] for d in r["divergences"]} == {f"{fmt} codes as uint8", f"codes as torch.float8_{fmt}"}
     out = capsys.readouterr().out
-    assert f"code {code}" in out and f"reproduce: fp8check check kind_kernels:{planted} --kind decode --format {fmt}" in out
+    assert f"code {code}" in out
+    assert f"reproduce: fp8check check kind_kernels:{planted} --kind decode --format {fmt}" in out
     c, (r,) = _check([f"kind_kernels:{twin}", "--kind", "decode", "--format", fmt], tmp_path, "twin.json")
     assert c == cli.EXIT_OK and r["passed"] and r["checked"] == 512
 
@@ -163,7 +165,8 @@ def test_pytest_m_fnuz_picks_up_the_declared_decoders_and_dequant_kernels(pytest
     assert {r.nodeid.rsplit("[", 1)[1] for r in reports if r.passed} == {"fnuz_decoder]"}  # -m fnuz: not e4m3fn
     text = "\n".join(r.longreprtext for r in reports if r.failed)
     assert "code 0x80" in text and "--kind decode --format e4m3fnuz" in text
-    assert "the kernel applied the scale of block" in text and "--kind dequant --format e4m3fnuz --block 32x64 --apply multiply --code-dtype fp8" in text
+    assert "the kernel applied the scale of block" in text
+    assert "--kind dequant --format e4m3fnuz --block 32x64 --apply multiply --code-dtype fp8" in text
     checks = json.loads((pytester.path / "out.json").read_text())["checks"]
     assert {(c["kernel"], c["kind"], c["passed"]) for c in checks} == {
         ("fnuz_negative_zero_decoder", "decode", False), ("fnuz_decoder", "decode", True),

@@ -133,25 +133,15 @@ def classify(bits: np.ndarray, expected: np.ndarray, actual: np.ndarray, input_d
     if not f.signed:
         rounding &= v > 0
     out = np.full(v.shape, "other", dtype=object)
-    low_bound = _saturated_below_max(f, expected, actual, v, nan_codes) & finite
+    # Saturation at a wrong bound: an input that rounds to ±max given a smaller finite code of its sign (e4m3fnuz
+    # 236 or 240 -> 224, a clamp at 224 before the cast): not a rounding neighbour, nor 'other'.
+    low_bound = (finite & at_max & same_sign & ((actual & mag_mask) < f.max_code) & ~nan_codes[actual]
+                 & ~inf_codes[actual])
     # Assign in reverse priority so that the first rule in the docstring wins.
     for mask, name in ((rounding, "rounding"), (subnormal, "subnormal"), (overflow | low_bound, "overflow"),
                        (signed_zero, "signed_zero"), (inf_in, "infinity"), (nan_in, "nan")):
         out[mask] = name
     return out
-
-
-def _saturated_below_max(f: Format, expected: np.ndarray, actual: np.ndarray, v: np.ndarray,
-                         nan_codes: np.ndarray) -> np.ndarray:
-    """Saturation at a wrong bound: the input rounds to ±max, the kernel gives a smaller finite code of the
-    same sign (e4m3fnuz 236 or 240 -> 224: a clamp at 224 before the cast). Neither its rounding neighbour
-    (the lower code only looks like one) nor 'other' (240 -> 224 is no neighbour): 'overflow'."""
-    mag = f.magnitude_mask
-    inf_codes = np.zeros(f.code_count, dtype=bool)
-    inf_codes[list(f.inf_codes)] = True
-    same_sign = (((actual & f.sign_mask) != 0) == (v < 0)) if f.signed else np.ones(v.shape, dtype=bool)
-    return (((expected & mag) == f.max_code) & ((actual & mag) < f.max_code) & same_sign
-            & ~nan_codes[actual] & ~inf_codes[actual])
 
 
 @dataclass

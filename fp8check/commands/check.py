@@ -38,10 +38,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--block", metavar="ROWSxCOLS", default=None,
                    help="--kind dequant: the block one scale covers (default 128x128)")
     p.add_argument("--code-dtype", metavar="DTYPES", default=None,
-                   help="--kind decode or dequant: how the kernel takes codes, uint8 and/or fp8 (the format's torch dtype), "
+                   help="--kind decode or dequant: how the kernel takes codes, uint8 and/or fp8 (the format's torch "
+                   "dtype), "
                    "comma-separated (default: each tried, a refusal noted)")
     p.add_argument("--output-dtype", metavar="DTYPE", default=None, choices=("float32", "float16", "bfloat16"),
-                   help="--kind decode or dequant: the dtype the kernel must return (default: any of float32, float16, bfloat16)")
+                   help="--kind decode or dequant: the dtype the kernel must return (default: any of float32, "
+                   "float16, bfloat16)")
     p.add_argument("--recipe", metavar="NAME", default=None,
                    help="the scaling recipe (--kind quantize): a built-in one or one this repository's pyproject.toml "
                    "declares in [tool.fp8check.recipe.NAME]")
