@@ -115,9 +115,6 @@ def _sweep_cpu(kernel: Any, fmt: Any, profile: Any, start: int, stop: int, *, ch
     tables = reference._split_tables("float32", fmt, profile) if reference._uses_table("float32", fmt, profile) \
         else None
 
-    def kept_before(lo: int) -> int:
-        return sum(v[0].size for k, v in kept.items() if k < lo)
-
     def work() -> None:
         bits = np.empty(block, dtype=np.uint32)
         where = np.empty(min(block, _KEEP), dtype=np.int64)
@@ -159,18 +156,67 @@ def _sweep_cpu(kernel: Any, fmt: Any, profile: Any, start: int, stop: int, *, ch
                 with lock:
                     state["total"] += n
                     state["done"] += m
-                    if n and kept_before(lo) < _KEEP:
-                        kept[lo] = ((idx + lo).astype(np.uint32), exp.copy(), actual[idx].copy())
-                        for k in sorted(kept, reverse=True):  # drop blocks the first _KEEP no longer need
-                            if k > lo and kept_before(k) >= _KEEP:
-                                del kept[k]
+                    if n:
+                        _keep_first(kept, lo, lambda: ((idx + lo).astype(np.uint32), exp.copy(), actual[idx].copy()))
                     if progress is not None:
                         progress(state["done"], stop - start, state["total"])
         with lock:
             state["kernel"] += t_kernel
             state["ref"] += t_ref
 
+    def abandon() -> None:  # the other workers take no new block
+        with lock:
+            state["next"] = stop
+
     began = time.perf_counter()
+    _in_threads(work, workers, abandon)
+    return _kept_result(kept, state, stop - start, time.perf_counter() - began)
+
+
+def _kept_result(kept: dict[int, Any], state: dict[str, Any], checked: int, elapsed: float) -> dict[str, Any]:
+    """:func:`_sweep_cpu`'s answer: the kept mismatches of its blocks in pattern order, its counts and timings."""
+    import numpy as np
+
+    order = sorted(kept)
+
+    def cat(i: int, dt: Any) -> np.ndarray:
+        return np.concatenate([kept[k][i] for k in order])[:_KEEP] if order else np.zeros(0, dtype=dt)
+
+    return {
+        "checked": checked,
+        "diverged": state["total"],
+        "bits": cat(0, np.uint32),
+        "expected": cat(1, np.uint8),
+        "actual": cat(2, np.uint8),
+        "seconds": elapsed,
+        # thread-seconds: the workers' kernel and reference run at the same time
+        "kernel_seconds": state["kernel"],
+        "reference_seconds": state["ref"],
+    }
+
+
+def _keep_first(kept: dict[int, Any], lo: int, make: Any) -> None:
+    """Keep the mismatches ``make()`` of the block starting at ``lo`` while the blocks before it hold fewer than
+    ``_KEEP``; drop the later blocks the first ``_KEEP`` no longer need (the caller holds the lock)."""
+
+    def kept_before(at: int) -> int:
+        return sum(v[0].size for k, v in kept.items() if k < at)
+
+    if kept_before(lo) >= _KEEP:
+        return
+    kept[lo] = make()
+    for k in sorted(kept, reverse=True):
+        if k > lo and kept_before(k) >= _KEEP:
+            del kept[k]
+
+
+def _in_threads(work: Any, workers: int, abandon: Any) -> None:
+    """Run ``work`` on this thread and ``workers - 1`` others, torch at one intra-op thread meanwhile; the first
+    error of any of them is raised here after ``abandon()`` has stopped the rest and they have joined."""
+    import threading
+
+    import torch
+
     errors: list[BaseException] = []
 
     def guarded() -> None:
@@ -178,8 +224,7 @@ def _sweep_cpu(kernel: Any, fmt: Any, profile: Any, start: int, stop: int, *, ch
             work()
         except BaseException as exc:  # re-raised on the calling thread
             errors.append(exc)
-            with lock:
-                state["next"] = stop
+            abandon()
 
     torch_threads = torch.get_num_threads()
     if workers > 1:
@@ -191,8 +236,7 @@ def _sweep_cpu(kernel: Any, fmt: Any, profile: Any, start: int, stop: int, *, ch
         try:
             work()
         except BaseException:
-            with lock:
-                state["next"] = stop
+            abandon()
             raise
         finally:
             for t in pool:
@@ -201,23 +245,6 @@ def _sweep_cpu(kernel: Any, fmt: Any, profile: Any, start: int, stop: int, *, ch
         torch.set_num_threads(torch_threads)
     if errors:
         raise errors[0]
-    elapsed = time.perf_counter() - began
-    order = sorted(kept)
-
-    def cat(i: int, dt: Any) -> np.ndarray:
-        return np.concatenate([kept[k][i] for k in order])[:_KEEP] if order else np.zeros(0, dtype=dt)
-
-    return {
-        "checked": stop - start,
-        "diverged": state["total"],
-        "bits": cat(0, np.uint32),
-        "expected": cat(1, np.uint8),
-        "actual": cat(2, np.uint8),
-        "seconds": elapsed,
-        # thread-seconds: the workers' kernel and reference run at the same time
-        "kernel_seconds": state["kernel"],
-        "reference_seconds": state["ref"],
-    }
 
 
 def sweep_check(kernel: Any, fmt: Any, profile: Any, start: int, stop: int, *, device: str, chunk: int,

@@ -20,7 +20,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import IO, Any, Iterator, NamedTuple
 
-from fp8check.checkpoints import findings as fd
+from fp8check.checkpoints import findings
 from fp8check.checkpoints.conventions import QuantConfig
 from fp8check.checkpoints.granularity import Granularity
 from fp8check.checkpoints.stats import CodeStats, ScaleStats
@@ -121,11 +121,11 @@ class TensorResult:
     stats: CodeStats | None = None
     scale_stats: ScaleStats | None = None
     conversions: dict[str, ConversionPlan] = field(default_factory=dict)
-    findings: list[fd.Finding] = field(default_factory=list)
+    findings: list[findings.Finding] = field(default_factory=list)
 
     @property
     def severity(self) -> str | None:
-        return fd.worst(self.findings)
+        return findings.worst(self.findings)
 
     def to_dict(self, *, histogram: bool = True) -> dict[str, Any]:
         return {
@@ -150,7 +150,7 @@ class TensorResult:
             stats=CodeStats.from_dict(d["stats"]) if d["stats"] else None,
             scale_stats=ScaleStats.from_dict(d["scale_stats"]) if d["scale_stats"] else None,
             conversions={k: ConversionPlan.from_dict(v) for k, v in d["conversions"].items()},
-            findings=[fd.Finding(**f) for f in d["findings"]])
+            findings=[findings.Finding(**f) for f in d["findings"]])
 
 
 def _row_json(row: TensorResult) -> str:
@@ -274,23 +274,23 @@ class Summary:
     formats: dict[str, int] = field(default_factory=dict)
     verdicts: dict[str, str] = field(default_factory=dict)
     unknown: list[str] = field(default_factory=list)  # why the verdicts are unknown, if they are
-    fail_on: str = fd.ERROR
+    fail_on: str = findings.ERROR
     exit_code: int = 0
     seconds: float = 0.0
 
     def count(self, row: TensorResult) -> None:
         """Add one tensor's findings and kind to the totals."""
         for f in row.findings:
-            if f.severity == fd.ERROR:
+            if f.severity == findings.ERROR:
                 self.errors += 1
-            elif f.severity == fd.WARNING:
+            elif f.severity == findings.WARNING:
                 self.warnings += 1
             else:
                 self.infos += 1
             agg = self.findings_by_code.setdefault(f.code, {"severity": f.severity, "tensors": 0, "count": 0})
             agg["tensors"] += 1
             agg["count"] += f.count
-            if fd.SEVERITY_RANK[f.severity] > fd.SEVERITY_RANK[agg["severity"]]:
+            if findings.SEVERITY_RANK[f.severity] > findings.SEVERITY_RANK[agg["severity"]]:
                 agg["severity"] = f.severity
 
     def to_dict(self) -> dict[str, Any]:
@@ -333,11 +333,13 @@ class AuditResult:
             "summary": self.summary.to_dict(),
             "portability": [v.to_dict() for v in self.portability],
             "finding_codes": {c.code: {"severity": c.severity, "title": c.title, "rule": c.rule}
-                              for c in fd.CODES.values()},
+                              for c in findings.CODES.values()},
             "thresholds": {
-                "SATURATION_SHARE": fd.SATURATION_SHARE, "SATURATION_MIN_COUNT": fd.SATURATION_MIN_COUNT,
-                "SATURATION_PILEUP": fd.SATURATION_PILEUP,
-                "UNDERFLOW_ZERO_SHARE": fd.UNDERFLOW_ZERO_SHARE, "UNDERFLOW_EDGE_SHARE": fd.UNDERFLOW_EDGE_SHARE,
+                "SATURATION_SHARE": findings.SATURATION_SHARE, "SATURATION_MIN_COUNT": findings.SATURATION_MIN_COUNT,
+                "SATURATION_PILEUP": findings.SATURATION_PILEUP,
+                "UNDERFLOW_ZERO_SHARE": findings.UNDERFLOW_ZERO_SHARE, "UNDERFLOW_EDGE_SHARE": findings.UNDERFLOW_EDGE_SHARE,
+                "WEIGHT_MAGNITUDE_BOUND": findings.WEIGHT_MAGNITUDE_BOUND, "SIBLINGS_MIN": findings.SIBLINGS_MIN,
+                "FUSED_RATIO_ERROR": findings.FUSED_RATIO_ERROR,
             },
         }
 

@@ -25,13 +25,14 @@ says so): packed fp4 and e8m0 scale bytes are one byte too.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from fp8check import formats
 from fp8check.checkpoints import dtypes
-from fp8check.checkpoints import layouts as lo
+from fp8check.checkpoints import layouts
 from fp8check.formats import Format
 
 ROLE_FP8 = "fp8"
@@ -57,7 +58,7 @@ def scale_candidates(name: str) -> list[str]:
         out.append(name[: -len("weight")] + "weights_scaling_factor")
     if name.endswith("qdata"):
         out.append(name[: -len("qdata")] + "scale")
-    out.extend(c for c in lo.scale_names(name) if c not in out)  # X_blocks -> X_scales, weight_packed -> weight_scale
+    out.extend(c for c in layouts.scale_names(name) if c not in out)  # X_blocks -> X_scales, weight_packed -> weight_scale
     return out
 
 
@@ -88,6 +89,10 @@ class QuantConfig:
     ue8m0_scales: bool = False
     dequant_dtype: str | None = None
     not_understood: list[str] = field(default_factory=list)  # what the config says that no layout describes
+    # static activations: every quantized module carries its layout's input scale (the key that says so, or "")
+    static_activations: str = ""
+    # ModelOpt MIXED_PRECISION: module prefix -> its quant_algo (FP8, NVFP4, W4A16_NVFP4), from quantized_layers
+    layer_schemes: dict[str, str] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -141,29 +146,12 @@ def parse_config(docs: dict[str, Any]) -> QuantConfig:
                 q.weight_format = _FP8_NAMES.get(str(qc.get("fmt", "e4m3")).lower(), formats.E4M3FN)
                 q.block = _int_pair(qc.get("weight_block_size"))
                 q.ue8m0_scales = str(qc.get("scale_fmt", "")).lower() == "ue8m0"
+                if str(qc.get("activation_scheme", "")).lower() == "static":
+                    q.static_activations = 'config.json quantization_config.activation_scheme "static"'
             elif method in ("fbgemm_fp8",):
                 q.weight_format = formats.E4M3FN
             elif method == "compressed-tensors":
-                groups = qc.get("config_groups")
-                if isinstance(groups, dict):
-                    for grp in groups.values():
-                        w = grp.get("weights") if isinstance(grp, dict) else None
-                        if not isinstance(w, dict):
-                            continue
-                        bits, kind = w.get("num_bits"), str(w.get("type", "")).lower()
-                        if bits == 8 and kind == "float":
-                            q.weight_format = formats.E4M3FN
-                        elif bits == 4 and kind == "float":
-                            # NVFP4: e4m3 scales of 16 values and a global scale; MXFP4: e8m0 scales of 32
-                            q.packed = {16: lo.NVFP4, None: lo.NVFP4, 32: lo.MXFP4}.get(w.get("group_size"), "fp4")
-                            if q.packed == "fp4":
-                                q.not_understood.append(f"compressed-tensors 4-bit float weights with group_size "
-                                                        f"{w.get('group_size')!r} (NVFP4 uses 16, MXFP4 32)")
-                        elif bits is not None or kind:
-                            q.not_understood.append(f"compressed-tensors weights num_bits {bits!r} type {kind!r}")
-                        q.block = _int_pair(w.get("block_structure")) or q.block
-                        if isinstance(w.get("group_size"), int) and w["group_size"] > 0:
-                            q.group_size = w["group_size"]
+                _compressed_tensors(q, qc)
             elif method == "quark":
                 gq = qc.get("global_quant_config")
                 w = gq.get("weight") if isinstance(gq, dict) else None
@@ -172,18 +160,22 @@ def parse_config(docs: dict[str, Any]) -> QuantConfig:
                     if d in _FP8_NAMES:
                         q.weight_format = _FP8_NAMES[d]
                     elif d == "fp4" and str(w.get("scale_format", "e8m0")).lower() == "e8m0":
-                        q.packed = lo.MXFP4
+                        q.packed = layouts.MXFP4
                     elif d:
                         q.not_understood.append(f"quark weight dtype {d!r}")
                     if isinstance(w.get("group_size"), int) and w["group_size"] > 0:
                         q.group_size = w["group_size"]
+                a = gq.get("input_tensors") if isinstance(gq, dict) else None
+                overrides = qc.get("layer_quant_config") or qc.get("layer_type_quant_config")  # per-layer schemes
+                if isinstance(a, dict) and a.get("is_dynamic") is False and not overrides:
+                    q.static_activations = "config.json global_quant_config.input_tensors is_dynamic false"
             elif method == "modelopt":
                 algo = str(qc.get("quant_algo", "")).upper()
-                _modelopt_algo(q, algo)
+                _modelopt_algo(q, algo, qc, "config.json quantization_config")
                 if isinstance(qc.get("group_size"), int) and qc["group_size"] > 0:
                     q.group_size = qc["group_size"]
             elif method == "mxfp4":  # gpt-oss, as transformers reads it: e2m1 in 32-blocks, e8m0 scales
-                q.packed = lo.MXFP4
+                q.packed = layouts.MXFP4
                 q.group_size = 32
             elif method == "torchao":  # transformers' TorchAoConfig: the tensors are subclasses that say what they hold
                 pass
@@ -195,7 +187,7 @@ def parse_config(docs: dict[str, Any]) -> QuantConfig:
         if isinstance(quant, dict):
             q.source = "hf_quant_config.json quantization"
             q.quant_method = "modelopt"
-            _modelopt_algo(q, str(quant.get("quant_algo", "")).upper())
+            _modelopt_algo(q, str(quant.get("quant_algo", "")).upper(), quant, "hf_quant_config.json quantization")
             if isinstance(quant.get("group_size"), int) and quant["group_size"] > 0:
                 q.group_size = quant["group_size"]
     # what fp8check convert wrote beside the producer's keys (which have no spelling for fnuz)
@@ -210,20 +202,90 @@ def parse_config(docs: dict[str, Any]) -> QuantConfig:
     return q
 
 
-def _modelopt_algo(q: QuantConfig, algo: str) -> None:
+
+def _compressed_tensors(q: QuantConfig, qc: dict[str, Any]) -> None:
+    """compressed-tensors config_groups: the weights' format, block or group, and static activations."""
+    groups = qc.get("config_groups")
+    static: list[bool] = []
+    if isinstance(groups, dict):
+        for grp in groups.values():
+            w = grp.get("weights") if isinstance(grp, dict) else None
+            if not isinstance(w, dict):
+                continue
+            bits, kind = w.get("num_bits"), str(w.get("type", "")).lower()
+            if bits == 8 and kind == "float":
+                q.weight_format = formats.E4M3FN
+            elif bits == 4 and kind == "float":
+                # NVFP4: e4m3 scales of 16 values and a global scale; MXFP4: e8m0 scales of 32
+                q.packed = {16: layouts.NVFP4, None: layouts.NVFP4, 32: layouts.MXFP4}.get(w.get("group_size"), "fp4")
+                if q.packed == "fp4":
+                    q.not_understood.append(f"compressed-tensors 4-bit float weights with group_size "
+                                            f"{w.get('group_size')!r} (NVFP4 uses 16, MXFP4 32)")
+            elif bits is not None or kind:
+                q.not_understood.append(f"compressed-tensors weights num_bits {bits!r} type {kind!r}")
+            q.block = _int_pair(w.get("block_structure")) or q.block
+            if isinstance(w.get("group_size"), int) and w["group_size"] > 0:
+                q.group_size = w["group_size"]
+            a = grp.get("input_activations")
+            # dynamic false: a calibrated input_scale; "local" (NVFP4): a stored input_global_scale
+            static.append(isinstance(a, dict) and a.get("dynamic") in (False, "local"))
+            if static[-1]:
+                q.static_activations = (f"config.json config_groups input_activations dynamic "
+                                        f"{json.dumps(a.get('dynamic'))}")
+    if not all(static):  # groups of both kinds: which module is in which group is the targets' call, not read here
+        q.static_activations = ""
+
+
+# ModelOpt algorithms with a calibrated (static) activation scale per module: vLLM modelopt.py creates input_scale
+# for ModelOptFp8LinearMethod ("FP8") and ModelOptNvFp4LinearMethod ("NVFP4", W4A4), none for FP8_PB_WO,
+# FP8_PER_CHANNEL_PER_TOKEN (dynamic per token) or W4A16_NVFP4
+MODELOPT_STATIC = ("FP8", "NVFP4")
+MODELOPT_FP8 = ("FP8", "FP8_PB_WO", "FP8_PER_CHANNEL_PER_TOKEN")
+MODELOPT_NVFP4 = ("NVFP4", "W4A16_NVFP4")
+
+
+def _modelopt_algo(q: QuantConfig, algo: str, doc: dict[str, Any] | None = None, where: str = "") -> None:
+    if algo in MODELOPT_STATIC:
+        q.static_activations = f'{where} quant_algo "{algo}"'
     if algo.startswith("FP8"):
         q.weight_format = formats.E4M3FN
         if "PB" in algo:  # per-block
             q.block = q.block or (128, 128)
-    elif algo == "NVFP4":
-        q.packed = lo.NVFP4
+    elif algo in MODELOPT_NVFP4:
+        q.packed = layouts.NVFP4
+    elif algo == "MIXED_PRECISION":
+        _modelopt_mixed(q, (doc or {}).get("quantized_layers"), where)
     elif algo:
         q.not_understood.append(f"ModelOpt quant_algo {algo!r}")
 
 
+def _modelopt_mixed(q: QuantConfig, layers: Any, where: str) -> None:
+    """MIXED_PRECISION: the per-layer algorithm of ``quantized_layers`` ({prefix: {quant_algo, group_size}}), as
+    vLLM's ModelOptMixedPrecisionConfig reads it (vllm/model_executor/layers/quantization/modelopt.py, main at
+    00155cde: config.json quantization_config first, else hf_quant_config.json; a prefix not listed is loaded
+    unquantized)."""
+    if q.layer_schemes:  # config.json's, read first, wins (vLLM prefers it to hf_quant_config.json)
+        return
+    if not isinstance(layers, dict) or not layers:
+        q.not_understood.append(f"{where} MIXED_PRECISION without a quantized_layers mapping")
+        return
+    for prefix, info in layers.items():
+        algo = str(info.get("quant_algo", "") if isinstance(info, dict) else "").upper()
+        if algo in MODELOPT_FP8:
+            q.weight_format = formats.E4M3FN
+        elif algo in MODELOPT_NVFP4:
+            q.packed = layouts.NVFP4
+            if isinstance(info.get("group_size"), int) and info["group_size"] > 0:
+                q.group_size = info["group_size"]
+        else:
+            q.not_understood.append(f"{where} quantized_layers {prefix!r}: quant_algo {algo or None!r}")
+            continue
+        q.layer_schemes[str(prefix)] = algo
+
+
 def _packed_data(config: QuantConfig, name: str) -> bool:
     """Whether the config's packed layout names ``name`` as its data tensor."""
-    lay = lo.packed_layout(config.packed, config.quant_method, name=name, scale_dtype=None) if config.packed else None
+    lay = layouts.packed_layout(config.packed, config.quant_method, name=name, scale_dtype=None) if config.packed else None
     return lay is not None and name.endswith(lay.data)
 
 
@@ -300,7 +362,7 @@ def pair(entries_by_file: dict[str, dict[str, Any]], *, config: QuantConfig, byt
                 p.roles[key] = ROLE_SCALE
             elif by_name in (ROLE_ACTIVATION_SCALE, ROLE_KV_SCALE):
                 p.roles[key] = by_name
-            elif fmt is not None and by_name == ROLE_SCALE and config.packed == lo.NVFP4:
+            elif fmt is not None and by_name == ROLE_SCALE and config.packed == layouts.NVFP4:
                 p.roles[key] = ROLE_SCALE  # an NVFP4 e4m3 block scale whose packed data is missing
             elif fmt is not None:
                 p.roles[key] = ROLE_FP8

@@ -38,13 +38,9 @@ from typing import Any, Iterator
 import numpy as np
 
 from fp8check import formats
-from fp8check.checkpoints import conventions as cv
-from fp8check.checkpoints import dtypes
-from fp8check.checkpoints import granularity as gr
-from fp8check.checkpoints import stats as st
-from fp8check.checkpoints import targets as tg
-from fp8check.checkpoints import safetensors_writer as writer
-from fp8check.checkpoints.audit import AuditOptions, Auditor, Checkpoint, Record
+from fp8check.checkpoints import conventions, dtypes, granularity, safetensors_writer, stats, targets
+from fp8check.checkpoints.audit import AuditOptions, Auditor
+from fp8check.checkpoints.records import Checkpoint, Record
 from fp8check.progress import ProgressSink
 from fp8check.errors import CheckpointError, MissingDependencyError
 from fp8check.checkpoints import torch_writer
@@ -72,9 +68,9 @@ class ConvertOptions:
 def resolve_to(name: str) -> tuple[Format, ...]:
     key = name.strip().lower()
     if key == "fnuz":
-        return tg.FNUZ
+        return targets.FNUZ
     if key == "ocp":
-        return tg.OCP
+        return targets.OCP
     f = formats.get(key)
     if f not in formats.FP8_FORMATS:
         raise InvalidValueError(f"--to must be an FP8 format, fnuz or ocp; got {name!r}")
@@ -88,13 +84,13 @@ class Action:
     table: np.ndarray | None = None
     dst_fmt: Format | None = None
     factor: float = 1.0
-    plan: tg.ConversionPlan | None = None
+    plan: targets.ConversionPlan | None = None
     block_ok: np.ndarray | None = None  # a block plan: the scale elements that take the factor (others keep theirs)
     out_file: str = ""
     result: dict[str, Any] = field(default_factory=dict)
 
 
-def _chunks(flat: Any, release: Any, chunk: int = st.CHUNK_BYTES) -> Iterator[np.ndarray]:
+def _chunks(flat: Any, release: Any, chunk: int = stats.CHUNK_BYTES) -> Iterator[np.ndarray]:
     for start in range(0, flat.numel(), chunk):
         part = flat[start:start + chunk]
         yield part.numpy()
@@ -140,16 +136,16 @@ def _block_chunks(ck: Checkpoint, a: Action, tensor: Any) -> Iterator[np.ndarray
     sc = rec.scale
     assert sc is not None and sc.granularity is not None and a.block_ok is not None and rec.fmt and a.dst_fmt
     shape = rec.entry.shape
-    ok3 = gr.normalise(np.asarray(a.block_ok, dtype=np.float64), sc.granularity, shape)
-    one = tg.conversion_table(rec.fmt, a.dst_fmt, 1.0)[0]
-    codes = st.as_bytes(tensor).numpy()
-    _, _, i = gr.data_dims(shape)
+    ok3 = granularity.normalise(np.asarray(a.block_ok, dtype=np.float64), sc.granularity, shape)
+    one = targets.conversion_table(rec.fmt, a.dst_fmt, 1.0)[0]
+    codes = stats.as_bytes(tensor).numpy()
+    _, _, i = granularity.data_dims(shape)
     rows = codes.size // max(i, 1)
     step = max(1, _ROWS_ELEMS // max(i, 1))
     for r0 in range(0, rows, step):
         r1 = min(rows, r0 + step)
         c = codes[r0 * i:r1 * i].reshape(r1 - r0, i)
-        take = gr.expand_rows(ok3, sc.granularity, shape, r0, r1) > 0.5
+        take = granularity.expand_rows(ok3, sc.granularity, shape, r0, r1) > 0.5
         yield np.where(take, a.table[c], one[c]).astype(np.uint8).reshape(-1)
 
 
@@ -165,7 +161,7 @@ class Converter:
         self.src_is_folder = False
         if options.activation_scales not in ("scale", "keep"):
             raise InvalidValueError(f"--activation-scales must be scale or keep, got {options.activation_scales!r}")
-        if any(f in tg.FNUZ for f in self.targets) and dtypes.safetensors_version() < dtypes.FNUZ_MIN_SAFETENSORS:
+        if any(f in targets.FNUZ for f in self.targets) and dtypes.safetensors_version() < dtypes.FNUZ_MIN_SAFETENSORS:
             import safetensors
 
             raise MissingDependencyError(
@@ -242,18 +238,18 @@ class Converter:
             actions[rec.key] = Action("copy", rec, out_file=out_file)
         converted = False
         for rec in ck.records:
-            if rec.role != cv.ROLE_FP8 or rec.entry is None or rec.fmt in self.targets:
+            if rec.role != conventions.ROLE_FP8 or rec.entry is None or rec.fmt in self.targets:
                 continue
-            dst_fmt = tg.COUNTERPART.get(rec.fmt)
+            dst_fmt = targets.COUNTERPART.get(rec.fmt)
             if dst_fmt not in self.targets:
                 raise InvalidValueError(
                     f"tensor {json.dumps(rec.key[1])[:200]} is {rec.fmt.name}; --to {self.o.to} converts "
-                    f"{', '.join(tg.COUNTERPART[t].name for t in self.targets)} only (--to fnuz or --to ocp converts "
+                    f"{', '.join(targets.COUNTERPART[t].name for t in self.targets)} only (--to fnuz or --to ocp converts "
                     "every format to its counterpart)")
             if not rec.counted:
                 raise CheckpointError(rec.key[0], f"tensor {json.dumps(rec.key[1])[:200]} could not be read")
             act = actions[rec.key]
-            if rec.scale is not None and rec.scale.granularity is not None and rec.scale.granularity.name == gr.MX_E8M0:
+            if rec.scale is not None and rec.scale.granularity is not None and rec.scale.granularity.name == granularity.MX_E8M0:
                 # MX is an OCP format (e8m0 scales over OCP elements): no loader reads MX blocks of fnuz elements
                 act.result["reason"] = (f"kept as {rec.fmt.name}: an MX layout (e8m0 scales of 32-element blocks) has "
                                         f"no {dst_fmt.name} form; a target without MX matmuls runs it emulated "
@@ -262,7 +258,7 @@ class Converter:
                 continue
             plan = rec.plans[dst_fmt.name]
             act.kind, act.dst_fmt, act.plan, act.factor = "convert", dst_fmt, plan, plan.factor
-            act.table = tg.conversion_table(rec.fmt, dst_fmt, plan.factor)[0]
+            act.table = targets.conversion_table(rec.fmt, dst_fmt, plan.factor)[0]
             converted = True
             act.block_ok = rec.block_ok
             if plan.factor != 1.0 and rec.scale is not None:
@@ -270,9 +266,9 @@ class Converter:
                 sact.kind, sact.factor, sact.block_ok = "scale", plan.factor, rec.block_ok
                 sact.result["scale_of"] = rec.key[1]
         if converted and self.o.activation_scales == "scale":
-            natural = 2.0 if any(f in tg.FNUZ for f in self.targets) else 0.5
+            natural = 2.0 if any(f in targets.FNUZ for f in self.targets) else 0.5
             for rec in ck.records:
-                if rec.role not in (cv.ROLE_ACTIVATION_SCALE, cv.ROLE_KV_SCALE) or rec.scale_stats is None:
+                if rec.role not in (conventions.ROLE_ACTIVATION_SCALE, conventions.ROLE_KV_SCALE) or rec.scale_stats is None:
                     continue
                 act = actions[rec.key]
                 if rec.scale_stats.factor_exact.get(f"{natural:g}"):
@@ -305,7 +301,7 @@ class Converter:
                     renames = {f"float8_{a.rec.fmt.name}": f"float8_{a.dst_fmt.name}" for a in acts
                                if a.kind == "convert" and a.rec.fmt is not None and a.dst_fmt is not None}
                     meta = {**{k: _renamed_dtypes(v, renames) for k, v in src_meta.items()}, **meta}
-                writer.write(_staged(out_file, dst, staging), outs, meta)
+                safetensors_writer.write(_staged(out_file, dst, staging), outs, meta)
                 self.progress.file_done(out_file)
             if dst.endswith(".safetensors"):
                 return
@@ -399,7 +395,7 @@ class Converter:
                 shutil.copyfile(path, out)
                 self.copied_files.append(name)
 
-    def _output(self, ck: Checkpoint, a: Action) -> writer.OutputTensor:
+    def _output(self, ck: Checkpoint, a: Action) -> safetensors_writer.OutputTensor:
         rec = a.rec
         e = rec.entry
         reader = ck.readers[rec.key[0]]
@@ -415,12 +411,12 @@ class Converter:
                 progress.advance(e.nbytes)
             elif a.kind == "convert":
                 table = a.table
-                for part in _chunks(st.as_bytes(tensor), reader.release):
+                for part in _chunks(stats.as_bytes(tensor), reader.release):
                     yield np.take(table, part)
                     progress.advance(part.size)
             elif a.kind == "scale":
-                kind = st.scale_kind(e.dtype) or e.dtype
-                yield _raw_bytes(_scaled_values(tensor, kind, a.factor, rec.role == cv.ROLE_KV_SCALE,
+                kind = stats.scale_kind(e.dtype) or e.dtype
+                yield _raw_bytes(_scaled_values(tensor, kind, a.factor, rec.role == conventions.ROLE_KV_SCALE,
                                                 a.block_ok)).numpy()
                 progress.advance(e.nbytes)
             else:
@@ -428,7 +424,7 @@ class Converter:
                     yield part
                     progress.advance(part.size)
 
-        return writer.OutputTensor(rec.key[1], code, e.shape, e.nbytes, chunks)
+        return safetensors_writer.OutputTensor(rec.key[1], code, e.shape, e.nbytes, chunks)
 
     # -- verification --
 
@@ -457,31 +453,31 @@ class Converter:
                 r.close()
 
     def _scale_pair(self, ck: Checkpoint, a: Action, outs: dict[str, CheckpointFile],
-                    by_name: dict[tuple[str, str], Action]) -> tuple[np.ndarray, np.ndarray, gr.Granularity] | None:
+                    by_name: dict[tuple[str, str], Action]) -> tuple[np.ndarray, np.ndarray, granularity.Granularity] | None:
         sc = a.rec.scale
         if sc is None or sc.granularity is None or sc.kind is None:
             return None
-        src = st.scale_values(ck.readers[sc.key[0]].tensor(sc.key[1]), sc.kind)
+        src = stats.scale_values(ck.readers[sc.key[0]].tensor(sc.key[1]), sc.kind)
         sact = by_name[sc.key]
-        dst = st.scale_values(outs[sact.out_file].tensor(sc.key[1]), sc.kind)
+        dst = stats.scale_values(outs[sact.out_file].tensor(sc.key[1]), sc.kind)
         return src, dst, sc.granularity
 
     def _verify_data(self, ck: Checkpoint, a: Action, out: CheckpointFile, outs: dict[str, CheckpointFile],
                      by_name: dict[tuple[str, str], Action]) -> None:
         rec = a.rec
         shape = rec.entry.shape
-        src_codes = st.as_bytes(ck.readers[rec.key[0]].tensor(rec.key[1])).numpy()
-        dst_codes = st.as_bytes(out.tensor(rec.key[1])).numpy()
-        vs_table, vd_table = st.code_values(rec.fmt), st.code_values(a.dst_fmt)
+        src_codes = stats.as_bytes(ck.readers[rec.key[0]].tensor(rec.key[1])).numpy()
+        dst_codes = stats.as_bytes(out.tensor(rec.key[1])).numpy()
+        vs_table, vd_table = stats.code_values(rec.fmt), stats.code_values(a.dst_fmt)
         pair = self._scale_pair(ck, a, outs, by_name)
-        _, o, i = gr.data_dims(shape)
+        _, o, i = granularity.data_dims(shape)
         rows = src_codes.size // max(i, 1)
         step = max(1, _ROWS_ELEMS // max(i, 1))
         mismatch = zero_sign = nan = 0
         first: int | None = None
         if pair is not None:
-            s_src3 = gr.normalise(pair[0], pair[2], shape)
-            s_dst3 = gr.normalise(pair[1], pair[2], shape)
+            s_src3 = granularity.normalise(pair[0], pair[2], shape)
+            s_dst3 = granularity.normalise(pair[1], pair[2], shape)
         for r0 in range(0, rows, step):
             r1 = min(rows, r0 + step)
             cs = src_codes[r0 * i:r1 * i].reshape(r1 - r0, i)
@@ -490,8 +486,8 @@ class Converter:
                 if pair is None:
                     vs, vd = vs_table[cs], vd_table[cd]
                 else:
-                    vs = vs_table[cs] * gr.expand_rows(s_src3, pair[2], shape, r0, r1)
-                    vd = vd_table[cd] * gr.expand_rows(s_dst3, pair[2], shape, r0, r1)
+                    vs = vs_table[cs] * granularity.expand_rows(s_src3, pair[2], shape, r0, r1)
+                    vd = vd_table[cd] * granularity.expand_rows(s_dst3, pair[2], shape, r0, r1)
             same_bits = vs.view(np.int64) == vd.view(np.int64)
             both_nan = np.isnan(vs) & np.isnan(vd)
             zs = (vs == 0) & (vd == 0) & ~same_bits
@@ -505,7 +501,7 @@ class Converter:
             nan += int(np.count_nonzero(both_nan))
         # a loader that makes parameters of the source's dtype (the config's, which has no fnuz spelling) and casts
         # DST's tensors into them by value rounds what the source format cannot hold at the new scale
-        back_exact = tg.conversion_table(a.dst_fmt, rec.fmt, 1.0)[1]
+        back_exact = targets.conversion_table(a.dst_fmt, rec.fmt, 1.0)[1]
         cast_back = int(np.count_nonzero(~back_exact[dst_codes]))
         a.result.update(exact=mismatch == 0, mismatches=mismatch, neg_zero_to_zero=zero_sign, nan_kept=nan,
                         cast_back_rounded=cast_back)
@@ -516,13 +512,13 @@ class Converter:
 
     def _verify_scale(self, ck: Checkpoint, a: Action, out: CheckpointFile) -> None:
         rec = a.rec
-        kind = st.scale_kind(rec.entry.dtype)
-        src = st.scale_values(ck.readers[rec.key[0]].tensor(rec.key[1]), kind)
-        dst = st.scale_values(out.tensor(rec.key[1]), kind)
+        kind = stats.scale_kind(rec.entry.dtype)
+        src = stats.scale_values(ck.readers[rec.key[0]].tensor(rec.key[1]), kind)
+        dst = stats.scale_values(out.tensor(rec.key[1]), kind)
         expect = src * a.factor
         if a.block_ok is not None:
             expect = np.where(np.asarray(a.block_ok, dtype=bool).reshape(src.shape), expect, src)
-        if rec.role == cv.ROLE_KV_SCALE:
+        if rec.role == conventions.ROLE_KV_SCALE:
             expect = np.where(src == -1.0, src, expect)
         ok = (expect == dst) | (np.isnan(expect) & np.isnan(dst))
         bad = int(np.count_nonzero(~ok))

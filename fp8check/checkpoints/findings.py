@@ -34,6 +34,12 @@ SATURATION_PILEUP = 1.0
 # healthy scale leaves almost nothing in the subnormals).
 UNDERFLOW_ZERO_SHARE = 0.01
 UNDERFLOW_EDGE_SHARE = 0.01
+# WEIGHT_MAGNITUDE: a dequantized weight at or beyond this magnitude comes from a broken scale (see its rule).
+WEIGHT_MAGNITUDE_BOUND = 65536.0
+# SIBLING_MISMATCH compares a module with its siblings only when there are at least this many quantized ones.
+SIBLINGS_MIN = 3
+# FUSED_SCALE_MISMATCH is an error when the fused shards' shared scales differ by more than this factor.
+FUSED_RATIO_ERROR = 2.0
 
 
 @dataclass(frozen=True)
@@ -114,6 +120,59 @@ CODES: dict[str, FindingCode] = {c.code: c for c in (
                 "native counterpart (fn <-> fnuz of the same widths); count = numel"),
     FindingCode("INDEX_MISSING_TENSOR", ERROR, "index names a tensor its shard lacks",
                 "the index's weight_map maps a tensor to a shard that does not hold it; count = 1"),
+    # Rules between tensors, scale encodings, magnitude and the fnuz load paths (issue 33). Severity by consequence:
+    # error where a named loader then computes NaN, Inf, zeros or values off by more than 2x (DESIGN rule 16).
+    FindingCode("INPUT_SCALE_MISSING", ERROR, "static activation scale missing",
+                "the config declares static activations (activation_scheme static, input_activations dynamic false, "
+                "quant_algo FP8/NVFP4, is_dynamic false) and a quantized module lacks its layout's input scale. "
+                "Loader: vLLM creates the parameter filled with float32's lowest value (fp8_utils.py "
+                "create_fp8_input_scale) and keeps it when the checkpoint has none: NaN/garbage output. Warning "
+                "instead for one shard of a fused linear whose other shards carry one (vLLM takes their max); "
+                "count = 1"),
+    FindingCode("SIBLING_MISMATCH", ERROR, "a module unlike its siblings",
+                f"modules named alike but for their indices (experts, layers; at least {SIBLINGS_MIN} quantized) "
+                "carry the same tensors: a scale most siblings carry and this one lacks is an error (the loader's "
+                "fused expert parameter keeps its initial value for it), a scale of another dtype a warning; the "
+                "message names the odd module and how many siblings differ; count = 1"),
+    FindingCode("FUSED_SCALE_MISMATCH", ERROR, "fused shards with different shared scales",
+                "shards a loader fuses into one matmul (q/k/v, gate/up, w1/w3) hold different values of a scale "
+                "the layout shares per fused layer (NVFP4 weight_scale_2 / weight_global_scale). Loader: vLLM "
+                "keeps one value (the max, or the gate's for MoE experts) and dequantizes every shard with it, so a "
+                "shard's weights are off by the ratio: error beyond 2x, warning up to 2x; count = shards"),
+    FindingCode("LAYER_SCHEME", ERROR, "a module stored unlike its per-layer scheme",
+                "the config lists per-layer schemes (ModelOpt MIXED_PRECISION quantized_layers) and a quantized "
+                "module is stored in another format than listed, is not listed (vLLM builds it unquantized and "
+                "loads its codes as plain values), or is a shard of a fused layer whose shards are listed with "
+                "different schemes (vLLM raises 'Mixed quant_algo within fused layer'); count = 1"),
+    FindingCode("SCALE_ENCODING", ERROR, "scale stored in another encoding than its layout writes",
+                "the layout writes this scale as one dtype (float32; bf16/fp16/float32; e8m0 bytes; e4m3fn codes) "
+                "and the file holds another: error where a loader's copy into its parameter converts the values "
+                "numerically into another meaning (float scales into e8m0 bytes truncate to 0 = 2^-127; U8 bytes "
+                "into an e4m3fn parameter become the integers; e8m0 bytes into a float parameter become 0-255), "
+                "with the values implied; warning where the copy is exact (float16/bfloat16 into float32: the "
+                "scales were only rounded when saved); count = scale elements"),
+    FindingCode("WEIGHT_MAGNITUDE", ERROR, "dequantized weights beyond any trained model's",
+                f"count of elements with |code value x scale(s)| >= {WEIGHT_MAGNITUDE_BOUND:g} (2^16) that do not "
+                "overflow the dequantized dtype (DEQUANT_OVERFLOW counts those): beyond float16's range, so no "
+                "model that runs in float16 holds such a weight, and orders of magnitude beyond the largest "
+                "activations measured in LLMs (~1e4, Sun et al. 2024, 'Massive Activations in Large Language "
+                "Models', arXiv:2402.17762), weights being far smaller. Seen with E8M0 bytes that are not biased "
+                "exponents and with scales stored inverted; the message gives the largest value implied"),
+    FindingCode("BLOCK_ZEROED", ERROR, "weights under a zero e8m0 scale",
+                "count of nonzero codes under e8m0 scale bytes 0x00 (2^-127): every loader dequantizes them to within "
+                "6 x 2^-127 of zero, so those blocks (a whole expert when all its scales are 0x00) compute zeros. "
+                "An all-zero block legitimately has 0x00 (amax 0) and is not counted"),
+    FindingCode("FNUZ_PLAIN_CAST", INFO, "values a plain cast to e4m3fnuz makes NaN",
+                "a fnuz target is given and the e4m3fn tensor holds values beyond ±240: a plain "
+                ".to(torch.float8_e4m3fnuz) under the same scale makes each NaN (torch's fnuz cast). Info, not an "
+                "error: every full-range e4m3fn checkpoint holds such values, and the serving loaders (vLLM's "
+                "normalize_e4m3fn_to_e4m3fnuz, SGLang's, Quark's) halve them exactly and double the scale: the "
+                "checkpoint is right and a plain cast is the defect; count = such values"),
+    FindingCode("FNUZ_SCALE_OVERFLOW", ERROR, "a scale a fnuz loader doubles to Inf",
+                "elements of the e4m3fn tensor sit under a scale element whose double overflows its dtype "
+                "(float32 or bfloat16 above 1.7e38, float16 from 32768): vLLM's normalize_e4m3fn_to_e4m3fnuz and Quark's "
+                "e4m3fn_to_e4m3fnuz double the scale in place, so it becomes Inf and the outputs Inf/NaN; error "
+                "with a fnuz target, warning otherwise; count = data elements under such scales"),
 )}
 
 

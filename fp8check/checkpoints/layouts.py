@@ -47,10 +47,37 @@ class Layout:
     block_declared_by: str = ""  # the config key that sets the block size, or "the format"
     config: str = ""  # the config keys (and values) that select this layout
     packed_shape: str = ""  # how the data's shape relates to the logical [out, in]
+    # The scales a quantized module carries besides its block scale (rules between tensors, see relations.py):
+    # the static activation scale's suffix (replacing ``data``), required where the config's activation scheme
+    # is static (conventions.QuantConfig.static_activations)
+    input_scale: str = "input_scale"
+    # scales whose value a loader takes once for the shards it fuses (q/k/v, gate/up): they must agree
+    fused_shared: tuple[str, ...] = ()
+    fused_loader: str = ""  # what the loader does with them, cited
 
     @property
     def packed(self) -> bool:
         return self.element == "e2m1"
+
+    @property
+    def scale_dtypes(self) -> tuple[str, ...]:
+        """The stored dtypes its producer writes for the block (or tensor/channel) scale."""
+        return SCALE_FORMAT_DTYPES.get(self.scale_format, tuple(self.scale_format.split("/")))
+
+    @property
+    def second_scale_dtypes(self) -> tuple[str, ...]:
+        return ("float32",) if self.second_scale else ()
+
+
+# the stored dtypes of each scale encoding: e8m0 as uint8 bytes (safetensors U8) or torch.float8_e8m0fnu
+SCALE_FORMAT_DTYPES = {"e8m0": ("uint8", "float8_e8m0fnu"), "e4m3fn": ("float8_e4m3fn",), "float32": ("float32",)}
+# vLLM (main, modelopt.py at 00155cde, read 2026-12-05: vllm/model_executor/layers/quantization/modelopt.py
+# ModelOptNvFp4LinearMethod and ModelOptNvFp4FusedMoE.process_weights_after_loading;
+# compressed_tensors/schemes/compressed_tensors_w4a4_nvfp4.py)
+NVFP4_FUSED_LOADER = ("vLLM takes one global scale for a fused linear (q/k/v, gate/up): weight_scale_2.max() / "
+                      "weight_global_scale.max(), and for fused MoE experts the gate's (w13_weight_scale_2[:, 0], "
+                      "warning 'w1_weight_scale_2 must match w3_weight_scale_2'); every other shard is dequantized "
+                      "with that value")
 
 
 LAYOUTS: tuple[Layout, ...] = (
@@ -71,7 +98,8 @@ LAYOUTS: tuple[Layout, ...] = (
            source="compressed-tensors src/compressed_tensors/compressors/nvfp4/base.py (NVFP4PackedCompressor: "
                   "weight_packed via pack_fp4_to_uint8, weight_scale, weight_global_scale)",
            kind=NVFP4, element="e2m1", data="weight_packed", scale="weight_scale", scale_format="e4m3fn",
-           second_scale="weight_global_scale", second_direction=DIVIDE, block=16,
+           second_scale="weight_global_scale", second_direction=DIVIDE, block=16, input_scale="input_global_scale",
+           fused_shared=("weight_global_scale",), fused_loader=NVFP4_FUSED_LOADER,
            block_declared_by="config_groups.*.weights.group_size (16)",
            config='quant_method "compressed-tensors", format "nvfp4-pack-quantized", weights {num_bits 4, '
                   'type "float", strategy "tensor_group", group_size 16}',
@@ -102,6 +130,7 @@ LAYOUTS: tuple[Layout, ...] = (
                   "modelopt.py ModelOptNvFp4LinearMethod",
            kind=NVFP4, element="e2m1", data="weight", scale="weight_scale", scale_format="e4m3fn",
            second_scale="weight_scale_2", second_direction=MULTIPLY, block=16,
+           fused_shared=("weight_scale_2",), fused_loader=NVFP4_FUSED_LOADER,
            block_declared_by="hf_quant_config.json quantization.group_size (16)",
            config='hf_quant_config.json quantization.quant_algo "NVFP4"', packed_shape="[out, in/2] uint8"),
     Layout(name="quark-fp8", producer="AMD Quark", version="0.13",
@@ -188,3 +217,25 @@ def second_scale_names(name: str) -> list[str]:
             if cand not in out:
                 out.append(cand)
     return out
+
+
+def fp8_layout(quant_method: str, config_format: str, *, name: str, scale_dtype: str | None) -> Layout | None:
+    """The FP8 layout a data tensor ``name`` of a checkpoint with this config belongs to, or None (no config)."""
+    if name.endswith("qdata"):  # torchao subclasses, flattened
+        return BY_NAME["torchao-mx" if scale_dtype in SCALE_FORMAT_DTYPES["e8m0"] else "torchao-float8"]
+    if quant_method == "fp8":
+        return BY_NAME["transformers-fp8"]
+    if quant_method == "compressed-tensors":
+        return BY_NAME["compressed-tensors-mxfp8" if config_format == "mxfp8-quantized" else "compressed-tensors-fp8"]
+    if quant_method == "modelopt":
+        return BY_NAME["modelopt-fp8"]
+    if quant_method == "quark":
+        return BY_NAME["quark-fp8"]
+    return None
+
+
+def module_of(name: str, lay: Layout) -> str:
+    """The module a data tensor belongs to: ``m.weight`` -> ``m``, ``m.down_proj_blocks`` -> ``m.down_proj``."""
+    if not name.endswith(lay.data):
+        return name.rpartition(".")[0]
+    return name[: len(name) - len(lay.data)].rstrip("._")

@@ -24,7 +24,7 @@ from fp8check import formats
 from fp8check.formats import Format
 from fp8check.reference import decode_table
 from fp8check.checkpoints import dtypes
-from fp8check.checkpoints import granularity as gr
+from fp8check.checkpoints import granularity
 from fp8check.outputs import json_float, json_line
 
 CHUNK_BYTES = 16 << 20  # one bincount task; also the unit of page release
@@ -400,13 +400,13 @@ def unpack_fp4(packed: Any) -> Any:
     return torch.stack((p & 0x0F, p >> 4), dim=-1).reshape(*p.shape[:-1], p.shape[-1] * 2)
 
 
-def dequant_overflow(flat_bytes: Any, fmt: Format, scale: np.ndarray, g: gr.Granularity,
+def dequant_overflow(flat_bytes: Any, fmt: Format, scale: np.ndarray, g: granularity.Granularity,
                      data_shape: tuple[int, ...], threshold: float, *, max_elems: int = 1 << 22) -> int:
     """How many elements have |code value x scale| >= threshold (exact, float64)."""
     absval = np.abs(code_values(fmt))
     absval = np.where(np.isfinite(absval), absval, 0.0)  # NaN/Inf codes are findings of their own
-    scale3 = np.abs(gr.normalise(scale, g, data_shape))
-    _, o, i = gr.data_dims(data_shape)
+    scale3 = np.abs(granularity.normalise(scale, g, data_shape))
+    _, o, i = granularity.data_dims(data_shape)
     rows = flat_bytes.numel() // max(i, 1)
     step = max(1, max_elems // max(i, 1))
     data = flat_bytes.numpy()
@@ -414,7 +414,7 @@ def dequant_overflow(flat_bytes: Any, fmt: Format, scale: np.ndarray, g: gr.Gran
     for r0 in range(0, rows, step):
         r1 = min(rows, r0 + step)
         v = absval[data[r0 * i: r1 * i].reshape(r1 - r0, i)]
-        s = gr.expand_rows(scale3, g, data_shape, r0, r1)
+        s = granularity.expand_rows(scale3, g, data_shape, r0, r1)
         with np.errstate(over="ignore"):  # a product past float64's range is past the threshold too
             count += int(np.count_nonzero(v * s >= threshold))
     return count

@@ -208,39 +208,9 @@ def _run(args: argparse.Namespace) -> int:
 
     rng = np.random.default_rng(args.seed)
     if "encode" in args.cases:
-        # Values across the format's range, with zeros, subnormals and overflow.
-        base = rng.standard_normal(n) * np.exp2(rng.integers(fmt.emin - 4, fmt.emax + 2, n))
-        with np.errstate(over="ignore"):  # beyond float16's range: Inf, as intended
-            inputs = {"float32": base.astype(np.float32), "float16": base.astype(np.float16),
-                      "bfloat16": base.astype(ml_dtypes.bfloat16), "float64": base}
-        for source, x in inputs.items():
-            contenders: dict[str, Callable[[], Any]] = {
-                "fp8check": lambda x=x: fp8check.encode(x, fmt, profile),
-                "ml_dtypes": lambda x=x: x.astype(ml_type)}
-            if torch_type is not None:
-                tx = torch.from_numpy(x.view(np.int16)).view(torch.bfloat16) if source == "bfloat16" \
-                    else torch.from_numpy(x)
-                contenders["torch"] = lambda tx=tx: tx.to(torch_type)
-            best, results = _rounds(contenders, args.repeat)
-            ours, ml = results["fp8check"], results["ml_dtypes"].view(np.uint8)
-            agree = (ours == ml) | (nan[ours] & nan[ml])
-            if comparable(source) and not agree.all():
-                raise AssertionError(f"fp8check and ml_dtypes disagree on {int((~agree).sum())} {source} inputs")
-            row(f"encode from {source}", "ns/value", best["fp8check"], best["ml_dtypes"], best.get("torch"), 1e9 / n)
-
+        _encode_rows(fmt, profile, ml_type, torch_type, rng, n, args.repeat, nan, comparable, row)
     if "decode" in args.cases:
-        codes = rng.integers(0, fmt.code_count, n, dtype=np.uint8)
-        fp8 = codes.view(ml_type)
-        contenders = {"fp8check": lambda: fp8check.decode(codes, fmt), "ml_dtypes": lambda: fp8.astype(np.float64)}
-        if torch_type is not None:
-            tc = torch.from_numpy(codes).view(torch_type)
-            contenders["torch"] = lambda: tc.to(torch.float64)
-        best, results = _rounds(contenders, args.repeat)
-        ours, ml = results["fp8check"], results["ml_dtypes"]
-        if not ((ours == ml) | (np.isnan(ours) & np.isnan(ml))).all():
-            raise AssertionError("fp8check and ml_dtypes decode differently")
-        row("decode to float64", "ns/value", best["fp8check"], best["ml_dtypes"], best.get("torch"), 1e9 / n)
-
+        _decode_rows(fmt, ml_type, torch_type, rng, n, args.repeat, row)
     if "sweep" in args.cases:
         ours, ml, tq = _sweep(fmt, ml_type, torch_type, args.sweep_limit)
         row(f"sweep of {args.sweep_limit:,} float32", "s", ours, ml, tq)
@@ -248,19 +218,76 @@ def _run(args: argparse.Namespace) -> int:
         ours, ml, tq = _check(fmt, ml_type)
         row("default check torch-cpu", "s", ours, ml, tq)
     console.print(table)
+    for note in _notes(args.cases, n, args.repeat):
+        console.print(note)
+    return EXIT_OK
+
+
+def _encode_rows(fmt: Any, profile: Any, ml_type: Any, torch_type: Any, rng: Any, n: int, repeat: int, nan: Any,
+                 comparable: Callable[[str], bool], row: Callable[..., None]) -> None:
+    """The encode case: from float32, float16, bfloat16 and float64, checked equal to ml_dtypes where comparable."""
+    import ml_dtypes
+    import numpy as np
+
+    import fp8check
+
+    # Values across the format's range, with zeros, subnormals and overflow.
+    base = rng.standard_normal(n) * np.exp2(rng.integers(fmt.emin - 4, fmt.emax + 2, n))
+    with np.errstate(over="ignore"):  # beyond float16's range: Inf, as intended
+        inputs = {"float32": base.astype(np.float32), "float16": base.astype(np.float16),
+                  "bfloat16": base.astype(ml_dtypes.bfloat16), "float64": base}
+    for source, x in inputs.items():
+        contenders: dict[str, Callable[[], Any]] = {
+            "fp8check": lambda x=x: fp8check.encode(x, fmt, profile),
+            "ml_dtypes": lambda x=x: x.astype(ml_type)}
+        if torch_type is not None:
+            import torch
+
+            tx = torch.from_numpy(x.view(np.int16)).view(torch.bfloat16) if source == "bfloat16" \
+                else torch.from_numpy(x)
+            contenders["torch"] = lambda tx=tx: tx.to(torch_type)
+        best, results = _rounds(contenders, repeat)
+        ours, ml = results["fp8check"], results["ml_dtypes"].view(np.uint8)
+        agree = (ours == ml) | (nan[ours] & nan[ml])
+        if comparable(source) and not agree.all():
+            raise AssertionError(f"fp8check and ml_dtypes disagree on {int((~agree).sum())} {source} inputs")
+        row(f"encode from {source}", "ns/value", best["fp8check"], best["ml_dtypes"], best.get("torch"), 1e9 / n)
+
+
+def _decode_rows(fmt: Any, ml_type: Any, torch_type: Any, rng: Any, n: int, repeat: int,
+                 row: Callable[..., None]) -> None:
+    """The decode case: random codes to float64, checked equal to ml_dtypes."""
+    import numpy as np
+
+    import fp8check
+
+    codes = rng.integers(0, fmt.code_count, n, dtype=np.uint8)
+    fp8 = codes.view(ml_type)
+    contenders = {"fp8check": lambda: fp8check.decode(codes, fmt), "ml_dtypes": lambda: fp8.astype(np.float64)}
+    if torch_type is not None:
+        import torch
+
+        tc = torch.from_numpy(codes).view(torch_type)
+        contenders["torch"] = lambda: tc.to(torch.float64)
+    best, results = _rounds(contenders, repeat)
+    ours, ml = results["fp8check"], results["ml_dtypes"]
+    if not ((ours == ml) | (np.isnan(ours) & np.isnan(ml))).all():
+        raise AssertionError("fp8check and ml_dtypes decode differently")
+    row("decode to float64", "ns/value", best["fp8check"], best["ml_dtypes"], best.get("torch"), 1e9 / n)
+
+
+def _notes(cases: tuple[str, ...], n: int, repeat: int) -> list[str]:
     notes = ["ratios above 1x: fp8check is faster."]
-    if "encode" in args.cases or "decode" in args.cases:
-        notes.append(f"encode/decode: {n:,} values, best of {args.repeat} interleaved rounds.")
-    if "sweep" in args.cases:
+    if "encode" in cases or "decode" in cases:
+        notes.append(f"encode/decode: {n:,} values, best of {repeat} interleaved rounds.")
+    if "sweep" in cases:
         notes.append("sweep: fp8check is the whole `fp8check sweep torch-cpu` (torch's casts included); torch is "
                      "torch's casts of the same patterns alone, ml_dtypes its casts of them (the kernel's floor, "
                      "and a reference by ml_dtypes).")
-    if "check" in args.cases:
+    if "check" in cases:
         notes.append("check: fp8check is the whole default check (3 input dtypes); torch is the time of torch's "
                      "casts inside it, ml_dtypes its casts of the same calls.")
-    for note in notes:
-        console.print(note)
-    return EXIT_OK
+    return notes
 
 
 def _blocks(start: int, stop: int, block: int, fn: Callable[[Any], Any]) -> None:

@@ -54,6 +54,14 @@ exceed it, whatever the data.
 Accumulation per target
 =======================
 
+:mod:`fp8check.matmul.tensorcore` models each target's matrix instruction bit for bit
+(MMA-Sim's models: sm89/sm90/sm100 NVIDIA, gfx942 AMD, gfx950 bracketed) and computes whole
+GEMMs with it: :func:`mma` (``matmul.mma(target, a_codes, a_fmt, b_codes, b_fmt, acc=...,
+a_scales=..., b_scales=...)`` returns float32 values and a target-dependent mask). The faithful
+Triton interpreter's ``tl.dot`` uses it. The bound below is the older, model-level view of
+Hopper's accumulation used by :func:`check_scaled_mm`.
+
+
 Hopper's FP8 tensor cores do not accumulate in float32: each ``wgmma``
 instruction aligns its 32 products and the accumulator to the largest
 exponent, truncates them to 13 fractional bits and truncates its result to
@@ -82,6 +90,7 @@ import numpy as np
 from fp8check.formats import Format, get as get_format
 from fp8check.matmul.accumulation import (FLOAT32, SM90_WGMMA_FP8, AccumulationModel, accumulation_error,
                                           get_model, model_for_device)
+from fp8check.matmul.tensorcore import MMAModel, MMAResult, mma
 from fp8check.reference import decode, encode
 from fp8check.results import CheckResult, Divergence
 
@@ -101,6 +110,9 @@ __all__ = [
     "get_model",
     "model_for_device",
     "accumulation_bound",
+    "mma",
+    "MMAModel",
+    "MMAResult",
 ]
 
 _OUT = {  # name: (u_out, eta_out, overflow threshold, torch dtype name)

@@ -155,68 +155,28 @@ def model_for_device(device: Any) -> AccumulationModel:
 ZERO_EXPONENT = -133  # the exponent MMA-Sim gives a zero term (a float32 result): below every other term's
 
 
-def _split(values: np.ndarray, emin: int, fraction_bits: int) -> tuple[np.ndarray, np.ndarray]:
-    """(signed integer significand with ``fraction_bits`` fractional bits, exponent) of finite values;
-    exponents clamped to ``emin`` (subnormals)."""
-    _, e = np.frexp(values)
-    exp = np.maximum(e.astype(np.int64) - 1, emin)
-    sig = np.ldexp(values, (fraction_bits - exp).astype(np.int32))
-    return sig.astype(np.int64), exp
-
-
-def _shift_toward_zero(sig: np.ndarray, shift: np.ndarray) -> np.ndarray:
-    """trunc(sig * 2**shift) for signed integers (shift of either sign)."""
-    mag = np.abs(sig)
-    left = np.left_shift(mag, np.clip(shift, 0, 62))
-    right = np.right_shift(mag, np.clip(-shift, 0, 63))
-    return np.sign(sig) * np.where(shift >= 0, left, right)
-
-
 def wgmma_fp8(c: np.ndarray, a: np.ndarray, fmt_a: object, b: np.ndarray, fmt_b: object,
               model: AccumulationModel = SM90_WGMMA_FP8) -> np.ndarray:
     """One fused instruction for every output element: ``c`` (M, N) float32, ``a`` (M, k) and ``b``
-    (k, N) the float64 values of fp8 operands (k <= the model's ``instruction_k``); float32 (M, N)."""
+    (k, N) the float64 values of fp8 operands (k <= the model's ``instruction_k``); float32 (M, N).
+    Computed by :func:`fp8check.matmul.tensorcore.mma` (the tensor-core models' one implementation) with
+    this model's fractional bits, on the operands' codes (exact: the values are fp8 values)."""
+    from dataclasses import replace
+
+    from fp8check.matmul import tensorcore
+    from fp8check.reference import encode
+
     fa, fb = get_format(fmt_a), get_format(fmt_b)
     f, g = model.fraction_bits, model.result_fraction_bits
     if f is None or g is None:
         raise InvalidValueError(f"{model.name} is not a fused-instruction model")
-    c = np.asarray(c, dtype=np.float32)
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
-    with np.errstate(all="ignore"):
-        wide = (a[:, :, None] * b[None, :, :]).sum(axis=1) + c.astype(np.float64)  # NaN/Inf as a float64 sum
-    special = ~np.isfinite(wide)
-    sa, ea = _split(np.where(np.isfinite(a), a, 0.0), fa.emin, fa.mantissa_bits)
-    sb, eb = _split(np.where(np.isfinite(b), b, 0.0), fb.emin, fb.mantissa_bits)
-    cf = np.where(special, 0.0, c.astype(np.float64))
-    sc, ec = _split(cf, -126, 23)
-    ps = sa[:, :, None] * sb[None, :, :]
-    pe = np.where(ps == 0, ZERO_EXPONENT, ea[:, :, None] + eb[None, :, :])  # (M, k, N)
-    ec = np.where(sc == 0, ZERO_EXPONENT, ec)
-    top = np.maximum(ec, pe.max(axis=1))  # E per output element
-    total = _shift_toward_zero(sc, f + ec - top - 23)
-    total = total + _shift_toward_zero(ps, f + pe - top[:, None, :] - fa.mantissa_bits - fb.mantissa_bits).sum(axis=1)
-    out = _normalise(total, top - f, g)
-    out = np.where(special, wide.astype(np.float32), out)
-    nan = np.isnan(out)
-    if nan.any():  # MMA-Sim's NaN: 0x7FFFFFFF
-        out = out.copy()
-        out.view(np.uint32)[nan] = 0x7FFFFFFF
-    return out
-
-
-def _normalise(total: np.ndarray, exp: np.ndarray, g: int) -> np.ndarray:
-    """float32 of ``total * 2**exp`` truncated toward zero to ``g`` fractional bits (float32's
-    exponent range: below 2**-126 the grid stays 2**(-126 - g); past 2**128: Inf)."""
-    mag = np.abs(total)
-    _, bl = np.frexp(mag.astype(np.float64))  # bit length (|total| < 2**53)
-    ev = np.maximum(bl.astype(np.int64) - 1 + exp, -126)  # the result's exponent
-    drop = (ev - g) - exp  # low bits of total below the result's grid
-    kept = np.where(drop > 0, np.right_shift(mag, np.clip(drop, 0, 63)), mag)  # drop <= 0: exact
-    grid = np.where(drop > 0, ev - g, exp)
-    with np.errstate(over="ignore"):
-        val = np.ldexp(kept.astype(np.float64), grid.astype(np.int32)).astype(np.float32)
-    return np.where(total < 0, -val, val).astype(np.float32)
+    k = max(a.shape[1], 1)
+    step = replace(tensorcore.SM90_WGMMA_FP8, name=model.name, operands=(fa.name, fb.name), instruction_k=k,
+                   chunk=k, fraction_bits=f, result_bits=g)
+    return tensorcore.mma(step, encode(a, fa), fa.name, encode(b, fb), fb.name,
+                          acc=np.asarray(c, dtype=np.float32)).values
 
 
 def _spec_split(x: Fraction, emin: int) -> tuple[Fraction, int]:

@@ -14,7 +14,11 @@ hook (``triton.runtime.interpreter``) what goes through it
                                      ``fp_downcast_rounding``), ``fp8.to(...)``,
                                      fp8 -> fp8, and the implicit casts of
                                      ``tl.store`` into an fp8 pointer
-``InterpreterBuilder.create_dot``    the decoding of fp8 ``tl.dot`` operands
+``InterpreterBuilder.create_dot``    ``tl.dot`` of fp8, bf16 and fp16 operands
+                                     with a float32 accumulator: the target's
+                                     tensor-core model
+                                     (:mod:`fp8check.matmul.tensorcore`);
+                                     otherwise the decoding of fp8 operands
 ``_mxfp_value_handle_to_float32``    the decoding of fp8 ``tl.dot_scaled``
                                      operands (Triton >= 3.8; 3.6's
                                      interpreter has no ``dot_scaled``)
@@ -282,8 +286,9 @@ def _supported_pair(*dtypes: Any) -> bool:
 
 class ConversionOps(BuilderOps):
     """The builder's FP8 conversions under the open faithful block's target (the originals run outside
-    one): ``x.to(fp8)``, ``fp8.to(...)``, the implicit casts of ``tl.store``, and the decoding of fp8
-    ``tl.dot`` operands. Every conversion is counted for :func:`watch`."""
+    one): ``x.to(fp8)``, ``fp8.to(...)``, the implicit casts of ``tl.store``, and ``tl.dot``: by the
+    target's tensor-core model where it has one for the operands (:func:`_tensor_core_dot`), else with
+    the fp8 operands decoded for the float32 path. Every conversion is counted for :func:`watch`."""
 
     def __init__(self, interp: Any) -> None:
         self.interp = interp
@@ -316,7 +321,11 @@ class ConversionOps(BuilderOps):
         active = _active_now()
         _note(active is not None, a.dtype.scalar, b.dtype.scalar)
         if active is not None:
-            a, b = self.dot_operand(active, a), self.dot_operand(active, b)
+            if all(_fp8_name(h.dtype.scalar) in (None, *active.target.formats) for h in (a, b)):
+                out = _tensor_core_dot(active.target.name, a, b, d, *args)
+                if out is not None:
+                    return self.interp.TensorHandle(out, d.dtype.scalar)
+            a, b = self.dot_operand(active, a), self.dot_operand(active, b)  # refuses what Triton does not compile
         return inner(builder, a, b, d, *args, **kwargs)
 
     @staticmethod
@@ -385,6 +394,53 @@ class _FloatOps(Layer):
 #: The faithful block's layers, installed while :func:`faithful` or :func:`watch` is in use.
 _FAITHFUL = LayerStack([_Conversions(), _FloatOps()])
 _USERS = 0
+
+
+_DOT_FORMATS = {**TL_NAMES, "bf16": "bfloat16", "fp16": "float16"}
+
+
+def _tensor_core_dot(target: str, a: Any, b: Any, d: Any, input_precision: Any = None,
+                     max_num_imprecise_acc: Any = None) -> np.ndarray | None:
+    """``tl.dot(a, b, d)`` as ``target``'s matrix instructions compute it (:func:`fp8check.matmul.tensorcore.mma`:
+    K split into instructions in increasing k, the float32 accumulator chained), or None where no model
+    applies (other operand types, a float16 accumulator, a target without one): the float32 path then.
+    On sm90 an fp8 dot with ``max_num_imprecise_acc`` set adds the chain into the accumulator every
+    ``max_num_imprecise_acc / 32`` instructions (Triton's WGMMA lowering); the interpreter passes 0 for
+    "not set", read as compiled Triton's sm90 default (2**30: never). Elements the model brackets (AMD
+    NaN/Inf, gfx950) are counted as a bracketed op and are NaN in the ``lo`` run of a bracketed check."""
+    from fp8check.errors import InvalidValueError
+    from fp8check.matmul import tensorcore
+
+    names = [_DOT_FORMATS.get(getattr(h.dtype.scalar, "name", "")) for h in (a, b)]
+    if None in names or getattr(d.dtype.scalar, "name", "") != "fp32" or target not in tensorcore.TARGETS:
+        return None
+    width = [np.uint16 if n in ("bfloat16", "float16") else np.uint8 for n in names]
+    ca, cb = (np.ascontiguousarray(h.data).view(w) for h, w in zip((a, b), width))
+    if target == "gfx942" and set(names) <= {"e4m3fn", "e5m2"}:
+        # CDNA3 has no OCP fp8 MFMA: Triton converts the operands to float16 (exactly, docs/triton.md) and
+        # runs the f16 MFMA
+        ca, cb = (reference.decode(x, n).astype(np.float16).view(np.uint16) for x, n in zip((ca, cb), names))
+        names = ["float16", "float16"]
+    try:
+        model = tensorcore.model(target, names[0], names[1])
+    except InvalidValueError:
+        return None
+    acc = np.asarray(d.data, dtype=np.float32)
+    imprecise = int(max_num_imprecise_acc or 0)
+    promotion = -(-imprecise // 32) if model.name == "sm90-wgmma-fp8" and 0 < imprecise <= ca.shape[-1] else None
+    # leading axes (a batched tl.dot, the batched interpreter's programs) broadcast, one GEMM each
+    lead = np.broadcast_shapes(ca.shape[:-2], cb.shape[:-2], acc.shape[:-2])
+    ca, cb = (np.broadcast_to(x, lead + x.shape[-2:]).reshape((-1,) + x.shape[-2:]) for x in (ca, cb))
+    acc = np.broadcast_to(acc, lead + acc.shape[-2:]).reshape((-1,) + acc.shape[-2:])
+    parts = [tensorcore.mma(model, x, names[0], y, names[1], acc=z, promotion=promotion)
+             for x, y, z in zip(ca, cb, acc)]
+    values = np.stack([p.values for p in parts]).reshape(lead + acc.shape[-2:])
+    dependent = np.stack([p.target_dependent for p in parts]).reshape(values.shape)
+    if dependent.any():
+        _ops._counted(f"tl.dot ({model.name}, target-dependent)")  # the checks then run lo and hi too
+        if _ops.bracket_mode() == "lo":
+            values = np.where(dependent, np.float32(np.nan), values)
+    return values
 
 
 def _acquire() -> None:

@@ -49,8 +49,13 @@ def test_json_contract(files, tmp_path):
     assert r["summary"]["errors"] == 1 and r["summary"]["fp8_tensors"] == 1
     t = [t for t in r["tensors"] if t["name"] == "l.weight"][0]
     assert {"name", "file", "dtype", "format", "shape", "scale", "findings", "stats"} <= set(t)
-    assert t["findings"] == [{"code": "NAN_CODES", "severity": "error", "count": 1,
-                              "message": "1 of 64 codes is NaN in e4m3fn"}]
+    assert t["findings"][0] == {"code": "NAN_CODES", "severity": "error", "count": 1,
+                                "message": "1 of 64 codes is NaN in e4m3fn"}
+    # the rest: values beyond ±240 that a plain cast to e4m3fnuz makes NaN (torch's own cast, counted), info
+    fn = torch.from_numpy(np.ascontiguousarray(plant(codes((8, 8)), 0x7F, 1))).view(torch.float8_e4m3fn)
+    made_nan = int(torch.isnan(fn.to(torch.float8_e4m3fnuz).float()).sum() - torch.isnan(fn.float()).sum())
+    assert [(f["code"], f["severity"], f["count"]) for f in t["findings"][1:]] == [
+        ("FNUZ_PLAIN_CAST", "info", made_nan)] and made_nan > 0
     assert len(t["stats"]["histogram"]) == 256
     assert [p["target"] for p in r["portability"]] == ["mi300", "h100"]
     assert set(r["finding_codes"]["NAN_CODES"]) == {"severity", "title", "rule"}

@@ -62,8 +62,9 @@ def _checkpoint(tmp_path, weights, *, scheme="rowwise", clip=None):
 def test_trained_model_quantized_is_clean(tmp_path, run_audit, trained, scheme):
     r = run_audit(_checkpoint(tmp_path, trained, scheme=scheme), targets=("mi300",))
     assert r["summary"]["errors"] == 0 and r["summary"]["warnings"] == 0, r["summary"]["findings_by_code"]
-    # tiny negative weights round to -0: real checkpoints hold a few, noted as info
-    assert set(r["summary"]["findings_by_code"]) <= {"NEG_ZERO_FNUZ_HAZARD"}
+    # tiny negative weights round to -0: real checkpoints hold a few, noted as info; so are the values beyond ±240
+    # a plain cast to e4m3fnuz would make NaN (full-range e4m3fn weights hold them; the loaders halve them exactly)
+    assert set(r["summary"]["findings_by_code"]) <= {"NEG_ZERO_FNUZ_HAZARD", "FNUZ_PLAIN_CAST"}
     assert r["summary"]["fp8_tensors"] == 3
     for name in ("0.weight", "2.weight", "4.weight"):
         st = tensor_of(r, name)["stats"]

@@ -60,9 +60,10 @@ class Built:
         self.torchao = torchao  # the state dict, for torchao layouts
 
 
-def fp8_layout(scale_name, scale, configs):
+def fp8_layout(scale_name, scale, configs, extra=None):
     q = codes((256, 256), pool=finite_nonzero_codes("e4m3fn", max_magnitude=0x6F))  # |v| <= 240
-    return Built({"l.weight": fp8(q), scale_name: scale}, configs, "l.weight", scale_name, "float", FP8)
+    return Built({"l.weight": fp8(q), scale_name: scale, **(extra or {})}, configs, "l.weight", scale_name, "float",
+                 FP8)
 
 
 def packed(rows=64, cols=64, seed=0):
@@ -74,7 +75,9 @@ SAFETENSORS_LAYOUTS = {
                                            {"config.json": DEEPSEEK_CONFIG}),
     "compressed-tensors-fp8": lambda: fp8_layout("l.weight_scale", torch.full((256, 1), 0.01, dtype=torch.bfloat16),
                                                  {"config.json": COMPRESSED_TENSORS_CONFIG}),
-    "modelopt-fp8": lambda: fp8_layout("l.weight_scale", torch.tensor(0.01), {"hf_quant_config.json": MODELOPT_FP8}),
+    # ModelOpt's FP8 and NVFP4 (W4A4) have static activations: each module carries its input_scale
+    "modelopt-fp8": lambda: fp8_layout("l.weight_scale", torch.tensor(0.01), {"hf_quant_config.json": MODELOPT_FP8},
+                                       {"l.input_scale": torch.tensor(0.02)}),
     "quark-fp8": lambda: fp8_layout("l.weight_scale", torch.tensor(0.01), {"config.json": QUARK_FP8}),
     "gpt-oss-mxfp4": lambda: Built(
         {"l.down_proj_blocks": torch.from_numpy(packed(128, 64).reshape(2, 64, 2, 16)),
@@ -86,7 +89,7 @@ SAFETENSORS_LAYOUTS = {
         {"config.json": CT_NVFP4}, "l.weight_packed", "l.weight_scale", "e4m3", NVFP4),
     "modelopt-nvfp4": lambda: Built(
         {"l.weight": torch.from_numpy(packed()), "l.weight_scale": torch.full((64, 4), 0.5).to(torch.float8_e4m3fn),
-         "l.weight_scale_2": torch.tensor(0.001)},
+         "l.weight_scale_2": torch.tensor(0.001), "l.input_scale": torch.tensor(0.02)},
         {"hf_quant_config.json": MODELOPT_NVFP4}, "l.weight", "l.weight_scale", "e4m3", NVFP4),
     "compressed-tensors-mxfp4": lambda: Built(
         {"l.weight_packed": torch.from_numpy(packed()), "l.weight_scale": torch.full((64, 2), 120, dtype=torch.uint8)},
@@ -190,8 +193,9 @@ def expected(layout, defect, clean, data_bytes):
     if defect == "scale_inf":
         return 1, clean, {"SCALE_NONFINITE": ("error", 1)}
     if defect == "scale_zero":
-        if layout in E8M0_NAMES:  # e8m0 0x00 is 2^-127: no zero, a subnormal in float32
-            return 0, clean, {"SCALE_SUBNORMAL": ("warning", 1)}
+        if layout in E8M0_NAMES:  # e8m0 0x00 is 2^-127: no zero, a subnormal in float32, which zeroes its block
+            return 1, clean, {"SCALE_SUBNORMAL": ("warning", 1), "BLOCK_ZEROED": ("error", block_nonzero(layout,
+                                                                                                        data_bytes))}
         return 1, clean, {"SCALE_NONPOSITIVE": ("error", 1)}
     if defect == "scale_254":  # every value of the first block with |v| x 2^127 >= bf16's overflow
         return 1, clean, {"DEQUANT_OVERFLOW": ("error", block_overflow(layout, data_bytes))}
@@ -200,6 +204,20 @@ def expected(layout, defect, clean, data_bytes):
     if defect == "neg_zero":
         return 0, clean, {"NEG_ZERO_FNUZ_HAZARD": ("info", int((data_bytes == 0x80).sum()))}
     raise AssertionError(defect)
+
+
+def first_block(layout, data_bytes):
+    """The values of the first 32-element block (the one under scale element 0), decoded by ml_dtypes."""
+    if layout in MX8_NAMES:
+        return data_bytes.reshape(-1)[:32].view(ml_dtypes.float8_e4m3fn).astype(np.float64)
+    b = data_bytes.reshape(-1)[:16]
+    nib = np.stack([b & 0x0F, b >> 4], axis=-1).reshape(-1)  # low nibble first
+    return nib.astype(np.uint8).view(ml_dtypes.float4_e2m1fn).astype(np.float64)
+
+
+def block_nonzero(layout, data_bytes):
+    """Nonzero values of the first block: what a scale of 2^-127 zeroes."""
+    return int(np.count_nonzero(first_block(layout, data_bytes)))
 
 
 def block_overflow(layout, data_bytes):

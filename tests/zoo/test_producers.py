@@ -554,3 +554,67 @@ def test_modelopt_export_is_audited_with_each_defect_and_converted(algo, tmp_pat
         assert "CONFIG_FORMAT" not in doc["summary"]["findings_by_code"]
     else:
         assert report["summary"]["converted"] == 0 and "fp8check_convert" not in hq
+
+
+# -- issue 33: defects between tensors and in scale encodings, planted in real producers' files -----------------------
+#
+# Written before the run, per producer file: the clean export raises nothing but info; each planted defect is the
+# error (or warning) named here, on the tensor named here. Counts are not asserted: the default lane
+# (tests/checkpoints/test_relations.py) checks them on files written in the same layouts.
+
+ISSUE33 = {
+    # (producer scheme, defect): (the tensor named, code, severity)
+    ("NVFP4_DEFAULT_CFG", "fused_4x"): ("model.layers.0.mlp.up_proj.weight", "FUSED_SCALE_MISMATCH", "error"),
+    ("NVFP4_DEFAULT_CFG", "input_scale_o_proj"): ("model.layers.0.self_attn.o_proj.weight", "INPUT_SCALE_MISSING",
+                                                  "error"),
+    ("NVFP4_DEFAULT_CFG", "e4m3_as_u8"): (f"{DOWN}.weight", "SCALE_ENCODING", "error"),
+    ("FP8_DEFAULT_CFG", "input_scale_o_proj"): ("model.layers.0.self_attn.o_proj.weight", "INPUT_SCALE_MISSING",
+                                                "error"),
+    ("FP8_DEFAULT_CFG", "scale_x2_inf"): (f"{DOWN}.weight", "FNUZ_SCALE_OVERFLOW", "error"),
+    ("MXFP4A16", "e8m0_as_float"): (f"{DOWN}.weight_packed", "SCALE_ENCODING", "error"),
+    ("MXFP4A16", "scales_zero"): (f"{DOWN}.weight_packed", "BLOCK_ZEROED", "error"),
+    ("MXFP4A16", "e8m0_absurd"): (f"{DOWN}.weight_packed", "WEIGHT_MAGNITUDE", "error"),
+}
+
+
+def planted_issue33(src, dst, defect):
+    from safetensors.torch import load_file, save_file
+
+    t = load_file(str(src / "model.safetensors"))
+    layer = "model.layers.0."
+    if defect == "fused_4x":
+        t[layer + "mlp.up_proj.weight_scale_2"] = t[layer + "mlp.up_proj.weight_scale_2"] * 4
+    elif defect == "input_scale_o_proj":
+        del t[layer + "self_attn.o_proj.input_scale"]
+    elif defect == "e4m3_as_u8":
+        t[f"{DOWN}.weight_scale"] = t[f"{DOWN}.weight_scale"].view(torch.uint8)
+    elif defect == "scale_x2_inf":
+        t[f"{DOWN}.weight_scale"] = torch.full_like(t[f"{DOWN}.weight_scale"], 2e38)
+    elif defect == "e8m0_as_float":
+        t[f"{DOWN}.weight_scale"] = torch.exp2(t[f"{DOWN}.weight_scale"].float() - 127)
+    elif defect == "scales_zero":
+        t[f"{DOWN}.weight_scale"] = torch.zeros_like(t[f"{DOWN}.weight_scale"])
+    elif defect == "e8m0_absurd":
+        t[f"{DOWN}.weight_scale"].reshape(-1)[0] = 200
+    dst.mkdir()
+    save_file(t, str(dst / "model.safetensors"), metadata={"format": "pt"})
+    for name in ("config.json", "hf_quant_config.json"):
+        if (src / name).exists():
+            (dst / name).write_text((src / name).read_text())
+
+
+@pytest.mark.parametrize("scheme", ["NVFP4_DEFAULT_CFG", "FP8_DEFAULT_CFG", "MXFP4A16"])
+def test_producer_files_with_the_defects_of_issue_33(scheme, tmp_path, capsys):
+    src = llmcompressor_checkpoint(scheme, tmp_path)[0] if scheme == "MXFP4A16" else \
+        modelopt_checkpoint(scheme, tmp_path)
+    rc, doc, text = audit(src, tmp_path, capsys, "--target", "h100,b200,mi300,mi355")
+    noisy = {(t["name"], f["code"]) for t in doc["tensors"] for f in t["findings"] if f["severity"] != "info"}
+    assert rc == 0 and not noisy, noisy
+    for (s, defect), (name, code, severity) in ISSUE33.items():
+        if s != scheme:
+            continue
+        d = tmp_path / f"{scheme}-{defect}"
+        planted_issue33(src, d, defect)
+        rc, doc, text = audit(d, tmp_path, capsys, "--target", "h100,b200,mi300,mi355")
+        found = {f["code"]: f["severity"] for f in tensors(doc)[name]["findings"]}
+        assert rc == 1 and found.get(code) == severity, (defect, found)

@@ -1,0 +1,149 @@
+"""fp8check's tensor-core models (fp8check.matmul.tensorcore) against MMA-Sim (mmasim 2.1.1), in one run.
+
+    python benchmarks/mma_models.py [--instances 200000] [--tiles 200] [--gemm 256]
+
+Needs ``pip install mmasim==2.1.1`` (the ``mmasim`` extra; not a dependency of fp8check). Three
+measurements on the same inputs for both sides, each checked bit for bit (NaN by class, the
+target-dependent elements of the AMD brackets left out) before its time counts:
+
+1. ``instances``: random-bit dot products (one output element each: K codes per side, a float32
+   accumulator, block scales) of every FP8 instruction kind, MMA-Sim through ``dpa`` on the whole
+   batch (its fastest use: torch-vectorised over the batch), fp8check through ``dot_instances``;
+2. ``tiles``: instruction tiles (wgmma m64n8k32, mfma 16x16x32), MMA-Sim called once per tile as its
+   API is made (``op(A, B, C)``), fp8check once per tile (``mma``) and once for all tiles;
+3. ``gemm``: one G x G x G FP8 GEMM (sm90), both sides given the whole matrices in one call.
+
+Wall seconds, best of two, on whatever machine runs it: compare the columns of one run. MMA-Sim runs
+with one torch thread by default (``--threads``), as fp8check's step runs on one core; fp8check's
+``aligned`` step is compiled by numba where it is installed (``FP8CHECK_NUMBA=0``: NumPy only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]  # this checkout's fp8check, the oracle adapter
+
+import mmasim_oracle as mo  # noqa: E402
+from fp8check.matmul import tensorcore as tc  # noqa: E402
+
+BENCH_KINDS = ("sm90-wgmma-fp8:e4m3fnxe4m3fn", "sm90-wgmma-fp8:e5m2xe4m3fn", "sm89-mma-fp8:e4m3fnxe4m3fn",
+               "sm100-tcgen05-f8f6f4:e4m3fnxe4m3fn", "gfx942-mfma-fp8:e4m3fnuzxe4m3fnuz",
+               "sm100-tcgen05-mxf8f6f4:e4m3fnxe4m3fn", "sm100-tcgen05-nvf4")
+
+
+def best(fn, repeat=2):
+    out, t = None, float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        out = fn()
+        t = min(t, time.perf_counter() - start)
+    return out, t
+
+
+def same(want: np.ndarray, got: np.ndarray, judged: np.ndarray) -> int:
+    ok = (np.isnan(want) & np.isnan(got)) | (want.view(np.uint32) == got.view(np.uint32))
+    return int((judged & ~ok).sum())
+
+
+def instances(n: int) -> list[str]:
+    lines = []
+    for name in BENCH_KINDS:
+        kind = mo.BY_NAME[name]
+        inst = mo.draw(kind, n, seed=3)
+        want, t_sim = best(lambda: mo.oracle(kind, inst))
+        res, t_ours = best(lambda: mo.ours(kind, inst))
+        bad = same(want, res.values, ~res.target_dependent)
+        if bad:
+            raise SystemExit(f"{name}: {bad} mismatches")
+        lines.append(f"  {name:38s} mmasim {t_sim:7.3f} s   fp8check {t_ours:6.3f} s   {t_sim / t_ours:6.1f}x   "
+                     f"({n} instances, {int(res.target_dependent.sum())} target-dependent)")
+    return lines
+
+
+def tiles(count: int) -> list[str]:
+    import torch
+    from mmasim.amd import MFMA
+    from mmasim.nv_ptx import WGMMA
+
+    lines = []
+    rng = np.random.default_rng(4)
+    for target, fmt, tdt, sim, (m, n, k) in (
+            ("sm90", "e4m3fn", torch.float8_e4m3fn, WGMMA("Hopper", "m64n8k32.f32.e4m3.e4m3"), (64, 8, 32)),
+            ("gfx942", "e4m3fnuz", torch.float8_e4m3fnuz, MFMA("CDNA3", "f32_16x16x32_fp8_fp8"), (16, 16, 32))):
+        qa = rng.integers(0, 256, size=(count, m, k), dtype=np.uint8)
+        qb = rng.integers(0, 256, size=(count, k, n), dtype=np.uint8)
+        c = (rng.standard_normal((count, m, n)) * 64).astype(np.float32)
+        ta, tb = torch.from_numpy(qa).view(tdt), torch.from_numpy(qb).view(tdt)
+        tcc = torch.from_numpy(c)
+        want, t_sim = best(lambda: np.stack([sim(ta[i], tb[i], tcc[i]).numpy() for i in range(count)]), 1)
+        got, t_each = best(lambda: [tc.mma(target, qa[i], fmt, qb[i], fmt, acc=c[i]) for i in range(count)], 1)
+        values = np.stack([g.values for g in got])
+        judged = ~np.stack([g.target_dependent for g in got])
+        # all tiles in one call: each output element is a dot product of a row of A and a column of B
+        rows = np.repeat(qa, n, axis=1).reshape(-1, k)
+        cols = np.tile(np.swapaxes(qb, 1, 2), (1, m, 1)).reshape(-1, k)
+        one, t_one = best(lambda: tc.dot_instances(target, rows, fmt, cols, fmt, c.reshape(-1)))
+        bad = same(want, values, judged) + same(want.reshape(-1), one.values, ~one.target_dependent)
+        if bad:
+            raise SystemExit(f"{target} tiles: {bad} mismatches")
+        lines.append(f"  {target} {m}x{n}x{k} x {count} tiles: mmasim per tile {t_sim:7.3f} s   fp8check per tile "
+                     f"{t_each:6.3f} s ({t_sim / t_each:5.1f}x)   fp8check all tiles at once {t_one:6.3f} s "
+                     f"({t_sim / t_one:6.1f}x)")
+    return lines
+
+
+def gemm(size: int) -> list[str]:
+    import torch
+    from mmasim.nv_ptx import WGMMA
+
+    rng = np.random.default_rng(5)
+    qa = rng.integers(0, 0x7E, size=(size, size), dtype=np.uint8)
+    qb = rng.integers(0, 0x7E, size=(size, size), dtype=np.uint8)
+    sim = WGMMA("Hopper", "m64n8k32.f32.e4m3.e4m3")
+    ta, tb = (torch.from_numpy(x).view(torch.float8_e4m3fn) for x in (qa, qb))
+    want, t_sim = best(lambda: sim(ta, tb, torch.zeros(size, size)).numpy(), 1)
+    got, t_ours = best(lambda: tc.mma("sm90", qa, "e4m3fn", qb, "e4m3fn"), 1)
+    if same(want, got.values, np.ones(want.shape, bool)):
+        raise SystemExit("gemm: mismatches")
+    return [f"  sm90 {size}x{size}x{size} GEMM: mmasim {t_sim:7.3f} s   fp8check {t_ours:6.3f} s   "
+            f"{t_sim / t_ours:6.1f}x"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--instances", type=int, default=200_000)
+    ap.add_argument("--tiles", type=int, default=200)
+    ap.add_argument("--gemm", type=int, default=256)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads for MMA-Sim (fp8check runs on one)")
+    args = ap.parse_args()
+    import torch
+
+    torch.set_num_threads(args.threads)
+    from fp8check.matmul.tensorcore import _compiled_step
+
+    print(f"fp8check tensor-core models vs mmasim 2.1.1; {platform.processor() or platform.machine()}, "
+          f"{os.cpu_count()} CPUs, torch {torch.__version__} ({torch.get_num_threads()} threads), "
+          f"numpy {np.__version__}, fp8check engine {'numba' if _compiled_step() else 'numpy'}, "
+          f"load {os.getloadavg()[0]:.1f}")
+    print("instances (both sides one call over the batch):")
+    for line in instances(args.instances):
+        print(line, flush=True)
+    print("instruction tiles:")
+    for line in tiles(args.tiles):
+        print(line, flush=True)
+    print("whole GEMM:")
+    for line in gemm(args.gemm):
+        print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()

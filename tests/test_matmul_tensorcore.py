@@ -1,0 +1,286 @@
+"""Tensor-core models per target (fp8check.matmul.tensorcore) against MMA-Sim and against cases derived by
+hand from MMA-Sim's paper (arXiv:2511.10909) that float32 FMA arithmetic gets wrong.
+
+- hand-derived cases (no mmasim needed): Hopper/Ada drop products 13 binades below the largest,
+  Blackwell keeps 25 bits, CDNA3 sums even and odd products apart, rounds down, and starts a new
+  step every 16 products; each case is also computed with float32 arithmetic to show it would catch
+  a model that is float32 FMA;
+- the GEMM chain (K split into instructions, tail padding, promotion) equals the sm90 emulation of
+  fp8check.matmul.accumulation, the one pinned on an H200 at K=32;
+- brackets: AMD NaN/Inf and gfx950 are named and counted, never guessed;
+- agreement with mmasim 2.1.1 (skipped without it): a small sample of random-bit instances for every
+  kind here, 10^6 per kind in the slow lane, 0 mismatches (NaN compared by class).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import mmasim_oracle as mo
+from fp8check.errors import InvalidValueError
+from fp8check.matmul import accumulation as acc
+from fp8check.matmul import tensorcore as tc
+from fp8check.reference import decode, encode
+
+needs_mmasim = pytest.mark.usefixtures("mmasim_usable")
+
+
+@pytest.fixture
+def mmasim_usable():
+    reason = mo.unusable()
+    if reason:
+        pytest.skip(reason)
+
+
+def codes(values, fmt):
+    return encode(np.asarray(values, dtype=np.float32), fmt, "satfinite")
+
+
+def float32_fma(a_codes, fmt_a, b_codes, fmt_b):
+    """What a float32 FMA loop gives (the planted model: no tensor core)."""
+    a, b = decode(a_codes, fmt_a), decode(b_codes, fmt_b)
+    out = np.zeros((a.shape[0], b.shape[1]), dtype=np.float32)
+    for k in range(a.shape[1]):
+        out = (out.astype(np.float64) + a[:, k:k + 1] * b[k:k + 1, :]).astype(np.float32)  # exact product, one rounding
+    return out
+
+
+def big_plus_small(big, small, K=32):
+    """Row [big, small, small, ...] times a column of ones (big on both sides)."""
+    a = np.full((1, K), small, dtype=np.float32)
+    b = np.ones((K, 1), dtype=np.float32)
+    a[0, 0], b[0, 0] = big, big
+    return a, b
+
+
+# -- hand-derived cases ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("target", ["sm90", "sm89"])
+def test_hopper_and_ada_drop_products_13_binades_below_the_largest(target):
+    # 16 * 16 = 2**8 sets the exponent; 13 fractional bits keep multiples of 2**-5. 2**-5 products
+    # are kept (FACTS.md: measured on the H200 through _scaled_mm), 2**-6 products are dropped.
+    for small, want in ((2.0 ** -5, 256 + 31 * 2.0 ** -5), (2.0 ** -6, 256.0)):
+        a, b = big_plus_small(16.0, small)
+        got = tc.mma(target, codes(a, "e4m3fn"), "e4m3fn", codes(b, "e4m3fn"), "e4m3fn").values[0, 0]
+        assert float(got) == want, (target, small, float(got))
+    a, b = big_plus_small(16.0, 2.0 ** -6)
+    fma = float32_fma(codes(a, "e4m3fn"), "e4m3fn", codes(b, "e4m3fn"), "e4m3fn")[0, 0]
+    assert float(fma) == 256.484375  # a float32-FMA model would fail the case above
+
+
+def test_hopper_truncates_toward_zero_and_its_results_keep_13_bits():
+    # -2**-14 against 1.0: half a unit of 2**-13, truncated toward zero to nothing (RNE would also give
+    # 1.0, but -3 * 2**-15 = -0.75 units truncates to 0 where rounding to nearest gives -1 unit)
+    a, b = big_plus_small(1.0, 0.0)
+    a[0, 1], b[1, 0] = -3 * 2.0 ** -9, 2.0 ** -6
+    got = tc.mma("sm90", codes(a, "e4m3fn"), "e4m3fn", codes(b, "e4m3fn"), "e4m3fn").values[0, 0]
+    assert float(got) == 1.0
+    assert float(float32_fma(codes(a, "e4m3fn"), "e4m3fn", codes(b, "e4m3fn"), "e4m3fn")[0, 0]) == 1 - 3 * 2.0 ** -15
+
+
+def test_blackwell_keeps_25_bits_where_hopper_keeps_13():
+    a, b = big_plus_small(16.0, 2.0 ** -6)
+    qa, qb = codes(a, "e4m3fn"), codes(b, "e4m3fn")
+    assert float(tc.mma("sm100", qa, "e4m3fn", qb, "e4m3fn").values[0, 0]) == 256.484375
+    # 256 * 256 = 2**16 sets the exponent: 25 fractional bits keep multiples of 2**-9; 31 products
+    # 2**-9 * 0.5 = 2**-10 each are dropped. float32 FMA in k order, the large product last, keeps them
+    a = np.full((1, 32), 2.0 ** -9, dtype=np.float32)
+    b = np.full((32, 1), 0.5, dtype=np.float32)
+    a[0, 31], b[31, 0] = 256.0, 256.0
+    qa, qb = codes(a, "e4m3fn"), codes(b, "e4m3fn")
+    assert float(tc.mma("sm100", qa, "e4m3fn", qb, "e4m3fn").values[0, 0]) == 65536.0
+    assert float(float32_fma(qa, "e4m3fn", qb, "e4m3fn")[0, 0]) == 65536.0 + 4 * 2.0 ** -7
+
+
+@pytest.mark.parametrize("position, want", [(1, 1024 - 2.0 ** -14), (2, 1024.0), (16, 1024.0)])
+def test_cdna3_sums_even_and_odd_products_apart_rounds_down_and_steps_every_16(position, want):
+    # 32 * 32 = 2**10 at k = 0 and one product -2**-15 at k = position, in e4m3fnuz (MMA-Sim gtr_fdpa):
+    # - k = 1 (the odd group, alone): exact in its group, then rounded down (floor) to 24 bits below
+    #   2**10: -2**-14, and 1024 - 2**-14 is a float32: 1023.99994;
+    # - k = 2 (the even group, with 2**10): truncated toward zero to 24 bits: 0, so 1024;
+    # - k = 16 (the next step of 16): c = 1024 and the dot -2**-15 meet at 32 bits, 1024 - 2**-15, and
+    #   its rounding to nearest even into float32 gives 1024.
+    a = np.zeros((1, 32), dtype=np.float32)
+    b = np.zeros((32, 1), dtype=np.float32)
+    a[0, 0] = b[0, 0] = 32.0
+    a[0, position], b[position, 0] = -2.0 ** -8, 2.0 ** -7
+    qa, qb = codes(a, "e4m3fnuz"), codes(b, "e4m3fnuz")
+    res = tc.mma("gfx942", qa, "e4m3fnuz", qb, "e4m3fnuz")
+    assert float(res.values[0, 0]) == want and not res.target_dependent.any()
+    assert float(float32_fma(qa, "e4m3fnuz", qb, "e4m3fnuz")[0, 0]) == 1024.0  # float32 FMA: 1024 at every position
+    assert float(tc.mma("sm90", codes(a, "e4m3fn"), "e4m3fn", codes(b, "e4m3fn"), "e4m3fn").values[0, 0]) == 1024.0
+
+
+def test_the_models_are_data_and_each_target_names_its_instructions():
+    for name, m in tc.MODELS.items():
+        assert m.name == name and m.source and m.summary and m.instruction_k % m.chunk == 0
+    assert tc.model("sm90", "e4m3fn", "e5m2").name == "sm90-wgmma-fp8"
+    assert tc.model("gfx942", "e4m3fnuz", "e4m3fnuz").name == "gfx942-mfma-fp8"
+    assert tc.model("sm100", "e2m1fn", "e2m1fn", scaled=True).name == "sm100-tcgen05-mxf4"
+    assert tc.model("sm100", "e4m3fn", "e4m3fn", scaled=True).name == "sm100-tcgen05-mxf8f6f4"
+    assert tc.model("gfx942", "bfloat16", "bfloat16").name == "gfx942-mfma-16bit"
+    with pytest.raises(InvalidValueError, match="gfx942 has no matrix instruction for e4m3fn x e4m3fn"):
+        tc.model("gfx942", "e4m3fn", "e4m3fn")
+    with pytest.raises(InvalidValueError, match="sm90 has no block-scaled"):
+        tc.model("sm90", "e4m3fn", "e4m3fn", scaled=True)
+    with pytest.raises(InvalidValueError, match="no tensor-core model for target 'sm75'"):
+        tc.models_for("sm75")
+    with pytest.raises(InvalidValueError, match="operands are codes"):
+        tc.mma("sm90", np.ones((2, 16), np.float16), "float16", np.ones((16, 2), np.float16), "float16")
+
+
+# -- the GEMM chain --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("K", [32, 96, 100, 7])
+@pytest.mark.parametrize("promotion", [None, 1, 2])
+def test_the_sm90_chain_equals_the_h200_pinned_emulation(K, promotion):
+    # accumulation.emulate_accumulation runs its own loop over K slices (pinned on the H200 at K=32) with
+    # the same instruction step (accumulation.wgmma_fp8 calls tensorcore.mma on one slice, and is tested
+    # equal to its exact-rational spec): this checks the chain -- slicing, tail padding, promotion
+    rng = np.random.default_rng(K)
+    qa = rng.integers(0, 256, size=(9, K), dtype=np.uint8)
+    qb = rng.integers(0, 256, size=(K, 7), dtype=np.uint8)
+    qa[(qa & 0x7F) == 0x7F] = 0  # finite codes (the emulation's NaN is its own)
+    qb[(qb & 0x7F) == 0x7F] = 0
+    got = tc.mma("sm90", qa, "e4m3fn", qb, "e4m3fn", promotion=promotion).values
+    pad = -K % 32  # the emulation takes K in slices of 32 without padding; zero codes pad exactly
+    a = decode(np.pad(qa, ((0, 0), (0, pad))), "e4m3fn")
+    b = decode(np.pad(qb, ((0, pad), (0, 0))), "e4m3fn")
+    want = acc.emulate_accumulation(a, "e4m3fn", b, "e4m3fn", acc.SM90_WGMMA_FP8, promotion_interval=promotion)
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_the_accumulator_enters_the_first_instruction_and_is_truncated_there():
+    c = np.array([[1.0 + 2.0 ** -20]], dtype=np.float32)  # 20 fractional bits: Hopper keeps 13
+    zero_a, zero_b = np.zeros((1, 32), np.uint8), np.zeros((32, 1), np.uint8)
+    assert float(tc.mma("sm90", zero_a, "e4m3fn", zero_b, "e4m3fn", acc=c).values[0, 0]) == 1.0
+    promoted = tc.mma("sm90", zero_a, "e4m3fn", zero_b, "e4m3fn", acc=c, promotion=1)
+    assert float(promoted.values[0, 0]) == 1.0 + 2.0 ** -20  # the chain starts from zero, acc added in float32
+    assert float(tc.mma("sm100", zero_a, "e4m3fn", zero_b, "e4m3fn", acc=c).values[0, 0]) == 1.0 + 2.0 ** -20
+
+
+def test_specials_on_nvidia_propagate_as_a_float_sum_and_nan_is_canonical():
+    a = np.zeros((4, 32), np.uint8)
+    b = np.full((32, 1), 0x38, np.uint8)  # 1.0 in e4m3fn
+    a[0, 3] = 0x7F  # NaN
+    a[1, 3], a[1, 4] = 0x7C, 0xFC  # e5m2 +Inf, -Inf: NaN
+    a[2, 3] = 0x7C  # +Inf
+    res = tc.mma("sm90", a, "e5m2", b, "e4m3fn")
+    bits = res.bits[:, 0]
+    assert list(bits[:2]) == [0x7FFFFFFF, 0x7FFFFFFF] and bits[2] == 0x7F800000 and bits[3] == 0
+    assert not res.target_dependent.any()
+
+
+def test_amd_nan_and_inf_are_bracketed_and_counted_not_guessed():
+    a = np.zeros((3, 32), np.uint8)
+    b = np.full((32, 2), 0x40, np.uint8)  # 1.0 in e4m3fnuz
+    a[0, 5] = 0x80  # the fnuz NaN
+    acc_in = np.zeros((3, 2), np.float32)
+    acc_in[1, 1] = np.inf
+    res = tc.mma("gfx942", a, "e4m3fnuz", b, "e4m3fnuz", acc=acc_in)
+    assert res.target_dependent.tolist() == [[True, True], [False, True], [False, False]]
+    # the values there are candidates (a float sum's NaN and Inf), not verdicts
+    assert np.isnan(res.values[0]).all() and res.values[1, 1] == np.inf and res.values[2, 0] == 0
+
+
+def test_gfx950_is_a_bracket_exact_only_where_every_datapath_agrees():
+    # 256 + 31 products 2**-9 * 1: on the grid 2**(8 - 23); products 2**-9 * 2**-9 = 2**-18 are not
+    a, b = big_plus_small(16.0, 2.0 ** -9)
+    b2 = b.copy()
+    b2[1:] = 2.0 ** -9
+    res = tc.mma("gfx950", codes(a, "e4m3fn"), "e4m3fn", codes(np.hstack([b, b2]), "e4m3fn"), "e4m3fn")
+    assert res.target_dependent[0].tolist() == [False, True]
+    assert float(res.values[0, 0]) == 256 + 31 * 2.0 ** -9
+    exact_a, exact_b = big_plus_small(2.0, 0.5)
+    res2 = tc.mma("gfx950", codes(exact_a, "e4m3fn"), "e4m3fn", codes(exact_b, "e4m3fn"), "e4m3fn")
+    assert float(res2.values[0, 0]) == 4 + 31 * 0.5 and not res2.target_dependent.any()
+
+
+def test_block_scales_multiply_each_products_block():
+    # MXFP8 on sm100: one e8m0 scale per 32 of K and operand; 2**1 * 2**-3 on the first block, 2**0 on the second
+    qa = codes(np.ones((1, 64)), "e4m3fn")
+    qb = codes(np.ones((64, 1)), "e4m3fn")
+    sa = np.array([[128, 127]], np.uint8)
+    sb = np.array([[124], [127]], np.uint8)
+    res = tc.mma("sm100", qa, "e4m3fn", qb, "e4m3fn", a_scales=sa, b_scales=sb)
+    assert float(res.values[0, 0]) == 32 * 2.0 ** -2 + 32
+    with pytest.raises(InvalidValueError, match="blocks of 32"):
+        tc.mma("sm100", qa, "e4m3fn", qb, "e4m3fn", a_scales=np.full((1, 4), 127, np.uint8),
+               b_scales=np.full((4, 1), 127, np.uint8))
+
+
+# -- agreement with MMA-Sim ------------------------------------------------------------------------
+
+@needs_mmasim
+@pytest.mark.parametrize("kind", [k.name for k in mo.KINDS + mo.WIDE_KINDS])
+def test_agrees_with_mmasim_on_a_sample(kind):
+    r = mo.compare(mo.BY_NAME[kind], mo.draw(mo.BY_NAME[kind], 1000, seed=11))
+    assert r["mismatches"] == 0, r
+    assert r["compared"] > 700  # the brackets leave most instances judged
+
+
+@needs_mmasim
+def test_mmasim_tiles_equal_the_gemm_api():
+    # a whole instruction tile through MMA-Sim's own __call__ (A (m, k), B (k, n), C (m, n))
+    import torch
+    from mmasim.amd import MFMA
+    from mmasim.nv_ptx import WGMMA
+
+    rng = np.random.default_rng(5)
+    for sim, target, fmt, tdt, (m, n, k) in (
+            (WGMMA("Hopper", "m64n8k32.f32.e4m3.e4m3"), "sm90", "e4m3fn", torch.float8_e4m3fn, (64, 8, 32)),
+            (MFMA("CDNA3", "f32_16x16x32_fp8_fp8"), "gfx942", "e4m3fnuz", torch.float8_e4m3fnuz, (16, 16, 32))):
+        qa = rng.integers(0, 256, size=(m, k), dtype=np.uint8)
+        qb = rng.integers(0, 256, size=(k, n), dtype=np.uint8)
+        qa[qa == 0x80], qb[qb == 0x80] = 0, 0  # no NaN (bracketed on AMD)
+        qa[(qa & 0x7F) == 0x7F], qb[(qb & 0x7F) == 0x7F] = 0, 0
+        c = (rng.standard_normal((m, n)) * 100).astype(np.float32)
+        want = sim(torch.from_numpy(qa).view(tdt), torch.from_numpy(qb).view(tdt), torch.from_numpy(c)).numpy()
+        got = tc.mma(target, qa, fmt, qb, fmt, acc=c).values
+        assert np.array_equal(want.view(np.uint32), got.view(np.uint32)), target
+
+
+@needs_mmasim
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", [k.name for k in mo.KINDS])
+def test_agrees_with_mmasim_on_a_million_random_bit_instances(kind):
+    # at least 10^6 instances compared bit for bit (the AMD brackets leave some out: more are drawn)
+    total = {"instances": 0, "compared": 0, "target_dependent": 0, "mismatches": 0}
+    part = 0
+    while total["compared"] < 1_000_000:
+        r = mo.compare(mo.BY_NAME[kind], mo.draw(mo.BY_NAME[kind], 250_000, seed=1000 + part))
+        for key in total:
+            total[key] += r[key]
+        assert r["mismatches"] == 0, r
+        part += 1
+    assert total["compared"] + total["target_dependent"] == total["instances"]
+    print(kind, total)
+
+
+def test_a_planted_float32_model_fails_the_hand_cases():
+    # the hand cases above would catch a model that is float32 FMA: replace the Hopper step with a plain
+    # float32 sum and watch the 13-bit case change
+    planted = dataclasses.replace(tc.SM90_WGMMA_FP8, name="planted-wide", fraction_bits=40, result_bits=23)
+    a, b = big_plus_small(16.0, 2.0 ** -6)
+    got = tc.mma(planted, codes(a, "e4m3fn"), "e4m3fn", codes(b, "e4m3fn"), "e4m3fn").values[0, 0]
+    assert float(got) == 256.484375 != 256.0
+
+
+@pytest.mark.parametrize("kind", [k.name for k in mo.KINDS if k.model.startswith(("sm90", "sm89", "sm100-tcgen05-f8",
+                                                                                   "gfx942"))])
+def test_the_compiled_step_equals_the_numpy_step(kind, monkeypatch):
+    # numba compiles the unscaled steps where it is installed; FP8CHECK_NUMBA=0 runs NumPy alone: same bits
+    pytest.importorskip("numba")
+    k = mo.BY_NAME[kind]
+    inst = mo.draw(k, 4000, seed=21)
+    rows = np.vstack([inst.a[:40], inst.a[40:80]])  # a GEMM too: 40 x 32 times 32 x 40
+    compiled = (mo.ours(k, inst), tc.mma(k.model.split("-")[0], rows[:40], k.a_fmt, inst.b[:40].T, k.b_fmt))
+    assert tc._compiled_step() is not None
+    monkeypatch.setenv("FP8CHECK_NUMBA", "0")
+    assert tc._compiled_step() is None
+    plain = (mo.ours(k, inst), tc.mma(k.model.split("-")[0], rows[:40], k.a_fmt, inst.b[:40].T, k.b_fmt))
+    for x, y in zip(compiled, plain):
+        assert np.array_equal(x.bits, y.bits) and np.array_equal(x.target_dependent, y.target_dependent)
