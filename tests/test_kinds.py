@@ -294,3 +294,31 @@ def test_gpu_compiled_triton_decodes_as_its_target_table_says():
 
     report = fp8check.check_decode(td.e4m3fn_to_bf16, format="e4m3fn", code_dtypes="uint8", device="cuda")
     assert report.passed, str(report)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--kind", "decode"], "--kind decode needs --format FMT"),
+    (["--kind", "decode", "--format", "e4m3fn", "--code-dtype", "int8"], "code dtype 'int8': use uint8 or fp8"),
+    (["--kind", "dequant", "--format", "e4m3fn", "--block", "0x4"], "block = '0x4': give [rows, cols]"),
+    (["--format", "e4m3fn", "--block", "2x2"], "--block is for --kind dequant"),
+    (["--format", "e4m3fn", "--output-dtype", "float16"], "--code-dtype and --output-dtype are for --kind decode"),
+])
+def test_bad_decode_and_dequant_arguments_are_one_line_and_exit_2(argv, message, capsys):
+    assert cli.main(["check", "kind_kernels:fnuz_decoder", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("kind, entry, message", [
+    ("cast", {"block": [2, 2]}, "'block' is for dequant kernels"),
+    ("quantizer", {"recipe": "tensorwise", "output-dtype": "float16"}, "'code-dtypes' and 'output-dtype' are for"),
+    ("dequant", {"apply": "round"}, "apply = 'round': a dequant kernel applies its scale by"),
+    ("dequant", {"scale": 2.0}, "'scale' is for static-scale quantizers"),
+    ("decode", {"code-dtypes": ["fp16"]}, "code dtype 'fp16'"),
+])
+def test_bad_decode_and_dequant_tables_name_the_key(kind, entry, message):
+    from fp8check.declarations import from_table
+    from fp8check.errors import InvalidValueError
+
+    with pytest.raises(InvalidValueError, match=message.replace("(", r"\(").replace("[", r"\[")):
+        from_table(kind, {"kernel": "kind_kernels:fnuz_decoder", "format": "e4m3fn", **entry})
