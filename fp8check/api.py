@@ -22,10 +22,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from fp8check.declarations import KernelDeclaration, cast_kernel, fused_kernel, quantizer_kernel, run_declaration
+from fp8check.declarations import (KernelDeclaration, cast_kernel, decode_kernel, dequant_kernel, fused_kernel,
+                                   quantizer_kernel, run_declaration)
 from fp8check.results import CheckResult, Divergence, Refusal
 
-__all__ = ["Report", "check_cast", "check_quantizer", "check_fused", "check_declared", "assert_conforms"]
+__all__ = ["Report", "check_cast", "check_quantizer", "check_fused", "check_decode", "check_dequant",
+           "check_declared", "assert_conforms"]
 
 
 @dataclass
@@ -118,6 +120,25 @@ def check_fused(kernel: Any, *, reference: Any, format: str, profile: str = "iee
     decl = fused_kernel(kernel, reference=reference, format=format, profile=profile, args=args, ulps=ulps,
                         input_dtypes=tuple(input_dtypes), device=device, name=name or "",
                         triton_target=triton_target, supports=supports or {})
+    return check_declared(decl, seed=seed)
+
+
+def check_decode(kernel: Any, *, format: str, code_dtypes: Any = (), output_dtype: str | None = None,
+                 device: str = "cpu", name: str | None = None, triton_target: str | None = None) -> Report:
+    """Check the decode kernel ``kernel(codes) -> values`` on every code of ``format`` (codes as uint8 and/or the
+    torch fp8 dtype, ``code_dtypes``; values float32, float16 or bfloat16, ``output_dtype`` if it must be one)."""
+    decl = decode_kernel(kernel, format=format, code_dtypes=code_dtypes, output_dtype=output_dtype, device=device,
+                         name=name or "", triton_target=triton_target)
+    return check_declared(decl)
+
+
+def check_dequant(kernel: Any, *, format: str, block: Any = (128, 128), apply: str = "multiply",
+                  code_dtypes: Any = (), output_dtype: str | None = None, device: str = "cpu", seed: int = 0,
+                  name: str | None = None, triton_target: str | None = None) -> Report:
+    """Check the block dequant kernel ``kernel(codes, scales) -> values`` (a float32 scale per ``block`` of
+    (rows, cols) elements, applied as ``apply`` says) bit for bit against the exact values."""
+    decl = dequant_kernel(kernel, format=format, block=block, apply=apply, code_dtypes=code_dtypes,
+                          output_dtype=output_dtype, device=device, name=name or "", triton_target=triton_target)
     return check_declared(decl, seed=seed)
 
 

@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 
 from fp8check.results import Divergence, Refusal
 
-__all__ = ["CheckOptions", "Tally", "Found", "kernel_name"]
+__all__ = ["CheckOptions", "Tally", "Found", "kernel_name", "note_unchecked_dtypes"]
 
 
 def kernel_name(kernel: Callable[..., Any], name: str | None) -> str:
@@ -85,3 +85,10 @@ class Tally:
         chosen_ids = {id(f) for f in chosen}
         rest = [f for f in found if id(f) not in chosen_ids]
         return [f.divergence for f in sorted(chosen + rest[: max(0, limit - len(chosen))], key=lambda f: f.key)]
+
+
+def note_unchecked_dtypes(result: Any, unchecked: dict[str, str]) -> None:
+    """Record in ``result`` the input dtypes the kernel takes (or was tried on) that its check did not cover,
+    each with why: the verdict line names them (a conforming verdict covers only what was checked)."""
+    if unchecked:
+        result.extra.setdefault("unchecked_input_dtypes", {}).update(unchecked)

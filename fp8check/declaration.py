@@ -73,6 +73,25 @@ def _fused_arguments(d: KernelDeclaration) -> list[str]:
     return parts + _ulps(d)
 
 
+def _decode_arguments(d: KernelDeclaration) -> list[str]:
+    parts = ["--kind", "decode", "--format", str(d.format)]
+    if d.code_dtypes:
+        parts += ["--code-dtype", ",".join(d.code_dtypes)]
+    if d.output_dtype:
+        parts += ["--output-dtype", d.output_dtype]
+    return parts
+
+
+def _dequant_arguments(d: KernelDeclaration) -> list[str]:
+    parts = ["--kind", "dequant", "--format", str(d.format), "--block", "x".join(str(b) for b in d.block_shape),
+             "--apply", d.apply or "multiply"]
+    if d.code_dtypes:
+        parts += ["--code-dtype", ",".join(d.code_dtypes)]
+    if d.output_dtype:
+        parts += ["--output-dtype", d.output_dtype]
+    return parts
+
+
 def _ulps(d: KernelDeclaration) -> list[str]:
     return ["--ulps", str(d.ulps)] if d.ulps else []
 
@@ -87,6 +106,12 @@ KERNEL_KINDS: dict[str, KernelKind] = {k.table: k for k in (
                                                          "cast)"))),
     KernelKind("static", "static_quantize", "fp8check.running:run_static", _static_arguments,
                (("format", _NEEDS_FORMAT),)),
+    # codes -> values: every code, each way the kernel takes them, in one check
+    KernelKind("decode", "decode", "fp8check.running:run_decode", _decode_arguments, (("format", _NEEDS_FORMAT),),
+               per_input_dtype=False),
+    # (codes, block scales) -> values: every code in whole and ragged blocks
+    KernelKind("dequant", "dequant", "fp8check.running:run_dequant", _dequant_arguments,
+               (("format", _NEEDS_FORMAT),), per_input_dtype=False),
 )}
 KINDS = tuple(KERNEL_KINDS)
 
@@ -117,9 +142,35 @@ def _check_static_keys(d: KernelDeclaration) -> None:
         from fp8check.quantizers.static import check_options
 
         check_options(d.apply, d.scale, d.label)
+    elif d.kind == "dequant":  # its apply: how it applies its block scales; no static scale
+        _check_dequant_keys(d)
     elif d.apply is not None or d.scale is not None:
         raise InvalidValueError(f"{d.label}: 'apply' and 'scale' are for static-scale quantizers "
                                 "([[tool.fp8check.static]]); a quantizer's recipe says how it applies its scale")
+
+
+def _check_dequant_keys(d: KernelDeclaration) -> None:
+    from fp8check.quantizers.dequant import APPLY, block_of
+
+    if d.scale is not None:
+        raise InvalidValueError(f"{d.label}: 'scale' is for static-scale quantizers; a dequant kernel takes its "
+                                "scales as an argument")
+    if d.apply is not None and d.apply not in APPLY:
+        raise InvalidValueError(f"{d.label}: apply = {d.apply!r}: a dequant kernel applies its scale by "
+                                f"{', '.join(APPLY)}")
+    block_of(d.block, d.label)
+
+
+def _check_decode_keys(d: KernelDeclaration) -> None:
+    from fp8check.casts.decoding import check_code_dtypes, check_output_dtype
+
+    if d.kind not in ("decode", "dequant") and (d.code_dtypes or d.output_dtype):
+        raise InvalidValueError(f"{d.label}: 'code-dtypes' and 'output-dtype' are for decode and dequant kernels "
+                                "([[tool.fp8check.decode]], [[tool.fp8check.dequant]])")
+    if d.kind != "dequant" and d.block is not None:
+        raise InvalidValueError(f"{d.label}: 'block' is for dequant kernels ([[tool.fp8check.dequant]])")
+    check_code_dtypes(d.code_dtypes, d.label)
+    check_output_dtype(d.output_dtype, d.label)
 
 
 def _check_device(d: KernelDeclaration) -> None:
@@ -204,6 +255,7 @@ KEY_RULES: tuple[Callable[[KernelDeclaration], None], ...] = (
     _check_known_divergence,
     _check_triton_target,
     _check_supports,
+    _check_decode_keys,
 )
 
 
@@ -234,6 +286,9 @@ class KernelDeclaration:
     known_divergence: dict[str, Any] | None = field(default=None, hash=False, compare=False)
     declared_in: str | None = field(default=None, compare=False)  # the folder of the pyproject.toml it came from
     max_examples: int | None = None  # Hypothesis examples of its check in the pytest suite (default: the suite's)
+    code_dtypes: tuple[str, ...] = ()  # decode: how it takes codes, "uint8" and/or "fp8" (default: each tried)
+    output_dtype: str | None = None  # decode: the dtype of the values it must return (default: any float)
+    block: Any = None  # dequant: [rows, cols] of one scale's block (default 128x128)
 
     def __post_init__(self) -> None:
         for rule in KEY_RULES:
@@ -242,6 +297,13 @@ class KernelDeclaration:
     @property
     def kind_row(self) -> KernelKind:
         return KERNEL_KINDS[self.kind]
+
+    @property
+    def block_shape(self) -> tuple[int, int]:
+        """A dequant kernel's block (rows, cols)."""
+        from fp8check.quantizers.dequant import DEFAULT_BLOCK, block_of
+
+        return DEFAULT_BLOCK if self.block is None else block_of(self.block, self.label)
 
     @property
     def label(self) -> str:
@@ -342,6 +404,9 @@ def declare(kind: str, **keys: Any) -> KernelDeclaration:
     function's by default."""
     requires = keys.get("requires", ())
     keys["requires"] = tuple(str(m) for m in ((requires,) if isinstance(requires, str) else requires))
+    if "code_dtypes" in keys:
+        code_dtypes = keys["code_dtypes"] or ()
+        keys["code_dtypes"] = (code_dtypes,) if isinstance(code_dtypes, str) else tuple(code_dtypes)
     if keys.get("known_divergence") is not None:  # kept as written when it is no known divergence: its rule says so
         keys["known_divergence"] = _known_divergence(keys["known_divergence"]) or keys["known_divergence"]
     kernel, recipe = keys.get("kernel"), keys.get("recipe")

@@ -13,12 +13,13 @@ from fp8check.declaration import KERNEL_KINDS, KINDS, KernelDeclaration, declare
 from fp8check.errors import InvalidValueError
 from fp8check.pyproject import read_fp8check_table
 
-__all__ = ["cast_kernel", "quantizer_kernel", "fused_kernel", "static_quantizer", "from_table", "from_pyproject",
+__all__ = ["cast_kernel", "quantizer_kernel", "fused_kernel", "static_quantizer", "decode_kernel",
+           "dequant_kernel", "from_table", "from_pyproject",
            "table_keys", "first_duplicate", "TABLE_KEYS"]
 
 TABLE_KEYS = {"name", "kernel", "format", "profile", "input-dtypes", "device", "recipe", "reference", "args", "ulps",
               "triton-target", "supports", "apply", "scale", "isolate", "requires", "known-divergence",
-              "max-examples"}
+              "max-examples", "code-dtypes", "output-dtype", "block"}
 
 
 def cast_kernel(kernel: Any, *, format: str, profile: str = "ieee", **kw: Any) -> KernelDeclaration:
@@ -44,6 +45,22 @@ def static_quantizer(kernel: Any, *, format: str, profile: str = "satfinite", ap
     shape (1,) applied as ``apply`` says (``divide``: x / scale; ``multiply-reciprocal``: x * fl(1/scale);
     ``multiply``: x * scale). ``scale``: check this one scale only (default: scales drawn at every boundary)."""
     return declare("static", kernel=kernel, format=format, profile=profile, apply=apply, scale=scale, **kw)
+
+
+def decode_kernel(kernel: Any, *, format: str, code_dtypes: Any = (), output_dtype: str | None = None,
+                  **kw: Any) -> KernelDeclaration:
+    """Declare a decode kernel: ``kernel(codes) -> values`` (float32, float16 or bfloat16), ``codes`` uint8 or the
+    format's torch fp8 dtype (``code_dtypes``: ``"uint8"`` and/or ``"fp8"``; default: each tried)."""
+    return declare("decode", kernel=kernel, format=format, code_dtypes=code_dtypes, output_dtype=output_dtype, **kw)
+
+
+def dequant_kernel(kernel: Any, *, format: str, block: Any = (128, 128), apply: str = "multiply",
+                   code_dtypes: Any = (), output_dtype: str | None = None, **kw: Any) -> KernelDeclaration:
+    """Declare a block dequant kernel: ``kernel(codes, scales) -> values``, ``codes`` (M, N) uint8 or the format's
+    torch fp8 dtype, ``scales`` float32 (ceil(M / rows), ceil(N / cols)) for ``block = (rows, cols)``, applied as
+    ``apply`` says (``multiply``: code * scale; ``divide``; ``multiply-reciprocal``: code * fl(1/scale))."""
+    return declare("dequant", kernel=kernel, format=format, block=tuple(block) if isinstance(block, list) else block,
+                   apply=apply, code_dtypes=code_dtypes, output_dtype=output_dtype, **kw)
 
 
 def table_keys(kind: str, entry: Any, where: str, known: set[str]) -> dict[str, Any]:
@@ -77,6 +94,8 @@ def from_table(kind: str, entry: dict[str, Any], where: str = "pyproject.toml",
         from fp8check import quantizers
 
         kw["recipe"] = quantizers.get(kw["recipe"], declared=recipes)
+    if kind == "dequant" and isinstance(kw.get("block"), list):
+        kw["block"] = tuple(kw["block"])
     if kind == "static" and "scale" in kw:
         if isinstance(kw["scale"], bool) or not isinstance(kw["scale"], (int, float)):
             raise InvalidValueError(f"{where}: [[tool.fp8check.static]] scale = {kw['scale']!r}: give a number")

@@ -34,6 +34,12 @@ Triton kernel in fp8check's faithful interpreter with that GPU's FP8
 semantics), and a ``supports`` table declaring the kernel's domain
 (``input-dtypes``, ``contiguous-only``, ``numel-multiple-of``,
 ``max-numel``): calls outside it are not tried, a refusal inside it fails.
+A decode kernel (``[[tool.fp8check.decode]]``, :func:`decode_kernel`) takes
+``code-dtypes`` (``["uint8"]``, ``["fp8"]``; default: each tried) and
+``output-dtype`` (float32, float16 or bfloat16; default: any). A block
+dequant kernel (``[[tool.fp8check.dequant]]``, :func:`dequant_kernel`) takes
+those two, ``block = [rows, cols]`` (default [128, 128]) and ``apply``
+(``multiply``, ``divide`` or ``multiply-reciprocal``).
 
 This module gathers the names of three: the record
 (:mod:`fp8check.declaration`: :class:`KernelDeclaration`, the kinds, the rules
@@ -45,13 +51,14 @@ from __future__ import annotations
 
 from fp8check.declaration import (KERNEL_KINDS, KINDS, KernelDeclaration, KernelKind, declare, default_name,
                                   recipe_arguments)
-from fp8check.declaration_reader import (cast_kernel, first_duplicate, from_pyproject, from_table, fused_kernel,
-                                         quantizer_kernel, static_quantizer, table_keys)
+from fp8check.declaration_reader import (cast_kernel, decode_kernel, dequant_kernel, first_duplicate, from_pyproject, from_table,
+                                         fused_kernel, quantizer_kernel, static_quantizer, table_keys)
 from fp8check.pyproject import read_fp8check_table, repository_recipes
 from fp8check.running import (add_faults, fault_result, merge_config_runs, missing_requirement, run_cast_declaration,
                               run_declaration)
 
-__all__ = ["KernelDeclaration", "cast_kernel", "quantizer_kernel", "fused_kernel", "static_quantizer",
+__all__ = ["KernelDeclaration", "cast_kernel", "quantizer_kernel", "fused_kernel", "static_quantizer", "decode_kernel",
+           "dequant_kernel",
            "from_pyproject", "from_table", "read_fp8check_table", "repository_recipes", "run_declaration", "KINDS",
            "KERNEL_KINDS", "KernelKind", "declare", "default_name", "recipe_arguments", "first_duplicate",
            "table_keys", "add_faults", "fault_result", "merge_config_runs", "missing_requirement",

@@ -174,7 +174,8 @@ def _describe(t: Any) -> str:
     if t.device.type != "cpu":
         text += f" on {t.device}"
     if t.is_floating_point() and t.numel():
-        nonfinite = int((~torch.isfinite(t.detach())).sum())
+        # torch has no isfinite for fp8 dtypes (a decoder's input): widened to float32, exactly
+        nonfinite = int((~torch.isfinite(t.detach() if t.element_size() > 1 else t.detach().float())).sum())
         if nonfinite:
             text += f", {nonfinite:,} non-finite"
     return text + f", first values {shown}" + (" ..." if t.numel() > _SHOWN else "")

@@ -96,6 +96,10 @@ class _HookSpecs:
         :func:`fp8check.fused_kernel` declarations (in a ``conftest.py``)."""
 
 
+# Declared decode and block dequant kernels (one check each, run whole like a quantizer's).
+_FIXTURES += ("fp8_decoder_target", "fp8_dequant_target")
+
+
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(_HookSpecs)
 
@@ -343,6 +347,11 @@ def build_targets(declared: Any, *, builtin: bool = False, collector: Any = None
                                               and t.input_dtype == "float32" and t.kernel.tensor_fn is not None],
                         "fp8_float64_target": f64, "fp8_float64_exact_target": exact,
                         "fp8_known_bug_target": known,
+                        # declared decode and block dequant kernels, each checked whole
+                        "fp8_decoder_target": [DeclaredTarget(d, None, collector) for d in declared
+                                               if d.kind == "decode"],
+                        "fp8_dequant_target": [DeclaredTarget(d, None, collector) for d in declared
+                                               if d.kind == "dequant"],
                         "fp8_call_target": [t for t in whole if t.declaration.kind == "cast"],
                         "fp8_fused_target": [t for t in whole if t.declaration.kind == "fused"],
                         "fp8_quantizer_target": [DeclaredTarget(d, None, collector) for d in declared
@@ -415,7 +424,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                     marks += [m for m in _format_marks(f, d.device) if m not in marks]
                 params.append(pytest.param(t, id=t.id, marks=marks))
                 continue
-            if name in ("fp8_call_target", "fp8_quantizer_target", "fp8_fused_target"):
+            if name in ("fp8_call_target", "fp8_quantizer_target", "fp8_fused_target", "fp8_decoder_target",
+                        "fp8_dequant_target"):
                 marks = _format_marks(t.fmt_name, t.declaration.device) + [pytest.mark.fp8check]
                 known = t.declaration.known_divergence
                 if known is not None:  # a documented defect of the kernel's package; other divergences fail

@@ -20,6 +20,7 @@ from fp8check import device_faults
 from fp8check.declaration import KernelDeclaration, KernelKind
 
 __all__ = ["run_declaration", "run_cast_declaration", "run_cast", "run_quantizer", "run_fused", "run_static",
+           "run_decode", "run_dequant",
            "missing_requirement", "fault_result", "merge_config_runs", "add_faults", "triton_watch", "ENTRY_POINT"]
 
 ENTRY_POINT = f"{__name__}:run_declaration"  # what an isolated check runs in its child process
@@ -73,6 +74,11 @@ def run_cast_declaration(decl: KernelDeclaration, *, input_dtype: str | None = N
                                               max_examples=max_examples, seed=seed, thorough=thorough,
                                               supports=decl.harness_supports(), cap=cap)
         result.command = decl.command(dtype, max_examples=max_examples, seed=seed)
+        if "float64" not in decl.input_dtypes:  # issue 32: a verdict says which input dtypes it did not cover
+            from fp8check.checking import note_unchecked_dtypes
+
+            note_unchecked_dtypes(result, {"float64": "not checked: add float64 to input-dtypes (--input-dtype) "
+                                                      "to check it"})
         noted(result)
         return result, record
 
@@ -100,6 +106,16 @@ def run_fused(decl: KernelDeclaration, **kw: Any) -> Any:
     return _watched(decl, _check_fused, **kw)
 
 
+def run_decode(decl: KernelDeclaration, **kw: Any) -> Any:
+    """The check of a declared decode kernel: every code (:func:`fp8check.casts.decoding.check_decode`)."""
+    return _watched(decl, _check_decode, **kw)
+
+
+def run_dequant(decl: KernelDeclaration, **kw: Any) -> Any:
+    """The check of a declared block dequant kernel (:func:`fp8check.quantizers.dequant.check_dequant`)."""
+    return _watched(decl, _check_dequant, **kw)
+
+
 def _watched(decl: KernelDeclaration, check: Callable[..., Any], **kw: Any) -> Any:
     """``check(decl, fn, **kw)`` of the declared kernel ``fn``, once per autotune config of a Triton kernel
     with a target, each run's interpreter findings added to its result."""
@@ -121,7 +137,21 @@ def _check_quantizer(decl: KernelDeclaration, fn: Callable[..., Any], *, input_d
                              supports=decl.harness_supports(), args=_args_of(decl),
                              precast=decl.resolve(decl.reference), ulps=decl.ulps, cap=cap)
     result.command = decl.command(max_examples=max_examples, seed=seed)
+    _note_quantizer_dtypes(result)
     return result
+
+
+def _note_quantizer_dtypes(result: Any) -> None:
+    """A quantizer's verdict names the input dtypes its check does not draw (issue 32: every dtype a kernel
+    accepts is checked, or its verdict says which were not)."""
+    from fp8check.checking import note_unchecked_dtypes
+    from fp8check.quantizers.cases import QUANTIZER_INPUT_DTYPES
+
+    drawn = set(result.input_dtype.split(","))
+    note_unchecked_dtypes(result, {
+        d: ("not checked: fp8check draws quantizer inputs of " + " and ".join(QUANTIZER_INPUT_DTYPES) + " only"
+            if d not in QUANTIZER_INPUT_DTYPES else "not checked: not in the kernel's declared input dtypes")
+        for d in ("float32", "float16", "bfloat16", "float64") if d not in drawn})
 
 
 def _check_static(decl: KernelDeclaration, fn: Callable[..., Any], *, input_dtype: str | None, max_examples: int,
@@ -147,6 +177,27 @@ def _check_fused(decl: KernelDeclaration, fn: Callable[..., Any], *, input_dtype
                          device=decl.device, seed=seed, name=decl.name, supports=decl.harness_supports(),
                          thorough=thorough, cap=cap)
     result.command = decl.command(dtype, max_examples=max_examples, seed=seed)
+    return result
+
+
+def _check_decode(decl: KernelDeclaration, fn: Callable[..., Any], *, input_dtype: str | None, max_examples: int,
+                  seed: int, thorough: bool, cap: int | None) -> Any:
+    from fp8check.casts.decoding import check_decode
+
+    result = check_decode(fn, decl.format, code_dtypes=decl.code_dtypes, output_dtype=decl.output_dtype,
+                          device=decl.device, name=decl.name, triton_target=decl.triton_target)
+    result.command = decl.command()
+    return result
+
+
+def _check_dequant(decl: KernelDeclaration, fn: Callable[..., Any], *, input_dtype: str | None, max_examples: int,
+                   seed: int, thorough: bool, cap: int | None) -> Any:
+    from fp8check.quantizers.dequant import check_dequant
+
+    result = check_dequant(fn, decl.format, block=decl.block_shape, apply=decl.apply or "multiply",
+                           code_dtypes=decl.code_dtypes, output_dtype=decl.output_dtype, device=decl.device,
+                           name=decl.name, seed=seed, cap=cap)
+    result.command = decl.command(seed=seed)
     return result
 
 

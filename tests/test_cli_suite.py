@@ -27,14 +27,17 @@ def test_check_json_has_the_documented_shape(tmp_path):
     assert "--seed 3" in r["command"]
 
 
-def test_check_by_default_takes_every_16_and_32_bit_input_dtype_and_writes_a_results_file(tmp_path, capsys):
+def test_check_by_default_takes_every_input_dtype_and_writes_a_results_file(tmp_path, capsys):
+    """float64 too: torch's own cast (the control) rounds float64 through float32, which the default check
+    catches (issue 32 item 4: it conformed unless --input-dtype float64 was given)."""
     out = tmp_path / "r.json"
     assert cli.main(["check", "fp8_mutants:correct_e4m3fnuz", "--format", "e4m3fnuz", "--max-examples", "5",
-                     "--json", str(out)]) == 0
+                     "--json", str(out)]) == cli.EXIT_DIVERGED
     doc = json.loads(out.read_text())
     assert doc["fp8check_results"] == 1 and "environment" in doc
-    assert [c["input_dtype"] for c in doc["checks"]] == ["float32", "float16", "bfloat16"]
-    assert all(c["passed"] and c["extra"]["calls"] > 50 for c in doc["checks"])
+    assert [c["input_dtype"] for c in doc["checks"]] == ["float32", "float16", "bfloat16", "float64"]
+    assert all(c["passed"] and c["extra"]["calls"] > 50 for c in doc["checks"][:3])
+    assert not doc["checks"][3]["passed"] and "rounding" in doc["checks"][3]["categories"]
     assert capsys.readouterr().out.count("CONFORMS") == 3
 
 

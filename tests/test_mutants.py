@@ -42,6 +42,9 @@ CONTROLS = [
 ]
 
 
+# The mutants and controls are torch casts, which round float64 through float32 (checked by default since
+# issue 32: tests/test_kinds.py); their bugs are in the 16- and 32-bit inputs.
+_NOT_FLOAT64 = "float32,float16,bfloat16"
 _QUICK = {"round_toward_zero_e4m3fnuz", "saturate_at_448_e4m3fnuz", "negative_zero_to_0x80_e4m3fnuz", "inf_to_max_e5m2"}
 
 
@@ -50,7 +53,7 @@ _QUICK = {"round_toward_zero_e4m3fnuz", "saturate_at_448_e4m3fnuz", "negative_ze
 def test_check_catches_each_mutant_with_the_right_category(mutant, fmt, profile, must, allowed, prop, tmp_path, capsys):
     out = tmp_path / "result.json"
     code = cli.main(["check", f"fp8_mutants:{mutant}", "--format", fmt, "--profile", profile,
-                     "--max-examples", "30", "--json", str(out)])
+                     "--max-examples", "30", "--json", str(out), "--input-dtype", _NOT_FLOAT64])
     assert code == cli.EXIT_DIVERGED
     checks = json.loads(out.read_text())["checks"]  # one per input dtype
     found = {c for r in checks for c in r["categories"]}
@@ -80,7 +83,7 @@ def test_check_shows_the_simplest_reproducer_first(tmp_path):
 @pytest.mark.parametrize("control, fmt, profile", CONTROLS, ids=[c[0] for c in CONTROLS])
 def test_check_passes_the_correct_controls(control, fmt, profile):
     assert cli.main(["check", f"fp8_mutants:{control}", "--format", fmt, "--profile", profile,
-                     "--max-examples", "30"]) == cli.EXIT_OK
+                     "--max-examples", "30", "--input-dtype", _NOT_FLOAT64]) == cli.EXIT_OK
 
 
 def _suite(pytester):

@@ -133,8 +133,12 @@ def classify(bits: np.ndarray, expected: np.ndarray, actual: np.ndarray, input_d
     if not f.signed:
         rounding &= v > 0
     out = np.full(v.shape, "other", dtype=object)
+    # Saturation at a wrong bound: an input that rounds to ±max given a smaller finite code of its sign (e4m3fnuz
+    # 236 or 240 -> 224, a clamp at 224 before the cast): not a rounding neighbour, nor 'other'.
+    low_bound = (finite & at_max & same_sign & ((actual & mag_mask) < f.max_code) & ~nan_codes[actual]
+                 & ~inf_codes[actual])
     # Assign in reverse priority so that the first rule in the docstring wins.
-    for mask, name in ((rounding, "rounding"), (subnormal, "subnormal"), (overflow, "overflow"),
+    for mask, name in ((rounding, "rounding"), (subnormal, "subnormal"), (overflow | low_bound, "overflow"),
                        (signed_zero, "signed_zero"), (inf_in, "infinity"), (nan_in, "nan")):
         out[mask] = name
     return out

@@ -26,7 +26,7 @@ from fp8check.errors import InvalidValueError
 from fp8check.quantizers.recipe import Recipe
 from fp8check.quantizers.scaling import element_blocks
 
-__all__ = ["QuantCase", "quantizer_inputs", "assemble", "to_dtype", "boundary_amaxes"]
+__all__ = ["QuantCase", "quantizer_inputs", "assemble", "to_dtype", "boundary_amaxes", "QUANTIZER_INPUT_DTYPES"]
 
 
 @dataclass(frozen=True)
@@ -48,13 +48,16 @@ class QuantCase:
         return f"QuantCase({self.name!r}, {self.x.shape[0]}x{self.x.shape[1]} {self.dtype}{off}{lay})"
 
 
+QUANTIZER_INPUT_DTYPES = ("float32", "bfloat16")  # the input dtypes quantizer cases are drawn in
+
+
 def to_dtype(x: np.ndarray, dtype: str) -> np.ndarray:
     """``x`` rounded (RNE) to ``dtype`` and held as float32."""
     if dtype == "float32":
         return x.astype(np.float32)
     if dtype == "bfloat16":
         return x.astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
-    raise InvalidValueError(f"quantizer inputs are float32 or bfloat16, got {dtype!r}")
+    raise InvalidValueError(f"quantizer inputs are {' or '.join(QUANTIZER_INPUT_DTYPES)}, got {dtype!r}")
 
 
 def _next(v: float, toward: float) -> float:

@@ -199,11 +199,13 @@ def _divergence_view(c: CheckResult, d: Divergence, fmt: Format | None, full: bo
     src = formats.SOURCE_FORMATS.get(d.input_dtype)
     if c.kind == "decode":
         in_fmt, out_fmt = fmt, formats.FLOAT32
+    elif c.kind == "dequant":  # a code in, a value of the kernel's output dtype out
+        in_fmt, out_fmt = fmt, formats.SOURCE_FORMATS.get(c.extra.get("output_dtype", ""), formats.FLOAT32)
     else:
         in_fmt = _fmt_for_hex(d.input_hex, src, formats.FLOAT32)
         out_fmt = _fmt_for_hex(d.expected_hex, fmt)
     err = None
-    has_ulps = out_fmt is not None and fmt is not None and out_fmt is fmt and c.kind != "decode"
+    has_ulps = out_fmt is not None and fmt is not None and out_fmt is fmt and c.kind not in ("decode", "dequant")
     e, a = _int(d.expected_hex), _int(d.actual_hex)
     if has_ulps and e is not None and a is not None and max(e, a) < fmt.code_count:
         err = ulp_error(fmt, e, a)

@@ -98,6 +98,11 @@ def _cast_body(result: CheckResult) -> list[Line]:
     return lines
 
 
+# What a divergence is, by the kind of kernel: (one, many, what differs).
+_WHAT_DIFFERS = {"decode": ("code decodes", "codes decode", "to a different value"),
+                 "dequant": ("element is", "elements are", "a different value")}
+
+
 def _summary(result: CheckResult) -> str:
     cats = _counts(result)
     values = sum(n for c, n in cats.items()
@@ -105,7 +110,8 @@ def _summary(result: CheckResult) -> str:
     parts = ([f"the kernel faulted on the device ({_device_fault(result).get('error', '')})"]
              if _device_fault(result) else [])
     if values:
-        parts.append(f"{values:,} {'input gives' if values == 1 else 'inputs give'} a different code")
+        what = _WHAT_DIFFERS.get(result.kind, ("input gives", "inputs give", "a different code"))
+        parts.append(f"{values:,} {what[0] if values == 1 else what[1]} {what[2]}")
     if cats.get("in_place"):
         parts.append(f"the kernel wrote its input ({cats['in_place']:,} elements)")
     if cats.get("nondeterministic"):
@@ -116,6 +122,13 @@ def _summary(result: CheckResult) -> str:
     if cats.get("refused"):
         parts.append(f"{cats['refused']:,} call{'s' if cats['refused'] != 1 else ''} refused inside the declared domain")
     return "; ".join(parts) or "see the categories"
+
+
+def _unchecked(result: CheckResult) -> str:
+    """`` (float64 not checked: the kernel refuses float64 inputs)``: the verdict line's part on input dtypes
+    the kernel takes or was tried on that the check did not cover."""
+    unchecked = result.extra.get("unchecked_input_dtypes") or {}
+    return "".join(f" ({d} {why})" for d, why in unchecked.items())
 
 
 def _refusal_lines(result: CheckResult) -> list[Line]:
@@ -207,7 +220,19 @@ def _target_dependent_lines(result: CheckResult) -> list[Line]:
 
 def _decode_body(result: CheckResult) -> list[Line]:
     return [(f"  {d.category:<11} code {d.input_hex} [{d.input_value}] -> {d.actual_value} "
-             f"(expected {d.expected_value})", "red") for d in result.divergences[:8]]
+             f"(expected {d.expected_value})" + (f"  {d.condition}" if d.condition else ""), "red")
+            for d in result.divergences[:8]]
+
+
+def _dequant_body(result: CheckResult) -> list[Line]:
+    """Per category the count, then each listed element: its code, block and scale, both values, why."""
+    lines: list[Line] = [(f"  {c:<11} {n:,} {'element' if n == 1 else 'elements'}", "red")
+                         for c, n in _counts(result).items() if n]
+    for d in result.divergences[:8]:
+        lines.append((f"  {d.category:<11} code {d.input_hex} = {d.input_value}: expected {d.expected_value} "
+                      f"({d.expected_hex}), got {d.actual_value} ({d.actual_hex})", "red"))
+        lines.append((f"              {d.detail}" + (f"; {d.condition}" if d.condition else ""), ""))
+    return lines
 
 
 def result_lines(result: CheckResult, *, header: bool = True) -> list[Line]:
@@ -250,7 +275,7 @@ def result_lines(result: CheckResult, *, header: bool = True) -> list[Line]:
         if result.kind == "static_quantize":
             inputs = "scale" if extra["cases"] == 1 else "scales"
         lines.append((f"checked {result.checked:,} values in {extra['cases']} {inputs} ({result.input_dtype}): "
-                      f"{verdict}",
+                      f"{verdict}{_unchecked(result)}",
                       "bold green" if result.passed else "bold red"))
         lines.extend(_scope_lines(result))
         lines.extend(_device_fault_lines(result))
@@ -268,14 +293,16 @@ def result_lines(result: CheckResult, *, header: bool = True) -> list[Line]:
             ulps = result.extra.get("fused", {}).get("ulps", 0)
             lines.append(((f"CONFORMS: every output is the code of a value within {ulps} ulps of the reference's"
                            if ulps else "CONFORMS: every output equals the reference bit for bit")
-                          + (" or is target-dependent (below)" if result.target_dependent else ""), "bold green"))
+                          + (" or is target-dependent (below)" if result.target_dependent else "")
+                          + _unchecked(result), "bold green"))
             lines.extend(_refusal_lines(result))
         else:
-            lines.append((f"DIVERGES: {_summary(result)}", "bold red"))
+            lines.append((f"DIVERGES: {_summary(result)}{_unchecked(result)}", "bold red"))
             if result.expected_failure:
                 lines.append((f"known upstream: {result.expected_failure}", "yellow"))
             lines.extend(_device_fault_lines(result))
-            lines.extend(_decode_body(result) if result.kind == "decode" else _cast_body(result))
+            lines.extend(_decode_body(result) if result.kind == "decode" else _dequant_body(result)
+                         if result.kind == "dequant" else _cast_body(result))
             lines.extend(_fault_lines(result))
             lines.extend(_refusal_lines(result))
     lines.extend(_target_dependent_lines(result))

@@ -1,0 +1,47 @@
+"""A Triton block dequant kernel for tests/test_kinds.py, in the style of DeepSeek-V3's ``weight_dequant``
+(one program per block, ``y = x.to(float32) * s``), run in fp8check's faithful interpreter.
+
+``block_dequant`` dequantizes 32x64 blocks; ``block_dequant_wrong_axis`` launches it with the block shape
+the wrong way round (64x32), applying each scale to the wrong rows and columns.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+ROWS, COLS = 32, 64
+
+
+@triton.jit
+def _dequant(x_ptr, s_ptr, y_ptr, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    n_sn = tl.cdiv(N, BLOCK_N)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs = offs_m[:, None] * N + offs_n[None, :]
+    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    x = tl.load(x_ptr + offs, mask=mask, other=0).to(tl.float8e4nv, bitcast=True).to(tl.float32)
+    s = tl.load(s_ptr + pid_m * n_sn + pid_n)
+    tl.store(y_ptr + offs, x * s, mask=mask)
+
+
+def _launch(codes, scales, rows, cols):
+    x = codes.view(torch.uint8).contiguous()
+    M, N = x.shape
+    y = torch.empty((M, N), dtype=torch.float32, device=x.device)
+    grid = (triton.cdiv(M, rows), triton.cdiv(N, cols))
+    if grid[0] * grid[1] > scales.numel():
+        raise ValueError(f"{grid[0]}x{grid[1]} blocks, {scales.numel()} scales")
+    _dequant[grid](x, scales.contiguous(), y, M, N, BLOCK_M=rows, BLOCK_N=cols)
+    return y
+
+
+def block_dequant(codes, scales):
+    return _launch(codes, scales, ROWS, COLS)
+
+
+def block_dequant_wrong_axis(codes, scales):
+    """Planted: 64x32 blocks where the scales are for 32x64 ones (the grid fits: the same number of blocks
+    for the whole-block shapes, a refusal for the ragged one)."""
+    return _launch(codes, scales, COLS, ROWS)
