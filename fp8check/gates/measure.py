@@ -1,0 +1,373 @@
+"""Which defects a gate lets through: run every defect of the family past the gate and past fp8check.
+
+For every defect (:mod:`.defects`) and every view (the dequantized tensor, or a GEMM's output
+with the defective tensor as its first operand), on a few seeded inputs that expose it, the
+gate is called as the repository's test calls it: ``gate(actual, expected)``, ``expected``
+the correct output (the reference's, or the kernel's own where it conforms), in the
+compared dtype. fp8check's own check (:func:`fp8check.quantizers.conformance.check_quantizer`)
+runs on the same kernel with the same defect. A gate *lets a defect through* when it accepts
+the mutant on an input where the defect is present and where it accepts the correct output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal, Sequence
+
+import numpy as np
+
+from fp8check.errors import FP8CheckError, InvalidValueError
+from fp8check.gates.defects import DEFECTS, Defect, applies, exposing_input, mutate, previous_batch
+from fp8check.gates.public import Compares, gate_accepts, parse_gate
+from fp8check.quantizers.recipe import Recipe
+from fp8check.quantizers.scaling import Quantized, dequantize, quantize
+
+__all__ = ["View", "DefectOutcome", "GateVerdict", "GateReport", "measure_gates", "mutant_kernel",
+           "fp8check_rejects", "parse_views"]
+
+Status = Literal["accepted", "rejected", "blind", "n/a"]
+Expected = Literal["reference", "input"]
+_COMPARE_DTYPES = ("float32", "bfloat16", "float16")
+
+
+@dataclass(frozen=True)
+class View:
+    """What the gate compares: the dequantized (M, K) tensor, or the (M, N) output of a GEMM with it."""
+
+    kind: Literal["dequant", "gemm"]
+    m: int
+    k: int
+    n: int = 0
+
+    @property
+    def name(self) -> str:
+        return f"dequant {self.m}x{self.k}" if self.kind == "dequant" else f"gemm {self.m}x{self.n}x{self.k}"
+
+
+def parse_views(dequant: str | None = "256x512", gemms: Sequence[str] = ()) -> tuple[View, ...]:
+    """Views from ``MxK`` (dequantized) and ``MxNxK`` (GEMM) texts."""
+    views = []
+    for text, kind in ([(dequant, "dequant")] if dequant else []) + [(g, "gemm") for g in gemms]:
+        parts = str(text).lower().replace(",", "x").split("x")
+        want = 2 if kind == "dequant" else 3
+        try:
+            dims = [int(p) for p in parts]
+        except ValueError:
+            dims = []
+        if len(dims) != want or min(dims) < 1 or max(dims) > 1 << 14:
+            raise InvalidValueError(f"shape {text!r}: expected {'MxK' if want == 2 else 'MxNxK'} with sides 1..16384")
+        views.append(View("dequant", dims[0], dims[1]) if kind == "dequant" else View("gemm", dims[0], dims[2], dims[1]))
+    if not views:
+        raise InvalidValueError("nothing to compare: give a dequantized shape or a GEMM shape")
+    return tuple(views)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DefectOutcome:
+    """What one gate did with one defect in one view."""
+
+    defect: Defect
+    view: str
+    status: Status
+    exposed: int  # inputs on which the defect is present
+    judged: int  # of those, inputs where the gate accepts the correct output
+    accepted_on: int  # of those, inputs where the gate accepts the defect
+    largest_accepted: float | None  # the largest magnitude accepted (nominal or sweep)
+    fp8check: Literal["rejected", "accepted", "n/a", "not run"]
+    note: str = ""  # why n/a, or the gate's message on the first rejection
+
+    @property
+    def escapes(self) -> bool:
+        return self.status == "accepted" and self.fp8check == "rejected"
+
+    def to_json(self) -> dict[str, Any]:
+        d = self.defect
+        return {"defect": d.name, "family": d.family, "description": d.description, "magnitude": d.magnitude_text(),
+                "view": self.view, "status": self.status, "exposed": self.exposed, "judged": self.judged,
+                "accepted_on": self.accepted_on,
+                "largest_accepted": None if self.largest_accepted is None else d.magnitude_text(self.largest_accepted),
+                "largest_accepted_value": self.largest_accepted, "fp8check": self.fp8check,
+                "escapes": self.escapes, "note": self.note}
+
+
+@dataclass(frozen=True, kw_only=True)
+class GateVerdict:
+    """One gate's table: every defect in every view."""
+
+    gate: str
+    title: str
+    source: str
+    rule: str
+    outcomes: tuple[DefectOutcome, ...]
+    correct_accepted: dict[str, bool]  # view -> the gate accepts the correct output of a plain input
+
+    @property
+    def escapes(self) -> list[DefectOutcome]:
+        return [o for o in self.outcomes if o.escapes]
+
+    @property
+    def passed(self) -> bool:
+        return not self.escapes
+
+    def rate(self, view: str | None = None) -> tuple[int, int]:
+        """(accepted, judged) over the defects present in ``view`` (all views when None)."""
+        rows = [o for o in self.outcomes if o.status != "n/a" and (view is None or o.view == view)]
+        return sum(o.status == "accepted" for o in rows), len(rows)
+
+    def to_json(self) -> dict[str, Any]:
+        accepted, judged = self.rate()
+        return {"gate": self.gate, "title": self.title, "source": self.source, "rule": self.rule,
+                "passed": self.passed, "accepted": accepted, "judged": judged,
+                "escapes": [f"{o.defect.name} ({o.view})" for o in self.escapes],
+                "correct_accepted": self.correct_accepted, "outcomes": [o.to_json() for o in self.outcomes]}
+
+
+@dataclass(frozen=True, kw_only=True)
+class GateReport:
+    """Every gate measured on one kernel under one recipe."""
+
+    kernel: str
+    recipe: Recipe
+    dtype: str
+    expected: Expected
+    views: tuple[View, ...]
+    kernel_conforms: bool | None  # None: no kernel given (the reference's output is the correct one)
+    fp8check: dict[str, str]  # defect -> rejected / accepted / n/a / not run
+    verdicts: tuple[GateVerdict, ...]
+    inputs: int
+    seed: int
+
+    @property
+    def passed(self) -> bool:
+        return all(v.passed for v in self.verdicts)
+
+    @property
+    def replacement(self) -> str:
+        """The assertion that rejects every defect above: fp8check's own check of the declared recipe."""
+        kernel = self.kernel if self.kernel != "reference" else "my_quantizer"
+        fn = kernel.rpartition(":")[2] or kernel
+        return (f"report = fp8check.check_quantizer({fn}, recipe={self.recipe.name!r}, "
+                f"format={self.recipe.format.name!r})\nfp8check.assert_conforms(report)")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": "gate", "kernel": self.kernel, "recipe": self.recipe.name, "format": self.recipe.format.name,
+                "recipe_summary": self.recipe.summary(), "dtype": self.dtype, "expected": self.expected,
+                "views": [v.name for v in self.views], "kernel_conforms": self.kernel_conforms,
+                "inputs": self.inputs, "seed": self.seed, "passed": self.passed, "fp8check": self.fp8check,
+                "defects": [d.to_json() for d in DEFECTS], "replacement": self.replacement,
+                "gates": [v.to_json() for v in self.verdicts]}
+
+
+# -- the mutated kernel and fp8check's check of it -------------------------------------------------
+
+
+def mutant_kernel(d: Defect, recipe: Recipe, magnitude: float | None = None) -> Callable[..., tuple[Any, Any]]:
+    """A quantizer with defect ``d``: the reference's output on each call, mutated; a stale scale is the
+    previous call's (of the same shape)."""
+    state: dict[str, Quantized | None] = {"previous": None}
+
+    def kernel(x: Any, *rest: Any) -> tuple[Any, Any]:
+        import torch
+
+        x32 = x.detach().to(torch.float32).cpu().numpy()
+        correct = quantize(x32, recipe)
+        out = mutate(d, x32, recipe, correct, magnitude=magnitude, previous=state["previous"])
+        state["previous"] = correct
+        return (torch.from_numpy(out.codes.copy()).to(x.device),
+                torch.from_numpy(np.asarray(out.scales, np.float32).copy()).to(x.device))
+
+    kernel.__name__ = f"mutant[{d.name}]"
+    return kernel
+
+
+def fp8check_rejects(d: Defect, recipe: Recipe, *, max_examples: int = 20, seed: int = 0) -> bool:
+    """Whether fp8check's check of the quantizer with defect ``d`` fails (the check itself, unchanged)."""
+    from fp8check.quantizers.conformance import check_quantizer
+
+    try:
+        result = check_quantizer(mutant_kernel(d, recipe), recipe, max_examples=max_examples, seed=seed)
+    except FP8CheckError:  # a kernel fault is a finding too: it does not pass
+        return True
+    return not result.passed
+
+
+# -- the forms a gate compares ----------------------------------------------------------------------
+
+
+def _torch_dtype(name: str) -> Any:
+    import torch
+
+    return getattr(torch, name)
+
+
+def _values(q: Quantized, recipe: Recipe) -> np.ndarray:
+    return dequantize(q.codes, q.scales, recipe)
+
+
+def _weight(recipe: Recipe, view: View, seed: int) -> np.ndarray:
+    return _values(quantize(exposing_input(None, recipe, (view.n, view.k), seed + 7919), recipe), recipe)
+
+
+class _Forms:
+    """The tensors a gate receives for one input: correct and defective, in one view and dtype."""
+
+    def __init__(self, recipe: Recipe, view: View, dtype: str, expected: Expected, compares: Compares,
+                 x: np.ndarray, weight: np.ndarray | None) -> None:
+        self.recipe, self.view, self.dtype, self.expected_kind, self.compares = recipe, view, dtype, expected, compares
+        self.x, self.weight = x, weight
+
+    def of(self, q: Quantized) -> Any:
+        import torch
+
+        if self.compares == "quantized":
+            fmt = _torch_dtype(f"float8_{self.recipe.format.name}")
+            return (torch.from_numpy(q.codes.copy()).view(fmt), torch.from_numpy(np.asarray(q.scales, np.float32).copy()))
+        v = _values(q, self.recipe)
+        return self._tensor(v)
+
+    def _tensor(self, v: np.ndarray) -> Any:
+        import torch
+
+        with np.errstate(all="ignore"):
+            out = v if self.view.kind == "dequant" else v @ self.weight.T
+        return torch.from_numpy(np.ascontiguousarray(out, dtype=np.float64)).to(_torch_dtype(self.dtype))
+
+    def expected(self, correct: Quantized) -> Any:
+        if self.expected_kind == "input" and self.compares == "values":
+            return self._tensor(self.x.astype(np.float64))
+        return self.of(correct)
+
+
+def _differs(a: Quantized, b: Quantized) -> bool:
+    sa, sb = np.asarray(a.scales, np.float32), np.asarray(b.scales, np.float32)
+    return not np.array_equal(a.codes, b.codes) or not np.array_equal(sa.view(np.uint32), sb.view(np.uint32))
+
+
+def _correct_output(kernel: Callable[..., Any] | None, x: np.ndarray, recipe: Recipe) -> Quantized:
+    if kernel is None:
+        return quantize(x, recipe)
+    from fp8check.quantizers.cases import QuantCase
+    from fp8check.quantizers.conformance import run_kernel
+
+    codes, scales, _ = run_kernel(kernel, QuantCase("gate", x), recipe, name="the kernel")
+    return Quantized(codes, scales.astype(np.float32))
+
+
+@dataclass
+class _Tally:
+    exposed: int = 0
+    judged: int = 0
+    accepted: int = 0
+    note: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+def measure_gates(gates: Sequence[Any], *, recipe: Any, format: object = None, kernel: Any = None,
+                  views: Sequence[View] | None = None, dtype: str | None = None, expected: Expected = "reference",
+                  inputs: int = 3, seed: int = 0, defects: Sequence[Defect] = DEFECTS, check: bool = True,
+                  max_examples: int = 20) -> GateReport:
+    """Measure ``gates`` (built-in names, ``MODULE:FUNCTION`` texts or callables) on the defect family.
+
+    ``kernel``: the quantizer whose correct output the defects start from (``x -> (codes, scales)`` or
+    ``MODULE:FUNCTION``); it is checked first and used only where it conforms (else the reference is).
+    ``dtype``: what the gate compares (default: the recipe's dequantization dtype, bfloat16).
+    ``expected``: ``reference`` (the correct output, dequantized) or ``input`` (the unquantized input, or
+    its GEMM, as tests that compare with the original tensor do).
+    """
+    from fp8check import quantizers
+
+    r = quantizers.get(recipe, format)
+    if r.grouped:
+        raise InvalidValueError(f"recipe {r.name!r} is grouped: fp8check gate measures per-tensor, row, column "
+                                "and block recipes")
+    dtype = dtype or r.dequant_dtype
+    if dtype not in _COMPARE_DTYPES:
+        raise InvalidValueError(f"--dtype {dtype!r}: the gate compares float32, bfloat16 or float16")
+    if expected not in ("reference", "input"):
+        raise InvalidValueError(f"expected={expected!r}: 'reference' or 'input'")
+    if inputs < 1:
+        raise InvalidValueError(f"inputs={inputs}: at least one input per defect")
+    views = tuple(views or parse_views())
+    parsed = [parse_gate(g) for g in gates]
+    if not parsed:
+        raise InvalidValueError("no gate to measure")
+
+    kernel_name, base, conforms = "reference", None, None
+    if kernel is not None:
+        from fp8check.loader import load_callable
+        from fp8check.quantizers.conformance import check_quantizer
+
+        kernel_name = kernel if isinstance(kernel, str) else getattr(kernel, "__name__", repr(kernel))
+        fn = load_callable(kernel) if isinstance(kernel, str) else kernel
+        conforms = check_quantizer(fn, r, max_examples=max_examples, seed=seed).passed
+        base = fn if conforms else None
+
+    verdict_rows: list[list[DefectOutcome]] = [[] for _ in parsed]
+    correct_accepted: list[dict[str, bool]] = [{} for _ in parsed]
+    weights = {v: (_weight(r, v, seed) if v.kind == "gemm" else None) for v in views}
+    for v in views:
+        x = exposing_input(None, r, (v.m, v.k), seed)
+        correct = _correct_output(base, x, r)
+        for gi, (name, fn, compares) in enumerate(parsed):
+            if compares == "quantized" and v.kind == "gemm":
+                continue
+            forms = _Forms(r, v, dtype, expected, compares, x, weights[v])
+            correct_accepted[gi][v.name] = gate_accepts(fn, forms.of(correct), forms.expected(correct), name=name)[0]
+
+    fp8 = {}
+    for d in defects:
+        why = applies(d, r)
+        fp8[d.name] = "n/a" if why else ("not run" if not check else
+                                          "rejected" if fp8check_rejects(d, r, max_examples=max_examples, seed=seed)
+                                          else "accepted")
+        for v in views:
+            magnitudes = sorted({d.magnitude, *d.sweep})
+            tallies: dict[float, list[_Tally]] = {m: [_Tally() for _ in parsed] for m in magnitudes}
+            if not why:
+                for i in range(inputs):
+                    x = exposing_input(d, r, (v.m, v.k), seed + 1000 * (i + 1))
+                    correct = _correct_output(base, x, r)
+                    for m in magnitudes:
+                        before = previous_batch(d, x, m)
+                        prev = None if before is None else quantize(before, r)
+                        bad = mutate(d, x, r, correct, magnitude=m, previous=prev)
+                        if not _differs(bad, correct):
+                            continue
+                        for gi, (name, fn, compares) in enumerate(parsed):
+                            t = tallies[m][gi]
+                            t.exposed += 1
+                            if compares == "quantized" and v.kind == "gemm":
+                                continue
+                            forms = _Forms(r, v, dtype, expected, compares, x, weights[v])
+                            want = forms.expected(correct)
+                            if not gate_accepts(fn, forms.of(correct), want, name=name)[0]:
+                                continue
+                            t.judged += 1
+                            ok, message = gate_accepts(fn, forms.of(bad), want, name=name)
+                            t.accepted += ok
+                            if not ok and not t.note:
+                                t.note = message
+            for gi, (name, fn, compares) in enumerate(parsed):
+                t = tallies[d.magnitude][gi]
+                largest = max((m for m in magnitudes if tallies[m][gi].accepted), default=None)
+                if why or (compares == "quantized" and v.kind == "gemm"):
+                    status: Status = "n/a"
+                    note = why or "this gate compares the quantized tensors, not a GEMM's output"
+                elif t.exposed == 0:
+                    status, note = "n/a", "not present on any input drawn for this recipe"
+                elif t.judged == 0:
+                    status, note = "blind", "the gate rejects the correct output of these inputs too"
+                else:
+                    status, note = ("accepted" if t.accepted else "rejected"), t.note
+                verdict_rows[gi].append(DefectOutcome(
+                    defect=d, view=v.name, status=status, exposed=t.exposed, judged=t.judged, accepted_on=t.accepted,
+                    largest_accepted=largest if status != "n/a" else None,
+                    fp8check=fp8[d.name] if status != "n/a" or not why else "n/a", note=note))
+
+    verdicts = []
+    for gi, (name, fn, compares) in enumerate(parsed):
+        verdicts.append(GateVerdict(gate=name, title=getattr(fn, "title", f"the repository's gate {name}"),
+                                    source=getattr(fn, "source", name), rule=getattr(fn, "rule", ""),
+                                    outcomes=tuple(verdict_rows[gi]), correct_accepted=correct_accepted[gi]))
+    return GateReport(kernel=kernel_name, recipe=r, dtype=dtype, expected=expected, views=views,
+                      kernel_conforms=conforms, fp8check=fp8, verdicts=tuple(verdicts), inputs=inputs, seed=seed)
