@@ -44,6 +44,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the inputs (default 0)")
     p.add_argument("--max-examples", type=int, default=20, metavar="N",
                    help="Hypothesis examples of fp8check's own check of each defective kernel (default 20)")
+    p.add_argument("--defects", metavar="NAMES", default=None,
+                   help="comma-separated defects to measure (default: the whole family; names as in docs/gates.md)")
     p.add_argument("--json", metavar="PATH", help="write the tables as JSON")
     p.add_argument("--html", metavar="OUT", help="write a self-contained HTML report")
     p.set_defaults(run=run)
@@ -52,7 +54,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from fp8check.cli import EXIT_DIVERGED, EXIT_OK
     from fp8check.errors import InvalidValueError
-    from fp8check.gates import measure_gates, parse_views
+    from fp8check.gates import DEFECTS, defect, measure_gates, parse_views
     from fp8check.outputs import check_writable, write_json
     from fp8check.terminal import console
     from fp8check.terminal.gates import print_gate_report
@@ -66,8 +68,10 @@ def run(args: argparse.Namespace) -> int:
 
     recipe = quantizers.get(args.recipe, args.format, declared=repository_recipes())
     views = parse_views(None if args.shape.lower() == "none" else args.shape, args.gemm)
+    chosen = DEFECTS if args.defects is None else tuple(defect(n.strip()) for n in args.defects.split(",") if n.strip())
     report = measure_gates(args.gates, recipe=recipe, kernel=args.kernel, views=views, dtype=args.dtype,
-                           expected=args.expected, inputs=args.inputs, seed=args.seed, max_examples=args.max_examples)
+                           expected=args.expected, inputs=args.inputs, seed=args.seed, max_examples=args.max_examples,
+                           defects=chosen)
     print_gate_report(report, console())
     doc = report.to_json()
     if args.json:

@@ -286,15 +286,18 @@ def previous_batch(d: Defect, x: np.ndarray, magnitude: float | None = None) -> 
 
 
 def exposing_input(d: Defect | None, recipe: Recipe, shape: tuple[int, int], seed: int) -> np.ndarray:
-    """A float32 input of ``shape`` on which ``d`` shows: normal values whose magnitude varies from row to
-    row and from one 32-column block to the next over four octaves (so neighbouring scales differ),
+    """A float32 input of ``shape`` on which ``d`` shows: normal values whose magnitude steps by 2^3 from
+    row to row and from one block to the next (so neighbouring scales differ, powers of two included),
     plus what the defect needs: elements past the range (saturating), NaN elements (nan)."""
     rng = np.random.default_rng(seed)
     m, n = shape
     x = rng.standard_normal(shape)
-    row = np.exp2(rng.integers(-2, 3, size=(m, 1)))
-    blocks = np.exp2(rng.integers(-2, 3, size=(1, -(-n // 32)))).repeat(32, axis=1)[:, :n]
-    x = (x * row * blocks).astype(np.float32)
+    # neighbouring rows, 32-column blocks, 128-column blocks and 128-row tiles differ by 2^3 at least once over
+    # each boundary, more than the spread of a block's largest normal value: their scales always differ
+    rows = np.arange(m)[:, None]
+    cols = np.arange(n)[None, :]
+    octaves = 3 * ((rows % 3) - 1) + 3 * ((cols // 32) % 2) + 3 * ((cols // 128) % 3) + 3 * ((rows // 128) % 2) - 6
+    x = (x * np.exp2(octaves)).astype(np.float32)
     inputs = d.inputs if d is not None else "varied"
     if inputs == "saturating":
         _add_saturating(x, recipe, rng)
@@ -340,6 +343,6 @@ def applies(d: Defect, recipe: Recipe) -> str | None:
         return "one scale per tensor has no layout"
     if d.mutation == "scale-transposed" and recipe.granularity.kind != "block":
         return "a one-dimensional scale vector reads the same transposed"
-    if d.mutation == "stored-scale-relative" and d.magnitude == 2.0 ** -23 and recipe.scale_dtype == "e8m0":
+    if d.mutation == "stored-scale-relative" and recipe.scale_dtype == "e8m0":
         return "an e8m0 scale holds powers of two only"
     return None

@@ -11,6 +11,7 @@ the mutant on an input where the defect is present and where it accepts the corr
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Sequence
 
@@ -316,6 +317,7 @@ def measure_gates(gates: Sequence[Any], *, recipe: Any, format: object = None, k
 
     fp8 = {}
     for d in defects:
+        present = False
         why = applies(d, r)
         fp8[d.name] = "n/a" if why else ("not run" if not check else
                                           "rejected" if fp8check_rejects(d, r, max_examples=max_examples, seed=seed)
@@ -347,6 +349,7 @@ def measure_gates(gates: Sequence[Any], *, recipe: Any, format: object = None, k
                             t.accepted += ok
                             if not ok and not t.note:
                                 t.note = message
+            present = present or any(t.exposed for row in tallies.values() for t in row)
             for gi, (name, fn, compares) in enumerate(parsed):
                 t = tallies[d.magnitude][gi]
                 largest = max((m for m in magnitudes if tallies[m][gi].accepted), default=None)
@@ -363,6 +366,13 @@ def measure_gates(gates: Sequence[Any], *, recipe: Any, format: object = None, k
                     defect=d, view=v.name, status=status, exposed=t.exposed, judged=t.judged, accepted_on=t.accepted,
                     largest_accepted=largest if status != "n/a" else None,
                     fp8check=fp8[d.name] if status != "n/a" or not why else "n/a", note=note))
+
+        if fp8[d.name] == "accepted" and not present:
+            # the mutant equals the correct kernel on every input either side drew: no defect under this recipe
+            fp8[d.name] = "n/a"
+            for rows in verdict_rows:
+                rows[-len(views):] = [dataclasses.replace(o, fp8check="n/a", status="n/a", note=o.note or
+                                                          "not produced under this recipe") for o in rows[-len(views):]]
 
     verdicts = []
     for gi, (name, fn, compares) in enumerate(parsed):
