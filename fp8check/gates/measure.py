@@ -329,23 +329,33 @@ def measure_gates(gates: Sequence[Any], *, recipe: Any, format: object = None, k
                 for i in range(inputs):
                     x = exposing_input(d, r, (v.m, v.k), seed + 1000 * (i + 1))
                     correct = _correct_output(base, x, r)
-                    for m in magnitudes:
+                    forms = {c: _Forms(r, v, dtype, expected, c, x, weights[v]) for c in ("values", "quantized")}
+                    seen: dict[str, Any] = {}  # the correct output's forms and the gates' word on it, once per input
+                    # the sweep (for the largest accepted magnitude) on the first input; the nominal on every one
+                    for m in (magnitudes if i == 0 else [d.magnitude]):
                         before = previous_batch(d, x, m)
                         prev = None if before is None else quantize(before, r)
                         bad = mutate(d, x, r, correct, magnitude=m, previous=prev)
                         if not _differs(bad, correct):
                             continue
+                        bad_forms: dict[str, Any] = {}
                         for gi, (name, fn, compares) in enumerate(parsed):
                             t = tallies[m][gi]
                             t.exposed += 1
                             if compares == "quantized" and v.kind == "gemm":
                                 continue
-                            forms = _Forms(r, v, dtype, expected, compares, x, weights[v])
-                            want = forms.expected(correct)
-                            if not gate_accepts(fn, forms.of(correct), want, name=name)[0]:
+                            f = forms[compares]
+                            if compares not in seen:
+                                seen[compares] = (f.of(correct), f.expected(correct))
+                            got, want = seen[compares]
+                            if gi not in seen:
+                                seen[gi] = gate_accepts(fn, got, want, name=name)[0]
+                            if not seen[gi]:
                                 continue
                             t.judged += 1
-                            ok, message = gate_accepts(fn, forms.of(bad), want, name=name)
+                            if compares not in bad_forms:
+                                bad_forms[compares] = f.of(bad)
+                            ok, message = gate_accepts(fn, bad_forms[compares], want, name=name)
                             t.accepted += ok
                             if not ok and not t.note:
                                 t.note = message
