@@ -249,3 +249,36 @@ def test_the_documented_magnitudes_are_what_the_mutations_do():
     assert float(ulp.scales) == float(np.nextafter(np.float32(q.scales), np.float32(np.inf)))
     flipped = gates.mutate(gates.defect("sign-flip-0.1%"), x, recipe, q)
     assert np.count_nonzero(flipped.codes != q.codes) == max(1, round(np.count_nonzero(q.codes & 0x7F) * 1e-3))
+
+
+@pytest.fixture(scope="module")
+def gate_page(tmp_path_factory):
+    d = tmp_path_factory.mktemp("gate-page")
+    assert main(["gate", "deepgemm", "assert_close", *FAST, "--defects", "scale-4.5%,zeros,nan-to-max",
+                 "--gemm", "32x48x256", "--json", str(d / "g.json"), "--html", str(d / "gate.html")]) == 1
+    return d / "gate.html"
+
+
+def test_the_gate_page_is_self_contained_and_shows_each_gate(gate_page):
+    from report_support import external_references, parse
+
+    tree = parse(gate_page.read_text())
+    assert external_references(tree) == []
+    assert len(tree.xpath("//section[contains(@class, 'gate')]")) == 2
+    rows = tree.xpath("//table[@id='gate-table-1']/tbody/tr")
+    assert len(rows) == 6  # 3 defects x 2 views
+    assert {r.get("data-status") for r in rows} == {"accepted", "rejected", "blind"}
+    assert tree.xpath("//section[@id='verdict' and contains(@class, 'v-fail')]")
+
+
+@pytest.mark.slow
+def test_the_gate_page_renders_in_chromium(gate_page, tmp_path):
+    from report_support import chromium, parse, run_chromium
+
+    if chromium() is None:
+        pytest.skip("no chromium on PATH")
+    opened = run_chromium(gate_page, tmp_path)
+    assert opened.console == [] and opened.page_requests == []
+    dom = parse(opened.dom)
+    assert "js" in dom.get("class").split()
+    assert len(dom.xpath("//table[@id='gate-table-2']/tbody/tr")) == 6
