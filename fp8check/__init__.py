@@ -44,6 +44,7 @@ _EXPORTS = {
     "static_quantizer": "fp8check.declarations",
     "declared_recipe": "fp8check.quantizers",
     "kernel_tests": "fp8check.suite.testing",
+    "measure_gates": "fp8check.gates",
 }
 _MODULES = ("formats", "profiles", "stacks")
 

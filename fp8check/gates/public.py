@@ -145,7 +145,11 @@ def _sqnr(gate: PublicGate, actual: Any, expected: Any) -> bool:
 def _float64(t: Any) -> Any:
     import numpy as np
 
-    return t.detach().to(dtype=__import__("torch").float64).cpu().numpy() if hasattr(t, "detach") else np.asarray(t, np.float64)
+    if hasattr(t, "detach"):
+        import torch
+
+        return t.detach().to(torch.float64).cpu().numpy()
+    return np.asarray(t, np.float64)
 
 
 _KINDS: dict[str, Callable[[PublicGate, Any, Any], bool]] = {
