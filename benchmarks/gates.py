@@ -38,6 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--inputs", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-examples", type=int, default=20)
+    ap.add_argument("--expected", choices=("reference", "input"), default="reference",
+                    help="compare against the correct output (default) or the unquantized input (or its GEMM)")
+    ap.add_argument("--recipes", default=None, help="comma-separated subset of the recipes (labels as printed)")
     args = ap.parse_args(argv)
 
     import numpy as np
@@ -54,11 +57,13 @@ def main(argv: list[str] | None = None) -> int:
     for name, fmt in RECIPES:
         recipe = quantizers.get(name, fmt)
         label = f"{name}" + (f" ({fmt})" if fmt else "")
+        if args.recipes and label not in args.recipes.split(","):
+            continue
         t = time.time()
         correct[label] = check_quantizer(reference_kernel(recipe), recipe, max_examples=args.max_examples,
                                          seed=args.seed).passed
         report = gates.measure_gates(names, recipe=recipe, views=views, inputs=args.inputs, seed=args.seed,
-                                     max_examples=args.max_examples)
+                                     max_examples=args.max_examples, expected=args.expected)
         reports.append((label, report))
         print(f"{label}: {sum(v != 'n/a' for v in report.fp8check.values())} mutated kernels, "
               f"{time.time() - t:.0f} s", file=sys.stderr, flush=True)
@@ -88,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         "fp8check": fp8check.__version__, "torch": torch.__version__, "numpy": np.__version__,
         "python": platform.python_version(), "machine": platform.machine(), "seconds": round(time.time() - started),
         "recipes": [label for label, _ in reports], "views": [v.name for v in views], "inputs": args.inputs,
-        "seed": args.seed, "mutated_kernels": len(kernels), "fp8check_rejected": len(kernels) - len(missed),
+        "seed": args.seed, "expected": args.expected, "mutated_kernels": len(kernels), "fp8check_rejected": len(kernels) - len(missed),
         "fp8check_missed": missed, "correct_kernels": correct,
         "rates": rates, "per_defect": per_defect, "largest_accepted": largest,
         "reports": {label: rep.to_json() for label, rep in reports},
@@ -119,7 +124,9 @@ def summary(doc: dict, names: list[str]) -> str:
              f"{n} mutated kernels ({len(DEFECTS)} defects over {len(doc['recipes'])} recipes: "
              f"{', '.join(doc['recipes'])}; a defect that cannot occur under a recipe is left out), each judged "
              f"in {len(doc['views'])} views ({', '.join(doc['views'])}), {doc['inputs']} seeded inputs per defect "
-             f"and view, compared in bfloat16 against the correct output. fp8check's own check rejects "
+             f"and view, compared in bfloat16 against the "
+             f"{'correct output' if doc['expected'] == 'reference' else 'unquantized input (or its GEMM)'}. "
+             f"fp8check's own check rejects "
              f"{rej} of {n} mutated kernels and accepts {sum(doc['correct_kernels'].values())} of "
              f"{len(doc['correct_kernels'])} correct ones. torch {doc['torch']}, numpy {doc['numpy']}, "
              f"{doc['seconds']} s.",
@@ -133,7 +140,11 @@ def summary(doc: dict, names: list[str]) -> str:
         total = [sum(c[0] for c in r.values()), sum(c[1] for c in r.values())]
         lines.append(f"| {g} | {_pct(r.get('dequant'))} ({_cell(r.get('dequant'))}) | {_pct(r.get('gemm'))} "
                      f"({_cell(r.get('gemm'))}) | {_pct(total)} |")
+    blind = {g: sum(o["status"] == "blind" for r in doc["reports"].values() for v in r["gates"] if v["gate"] == g
+                    for o in v["outcomes"]) for g in names}
     lines += ["| fp8check check_quantizer | 0% | 0% | 0% |", "",
+              "Rows where the gate rejects the correct output too (blind): "
+              + ", ".join(f"{g} {blind[g]}" for g in names) + ".", "",
               "Per defect (accepted / present, over recipes and views):", "",
               "| defect | " + " | ".join(names) + " |", "| --- |" + " ---: |" * len(names)]
     for d in DEFECTS:
