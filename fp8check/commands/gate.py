@@ -14,7 +14,7 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "gate",
         help="measure which FP8 defects a test tolerance (a gate) lets through, beside fp8check's exact check",
-        description="Apply the FP8 defect family (scale x2, 1 ulp, 4.5%%, fn/fnuz max swapped, e8m0 step, "
+        description="Apply the FP8 defect family (scale x2, 1 ulp, 4.5%, fn/fnuz max swapped, e8m0 step, "
         "saturation to NaN, NaN to max, zeroed row/block/tile, sign flips, transposed/shifted/stale scales, zeros) to "
         "a quantizer's correct output, hand it to GATE as your test does, and list what GATE accepts that "
         "fp8check's check of the same kernel rejects.")
