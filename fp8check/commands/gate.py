@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     if args.max_examples < 0:
         raise InvalidValueError(f"--max-examples {args.max_examples}: must be >= 0")
     from fp8check import quantizers
-    from fp8check.declarations import repository_recipes
+    from fp8check.pyproject import repository_recipes
 
     recipe = quantizers.get(args.recipe, args.format, declared=repository_recipes())
     views = parse_views(None if args.shape.lower() == "none" else args.shape, args.gemm)

@@ -79,7 +79,7 @@ class GateDeclaration:
 
 def gate_from_table(entry: Any, root: str | Path, where: str, recipes: dict[str, Any] | None = None) -> GateDeclaration:
     """One ``[[tool.fp8check.gate]]`` table as a declaration (keys with dashes or underscores)."""
-    from fp8check.declarations import table_keys
+    from fp8check.declaration_reader import table_keys
 
     kw = table_keys("gate", entry, where, KEYS)
     for key in ("gate", "recipe"):
