@@ -263,18 +263,100 @@ class _Tally:
     notes: list[str] = field(default_factory=list)
 
 
-def measure_gates(gates: Sequence[Any], *, recipe: Any, format: object = None, kernel: Any = None,
-                  views: Sequence[View] | None = None, dtype: str | None = None, expected: Expected = "reference",
-                  inputs: int = 3, seed: int = 0, defects: Sequence[Defect] = DEFECTS, check: bool = True,
-                  max_examples: int = 20) -> GateReport:
-    """Measure ``gates`` (built-in names, ``MODULE:FUNCTION`` texts or callables) on the defect family.
+@dataclass
+class _Run:
+    """One measurement: the recipe, the views, the gates (name, callable, what it compares) and the inputs."""
 
-    ``kernel``: the quantizer whose correct output the defects start from (``x -> (codes, scales)`` or
-    ``MODULE:FUNCTION``); it is checked first and used only where it conforms (else the reference is).
-    ``dtype``: what the gate compares (default: the recipe's dequantization dtype, bfloat16).
-    ``expected``: ``reference`` (the correct output, dequantized) or ``input`` (the unquantized input, or
-    its GEMM, as tests that compare with the original tensor do).
-    """
+    recipe: Recipe
+    views: tuple[View, ...]
+    gates: list[tuple[str, Callable[..., Any], Compares]]
+    dtype: str
+    expected: Expected
+    inputs: int
+    seed: int
+    base: Callable[..., Any] | None  # the kernel whose output is the correct one (None: the reference)
+    weights: dict[View, np.ndarray | None] = field(default_factory=dict)
+
+    def forms(self, v: View, compares: Compares, x: np.ndarray) -> _Forms:
+        return _Forms(self.recipe, v, self.dtype, self.expected, compares, x, self.weights.get(v))
+
+    def correct_accepted(self) -> list[dict[str, bool]]:
+        """Per gate and view: whether the gate passes the correct output of a plain input."""
+        out: list[dict[str, bool]] = [{} for _ in self.gates]
+        for v in self.views:
+            x = exposing_input(None, self.recipe, (v.m, v.k), self.seed)
+            correct = _correct_output(self.base, x, self.recipe)
+            for gi, (name, fn, compares) in enumerate(self.gates):
+                if compares == "quantized" and v.kind == "gemm":
+                    continue
+                f = self.forms(v, compares, x)
+                out[gi][v.name] = gate_accepts(fn, f.of(correct), f.expected(correct), name=name)[0]
+        return out
+
+    def tallies(self, d: Defect, v: View, magnitudes: list[float]) -> dict[float, list[_Tally]]:
+        """Each gate's word on each magnitude of ``d`` in view ``v``: the sweep (for the largest accepted
+        magnitude) on the first input, the nominal magnitude on every one."""
+        r = self.recipe
+        tallies = {m: [_Tally() for _ in self.gates] for m in magnitudes}
+        for i in range(self.inputs):
+            x = exposing_input(d, r, (v.m, v.k), self.seed + 1000 * (i + 1))
+            correct = _correct_output(self.base, x, r)
+            forms = {c: self.forms(v, c, x) for c in ("values", "quantized")}
+            seen: dict[Any, Any] = {}  # the correct output's forms and each gate's word on it, once per input
+            for m in (magnitudes if i == 0 else [d.magnitude]):
+                before = previous_batch(d, x, m)
+                bad = mutate(d, x, r, correct, magnitude=m, previous=None if before is None else quantize(before, r))
+                if not _differs(bad, correct):
+                    continue
+                bad_forms: dict[str, Any] = {}
+                for gi, (name, fn, compares) in enumerate(self.gates):
+                    t = tallies[m][gi]
+                    t.exposed += 1
+                    if compares == "quantized" and v.kind == "gemm":
+                        continue
+                    f = forms[compares]
+                    if compares not in seen:
+                        seen[compares] = (f.of(correct), f.expected(correct))
+                    got, want = seen[compares]
+                    if gi not in seen:
+                        seen[gi] = gate_accepts(fn, got, want, name=name)[0]
+                    if not seen[gi]:
+                        continue
+                    t.judged += 1
+                    if compares not in bad_forms:
+                        bad_forms[compares] = f.of(bad)
+                    ok, message = gate_accepts(fn, bad_forms[compares], want, name=name)
+                    t.accepted += ok
+                    if not ok and not t.note:
+                        t.note = message
+        return tallies
+
+    def outcomes(self, d: Defect, v: View, why: str | None, fp8: str) -> tuple[list[DefectOutcome], bool]:
+        """One row per gate for ``d`` in ``v``, and whether the defect was present on any input."""
+        magnitudes = sorted({d.magnitude, *d.sweep})
+        tallies = self.tallies(d, v, magnitudes) if not why else \
+            {m: [_Tally() for _ in self.gates] for m in magnitudes}
+        rows = []
+        for gi, (name, fn, compares) in enumerate(self.gates):
+            t = tallies[d.magnitude][gi]
+            largest = max((m for m in magnitudes if tallies[m][gi].accepted), default=None)
+            if why or (compares == "quantized" and v.kind == "gemm"):
+                status: Status = "n/a"
+                note = why or "this gate compares the quantized tensors, not a GEMM's output"
+            elif t.exposed == 0:
+                status, note = "n/a", "not present on any input drawn for this recipe"
+            elif t.judged == 0:
+                status, note = "blind", "the gate rejects the correct output of these inputs too"
+            else:
+                status, note = ("accepted" if t.accepted else "rejected"), t.note
+            rows.append(DefectOutcome(
+                defect=d, view=v.name, status=status, exposed=t.exposed, judged=t.judged, accepted_on=t.accepted,
+                largest_accepted=largest if status != "n/a" else None,
+                fp8check=fp8 if status != "n/a" or not why else "n/a", note=note))
+        return rows, any(t.exposed for row in tallies.values() for t in row)
+
+
+def _validated(recipe: Any, format: object, dtype: str | None, expected: str, inputs: int) -> tuple[Recipe, str]:
     from fp8check import quantizers
 
     r = quantizers.get(recipe, format)
@@ -288,106 +370,69 @@ def measure_gates(gates: Sequence[Any], *, recipe: Any, format: object = None, k
         raise InvalidValueError(f"expected={expected!r}: 'reference' or 'input'")
     if inputs < 1:
         raise InvalidValueError(f"inputs={inputs}: at least one input per defect")
+    return r, dtype
+
+
+def _base_kernel(kernel: Any, recipe: Recipe, max_examples: int, seed: int) -> tuple[str, Any, bool | None]:
+    """(its name, the kernel when it conforms else None, whether it conforms; None without a kernel)."""
+    if kernel is None:
+        return "reference", None, None
+    from fp8check.loader import load_callable
+    from fp8check.quantizers.conformance import check_quantizer
+
+    name = kernel if isinstance(kernel, str) else getattr(kernel, "__name__", repr(kernel))
+    fn = load_callable(kernel) if isinstance(kernel, str) else kernel
+    conforms = check_quantizer(fn, recipe, max_examples=max_examples, seed=seed).passed
+    return name, (fn if conforms else None), conforms
+
+
+def measure_gates(gates: Sequence[Any], *, recipe: Any, format: object = None, kernel: Any = None,
+                  views: Sequence[View] | None = None, dtype: str | None = None, expected: Expected = "reference",
+                  inputs: int = 3, seed: int = 0, defects: Sequence[Defect] = DEFECTS, check: bool = True,
+                  max_examples: int = 20) -> GateReport:
+    """Measure ``gates`` (built-in names, ``MODULE:FUNCTION`` texts or callables) on the defect family.
+
+    ``kernel``: the quantizer whose correct output the defects start from (``x -> (codes, scales)`` or
+    ``MODULE:FUNCTION``); it is checked first and used only where it conforms (else the reference is).
+    ``dtype``: what the gate compares (default: the recipe's dequantization dtype, bfloat16).
+    ``expected``: ``reference`` (the correct output, dequantized) or ``input`` (the unquantized input, or
+    its GEMM, as tests that compare with the original tensor do).
+    """
+    r, dtype = _validated(recipe, format, dtype, expected, inputs)
     views = tuple(views or parse_views())
     parsed = [parse_gate(g) for g in gates]
     if not parsed:
         raise InvalidValueError("no gate to measure")
+    kernel_name, base, conforms = _base_kernel(kernel, r, max_examples, seed)
+    run = _Run(recipe=r, views=views, gates=parsed, dtype=dtype, expected=expected, inputs=inputs, seed=seed,
+               base=base, weights={v: (_weight(r, v, seed) if v.kind == "gemm" else None) for v in views})
+    correct_accepted = run.correct_accepted()
 
-    kernel_name, base, conforms = "reference", None, None
-    if kernel is not None:
-        from fp8check.loader import load_callable
-        from fp8check.quantizers.conformance import check_quantizer
-
-        kernel_name = kernel if isinstance(kernel, str) else getattr(kernel, "__name__", repr(kernel))
-        fn = load_callable(kernel) if isinstance(kernel, str) else kernel
-        conforms = check_quantizer(fn, r, max_examples=max_examples, seed=seed).passed
-        base = fn if conforms else None
-
-    verdict_rows: list[list[DefectOutcome]] = [[] for _ in parsed]
-    correct_accepted: list[dict[str, bool]] = [{} for _ in parsed]
-    weights = {v: (_weight(r, v, seed) if v.kind == "gemm" else None) for v in views}
-    for v in views:
-        x = exposing_input(None, r, (v.m, v.k), seed)
-        correct = _correct_output(base, x, r)
-        for gi, (name, fn, compares) in enumerate(parsed):
-            if compares == "quantized" and v.kind == "gemm":
-                continue
-            forms = _Forms(r, v, dtype, expected, compares, x, weights[v])
-            correct_accepted[gi][v.name] = gate_accepts(fn, forms.of(correct), forms.expected(correct), name=name)[0]
-
-    fp8 = {}
+    rows: list[list[DefectOutcome]] = [[] for _ in parsed]
+    fp8: dict[str, str] = {}
     for d in defects:
-        present = False
         why = applies(d, r)
         fp8[d.name] = "n/a" if why else ("not run" if not check else
                                           "rejected" if fp8check_rejects(d, r, max_examples=max_examples, seed=seed)
                                           else "accepted")
+        mine: list[list[DefectOutcome]] = [[] for _ in parsed]
+        present = False
         for v in views:
-            magnitudes = sorted({d.magnitude, *d.sweep})
-            tallies: dict[float, list[_Tally]] = {m: [_Tally() for _ in parsed] for m in magnitudes}
-            if not why:
-                for i in range(inputs):
-                    x = exposing_input(d, r, (v.m, v.k), seed + 1000 * (i + 1))
-                    correct = _correct_output(base, x, r)
-                    forms = {c: _Forms(r, v, dtype, expected, c, x, weights[v]) for c in ("values", "quantized")}
-                    seen: dict[str, Any] = {}  # the correct output's forms and the gates' word on it, once per input
-                    # the sweep (for the largest accepted magnitude) on the first input; the nominal on every one
-                    for m in (magnitudes if i == 0 else [d.magnitude]):
-                        before = previous_batch(d, x, m)
-                        prev = None if before is None else quantize(before, r)
-                        bad = mutate(d, x, r, correct, magnitude=m, previous=prev)
-                        if not _differs(bad, correct):
-                            continue
-                        bad_forms: dict[str, Any] = {}
-                        for gi, (name, fn, compares) in enumerate(parsed):
-                            t = tallies[m][gi]
-                            t.exposed += 1
-                            if compares == "quantized" and v.kind == "gemm":
-                                continue
-                            f = forms[compares]
-                            if compares not in seen:
-                                seen[compares] = (f.of(correct), f.expected(correct))
-                            got, want = seen[compares]
-                            if gi not in seen:
-                                seen[gi] = gate_accepts(fn, got, want, name=name)[0]
-                            if not seen[gi]:
-                                continue
-                            t.judged += 1
-                            if compares not in bad_forms:
-                                bad_forms[compares] = f.of(bad)
-                            ok, message = gate_accepts(fn, bad_forms[compares], want, name=name)
-                            t.accepted += ok
-                            if not ok and not t.note:
-                                t.note = message
-            present = present or any(t.exposed for row in tallies.values() for t in row)
-            for gi, (name, fn, compares) in enumerate(parsed):
-                t = tallies[d.magnitude][gi]
-                largest = max((m for m in magnitudes if tallies[m][gi].accepted), default=None)
-                if why or (compares == "quantized" and v.kind == "gemm"):
-                    status: Status = "n/a"
-                    note = why or "this gate compares the quantized tensors, not a GEMM's output"
-                elif t.exposed == 0:
-                    status, note = "n/a", "not present on any input drawn for this recipe"
-                elif t.judged == 0:
-                    status, note = "blind", "the gate rejects the correct output of these inputs too"
-                else:
-                    status, note = ("accepted" if t.accepted else "rejected"), t.note
-                verdict_rows[gi].append(DefectOutcome(
-                    defect=d, view=v.name, status=status, exposed=t.exposed, judged=t.judged, accepted_on=t.accepted,
-                    largest_accepted=largest if status != "n/a" else None,
-                    fp8check=fp8[d.name] if status != "n/a" or not why else "n/a", note=note))
-
+            per_gate, seen = run.outcomes(d, v, why, fp8[d.name])
+            present = present or seen
+            for gi, o in enumerate(per_gate):
+                mine[gi].append(o)
         if fp8[d.name] == "accepted" and not present:
             # the mutant equals the correct kernel on every input either side drew: no defect under this recipe
             fp8[d.name] = "n/a"
-            for rows in verdict_rows:
-                rows[-len(views):] = [dataclasses.replace(o, fp8check="n/a", status="n/a", note=o.note or
-                                                          "not produced under this recipe") for o in rows[-len(views):]]
+            mine = [[dataclasses.replace(o, fp8check="n/a", status="n/a", note=o.note or "not produced under this "
+                                         "recipe") for o in m] for m in mine]
+        for gi in range(len(parsed)):
+            rows[gi] += mine[gi]
 
-    verdicts = []
-    for gi, (name, fn, compares) in enumerate(parsed):
-        verdicts.append(GateVerdict(gate=name, title=getattr(fn, "title", f"the repository's gate {name}"),
-                                    source=getattr(fn, "source", name), rule=getattr(fn, "rule", ""),
-                                    outcomes=tuple(verdict_rows[gi]), correct_accepted=correct_accepted[gi]))
+    verdicts = tuple(GateVerdict(gate=name, title=getattr(fn, "title", f"the repository's gate {name}"),
+                                 source=getattr(fn, "source", name), rule=getattr(fn, "rule", ""),
+                                 outcomes=tuple(rows[gi]), correct_accepted=correct_accepted[gi])
+                     for gi, (name, fn, compares) in enumerate(parsed))
     return GateReport(kernel=kernel_name, recipe=r, dtype=dtype, expected=expected, views=views,
-                      kernel_conforms=conforms, fp8check=fp8, verdicts=tuple(verdicts), inputs=inputs, seed=seed)
+                      kernel_conforms=conforms, fp8check=fp8, verdicts=verdicts, inputs=inputs, seed=seed)
