@@ -318,7 +318,7 @@ def _targets(config: pytest.Config) -> dict[str, list[Any]]:
         models = _training(config)
         state["targets"]["fp8_training_target"] = [TrainingTarget(d, f) for d in models for f in d.formats]
         state["targets"]["fp8_training_loss_target"] = [TrainingTarget(d) for d in models if d.loss_steps]
-        from fp8check.gates.declared import GateTarget
+        from fp8check.suite.gates import GateTarget
 
         state["targets"]["fp8_gate_target"] = [GateTarget(d) for d in _gates(config)]
     return state["targets"]

@@ -19,6 +19,7 @@ import fp8check  # noqa: E402,F401
 import fp8check.gates  # noqa: E402,F401
 import fp8check.gates.declared  # noqa: E402,F401
 import fp8check.suite  # noqa: E402,F401
+import fp8check.suite.gates  # noqa: E402,F401
 import fp8check.terminal.gates  # noqa: E402,F401
 
 TOLERANCES = '''
@@ -81,6 +82,8 @@ def test_pytest_m_gate_lists_what_the_loose_gate_lets_through(repo):
     assert "ACCEPTED" in lines["scale-4.5%"] and "rejects" in lines["scale-4.5%"]
     assert "rejected" in lines["zeros"] and "rejected" in lines["scale-x2"]
     assert "fp8check.assert_conforms(report)" in out
+    assert ("or: fp8check gate tolerances:loose_close --recipe block-1x128 --shape 64x256 --expected reference "
+            "--inputs 1 --seed 0 --max-examples 5 --defects scale-4.5%,zeros,scale-x2") in out
 
 
 def test_a_bad_gate_declaration_is_a_usage_error(pytester):

@@ -18,7 +18,6 @@ of what the gate lets through, with the assertion that replaces it.
 
 from __future__ import annotations
 
-import io
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +25,7 @@ from typing import Any
 
 from fp8check.errors import InvalidValueError
 
-__all__ = ["GateDeclaration", "GateTarget", "gate_from_table", "KEYS"]
+__all__ = ["GateDeclaration", "gate_from_table", "KEYS"]
 
 KEYS = {"name", "gate", "recipe", "format", "kernel", "shape", "gemm", "dtype", "expected", "inputs", "seed",
         "defects", "max-examples"}
@@ -62,6 +61,21 @@ class GateDeclaration:
             defect(d)
         if self.expected not in ("reference", "input"):
             raise InvalidValueError(f"expected = {self.expected!r}: 'reference' or 'input'")
+
+    def command(self) -> str:
+        """The ``fp8check gate`` line that measures the same (run from the pyproject.toml's directory)."""
+        import shlex
+
+        parts = ["fp8check", "gate", self.gate, "--recipe", self.recipe]
+        for option, value in (("--format", self.format), ("--kernel", self.kernel), ("--shape", self.shape or "none"),
+                              ("--dtype", self.dtype), ("--expected", self.expected), ("--inputs", self.inputs),
+                              ("--seed", self.seed), ("--max-examples", self.max_examples),
+                              ("--defects", ",".join(self.defects))):
+            if value not in (None, ""):
+                parts += [option, str(value)]
+        for g in self.gemm:
+            parts += ["--gemm", g]
+        return shlex.join(parts)
 
     def measure(self) -> Any:
         from fp8check import quantizers
@@ -99,27 +113,3 @@ def gate_from_table(entry: Any, root: str | Path, where: str, recipes: dict[str,
         return GateDeclaration(root=str(root), recipes=recipes or {}, **kw)
     except InvalidValueError as exc:
         raise InvalidValueError(f"{where}: [[tool.fp8check.gate]] {kw.get('name') or kw['gate']}: {exc}") from None
-
-
-@dataclass(frozen=True)
-class GateTarget:
-    """What ``pytest -m gate`` runs: one declared gate measured on the defect family."""
-
-    declaration: GateDeclaration
-
-    @property
-    def id(self) -> str:
-        return self.declaration.name
-
-    def check(self) -> Any:
-        from fp8check.terminal import console
-        from fp8check.terminal.gates import print_gate_report
-
-        report = self.declaration.measure()
-        if not report.passed:
-            buf = io.StringIO()
-            print_gate_report(report, console(file=buf))
-            raise AssertionError(f"\nthe gate {self.declaration.gate} lets FP8 defects through that fp8check "
-                                 f"rejects:\n{buf.getvalue()}  or: fp8check gate {self.declaration.gate} "
-                                 f"--recipe {self.declaration.recipe}")
-        return report
