@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
+    out.with_suffix(".json").write_text(dumps(doc))
     md = summary(doc, names)  # from the document alone: `summary(json.load(...), names)` re-renders it
     out.with_suffix(".md").write_text(md)
     print(md)
@@ -108,6 +108,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 ROW_KEYS = ("defect", "view", "status", "accepted_on", "judged", "largest_accepted", "fp8check")
+
+
+def dumps(doc: dict) -> str:
+    """Indented JSON with every innermost list (an outcome row, a count pair) on one line."""
+    import re
+
+    text = json.dumps(doc, indent=1, allow_nan=False)
+    return re.sub(r"\[\n\s+([^\[\]{}]*?)\n\s*\]", lambda m: "[" + re.sub(r",\n\s+", ", ", m.group(1)) + "]",
+                  text) + "\n"
 
 
 def compact(report: dict) -> dict:

@@ -363,6 +363,9 @@ def _validated(recipe: Any, format: object, dtype: str | None, expected: str, in
     if r.grouped:
         raise InvalidValueError(f"recipe {r.name!r} is grouped: fp8check gate measures per-tensor, row, column "
                                 "and block recipes")
+    if r.format.bits != 8:  # the defects flip and zero one-byte codes
+        raise InvalidValueError(f"recipe {r.name!r} stores {r.format.name} elements: fp8check gate measures FP8 "
+                                "recipes")
     dtype = dtype or r.dequant_dtype
     if dtype not in _COMPARE_DTYPES:
         raise InvalidValueError(f"--dtype {dtype!r}: the gate compares float32, bfloat16 or float16")
