@@ -230,6 +230,7 @@ def test_cli_exit_0_when_the_gate_rejects_every_defect(tmp_path, capsys, monkeyp
     (["gate", "deepgemm", "--recipe", "rowwise", "--defects", "bogus"], "unknown defect 'bogus'"),
     (["gate", "nomodule_here:fn", "--recipe", "rowwise"], "cannot import kernel"),
     (["gate", "deepgemm", "--recipe", "group-rowwise"], "grouped"),
+    (["gate", "deepgemm", "--recipe", "nvfp4-torchao"], "measures FP8 recipes"),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
     assert main(argv) == 2
