@@ -48,6 +48,7 @@ _EXPORTS = {
     "dequant_kernel": "fp8check.declarations",
     "declared_recipe": "fp8check.quantizers",
     "kernel_tests": "fp8check.suite.testing",
+    "measure_gates": "fp8check.gates",
 }
 _MODULES = ("formats", "profiles", "stacks")
 

@@ -35,6 +35,7 @@ COMMANDS = (
     "report",
     "fuzz",
     "train",
+    "gate",
 )
 
 

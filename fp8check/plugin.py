@@ -63,6 +63,8 @@ GENERIC_MARKERS = {
     "slow": "slow: takes more than a few seconds",
     "training": "training: an FP8 training step (or the loss gates) of a model the repository declares "
     "([[tool.fp8check.training]])",
+    "gate": "gate: a test tolerance the repository declares ([[tool.fp8check.gate]]) measured on fp8check's FP8 "
+    "defect family: fails when it lets through a defect fp8check's own check rejects",
 }
 
 _OPTIONS = (
@@ -85,7 +87,7 @@ _STATE = pytest.StashKey[dict]()
 # The fixtures the plugin parametrizes (see _targets).
 _FIXTURES = ("fp8_target", "fp8_fnuz_target", "fp8_device_target", "fp8_decode_target", "fp8_float64_target",
              "fp8_float64_exact_target", "fp8_known_bug_target", "fp8_call_target", "fp8_quantizer_target",
-             "fp8_fused_target", "fp8_training_target", "fp8_training_loss_target")
+             "fp8_fused_target", "fp8_training_target", "fp8_training_loss_target", "fp8_gate_target")
 
 
 class _HookSpecs:
@@ -278,6 +280,34 @@ def _training(config: pytest.Config) -> list[Any]:
     return out
 
 
+def _gates(config: pytest.Config) -> list[Any]:
+    """The gates ``[[tool.fp8check.gate]]`` of this repository's pyproject.toml declares."""
+    state = config.stash[_STATE]
+    if "gates" in state:
+        return state["gates"]
+    _declarations(config)
+    entries = (state.get("settings") or {}).get("gate", [])
+    out = []
+    if entries:
+        from fp8check.declaration_reader import first_duplicate
+        from fp8check.errors import FP8CheckError
+        from fp8check.gates.declared import gate_from_table
+        from fp8check.pyproject import repository_recipes
+
+        where = str(config.rootpath / "pyproject.toml")
+        try:
+            recipes = repository_recipes(config.rootpath)
+            out = [gate_from_table(e, config.rootpath, where, recipes) for e in
+                   (entries if isinstance(entries, list) else [entries])]
+        except FP8CheckError as exc:
+            raise pytest.UsageError(f"fp8check: {exc}") from None
+        duplicate = first_duplicate([d.name for d in out])
+        if duplicate:
+            raise pytest.UsageError(f"fp8check: two declared gates are named {duplicate!r}: give one a 'name'")
+    state["gates"] = out
+    return out
+
+
 def _builtin(config: pytest.Config) -> bool:
     return str(_option(config, "builtin-adapters") or "").strip().lower() in ("1", "true", "yes", "on")
 
@@ -292,6 +322,9 @@ def _targets(config: pytest.Config) -> dict[str, list[Any]]:
         models = _training(config)
         state["targets"]["fp8_training_target"] = [TrainingTarget(d, f) for d in models for f in d.formats]
         state["targets"]["fp8_training_loss_target"] = [TrainingTarget(d) for d in models if d.loss_steps]
+        from fp8check.suite.gates import GateTarget
+
+        state["targets"]["fp8_gate_target"] = [GateTarget(d) for d in _gates(config)]
     return state["targets"]
 
 
@@ -358,7 +391,7 @@ def build_targets(declared: Any, *, builtin: bool = False, collector: Any = None
                                                  if d.kind == "quantizer"]
                         + [DeclaredTarget(d, t, collector) for d in declared if d.kind == "static"  # per input dtype
                            for t in d.input_dtypes],
-                        "fp8_training_target": [], "fp8_training_loss_target": []}
+                        "fp8_training_target": [], "fp8_training_loss_target": [], "fp8_gate_target": []}
 
 
 def _format_marks(fmt_name: str, device: str) -> list[Any]:
@@ -417,6 +450,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     for name in names:
         params = []
         for t in targets[name]:
+            if name == "fp8_gate_target":
+                marks = [pytest.mark.gate, pytest.mark.fp8check]
+                params.append(pytest.param(t, id=t.id, marks=marks))
+                continue
             if name in ("fp8_training_target", "fp8_training_loss_target"):
                 d = t.declaration
                 marks = [pytest.mark.training, pytest.mark.fp8check]
@@ -490,7 +527,7 @@ def fp8_settings(request: pytest.FixtureRequest) -> Any:
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     # A host whose own collection failed stops there (as without fp8check): the suite is not added to it.
     stopping = session.testsfailed and not config.getoption("continue_on_collection_errors", False)
-    if not stopping and (_declarations(config) or _training(config)):
+    if not stopping and (_declarations(config) or _training(config) or _gates(config)):
         _register_generic_markers(config)  # after the host's own modules: their marks were checked without
         # A repository that already collects the suite (a star-import of it) does not get it twice.
         collected = {getattr(item, "function", None) for item in items}
