@@ -100,3 +100,19 @@ def row_gemm(a: torch.Tensor, a_scales: torch.Tensor, b: torch.Tensor, b_scales:
     _row_kernel[grid](a, b, c, a_scales.reshape(-1), b_scales.reshape(-1), M, N, K, a.stride(0), a.stride(1),
                       b.stride(0), b.stride(1), BM=32, BN=64, BK=64, BUG=BUGS[bug])
     return c
+
+
+def block_gemm_next_block(a: torch.Tensor, a_scales: torch.Tensor, b: torch.Tensor,
+                          b_scales: torch.Tensor) -> torch.Tensor:
+    """The block kernel with B's scales of the next K block (for the command line and pyproject tests)."""
+    return block_gemm(a, a_scales, b, b_scales, bug="next-block")
+
+
+def gemm_args(a: torch.Tensor, a_scales: torch.Tensor, b: torch.Tensor, b_scales: torch.Tensor) -> tuple:
+    """An ``args`` hook: the project's own signature, ``(a, b, a_scales, b_scales)``."""
+    return a, b, a_scales, b_scales
+
+
+def block_gemm_own_signature(a: torch.Tensor, b: torch.Tensor, a_scales: torch.Tensor,
+                             b_scales: torch.Tensor) -> torch.Tensor:
+    return block_gemm(a, a_scales, b, b_scales)

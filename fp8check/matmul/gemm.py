@@ -28,7 +28,7 @@ no pair of scales does (the accumulation).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -38,7 +38,7 @@ from fp8check.errors import InvalidValueError
 from fp8check.results import CheckResult, Divergence
 
 __all__ = ["GemmRecipe", "GEMM_RECIPES", "EPILOGUES", "GemmCase", "GEMM_CASES", "gemm_recipe", "gemm_reference",
-           "gemm_inputs", "check_gemm", "TILE"]
+           "gemm_inputs", "check_gemm", "check_epilogue", "default_epilogue", "TILE"]
 
 EPILOGUES = ("k-block", "end", "end-product")
 TILE = 64  # the output tile a divergence is named by (the smallest tl.dot tile the kernels here use)
@@ -87,7 +87,12 @@ def gemm_recipe(recipe: str | GemmRecipe) -> GemmRecipe:
     return GEMM_RECIPES[recipe]
 
 
-def _check_epilogue(recipe: GemmRecipe, epilogue: str) -> None:
+def default_epilogue(recipe: str | GemmRecipe) -> str:
+    """k-block for scales per K block, else end."""
+    return "k-block" if gemm_recipe(recipe).k_block else "end"
+
+
+def check_epilogue(recipe: GemmRecipe, epilogue: str) -> None:
     if epilogue not in EPILOGUES:
         raise InvalidValueError(f"epilogue {epilogue!r}: use one of {', '.join(EPILOGUES)}")
     if epilogue != "k-block" and recipe.k_block:
@@ -133,7 +138,7 @@ def _contracts(target: str) -> bool:
 
 
 def gemm_reference(target: str, fmt: str, recipe: str | GemmRecipe, a_codes: Any, a_scales: Any, b_codes: Any,
-                   b_scales: Any, *, epilogue: str = "k-block") -> tuple[np.ndarray, np.ndarray]:
+                   b_scales: Any, *, epilogue: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The float32 (M, N) a correct kernel accumulates, and the mask of the elements ``target``'s model brackets.
 
     ``a_codes`` (M, K), ``b_codes`` (N, K): codes of ``fmt``; scales as :class:`GemmRecipe` shapes them."""
@@ -141,7 +146,8 @@ def gemm_reference(target: str, fmt: str, recipe: str | GemmRecipe, a_codes: Any
     from fp8check.triton import ops
 
     rec = gemm_recipe(recipe)
-    _check_epilogue(rec, epilogue)
+    epilogue = epilogue or default_epilogue(rec)
+    check_epilogue(rec, epilogue)
     a, b = np.asarray(a_codes, dtype=np.uint8), np.asarray(b_codes, dtype=np.uint8)
     (M, K), N = a.shape, b.shape[0]
     if b.shape[1] != K:
@@ -303,6 +309,7 @@ class _Run:
     kernel: Callable[..., Any]
     tally: Tally
     bracketed: int = 0
+    diverging: dict[str, int] = field(default_factory=dict)  # case -> diverging elements
 
     def torch_dtype(self) -> Any:
         import torch
@@ -353,6 +360,7 @@ class _Run:
         self.bracketed += int(dependent.sum())
         if not differs.any():
             return
+        self.diverging[case.describe()] = int(differs.sum())
         blocks = self.locate(case, a, sa, b, sb)
         listed = max(1, o.cap) if o.cap is not None else differs.size
         for i, (m, n) in enumerate(np.argwhere(differs)):
@@ -475,7 +483,7 @@ def _scale_pair(ratio: float, sa: np.ndarray, sb: np.ndarray, want_a: tuple[int,
 
 
 def check_gemm(kernel: Callable[..., Any], *, recipe: str | GemmRecipe, format: str, target: str,
-               epilogue: str = "k-block", args: Callable[..., Any] | None = None, name: str | None = None,
+               epilogue: str | None = None, args: Callable[..., Any] | None = None, name: str | None = None,
                seed: int = 0, cap: int | None = 100, supports: Any = None,
                cases: Sequence[GemmCase] = GEMM_CASES) -> CheckResult:
     """Check a scaled FP8 GEMM kernel ``kernel(a, a_scales, b, b_scales) -> out`` (or ``kernel(*args(a,
@@ -491,7 +499,8 @@ def check_gemm(kernel: Callable[..., Any], *, recipe: str | GemmRecipe, format: 
 
     fmt = formats.get(format).name
     rec = gemm_recipe(recipe)
-    _check_epilogue(rec, epilogue)
+    epilogue = epilogue or default_epilogue(rec)
+    check_epilogue(rec, epilogue)
     if target not in tensorcore.TARGETS:
         raise InvalidValueError(f"GEMM target {target!r}: use one of {', '.join(tensorcore.TARGETS)}")
     opts = GemmOptions(name=kernel_name(kernel, name), seed=seed, cap=cap, supports=supports, recipe=rec, fmt=fmt,
@@ -506,7 +515,7 @@ def check_gemm(kernel: Callable[..., Any], *, recipe: str | GemmRecipe, format: 
                          divergences=t.listed(cap, diverged) if diverged else [], kind="gemm",
                          seed=seed, refusals=t.refusals, target_dependent=run.bracketed)
     result.extra["gemm"] = {"recipe": rec.name, "epilogue": epilogue, "target": target, "cases": t.cases,
-                            "bracketed": run.bracketed}
+                            "bracketed": run.bracketed, "diverging": run.diverging}
     if run.bracketed:
         result.add_note(f"{run.bracketed} elements bracketed by the {target} model (AMD NaN/Inf or gfx950): "
                         "counted, not judged")
