@@ -34,7 +34,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from fp8check.checking import CheckOptions, Tally, kernel_name
-from fp8check.errors import InvalidValueError
+from fp8check.errors import FP8CheckError, InvalidValueError
 from fp8check.results import CheckResult, Divergence
 
 __all__ = ["GemmRecipe", "GEMM_RECIPES", "EPILOGUES", "GemmCase", "GEMM_CASES", "gemm_recipe", "gemm_reference",
@@ -329,8 +329,10 @@ class _Run:
             out = _call(self.opts, self.kernel, _laid_out(a, case.layout, dt), _scale_tensor(sa),
                         _laid_out(b, case.layout, dt), _scale_tensor(sb))
             bits, dtype = _out_bits(out)
-        except InvalidValueError:
-            raise
+        except FP8CheckError as exc:
+            if isinstance(exc, TypeError):  # the faithful interpreter: the target's compiler refuses what it does
+                return f"{type(exc).__name__}: {exc}"
+            raise  # fp8check's own error (a bad declaration, an adapter whose package cannot be imported)
         except Exception as exc:  # the kernel's own failure is a finding (a refusal), never a crash of the check
             return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
         if tuple(bits.shape) != (case.m, case.n):
