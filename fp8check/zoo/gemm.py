@@ -17,9 +17,10 @@ the declared target's machine answers:
 - AMD aiter 0.1.7.post2.dev18 ``aiter/ops/triton/gemm_a8w8_blockscale.py``: ``gemm_a8w8_blockscale`` ->
   ``_gemm_a8w8_blockscale_kernel``, its config read from aiter's gfx942 file (``arch_info.get_arch()``
   answered ``gfx942``);
-- lmdeploy 0.10.2 ``lmdeploy/pytorch/kernels/cuda/blocked_gemm_fp8.py``: ``blocked_gemm_fp8`` ->
-  ``_gemm_fp8_kernel`` (the non-TMA kernel, what runs where TMA is not: sm89; ``supports_tma()``
-  answered False), B given as (K, N) with its scales (K / 128, N / 128), as its callers do.
+  and ``gemm_a8w8`` (per-token x per-channel, ``w_scale`` (1, N)) -> ``_gemm_a8w8_kernel``;
+- DeepSeek-V3 ``inference/kernel.py`` (commit 9b4e978, the file unchanged since adecc0e):
+  ``fp8_gemm`` -> ``fp8_gemm_kernel`` (autotuned over 36 configs, each checked), its output in the default
+  dtype, bfloat16 as DeepSeek's ``generate.py`` sets it.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from typing import Any, Iterator
 
 from fp8check.zoo._adapters import import_package, import_skipping_init
 
-__all__ = ["transformers_block", "sglang_block", "sglang_scaled_mm", "aiter_blockscale", "lmdeploy_block"]
+__all__ = ["transformers_block", "sglang_block", "sglang_scaled_mm", "aiter_blockscale", "aiter_a8w8",
+           "deepseek_fp8_gemm"]
 
 _BLOCK = [128, 128]
 
@@ -88,10 +90,22 @@ def aiter_blockscale(a: Any, a_scales: Any, b: Any, b_scales: Any) -> Any:
         return m.gemm_a8w8_blockscale(a, b, a_scales, b_scales, torch.bfloat16)
 
 
-def lmdeploy_block(a: Any, a_scales: Any, b: Any, b_scales: Any) -> Any:
+def deepseek_fp8_gemm(a: Any, a_scales: Any, b: Any, b_scales: Any) -> Any:
     import torch
 
-    utils = import_skipping_init("lmdeploy.pytorch.kernels.cuda.utils", "lmdeploy", "lmdeploy")
-    m = import_skipping_init("lmdeploy.pytorch.kernels.cuda.blocked_gemm_fp8", "lmdeploy", "lmdeploy")
-    with _set(utils, supports_tma=lambda: False):
-        return m.blocked_gemm_fp8(a, a_scales, b.t(), b_scales.t(), torch.float32)
+    m = import_package("deepseek_v3_inference.kernel", "DeepSeek-V3 inference/kernel.py")
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)  # what DeepSeek-V3's generate.py sets: the output dtype
+    try:
+        return m.fp8_gemm(a, a_scales, b, b_scales)
+    finally:
+        torch.set_default_dtype(previous)
+
+
+def aiter_a8w8(a: Any, a_scales: Any, b: Any, b_scales: Any) -> Any:
+    import torch
+
+    arch = import_skipping_init("aiter.ops.triton.utils._triton.arch_info", "aiter", "amd-aiter")
+    m = import_skipping_init("aiter.ops.triton.gemm_a8w8", "aiter", "amd-aiter")
+    with _set(arch, get_arch=lambda: "gfx942"):
+        return m.gemm_a8w8(a, b, a_scales, b_scales.reshape(1, -1), dtype=torch.bfloat16)
