@@ -365,13 +365,14 @@ class _Run:
         self.diverging[case.describe()] = int(differs.sum())
         blocks = self.locate(case, a, sa, b, sb)
         listed = max(1, o.cap) if o.cap is not None else differs.size
+        mask = (1 << (8 * bits.dtype.itemsize)) - 1  # the output's bit width (float32: 8 hex digits, 16-bit: 4)
         for i, (m, n) in enumerate(np.argwhere(differs)):
             category, where = self.explain(blocks, int(m), int(n), actual_f, expected_f)
             div = None
             if i < listed:
                 div = Divergence(
-                    category=category, input_hex=f"C[{m}, {n}]", expected_hex=f"{int(expected[m, n]) & 0xFFFFFFFF:x}",
-                    actual_hex=f"{int(bits[m, n]) & 0xFFFFFFFF:x}", input_dtype=o.fmt,
+                    category=category, input_hex=f"C[{m}, {n}]", expected_hex=f"{int(expected[m, n]) & mask:x}",
+                    actual_hex=f"{int(bits[m, n]) & mask:x}", input_dtype=o.fmt,
                     expected_value=repr(float(expected_f[m, n])), actual_value=repr(float(actual_f[m, n])),
                     detail=f"element ({m}, {n}) of output tile ({m // TILE}, {n // TILE}) ({TILE}x{TILE}): {where}",
                     condition=case.describe())
@@ -431,7 +432,8 @@ class _Run:
             return "scale", (f"{ka}: scaled by a_scales{list(pair[0])} x b_scales{list(pair[1])} where "
                              f"{declared} is declared")
         if np.isnan(actual_f[m, n]) != np.isnan(expected_f[m, n]):
-            return "nan", "NaN where the reference has none" if np.isnan(actual_f[m, n]) else "a number where NaN is due"
+            nan = bool(np.isnan(actual_f[m, n]))
+            return "nan", "NaN where the reference has none" if nan else "a number where NaN is due"
         return "accuracy", "every single K block conforms: the blocks' sum differs (their order or accumulation)"
 
 
