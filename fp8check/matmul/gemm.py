@@ -419,6 +419,9 @@ class _Run:
             if got == 0 and dot[m, n] != 0:
                 return "accuracy", f"{ka}: its products are missing (0.0 where {due!r} is due)"
             ratio = got / dot[m, n] if dot[m, n] else math.nan
+            if math.isfinite(ratio) and abs(ratio / (sa[want_a] * np.float64(sb[want_b])) - 1) <= 2.0 ** -9:
+                # within an accumulator's rounding of the declared scales: a sum, never blamed on another scale
+                return "accuracy", f"{ka}: the declared scales {declared}, a sum other than the target's"
             pair = _scale_pair(ratio, sa, sb, want_a, want_b)
             if pair is None and _format_swapped(ratio, sa[want_a] * np.float64(sb[want_b])):
                 return "scale", (f"{ka}: the block's value is {ratio / (sa[want_a] * np.float64(sb[want_b])):g}x "
