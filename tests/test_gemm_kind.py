@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -99,7 +100,11 @@ def test_the_command_line_checks_a_gemm_kernel(tmp_path, capsys):
     base = ["--kind", "gemm", "--recipe", BLOCK, "--format", "e4m3fn", "--triton-target", "sm90"]
     assert cli.main(["check", "gemm_plants:block_gemm", *base]) == 0, capsys.readouterr()
     out = tmp_path / "g.json"
+    capsys.readouterr()
     assert cli.main(["check", "gemm_plants:block_gemm_next_block", *base, "--json", str(out)]) == 1
+    printed = capsys.readouterr().out
+    assert re.search(r"DIVERGES: [\d,]+ output elements differ", printed) and "output tile (0, 0)" in printed, printed
+    assert "scaled by a_scales[0, 0] x b_scales[0, 1] where a_scales[0, 0] x b_scales[0, 0] is declared" in printed
     r = json.loads(out.read_text())
     assert r["kind"] == "gemm" and r["categories"]["scale"] > 0 and "b_scales[0, 1]" in r["divergences"][0]["detail"]
     assert r["command"].startswith("fp8check check gemm_plants:block_gemm_next_block --kind gemm --recipe " + BLOCK)

@@ -521,6 +521,10 @@ def check_gemm(kernel: Callable[..., Any], *, recipe: str | GemmRecipe, format: 
                          passed=t.passed, checked=t.checked, categories={c: n for c, n in t.counts.items()},
                          divergences=t.listed(cap, diverged) if diverged else [], kind="gemm",
                          seed=seed, refusals=t.refusals, target_dependent=run.bracketed)
+    operand = _mma_operands(target, fmt, np.zeros((1, 1), np.uint8))[1]
+    result.extra["profile_summary"] = (f"{rec.description}; {target}'s tensor cores "
+                                       f"({tensorcore.model(target, operand, operand).name})")
+    result.extra["checked_means"] = "output elements"
     result.extra["gemm"] = {"recipe": rec.name, "epilogue": epilogue, "target": target, "cases": t.cases,
                             "bracketed": run.bracketed, "diverging": run.diverging}
     if run.bracketed:
