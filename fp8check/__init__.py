@@ -38,6 +38,8 @@ _EXPORTS = {
     "check_fused": "fp8check.api",
     "check_decode": "fp8check.api",
     "check_dequant": "fp8check.api",
+    "check_gemm": "fp8check.api",
+    "gemm_kernel": "fp8check.declarations",
     "assert_conforms": "fp8check.api",
     "Report": "fp8check.api",
     "cast_kernel": "fp8check.declarations",

@@ -27,7 +27,7 @@ from fp8check.declarations import (KernelDeclaration, cast_kernel, decode_kernel
 from fp8check.results import CheckResult, Divergence, Refusal
 
 __all__ = ["Report", "check_cast", "check_quantizer", "check_fused", "check_decode", "check_dequant",
-           "check_declared", "assert_conforms"]
+           "check_declared", "assert_conforms", "check_gemm"]
 
 
 @dataclass
@@ -139,6 +139,19 @@ def check_dequant(kernel: Any, *, format: str, block: Any = (128, 128), apply: s
     (rows, cols) elements, applied as ``apply`` says) bit for bit against the exact values."""
     decl = dequant_kernel(kernel, format=format, block=block, apply=apply, code_dtypes=code_dtypes,
                           output_dtype=output_dtype, device=device, name=name or "", triton_target=triton_target)
+    return check_declared(decl, seed=seed)
+
+
+def check_gemm(kernel: Any, *, recipe: str, format: str, triton_target: str | None = None,
+               epilogue: str | None = None, args: Any = None, device: str = "cpu", seed: int = 0,
+               name: str | None = None, supports: dict[str, Any] | None = None) -> Report:
+    """Check the scaled FP8 GEMM ``kernel(a, a_scales, b, b_scales) -> out`` (or ``kernel(*args(a, a_scales, b,
+    b_scales))``) against ``recipe``'s scales applied in ``epilogue`` order, under ``triton_target``'s tensor
+    cores (a CUDA kernel: its device's) -- :mod:`fp8check.matmul.gemm`."""
+    from fp8check.declarations import gemm_kernel
+
+    decl = gemm_kernel(kernel, recipe=recipe, format=format, epilogue=epilogue, args=args, device=device,
+                       name=name or "", triton_target=triton_target, supports=supports or {})
     return check_declared(decl, seed=seed)
 
 

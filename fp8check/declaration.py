@@ -92,6 +92,15 @@ def _dequant_arguments(d: KernelDeclaration) -> list[str]:
     return parts
 
 
+def _gemm_arguments(d: KernelDeclaration) -> list[str]:
+    parts = ["--kind", "gemm", "--recipe", str(d.recipe), "--format", str(d.format)]
+    if d.epilogue:
+        parts += ["--epilogue", d.epilogue]
+    if d.args is not None:
+        parts += ["--args", _spec(d.args)]
+    return parts
+
+
 def _ulps(d: KernelDeclaration) -> list[str]:
     return ["--ulps", str(d.ulps)] if d.ulps else []
 
@@ -112,6 +121,10 @@ KERNEL_KINDS: dict[str, KernelKind] = {k.table: k for k in (
     # (codes, block scales) -> values: every code in whole and ragged blocks
     KernelKind("dequant", "dequant", "fp8check.running:run_dequant", _dequant_arguments,
                (("format", _NEEDS_FORMAT),), per_input_dtype=False),
+    KernelKind("gemm", "gemm", "fp8check.running:run_gemm", _gemm_arguments,
+               (("format", _NEEDS_FORMAT), ("recipe", "a GEMM kernel needs 'recipe' (its scales: tensorwise, rowwise, "
+                                                      "block-1x128-128x128, block-128x128, mx)")),
+               per_input_dtype=False),
 )}
 KINDS = tuple(KERNEL_KINDS)
 
@@ -171,6 +184,16 @@ def _check_decode_keys(d: KernelDeclaration) -> None:
         raise InvalidValueError(f"{d.label}: 'block' is for dequant kernels ([[tool.fp8check.dequant]])")
     check_code_dtypes(d.code_dtypes, d.label)
     check_output_dtype(d.output_dtype, d.label)
+
+
+def _check_gemm_keys(d: KernelDeclaration) -> None:
+    if d.kind != "gemm":
+        if d.epilogue is not None:
+            raise InvalidValueError(f"{d.label}: 'epilogue' is for GEMM kernels ([[tool.fp8check.gemm]])")
+        return
+    from fp8check.matmul.gemm import check_epilogue, default_epilogue, gemm_recipe
+
+    check_epilogue(gemm_recipe(d.recipe), d.epilogue or default_epilogue(d.recipe))
 
 
 def _check_device(d: KernelDeclaration) -> None:
@@ -256,6 +279,7 @@ KEY_RULES: tuple[Callable[[KernelDeclaration], None], ...] = (
     _check_triton_target,
     _check_supports,
     _check_decode_keys,
+    _check_gemm_keys,
 )
 
 
@@ -289,6 +313,7 @@ class KernelDeclaration:
     code_dtypes: tuple[str, ...] = ()  # decode: how it takes codes, "uint8" and/or "fp8" (default: each tried)
     output_dtype: str | None = None  # decode: the dtype of the values it must return (default: any float)
     block: Any = None  # dequant: [rows, cols] of one scale's block (default 128x128)
+    epilogue: str | None = None  # gemm: where the scales are applied (fp8check.matmul.gemm.EPILOGUES)
 
     def __post_init__(self) -> None:
         for rule in KEY_RULES:

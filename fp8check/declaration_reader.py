@@ -15,11 +15,11 @@ from fp8check.pyproject import read_fp8check_table
 
 __all__ = ["cast_kernel", "quantizer_kernel", "fused_kernel", "static_quantizer", "decode_kernel",
            "dequant_kernel", "from_table", "from_pyproject",
-           "table_keys", "first_duplicate", "TABLE_KEYS"]
+           "table_keys", "first_duplicate", "TABLE_KEYS", "gemm_kernel"]
 
 TABLE_KEYS = {"name", "kernel", "format", "profile", "input-dtypes", "device", "recipe", "reference", "args", "ulps",
               "triton-target", "supports", "apply", "scale", "isolate", "requires", "known-divergence",
-              "max-examples", "code-dtypes", "output-dtype", "block"}
+              "max-examples", "code-dtypes", "output-dtype", "block", "epilogue"}
 
 
 def cast_kernel(kernel: Any, *, format: str, profile: str = "ieee", **kw: Any) -> KernelDeclaration:
@@ -61,6 +61,14 @@ def dequant_kernel(kernel: Any, *, format: str, block: Any = (128, 128), apply: 
     ``apply`` says (``multiply``: code * scale; ``divide``; ``multiply-reciprocal``: code * fl(1/scale))."""
     return declare("dequant", kernel=kernel, format=format, block=tuple(block) if isinstance(block, list) else block,
                    apply=apply, code_dtypes=code_dtypes, output_dtype=output_dtype, **kw)
+
+
+def gemm_kernel(kernel: Any, *, recipe: str, format: str, epilogue: str | None = None, args: Any = None,
+                **kw: Any) -> KernelDeclaration:
+    """Declare a scaled FP8 GEMM: ``kernel(a, a_scales, b, b_scales) -> out`` (``a`` (M, K), ``b`` (N, K); or
+    ``kernel(*args(a, a_scales, b, b_scales))``) under the GEMM ``recipe`` of its scales and its ``epilogue``
+    (:mod:`fp8check.matmul.gemm`), judged under ``triton_target``'s tensor cores."""
+    return declare("gemm", kernel=kernel, recipe=recipe, format=format, epilogue=epilogue, args=args, **kw)
 
 
 def table_keys(kind: str, entry: Any, where: str, known: set[str]) -> dict[str, Any]:

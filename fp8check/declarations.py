@@ -53,13 +53,15 @@ from fp8check.declaration import (KERNEL_KINDS, KINDS, KernelDeclaration, Kernel
                                   recipe_arguments)
 from fp8check.declaration_reader import (cast_kernel, decode_kernel, dequant_kernel, first_duplicate, from_pyproject, from_table,
                                          fused_kernel, quantizer_kernel, static_quantizer, table_keys)
+from fp8check.declaration_reader import gemm_kernel
 from fp8check.pyproject import read_fp8check_table, repository_recipes
 from fp8check.running import (add_faults, fault_result, merge_config_runs, missing_requirement, run_cast_declaration,
                               run_declaration)
+from fp8check.running import run_gemm
 
 __all__ = ["KernelDeclaration", "cast_kernel", "quantizer_kernel", "fused_kernel", "static_quantizer", "decode_kernel",
            "dequant_kernel",
            "from_pyproject", "from_table", "read_fp8check_table", "repository_recipes", "run_declaration", "KINDS",
            "KERNEL_KINDS", "KernelKind", "declare", "default_name", "recipe_arguments", "first_duplicate",
            "table_keys", "add_faults", "fault_result", "merge_config_runs", "missing_requirement",
-           "run_cast_declaration"]
+           "run_cast_declaration", "gemm_kernel", "run_gemm"]

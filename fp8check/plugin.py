@@ -87,7 +87,8 @@ _STATE = pytest.StashKey[dict]()
 # The fixtures the plugin parametrizes (see _targets).
 _FIXTURES = ("fp8_target", "fp8_fnuz_target", "fp8_device_target", "fp8_decode_target", "fp8_float64_target",
              "fp8_float64_exact_target", "fp8_known_bug_target", "fp8_call_target", "fp8_quantizer_target",
-             "fp8_fused_target", "fp8_training_target", "fp8_training_loss_target", "fp8_gate_target")
+             "fp8_fused_target", "fp8_training_target", "fp8_training_loss_target", "fp8_gate_target",
+             "fp8_gemm_target")
 
 
 class _HookSpecs:
@@ -391,7 +392,8 @@ def build_targets(declared: Any, *, builtin: bool = False, collector: Any = None
                                                  if d.kind == "quantizer"]
                         + [DeclaredTarget(d, t, collector) for d in declared if d.kind == "static"  # per input dtype
                            for t in d.input_dtypes],
-                        "fp8_training_target": [], "fp8_training_loss_target": [], "fp8_gate_target": []}
+                        "fp8_training_target": [], "fp8_training_loss_target": [], "fp8_gate_target": [],
+                        "fp8_gemm_target": [DeclaredTarget(d, None, collector) for d in declared if d.kind == "gemm"]}
 
 
 def _format_marks(fmt_name: str, device: str) -> list[Any]:
@@ -462,7 +464,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                 params.append(pytest.param(t, id=t.id, marks=marks))
                 continue
             if name in ("fp8_call_target", "fp8_quantizer_target", "fp8_fused_target", "fp8_decoder_target",
-                        "fp8_dequant_target"):
+                        "fp8_dequant_target", "fp8_gemm_target"):
                 marks = _format_marks(t.fmt_name, t.declaration.device) + [pytest.mark.fp8check]
                 known = t.declaration.known_divergence
                 if known is not None:  # a documented defect of the kernel's package; other divergences fail

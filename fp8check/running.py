@@ -21,7 +21,8 @@ from fp8check.declaration import KernelDeclaration, KernelKind
 
 __all__ = ["run_declaration", "run_cast_declaration", "run_cast", "run_quantizer", "run_fused", "run_static",
            "run_decode", "run_dequant",
-           "missing_requirement", "fault_result", "merge_config_runs", "add_faults", "triton_watch", "ENTRY_POINT"]
+           "missing_requirement", "fault_result", "merge_config_runs", "add_faults", "triton_watch", "ENTRY_POINT",
+           "run_gemm"]
 
 ENTRY_POINT = f"{__name__}:run_declaration"  # what an isolated check runs in its child process
 
@@ -336,3 +337,38 @@ def add_faults(result: Any, faults: list[Any]) -> None:
         result.extra.setdefault("kernel_faults", []).append(f)
         result.passed = False
     result.divergences[:0] = added
+
+
+def run_gemm(decl: KernelDeclaration, **kw: Any) -> Any:
+    """The check of a declared scaled FP8 GEMM (:func:`fp8check.matmul.gemm.check_gemm`) under its Triton
+    target's tensor cores, or on a CUDA device under that device's (:func:`device_target`)."""
+    return _watched(decl, _check_gemm, **kw)
+
+
+def _check_gemm(decl: KernelDeclaration, fn: Callable[..., Any], *, input_dtype: str | None, max_examples: int,
+                seed: int, thorough: bool, cap: int | None) -> Any:
+    from fp8check.matmul.gemm import check_gemm
+
+    result = check_gemm(fn, recipe=decl.recipe, format=decl.format, target=decl.triton_target or device_target(decl),
+                        epilogue=decl.epilogue, args=_args_of(decl), name=decl.name, seed=seed, cap=cap,
+                        supports=decl.harness_supports())
+    result.command = decl.command(seed=seed)
+    return result
+
+
+def device_target(decl: KernelDeclaration) -> str:
+    """The tensor-core model of the GPU a declared GEMM without a Triton target runs on (sm89, sm90, sm100,
+    gfx942, gfx950); a CPU has none."""
+    from fp8check.errors import InvalidValueError
+
+    if decl.device != "cuda":
+        raise InvalidValueError(f"{decl.label}: a GEMM kernel on the CPU needs 'triton-target' (the tensor cores "
+                                "whose arithmetic judges it)")
+    import torch
+
+    props = torch.cuda.get_device_properties(0)
+    arch = getattr(props, "gcnArchName", "") or ""
+    if arch:
+        return arch.split(":")[0]
+    major, minor = torch.cuda.get_device_capability(0)
+    return {(8, 9): "sm89", (9, 0): "sm90", (10, 0): "sm100"}.get((major, minor), f"sm{major}{minor}")

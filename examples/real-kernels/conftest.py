@@ -1,5 +1,9 @@
 """The kernels this repository checks: other projects' Triton FP8 kernels, run verbatim.
 
+And their FP8 GEMMs: DeepSeek-V3's ``fp8_gemm``, transformers' and SGLang's
+block-scaled ``w8a8_block_fp8_matmul``, SGLang's ``triton_scaled_mm``, aiter's
+``gemm_a8w8`` and ``gemm_a8w8_blockscale`` (the gemm kind).
+
 Each is declared twice where its project runs it on both: under ``sm90``
 (e4m3fn, NVIDIA Hopper) and ``gfx942`` (e4m3fnuz, AMD MI300), in
 fp8check's faithful interpreter. The adapters are fp8check's zoo adapters
@@ -26,7 +30,8 @@ import fp8check
 # than fp8check-ci (the edge cases and the large inputs are always there).
 settings.register_profile("real-kernels", max_examples=10, deadline=None, derandomize=True, database=None)
 
-# name: (project root package, kind, adapter, recipe or profile, format, target, the Triton kernels it launches)
+# name: (project root package, kind, adapter, recipe or profile, format, target, the Triton kernels it launches);
+# a GEMM's recipe is a GEMM recipe (fp8check.matmul.gemm.GEMM_RECIPES)
 KERNELS = {
     "aiter_per_token_sm90": ("aiter", "quantizer", "fp8check.zoo.aiter:per_token", "rowwise", "e4m3fn", "sm90",
                              ("_dynamic_per_token_quant_fp8_i8_kernel",)),
@@ -74,6 +79,38 @@ KERNELS = {
                                            ("_per_token_group_quant_fp8_colmajor",)),
     "transformers_act_quant_sm90": ("transformers", "quantizer", "fp8check.zoo.transformers:act_quant",
                                     "deepseek-v3-act", "e4m3fn", "sm90", ("act_quant_kernel",)),
+    # FP8 GEMMs (the gemm kind: bit for bit against the target's tensor cores and the recipe's scales)
+    "deepseek_fp8_gemm_sm90": ("deepseek_v3_inference", "gemm", "fp8check.zoo.gemm:deepseek_fp8_gemm",
+                               "block-1x128-128x128", "e4m3fn", "sm90", ("fp8_gemm_kernel",)),
+    "transformers_w8a8_block_fp8_matmul_sm90": ("transformers", "gemm", "fp8check.zoo.gemm:transformers_block",
+                                                "block-1x128-128x128", "e4m3fn", "sm90",
+                                                ("_w8a8_block_fp8_matmul",)),
+    "sglang_w8a8_block_fp8_matmul_sm90": ("sglang", "gemm", "fp8check.zoo.gemm:sglang_block", "block-1x128-128x128",
+                                          "e4m3fn", "sm90", ("_w8a8_block_fp8_matmul",)),
+    "sglang_w8a8_block_fp8_matmul_gfx942": ("sglang", "gemm", "fp8check.zoo.gemm:sglang_block",
+                                            "block-1x128-128x128", "e4m3fnuz", "gfx942", ("_w8a8_block_fp8_matmul",)),
+    "sglang_scaled_mm_sm90": ("sglang", "gemm", "fp8check.zoo.gemm:sglang_scaled_mm", "rowwise", "e4m3fn", "sm90",
+                              ("scaled_mm_kernel",)),
+    "sglang_scaled_mm_gfx942": ("sglang", "gemm", "fp8check.zoo.gemm:sglang_scaled_mm", "rowwise", "e4m3fnuz",
+                                "gfx942", ("scaled_mm_kernel",)),
+    "aiter_gemm_a8w8_blockscale_gfx942": ("aiter", "gemm", "fp8check.zoo.gemm:aiter_blockscale",
+                                          "block-1x128-128x128", "e4m3fnuz", "gfx942",
+                                          ("_gemm_a8w8_blockscale_kernel",)),
+    "aiter_gemm_a8w8_gfx942": ("aiter", "gemm", "fp8check.zoo.gemm:aiter_a8w8", "rowwise", "e4m3fnuz", "gfx942",
+                               ("_gemm_a8w8_kernel",)),
+}
+
+#: a GEMM's declared keys beyond its recipe: its epilogue (default: k-block for block scales, else end) and the
+#: layouts its launcher takes (contiguous operands only: every launcher here asserts it but aiter's gemm_a8w8)
+GEMM_KEYS: dict[str, dict] = {
+    "deepseek_fp8_gemm_sm90": {"supports": {"contiguous_only": True}},
+    "transformers_w8a8_block_fp8_matmul_sm90": {"supports": {"contiguous_only": True}},
+    "sglang_w8a8_block_fp8_matmul_sm90": {"supports": {"contiguous_only": True}},
+    "sglang_w8a8_block_fp8_matmul_gfx942": {"supports": {"contiguous_only": True}},
+    "sglang_scaled_mm_sm90": {"supports": {"contiguous_only": True}},
+    "sglang_scaled_mm_gfx942": {"supports": {"contiguous_only": True}},
+    "aiter_gemm_a8w8_blockscale_gfx942": {"supports": {"contiguous_only": True}},
+    "aiter_gemm_a8w8_gfx942": {"epilogue": "end-product"},
 }
 
 _STRIDE = {"out_of_bounds", "race"}  # aiter indexes its output with the input's row stride
@@ -100,6 +137,14 @@ EXPECTED: dict[str, frozenset[str]] = {name: frozenset(cats) for name, cats in {
     "vllm_per_token_group_gfx942": {"scale", "nonfinite"},
     "vllm_per_token_group_colmajor_sm90": {"scale", "nonfinite"},
     "transformers_act_quant_sm90": {"scale", "nonfinite"},
+    "deepseek_fp8_gemm_sm90": set(),
+    "transformers_w8a8_block_fp8_matmul_sm90": set(),
+    "sglang_w8a8_block_fp8_matmul_sm90": set(),
+    "sglang_w8a8_block_fp8_matmul_gfx942": set(),
+    "sglang_scaled_mm_sm90": set(),
+    "sglang_scaled_mm_gfx942": set(),
+    "aiter_gemm_a8w8_blockscale_gfx942": {"false_hint", "refused"},
+    "aiter_gemm_a8w8_gfx942": {"out_of_bounds"},
 }.items()}
 
 
@@ -122,6 +167,8 @@ def known() -> dict[str, str]:
 
 
 def failing_tests(name: str) -> tuple[str, ...]:
+    if KERNELS[name][1] == "gemm":
+        return ("test_gemm_conforms_to_its_recipe",)
     return FAILS.get(name, ("test_quantizer_conforms_to_its_recipe",))
 
 
@@ -140,6 +187,9 @@ def declared() -> list:
         if kind == "cast":
             out.append(fp8check.cast_kernel(adapter, name=name, format=fmt, profile=claim, triton_target=target,
                                             input_dtypes=("float32", "bfloat16")))
+        elif kind == "gemm":
+            out.append(fp8check.gemm_kernel(adapter, name=name, recipe=claim, format=fmt, triton_target=target,
+                                            **GEMM_KEYS[name]))
         else:
             out.append(fp8check.quantizer_kernel(adapter, name=name, recipe=claim, format=fmt, triton_target=target))
     return out

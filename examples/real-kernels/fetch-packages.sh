@@ -3,13 +3,13 @@
 # (put DIR/<project> on PYTHONPATH to check that project's kernels; nothing is installed into
 # your environment, and no file of a project is changed).
 #
-#   bash fetch-packages.sh DIR [project ...]     # projects: aiter fbgemm sglang transformers vllm
+#   bash fetch-packages.sh DIR [project ...]     # projects: aiter fbgemm sglang transformers vllm deepseek
 #
 # Versions are the ones fp8check.zoo's entries were checked with.
 set -euo pipefail
-DIR=${1:?usage: fetch-packages.sh DIR [aiter fbgemm sglang transformers vllm]}
+DIR=${1:?usage: fetch-packages.sh DIR [aiter fbgemm sglang transformers vllm deepseek]}
 shift
-PROJECTS=${*:-aiter fbgemm sglang transformers vllm}
+PROJECTS=${*:-aiter fbgemm sglang transformers vllm deepseek}
 mkdir -p "$DIR/wheels"
 cd "$DIR"
 pip_() { python -m pip "$@" --quiet --disable-pip-version-check; }
@@ -35,7 +35,13 @@ for p in $PROJECTS; do
             protobuf einops ;;
     transformers)  # DeepSeek's act_quant Triton kernel, as transformers 4.57 ships it
         rm -rf transformers && pip_ install --target transformers transformers==4.57.6 ;;
-    *) echo "unknown project $p (aiter fbgemm sglang transformers vllm)" >&2; exit 2 ;;
+    deepseek)  # DeepSeek-V3's inference/kernel.py (fp8_gemm): not packaged; the file at a pinned commit
+        rm -rf deepseek && mkdir -p deepseek/deepseek_v3_inference
+        curl -fsSL -o deepseek/deepseek_v3_inference/kernel.py \
+            https://raw.githubusercontent.com/deepseek-ai/DeepSeek-V3/9b4e9788e4a3a731f7567338ed15d3ec549ce03b/inference/kernel.py
+        echo "ffee39fb93658b6ddd783c0932b1445cc4a007a061c0de2a40ac2a3b1563cc00  deepseek/deepseek_v3_inference/kernel.py" \
+            | sha256sum -c --quiet - ;;
+    *) echo "unknown project $p (aiter fbgemm sglang transformers vllm deepseek)" >&2; exit 2 ;;
     esac
     echo "$p: $(du -sh "$p" | cut -f1) in $DIR/$p"
 done

@@ -31,10 +31,12 @@ def register(subparsers: Any) -> None:
                    "recipe names its own unless this overrides it)")
     p.add_argument("--profile", metavar="NAME", default=None,
                    help="the profile the kernel claims (default: ieee; for a built-in adapter, what it claims)")
-    p.add_argument("--kind", choices=("cast", "quantize", "fused", "static", "decode", "dequant"), default="cast",
+    p.add_argument("--kind", choices=("cast", "quantize", "fused", "static", "decode", "dequant", "gemm"),
+                   default="cast",
                    help="cast (default): tensor -> codes; quantize: tensor -> (codes, scales) under --recipe; fused: "
                    "(x, *args) -> codes of values --reference computes; static: (x, scale) -> codes; decode: codes "
-                   "-> float32/float16/bfloat16 values (every code); dequant: (codes, block scales) -> values")
+                   "-> float32/float16/bfloat16 values (every code); dequant: (codes, block scales) -> values; gemm: "
+                   "(a, a_scales, b, b_scales) -> out under --recipe's scales and --triton-target's tensor cores")
     p.add_argument("--block", metavar="ROWSxCOLS", default=None,
                    help="--kind dequant: the block one scale covers (default 128x128)")
     p.add_argument("--code-dtype", metavar="DTYPES", default=None,
@@ -44,6 +46,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--output-dtype", metavar="DTYPE", default=None, choices=("float32", "float16", "bfloat16"),
                    help="--kind decode or dequant: the dtype the kernel must return (default: any of float32, "
                    "float16, bfloat16)")
+    p.add_argument("--epilogue", choices=("k-block", "end", "end-product"), default=None,
+                   help="--kind gemm: where the scales are applied: to each K block's dot (k-block, the default for "
+                   "block scales), after the K loop as (acc * a_s) * b_s (end, the default otherwise) or as "
+                   "acc * (a_s * b_s) (end-product)")
     p.add_argument("--recipe", metavar="NAME", default=None,
                    help="the scaling recipe (--kind quantize): a built-in one or one this repository's pyproject.toml "
                    "declares in [tool.fp8check.recipe.NAME]")
@@ -102,8 +108,12 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidValueError(f"--max-examples {args.max_examples}: must be >= 0")
     if args.numel_multiple_of < 1:
         raise InvalidValueError(f"--numel-multiple-of {args.numel_multiple_of}: must be >= 1")
-    if (args.recipe or args.recipe_field) and args.kind != "quantize":
-        raise InvalidValueError("--recipe and --recipe-field are only for --kind quantize")
+    if args.recipe_field and args.kind != "quantize":
+        raise InvalidValueError("--recipe-field is only for --kind quantize")
+    if args.recipe and args.kind not in ("quantize", "gemm"):
+        raise InvalidValueError("--recipe is only for --kind quantize or gemm")
+    if args.epilogue and args.kind != "gemm":
+        raise InvalidValueError("--epilogue is only for --kind gemm")
     if args.kind == "cast" and args.ulps:
         raise InvalidValueError("--ulps is for --kind fused, quantize or static")
     if args.ulps < 0:
@@ -122,7 +132,8 @@ def run(args: argparse.Namespace) -> int:
     with _triton_watch(args, out):
         results = (_quantize(args) if args.kind == "quantize" else _fused(args) if args.kind == "fused"
                    else _static(args) if args.kind == "static" else _decode(args) if args.kind == "decode"
-                   else _dequant(args) if args.kind == "dequant" else _cast(args))
+                   else _dequant(args) if args.kind == "dequant" else _gemm(args) if args.kind == "gemm"
+                   else _cast(args))
     for i, result in enumerate(results):
         if i:
             out.print()
@@ -378,6 +389,23 @@ def _fused(args: argparse.Namespace) -> list[Any]:
         result.kernel = args.kernel
         results.append(result)
     return results
+
+
+def _gemm(args: argparse.Namespace) -> list[Any]:
+    from fp8check.declarations import gemm_kernel, run_declaration
+    from fp8check.errors import InvalidValueError
+    from fp8check.loader import load_callable
+
+    if not args.format or not args.recipe:
+        raise InvalidValueError("--kind gemm needs --format FMT and --recipe NAME (tensorwise, rowwise, "
+                                "block-1x128-128x128, block-128x128, mx)")
+    load_callable(args.kernel)
+    decl = gemm_kernel(args.kernel, recipe=args.recipe, format=args.format, epilogue=args.epilogue, args=args.args,
+                       device=args.device, triton_target=args.triton_target, supports=_supports(args),
+                       isolate=args.isolate)
+    result = run_declaration(decl, seed=args.seed, cap=args.max_listed if args.max_listed > 0 else None)
+    result.kernel = args.kernel
+    return [result]
 
 
 def _write_outputs(args: argparse.Namespace, results: list[Any]) -> None:

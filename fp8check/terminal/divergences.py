@@ -100,7 +100,8 @@ def _cast_body(result: CheckResult) -> list[Line]:
 
 # What a divergence is, by the kind of kernel: (one, many, what differs).
 _WHAT_DIFFERS = {"decode": ("code decodes", "codes decode", "to a different value"),
-                 "dequant": ("element is", "elements are", "a different value")}
+                 "dequant": ("element is", "elements are", "a different value"),
+                 "gemm": ("output element differs", "output elements differ", "from the reference")}
 
 
 def _summary(result: CheckResult) -> str:
@@ -235,6 +236,19 @@ def _dequant_body(result: CheckResult) -> list[Line]:
     return lines
 
 
+def _gemm_body(result: CheckResult) -> list[Line]:
+    """Per category of a GEMM's divergences: the count and the first element, where it comes from (its tile,
+    K block and scales) and the call that showed it."""
+    lines: list[Line] = []
+    for cat, d in _first_by_category(result).items():
+        if cat in KERNEL_FAULT_CATEGORIES:  # their own lines below
+            continue
+        lines.append((f"  {cat:<10}{result.categories.get(cat, 0):>9,}  {d.input_hex}: expected {d.expected_value} "
+                      f"(0x{d.expected_hex}), got {d.actual_value} (0x{d.actual_hex}); {d.condition}", "red"))
+        lines.append((f"{'':21}{d.detail}", ""))
+    return lines
+
+
 def result_lines(result: CheckResult, *, header: bool = True) -> list[Line]:
     """The lines that show ``result``: a header (``header=False`` leaves it to the caller), the verdict, per
     category the count and the simplest reproducer, the known upstream issue, and how to reproduce it."""
@@ -302,7 +316,8 @@ def result_lines(result: CheckResult, *, header: bool = True) -> list[Line]:
                 lines.append((f"known upstream: {result.expected_failure}", "yellow"))
             lines.extend(_device_fault_lines(result))
             lines.extend(_decode_body(result) if result.kind == "decode" else _dequant_body(result)
-                         if result.kind == "dequant" else _cast_body(result))
+                         if result.kind == "dequant" else _gemm_body(result)
+                         if result.kind == "gemm" else _cast_body(result))
             lines.extend(_fault_lines(result))
             lines.extend(_refusal_lines(result))
     lines.extend(_target_dependent_lines(result))

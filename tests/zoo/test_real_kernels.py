@@ -30,7 +30,7 @@ from tests.test_kernel_repo import _junit, _token
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "real-kernels"
 SITE = "FP8CHECK_ZOO_SITE"
-PROJECTS = ("aiter", "fbgemm", "sglang", "transformers", "vllm")
+PROJECTS = ("aiter", "fbgemm", "sglang", "transformers", "vllm", "deepseek")
 
 
 def _example() -> object:
@@ -51,6 +51,9 @@ def test_every_declared_kernel_has_its_findings_written_down() -> None:
     assert {n.split("_")[0] for n in conf.KERNELS} == set(PROJECTS)
     triton_kernels = {(spec[0], k) for spec in conf.KERNELS.values() for k in spec[6]}
     assert len(triton_kernels) >= 10, triton_kernels  # the Proof of issue 20: at least 10, from at least 5 projects
+    gemms = {(spec[0], k) for spec in conf.KERNELS.values() if spec[1] == "gemm" for k in spec[6]}
+    assert len(gemms) >= 6 and len({n.split("_")[0] for n, s in conf.KERNELS.items() if s[1] == "gemm"}) >= 4, gemms
+    assert set(conf.GEMM_KEYS) == {n for n, s in conf.KERNELS.items() if s[1] == "gemm"}  # issue 34, item 4
 
 
 @pytest.mark.slow

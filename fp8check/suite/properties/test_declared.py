@@ -7,6 +7,8 @@ odd-shaped inputs, a large tensor called twice. Fused kernels: the kernel's
 codes against its pre-cast reference encoded under the claimed profile.
 Decode kernels: every code, each way the kernel takes codes, against the exact values. Block dequant
 kernels: every code in whole and ragged blocks, against its exact value times its block's scale.
+GEMM kernels: bit for bit against the target's tensor cores and the recipe's
+scales, with K tails, ragged M/N, transposed and strided operands.
 A failure's message is what ``fp8check check`` prints for the kernel.
 """
 
@@ -29,3 +31,7 @@ def test_decoder_decodes_every_code(fp8_decoder_target):
 
 def test_dequant_kernel_applies_each_block_s_scale(fp8_dequant_target):
     fp8_dequant_target.check()
+
+
+def test_gemm_conforms_to_its_recipe(fp8_gemm_target):
+    fp8_gemm_target.check()

@@ -1,0 +1,532 @@
+"""Scaled FP8 GEMM kernels checked bit for bit: ``kernel(a_codes, a_scales, b_codes, b_scales) -> out``.
+
+A GEMM kernel of this kind multiplies ``A`` (M, K) by ``B`` (N, K) -- the
+weight as it is stored, one row per output column -- both FP8 codes of one
+format, with the dequantization scales of a :class:`GemmRecipe` (per tensor,
+per row, 1x128 / 128x128 blocks, MX blocks of 32), and returns ``out`` (M, N)
+in float32, bfloat16 or float16. The reference computes what the declared
+target's tensor cores compute (:func:`fp8check.matmul.tensorcore.mma`, the
+model ``tl.dot`` has in the faithful interpreter) and applies the scales in
+the declared **epilogue** order, each float32 operation rounded as the
+target rounds it (its fma contraction of ``acc + t * s``,
+:mod:`fp8check.triton.ops`):
+
+- ``k-block`` (DeepSeek-V3, vLLM, SGLang): for each K block of the recipe,
+  ``acc = acc + (dot(A_kb, B_kb) * a_s) * b_s``, the dot from zero;
+- ``end``: ``(dot(A, B) * a_s) * b_s`` once, the dot chained over all of K;
+- ``end-product``: ``dot(A, B) * (a_s * b_s)`` (FBGEMM's ``acc *= a_s * b_s``).
+
+The output must be the reference rounded to the kernel's output dtype, bit
+for bit (NaN by class, -0 distinct). Elements the target's model brackets
+(AMD NaN/Inf, gfx950) are counted, not judged. A divergence is located: its
+element, its 64x64 output tile, and -- from the kernel called again with
+one K block at a time -- the K block it comes from and the scales that
+explain the kernel's value (``a_scales[i, j] x b_scales[p, q]``), or that
+no pair of scales does (the accumulation).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from fp8check.checking import CheckOptions, Tally, kernel_name
+from fp8check.errors import FP8CheckError, InvalidValueError
+from fp8check.results import CheckResult, Divergence
+
+__all__ = ["GemmRecipe", "GEMM_RECIPES", "EPILOGUES", "GemmCase", "GEMM_CASES", "gemm_recipe", "gemm_reference",
+           "gemm_inputs", "check_gemm", "check_epilogue", "default_epilogue", "TILE"]
+
+EPILOGUES = ("k-block", "end", "end-product")
+TILE = 64  # the output tile a divergence is named by (the smallest tl.dot tile the kernels here use)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GemmRecipe:
+    """The scales of a scaled GEMM, as data: one scale per ``a_block`` of A (rows, K) and per ``b_block`` of
+    B (N rows, K); 0 is the whole dimension. ``scale_format``: float32, or e8m0fnu (MX: powers of two, given
+    as uint8 codes)."""
+
+    name: str
+    a_block: tuple[int, int]
+    b_block: tuple[int, int]
+    scale_format: str = "float32"
+    description: str = ""
+
+    @property
+    def k_block(self) -> int:
+        """The K extent of one scale (0: the scales are constant along K)."""
+        return self.a_block[1] or self.b_block[1]
+
+    def scale_shape(self, operand: str, rows: int, k: int) -> tuple[int, int]:
+        r, c = self.a_block if operand == "a" else self.b_block
+        return (math.ceil(rows / r) if r else 1, math.ceil(k / c) if c else 1)
+
+
+GEMM_RECIPES: dict[str, GemmRecipe] = {r.name: r for r in (
+    GemmRecipe(name="tensorwise", a_block=(0, 0), b_block=(0, 0), description="one scale per operand"),
+    GemmRecipe(name="rowwise", a_block=(1, 0), b_block=(1, 0),
+               description="one scale per row of A (token) and per row of B (output channel)"),
+    GemmRecipe(name="block-1x128-128x128", a_block=(1, 128), b_block=(128, 128),
+               description="DeepSeek-V3: A per 1x128 group, B per 128x128 block"),
+    GemmRecipe(name="block-128x128", a_block=(128, 128), b_block=(128, 128),
+               description="both operands per 128x128 block"),
+    GemmRecipe(name="mx", a_block=(1, 32), b_block=(1, 32), scale_format="e8m0fnu",
+               description="MX: e8m0 scales per 32 elements along K (uint8 codes)"),
+)}
+
+
+def gemm_recipe(recipe: str | GemmRecipe) -> GemmRecipe:
+    if isinstance(recipe, GemmRecipe):
+        return recipe
+    if recipe not in GEMM_RECIPES:
+        raise InvalidValueError(f"GEMM recipe {recipe!r}: use one of {', '.join(GEMM_RECIPES)}")
+    return GEMM_RECIPES[recipe]
+
+
+def default_epilogue(recipe: str | GemmRecipe) -> str:
+    """k-block for scales per K block, else end."""
+    return "k-block" if gemm_recipe(recipe).k_block else "end"
+
+
+def check_epilogue(recipe: GemmRecipe, epilogue: str) -> None:
+    if epilogue not in EPILOGUES:
+        raise InvalidValueError(f"epilogue {epilogue!r}: use one of {', '.join(EPILOGUES)}")
+    if epilogue != "k-block" and recipe.k_block:
+        raise InvalidValueError(f"recipe {recipe.name} scales per K block: its epilogue is k-block, not {epilogue}")
+    if epilogue == "k-block" and recipe.a_block[1] != recipe.b_block[1]:
+        raise InvalidValueError(f"recipe {recipe.name}: A and B scale blocks differ along K")
+
+
+def _scale_values(recipe: GemmRecipe, scales: Any) -> np.ndarray:
+    """Scales as float32 values (e8m0 codes decoded: 2^(e - 127), 0xFF NaN)."""
+    s = np.asarray(scales.detach().cpu() if hasattr(scales, "detach") else scales)
+    if recipe.scale_format == "float32":
+        return s.astype(np.float32)
+    from fp8check import reference
+
+    return reference.decode(s.astype(np.uint8), recipe.scale_format).astype(np.float32)
+
+
+def _expand(recipe: GemmRecipe, operand: str, scales: np.ndarray, rows: int, kb: int, k_block: int) -> np.ndarray:
+    """(rows, kb): the scale of each row in each K block of ``k_block`` (one block when 0)."""
+    r, c = recipe.a_block if operand == "a" else recipe.b_block
+    s = scales.reshape(recipe.scale_shape(operand, rows, max(kb * max(k_block, 1), 1)))
+    ri = np.arange(rows) // r if r else np.zeros(rows, dtype=int)
+    ki = (np.arange(kb) * k_block) // c if c else np.zeros(kb, dtype=int)
+    return s[ri][:, ki]
+
+
+def _mma_operands(target: str, fmt: str, codes: np.ndarray) -> tuple[np.ndarray, str]:
+    """The operand codes and format the target's tensor cores take: gfx942 runs OCP fp8 through its f16
+    MFMA (Triton converts exactly), as the faithful interpreter's ``tl.dot`` does."""
+    if target == "gfx942" and fmt in ("e4m3fn", "e5m2"):
+        from fp8check import reference
+
+        return reference.decode(codes, fmt).astype(np.float16).view(np.uint16), "float16"
+    return codes, fmt
+
+
+def _contracts(target: str) -> bool:
+    from fp8check.triton import ops, targets
+
+    rules = targets.get(target).ops
+    return rules is not None and "float32" in rules.fma_contraction and ops.fp_fusion_enabled()
+
+
+def gemm_reference(target: str, fmt: str, recipe: str | GemmRecipe, a_codes: Any, a_scales: Any, b_codes: Any,
+                   b_scales: Any, *, epilogue: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The float32 (M, N) a correct kernel accumulates, and the mask of the elements ``target``'s model brackets.
+
+    ``a_codes`` (M, K), ``b_codes`` (N, K): codes of ``fmt``; scales as :class:`GemmRecipe` shapes them."""
+    from fp8check.matmul import tensorcore
+    from fp8check.triton import ops
+
+    rec = gemm_recipe(recipe)
+    epilogue = epilogue or default_epilogue(rec)
+    check_epilogue(rec, epilogue)
+    a, b = np.asarray(a_codes, dtype=np.uint8), np.asarray(b_codes, dtype=np.uint8)
+    (M, K), N = a.shape, b.shape[0]
+    if b.shape[1] != K:
+        raise InvalidValueError(f"A is (M, K) = {a.shape}, B must be (N, K): got {b.shape}")
+    (ca, name), (cb, _) = _mma_operands(target, fmt, a), _mma_operands(target, fmt, b.T)
+    k_block = rec.k_block if epilogue == "k-block" else K
+    kb = max(1, math.ceil(K / k_block))
+    sa = _expand(rec, "a", _scale_values(rec, a_scales), M, kb, rec.k_block)
+    sb = _expand(rec, "b", _scale_values(rec, b_scales), N, kb, rec.k_block)
+    fused = _contracts(target)
+    acc = np.zeros((M, N), dtype=np.float32)
+    dependent = np.zeros((M, N), dtype=bool)
+    with np.errstate(all="ignore"):
+        for j in range(kb):
+            ks = slice(j * k_block, min(K, (j + 1) * k_block))
+            d = tensorcore.mma(target, ca[:, ks], name, cb[ks, :], name)
+            dependent |= d.target_dependent
+            s_a, s_b = sa[:, j][:, None], sb[:, j][None, :]
+            if epilogue == "end-product":
+                acc = d.values * (s_a * s_b)
+                continue
+            t = d.values * s_a
+            if epilogue == "end":
+                acc = t * s_b
+            elif fused:
+                acc = ops.fma(t, s_b, acc, "float32")
+            else:
+                acc = acc + t * s_b
+    return acc.astype(np.float32), dependent
+
+
+# -- the inputs ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GemmCase:
+    """One call: the shape, and how A and B are laid out in memory (contiguous, transposed: a column-major
+    buffer, strided: every other column of a wider one)."""
+
+    m: int
+    n: int
+    k: int
+    layout: str = "contiguous"
+    specials: bool = False  # a few NaN, +-0 and largest codes among the operands
+
+    def describe(self) -> str:
+        extra = f", {self.layout} operands" if self.layout != "contiguous" else ""
+        return f"M={self.m} N={self.n} K={self.k}{extra}" + (", with NaN/zero/max codes" if self.specials else "")
+
+
+GEMM_CASES: tuple[GemmCase, ...] = (
+    GemmCase(64, 128, 256),  # aligned
+    GemmCase(50, 130, 320),  # M and N not multiples of a tile, a K tail of half a block
+    GemmCase(16, 64, 100),  # K shorter than one block
+    GemmCase(40, 96, 256, "transposed"),
+    GemmCase(40, 96, 256, "strided"),
+    GemmCase(32, 64, 128, specials=True),
+)
+
+
+def gemm_inputs(case: GemmCase, fmt: str, recipe: str | GemmRecipe, seed: int) -> tuple[np.ndarray, ...]:
+    """Codes of A (M, K) and B (N, K), finite (NaN, +-0 and the largest codes sprinkled in for a
+    ``specials`` case), and scales in the recipe's shapes: float32 like amax / max (not powers of two, so
+    that the order of the scale multiplies matters), or e8m0 codes."""
+    from fp8check import reference
+
+    rec = gemm_recipe(recipe)
+    rng = np.random.default_rng(seed)
+    values = reference.decode(np.arange(256, dtype=np.uint8), fmt)
+    finite = np.flatnonzero(np.isfinite(values)).astype(np.uint8)
+    a = rng.choice(finite, size=(case.m, case.k))
+    b = rng.choice(finite, size=(case.n, case.k))
+    if case.specials:
+        nan = np.uint8(np.flatnonzero(np.isnan(values))[0])
+        big = finite[np.argmax(values[finite])]
+        negative_zero = np.uint8(0 if fmt.endswith("fnuz") else 0x80)
+        for x, v in ((a, nan), (b, np.uint8(0)), (a, big), (b, negative_zero)):
+            idx = rng.integers(0, x.size, size=3)
+            x.flat[idx] = v
+    scales = []
+    for operand, rows in (("a", case.m), ("b", case.n)):
+        shape = rec.scale_shape(operand, rows, case.k)
+        if rec.scale_format == "float32":
+            scales.append((2.0 ** rng.uniform(-12, 2, size=shape)).astype(np.float32))
+        else:
+            scales.append(rng.integers(127 - 8, 127 + 4, size=shape).astype(np.uint8))
+    return a, scales[0], b, scales[1]
+
+
+def _laid_out(codes: np.ndarray, layout: str, torch_dtype: Any) -> Any:
+    import torch
+
+    t = torch.from_numpy(np.ascontiguousarray(codes)).view(torch_dtype)
+    if layout == "transposed":
+        return t.t().contiguous().t()
+    if layout == "strided":
+        wide = torch.zeros((t.shape[0], 2 * t.shape[1]), dtype=torch.uint8).view(torch_dtype)
+        wide[:, ::2] = t
+        return wide[:, ::2]
+    return t
+
+
+def _scale_tensor(s: np.ndarray) -> Any:
+    import torch
+
+    return torch.from_numpy(np.ascontiguousarray(s))
+
+
+# -- the check ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class GemmOptions(CheckOptions):
+    """What a GEMM check is asked, beyond every check's options."""
+
+    recipe: GemmRecipe
+    fmt: str
+    target: str
+    epilogue: str = "k-block"
+    args: Callable[..., Any] | None = None  # (a, a_scales, b, b_scales) -> the kernel's positional arguments
+    cases: tuple[GemmCase, ...] = GEMM_CASES
+
+
+def _call(opts: GemmOptions, kernel: Callable[..., Any], a: Any, sa: Any, b: Any, sb: Any) -> np.ndarray:
+    import torch
+
+    call_args = tuple(opts.args(a, sa, b, sb)) if opts.args is not None else (a, sa, b, sb)
+    out = kernel(*call_args)
+    t = out if isinstance(out, torch.Tensor) else torch.from_numpy(np.asarray(out))
+    return t.detach().cpu()
+
+
+def _out_bits(t: Any) -> tuple[np.ndarray, Any]:
+    import torch
+
+    width = {torch.float32: torch.int32, torch.bfloat16: torch.int16, torch.float16: torch.int16}
+    if t.dtype not in width:
+        raise InvalidValueError(f"the kernel returned {t.dtype}: a GEMM's output is float32, bfloat16 or float16")
+    return t.contiguous().view(width[t.dtype]).numpy(), t.dtype
+
+
+def _rounded(values: np.ndarray, dtype: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The reference rounded to ``dtype`` (round to nearest even, as Triton's ``.to`` and a store do): its
+    bits and float values."""
+    import torch
+
+    t = torch.from_numpy(values).to(dtype)
+    return _out_bits(t)[0], t.float().numpy()
+
+
+def _differs(actual: np.ndarray, expected: np.ndarray, actual_f: np.ndarray, expected_f: np.ndarray) -> np.ndarray:
+    nan_a, nan_e = np.isnan(actual_f), np.isnan(expected_f)
+    return np.where(nan_a | nan_e, nan_a != nan_e, actual != expected)
+
+
+@dataclass
+class _Run:
+    opts: GemmOptions
+    kernel: Callable[..., Any]
+    tally: Tally
+    bracketed: int = 0
+    diverging: dict[str, int] = field(default_factory=dict)  # case -> diverging elements
+
+    def torch_dtype(self) -> Any:
+        import torch
+
+        return {"e4m3fn": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2, "e4m3fnuz": torch.float8_e4m3fnuz,
+                "e5m2fnuz": torch.float8_e5m2fnuz}[self.opts.fmt]
+
+    def reference(self, a: np.ndarray, sa: np.ndarray, b: np.ndarray, sb: np.ndarray) -> tuple[np.ndarray, ...]:
+        o = self.opts
+        return gemm_reference(o.target, o.fmt, o.recipe, a, sa, b, sb, epilogue=o.epilogue)
+
+    def outcome(self, case: GemmCase, a: np.ndarray, sa: np.ndarray, b: np.ndarray,
+                sb: np.ndarray) -> tuple[Any, ...] | str:
+        """(actual values, expected values, differs mask, bracketed mask, actual bits, expected bits) of the
+        kernel's output against the reference, or the kernel's refusal as text."""
+        dt = self.torch_dtype()
+        try:
+            out = _call(self.opts, self.kernel, _laid_out(a, case.layout, dt), _scale_tensor(sa),
+                        _laid_out(b, case.layout, dt), _scale_tensor(sb))
+            bits, dtype = _out_bits(out)
+        except FP8CheckError as exc:
+            if isinstance(exc, TypeError):  # the faithful interpreter: the target's compiler refuses what it does
+                return f"{type(exc).__name__}: {exc}"
+            raise  # fp8check's own error (a bad declaration, an adapter whose package cannot be imported)
+        except Exception as exc:  # the kernel's own failure is a finding (a refusal), never a crash of the check
+            return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+        if tuple(bits.shape) != (case.m, case.n):
+            return f"returned shape {tuple(bits.shape)}, not (M, N) = ({case.m}, {case.n})"
+        values, dependent = self.reference(a, sa, b, sb)
+        expected, expected_f = _rounded(values, dtype)
+        actual_f = out.float().numpy()
+        differs = _differs(bits, expected, actual_f, expected_f) & ~dependent
+        return actual_f, expected_f, differs, dependent, bits, expected
+
+    def check(self, case: GemmCase, index: int) -> None:
+        o = self.opts
+        if case.layout != "contiguous" and o.supports is not None and o.supports.contiguous_only:
+            return
+        a, sa, b, sb = gemm_inputs(case, o.fmt, o.recipe, (o.seed or 0) * 1000 + index)
+        got = self.outcome(case, a, sa, b, sb)
+        self.tally.cases += 1
+        if isinstance(got, str):  # every call made is inside the declared domain (the others are not made)
+            div = self.tally.refuse(case.describe(), got, declared=True, input_dtype=o.fmt, describe=case.describe())
+            if div is not None:
+                self.tally.add("refused", 1, (index, 0, 0), div)
+            return
+        actual_f, expected_f, differs, dependent, bits, expected = got
+        self.tally.checked += differs.size - int(dependent.sum())
+        self.bracketed += int(dependent.sum())
+        if not differs.any():
+            return
+        self.diverging[case.describe()] = int(differs.sum())
+        blocks = self.locate(case, a, sa, b, sb)
+        listed = max(1, o.cap) if o.cap is not None else differs.size
+        mask = (1 << (8 * bits.dtype.itemsize)) - 1  # the output's bit width (float32: 8 hex digits, 16-bit: 4)
+        for i, (m, n) in enumerate(np.argwhere(differs)):
+            category, where = self.explain(blocks, int(m), int(n), actual_f, expected_f)
+            div = None
+            if i < listed:
+                div = Divergence(
+                    category=category, input_hex=f"C[{m}, {n}]", expected_hex=f"{int(expected[m, n]) & mask:x}",
+                    actual_hex=f"{int(bits[m, n]) & mask:x}", input_dtype=o.fmt,
+                    expected_value=repr(float(expected_f[m, n])), actual_value=repr(float(actual_f[m, n])),
+                    detail=f"element ({m}, {n}) of output tile ({m // TILE}, {n // TILE}) ({TILE}x{TILE}): {where}",
+                    condition=case.describe())
+            self.tally.add(category, 1, (index, int(m), int(n)), div)
+
+    def locate(self, case: GemmCase, a: np.ndarray, sa: np.ndarray, b: np.ndarray,
+               sb: np.ndarray) -> dict[int, Any]:
+        """The kernel called on A with one K block kept (the others zero codes), for each K block where that
+        call diverges: block -> (actual, expected, differs, the block's unscaled dot under the target's
+        model, the scales as values, A's kept codes)."""
+        from fp8check.matmul import tensorcore
+
+        o = self.opts
+        step = o.recipe.k_block or 128
+        out = {}
+        for j in range(min(8, math.ceil(case.k / step))):
+            keep = np.zeros_like(a)
+            keep[:, j * step:(j + 1) * step] = a[:, j * step:(j + 1) * step]
+            got = self.outcome(case, keep, sa, b, sb)
+            if isinstance(got, str) or not got[2].any():
+                continue
+            (ca, name), (cb, _) = _mma_operands(o.target, o.fmt, keep), _mma_operands(o.target, o.fmt, b.T)
+            with np.errstate(all="ignore"):
+                dot = tensorcore.mma(o.target, ca, name, cb, name).values.astype(np.float64)
+            out[j] = (got[0], got[1], got[2], dot, _scale_values(o.recipe, sa), _scale_values(o.recipe, sb), keep, b)
+        return out
+
+    def explain(self, blocks: dict[int, Any], m: int, n: int, actual_f: np.ndarray,
+                expected_f: np.ndarray) -> tuple[str, str]:
+        """The category of a diverging element and where it comes from, in words."""
+        rec, fmt = self.opts.recipe, self.opts.fmt
+        step = rec.k_block or 128
+        for j, (act, exp, differs, dot, sa, sb, keep, b) in blocks.items():
+            if not differs[m, n]:
+                continue
+            ka = f"K block {j} (k {j * step}..{(j + 1) * step - 1})"
+            want_a = _index(rec, "a", m, j * step, sa.shape)
+            want_b = _index(rec, "b", n, j * step, sb.shape)
+            declared = f"a_scales{list(want_a)} x b_scales{list(want_b)}"
+            got, due = float(act[m, n]), float(exp[m, n])
+            if np.isnan(got) != np.isnan(due):
+                what = "NaN where the reference has none" if np.isnan(got) else "a number where NaN is due"
+                return "nan", f"{ka}: {what}{_other_format_nan(fmt, keep[m], b[n])}"
+            if got == 0 and dot[m, n] != 0:
+                return "accuracy", f"{ka}: its products are missing (0.0 where {due!r} is due)"
+            ratio = got / dot[m, n] if dot[m, n] else math.nan
+            if math.isfinite(ratio) and abs(ratio / (sa[want_a] * np.float64(sb[want_b])) - 1) <= 2.0 ** -9:
+                # within an accumulator's rounding of the declared scales: a sum, never blamed on another scale
+                return "accuracy", f"{ka}: the declared scales {declared}, a sum other than the target's"
+            pair = _scale_pair(ratio, sa, sb, want_a, want_b)
+            if pair is None and _format_swapped(ratio, sa[want_a] * np.float64(sb[want_b])):
+                return "scale", (f"{ka}: the block's value is {ratio / (sa[want_a] * np.float64(sb[want_b])):g}x "
+                                 f"what {declared} gives: the operands read in a format of another exponent bias "
+                                 f"than the declared {fmt} (e4m3fn for e4m3fnuz, or the reverse)")
+            if pair is None:
+                return "accuracy", (f"{ka}: no pair of scales explains {got!r} ({due!r} due under {declared}): "
+                                    "the accumulation")
+            if pair == (want_a, want_b):
+                return "accuracy", f"{ka}: the declared scales {declared}, a sum other than the target's"
+            return "scale", (f"{ka}: scaled by a_scales{list(pair[0])} x b_scales{list(pair[1])} where "
+                             f"{declared} is declared")
+        if np.isnan(actual_f[m, n]) != np.isnan(expected_f[m, n]):
+            nan = bool(np.isnan(actual_f[m, n]))
+            return "nan", "NaN where the reference has none" if nan else "a number where NaN is due"
+        return "accuracy", "every single K block conforms: the blocks' sum differs (their order or accumulation)"
+
+
+def _index(rec: GemmRecipe, operand: str, row: int, k: int, shape: tuple[int, ...]) -> tuple[int, int]:
+    r, c = rec.a_block if operand == "a" else rec.b_block
+    return (min(row // r, shape[0] - 1) if r else 0, min(k // c, shape[1] - 1) if c else 0)
+
+
+_OTHER_BIAS = {"e4m3fn": "e4m3fnuz", "e4m3fnuz": "e4m3fn", "e5m2": "e5m2fnuz", "e5m2fnuz": "e5m2"}
+
+
+def _other_format_nan(fmt: str, a_row: np.ndarray, b_row: np.ndarray) -> str:
+    """The words for operand codes finite in ``fmt`` but NaN in its twin of the other bias, if any."""
+    from fp8check import reference
+
+    other = _OTHER_BIAS.get(fmt)
+    codes = np.concatenate([a_row, b_row])
+    if other is None:
+        return ""
+    hits = np.unique(codes[np.isnan(reference.decode(codes, other)) & ~np.isnan(reference.decode(codes, fmt))])
+    if not len(hits):
+        return ""
+    return (f"; its operands hold {', '.join(f'0x{c:02x}' for c in hits[:4])}, finite in {fmt} and NaN in {other}: "
+            f"the codes read as {other}")
+
+
+def _format_swapped(ratio: float, declared: float) -> bool:
+    """Whether ``ratio`` is the declared scale times 2 or 1/2 (to 2^-8: a sum in another instruction): the
+    codes of e4m3fn and e4m3fnuz (e5m2 and e5m2fnuz) differ by their bias, one binade."""
+    return bool(math.isfinite(ratio) and declared and any(abs(ratio / (declared * f) - 1) <= 2.0 ** -8
+                                                          for f in (2.0, 0.5)))
+
+
+def _scale_pair(ratio: float, sa: np.ndarray, sb: np.ndarray, want_a: tuple[int, int],
+                want_b: tuple[int, int]) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """The pair of scale entries whose product is ``ratio`` (to 2^-21: the two float32 roundings of the
+    scaling), nearest the declared pair; None when none is."""
+    if not math.isfinite(ratio) or ratio == 0:
+        return None
+    with np.errstate(all="ignore"):
+        prod = sa.reshape(-1, 1).astype(np.float64) * sb.reshape(1, -1).astype(np.float64)
+        close = np.abs(prod / ratio - 1) <= 2.0 ** -21
+    hits = np.argwhere(close)
+    if not len(hits):
+        return None
+    ia = np.array(np.unravel_index(hits[:, 0], sa.shape)).T
+    ib = np.array(np.unravel_index(hits[:, 1], sb.shape)).T
+    dist = np.abs(ia - want_a).sum(1) + np.abs(ib - want_b).sum(1)
+    best = int(np.argmin(dist))
+    return tuple(int(x) for x in ia[best]), tuple(int(x) for x in ib[best])  # type: ignore[return-value]
+
+
+def check_gemm(kernel: Callable[..., Any], *, recipe: str | GemmRecipe, format: str, target: str,
+               epilogue: str | None = None, args: Callable[..., Any] | None = None, name: str | None = None,
+               seed: int = 0, cap: int | None = 100, supports: Any = None,
+               cases: Sequence[GemmCase] = GEMM_CASES) -> CheckResult:
+    """Check a scaled FP8 GEMM kernel ``kernel(a, a_scales, b, b_scales) -> out`` (or ``kernel(*args(a,
+    a_scales, b, b_scales))``) against :func:`gemm_reference` under ``target``'s tensor cores: bit for bit on
+    every case of ``cases`` (K tails, M/N off the tile, transposed and strided operands, special codes).
+
+    ``a`` (M, K) and ``b`` (N, K) are torch fp8 tensors of ``format``; the scales float32 tensors (e8m0 uint8
+    codes for MX) shaped by the recipe. Run a Triton kernel inside :func:`fp8check.triton.faithful` for
+    ``target`` (a declaration with ``triton_target`` does)."""
+    from fp8check import formats
+    from fp8check.matmul import tensorcore
+    from fp8check.results import MATMUL_CATEGORIES
+
+    fmt = formats.get(format).name
+    rec = gemm_recipe(recipe)
+    epilogue = epilogue or default_epilogue(rec)
+    check_epilogue(rec, epilogue)
+    if target not in tensorcore.TARGETS:
+        raise InvalidValueError(f"GEMM target {target!r}: use one of {', '.join(tensorcore.TARGETS)}")
+    opts = GemmOptions(name=kernel_name(kernel, name), seed=seed, cap=cap, supports=supports, recipe=rec, fmt=fmt,
+                       target=target, epilogue=epilogue, args=args, cases=tuple(cases))
+    run = _Run(opts, kernel, Tally(counts={c: 0 for c in ("scale", "nan") + MATMUL_CATEGORIES}))
+    for i, case in enumerate(opts.cases):
+        run.check(case, i)
+    t = run.tally
+    diverged = [c for c, n in t.counts.items() if n]
+    result = CheckResult(kernel=opts.name, format=fmt, profile=f"{rec.name}, epilogue {epilogue}",
+                         passed=t.passed, checked=t.checked, categories={c: n for c, n in t.counts.items()},
+                         divergences=t.listed(cap, diverged) if diverged else [], kind="gemm",
+                         seed=seed, refusals=t.refusals, target_dependent=run.bracketed)
+    operand = _mma_operands(target, fmt, np.zeros((1, 1), np.uint8))[1]
+    result.extra["profile_summary"] = (f"{rec.description}; {target}'s tensor cores "
+                                       f"({tensorcore.model(target, operand, operand).name})")
+    result.extra["checked_means"] = "output elements"
+    result.extra["gemm"] = {"recipe": rec.name, "epilogue": epilogue, "target": target, "cases": t.cases,
+                            "bracketed": run.bracketed, "diverging": run.diverging}
+    if run.bracketed:
+        result.add_note(f"{run.bracketed} elements bracketed by the {target} model (AMD NaN/Inf or gfx950): "
+                        "counted, not judged")
+    return result

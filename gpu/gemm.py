@@ -1,0 +1,114 @@
+"""Verbatim Triton FP8 GEMMs compiled on the GPU against fp8check's faithful sm90 interpreter, bit for bit.
+
+    PYTHONPATH=.:<the unpacked projects> python gpu/gemm.py --json gemm.json
+
+For every GEMM of ``examples/real-kernels`` declared under sm90 whose package imports here (DeepSeek-V3's
+``fp8_gemm``, transformers' and SGLang's ``w8a8_block_fp8_matmul``, SGLang's ``triton_scaled_mm``) and the
+planted block kernel of the tests (a control): the gemm kind's contiguous cases
+(:data:`fp8check.matmul.gemm.GEMM_CASES`, the same codes and scales on both sides) run compiled on the CUDA
+device and interpreted under ``faithful(sm90)`` on the CPU; every output element is compared bit for bit
+(NaN by class), and the compiled output is also checked against :func:`fp8check.matmul.gemm.gemm_reference`.
+The JSON (commit it as ``gpu/results/gemm.json``) is read by ``tests/test_gemm_gpu_results.py``.
+
+Without a CUDA device it prints that it skipped and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+# name -> (adapter, recipe, epilogue)
+KERNELS = {
+    "planted_block_gemm": ("gemm_plants:block_gemm", "block-1x128-128x128", None),
+    "deepseek_fp8_gemm_sm90": ("fp8check.zoo.gemm:deepseek_fp8_gemm", "block-1x128-128x128", None),
+    "transformers_w8a8_block_fp8_matmul_sm90": ("fp8check.zoo.gemm:transformers_block", "block-1x128-128x128", None),
+    "sglang_w8a8_block_fp8_matmul_sm90": ("fp8check.zoo.gemm:sglang_block", "block-1x128-128x128", None),
+    "sglang_scaled_mm_sm90": ("fp8check.zoo.gemm:sglang_scaled_mm", "rowwise", None),
+}
+
+
+def _bits(t: Any) -> Any:
+    import numpy as np
+    import torch
+
+    t = t.detach().cpu().contiguous()
+    width = {torch.float32: torch.int32, torch.bfloat16: torch.int16, torch.float16: torch.int16}[t.dtype]
+    values = t.float().numpy()
+    return t.view(width).numpy().astype(np.int64), np.isnan(values)
+
+
+def _differ(x: Any, y: Any) -> int:
+    (bx, nx), (by, ny) = x, y
+    return int(((bx != by) & ~(nx & ny)).sum())
+
+
+def run_one(name: str, adapter: str, recipe: str, epilogue: str | None) -> dict[str, Any]:
+    import torch
+
+    import fp8check.triton as ft
+    from fp8check.loader import load_callable
+    from fp8check.matmul import gemm
+
+    try:
+        fn = load_callable(adapter)
+    except Exception as exc:  # a project not carried here: listed, not a failure
+        return {"kernel": name, "skipped": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
+    cases, total, differing, off_reference = [], 0, 0, 0
+    for i, case in enumerate(c for c in gemm.GEMM_CASES if c.layout == "contiguous"):
+        a, sa, b, sb = gemm.gemm_inputs(case, "e4m3fn", recipe, i)
+        ta, tb = (torch.from_numpy(x).view(torch.float8_e4m3fn) for x in (a, b))
+        tsa, tsb = torch.from_numpy(sa), torch.from_numpy(sb)
+        try:
+            compiled = fn(ta.cuda(), tsa.cuda(), tb.cuda(), tsb.cuda())
+            torch.cuda.synchronize()
+            with ft.interpreting(), ft.faithful("sm90"):
+                interpreted = fn(ta, tsa, tb, tsb)
+        except Exception as exc:  # the kernel refuses a case on both: recorded
+            cases.append({"case": case.describe(), "error": f"{type(exc).__name__}: {exc}"[:300]})
+            continue
+        values, dependent = gemm.gemm_reference("sm90", "e4m3fn", recipe, a, sa, b, sb, epilogue=epilogue)
+        expected = torch.from_numpy(values).to(compiled.dtype)
+        n = _differ(_bits(compiled), _bits(interpreted))
+        m = _differ(_bits(compiled), _bits(expected))
+        total += compiled.numel()
+        differing += n
+        off_reference += m
+        cases.append({"case": case.describe(), "elements": compiled.numel(), "compiled_vs_faithful": n,
+                      "compiled_vs_reference": m, "bracketed": int(dependent.sum())})
+    return {"kernel": name, "adapter": adapter, "recipe": recipe, "elements": total,
+            "compiled_vs_faithful": differing, "compiled_vs_reference": off_reference, "cases": cases}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", default=None, help="write the results here")
+    args = parser.parse_args(argv)
+    import torch
+
+    if not torch.cuda.is_available():
+        print("gpu/gemm.py: skipped, no CUDA device")
+        return 0
+    sys.path.insert(0, str(ROOT / "tests"))
+    importlib.import_module("fp8check")
+    rows = [run_one(name, *spec) for name, spec in KERNELS.items()]
+    for r in rows:
+        print(f"{r['kernel']:45s} " + (f"skipped: {r['skipped']}" if "skipped" in r else
+                                       f"{r['elements']:8d} elements, compiled vs faithful sm90: "
+                                       f"{r['compiled_vs_faithful']} differ, vs reference: "
+                                       f"{r['compiled_vs_reference']} differ"))
+    if args.json:
+        from fp8check.results import environment
+
+        Path(args.json).write_text(json.dumps({"device": torch.cuda.get_device_name(0), "environment": environment(),
+                                               "kernels": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

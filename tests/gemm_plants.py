@@ -1,0 +1,118 @@
+"""Small Triton FP8 GEMM kernels for the gemm kind's tests: a DeepSeek-style block-scaled kernel (scales per
+1x128 group of A and 128x128 block of B, applied to each K block's dot) and a rowwise one (scales after the
+K loop), each with the bugs people ship planted behind a constexpr switch (``BUG``):
+
+block kernel: ``tail`` (the K loop ends at K // BLOCK_K: the K tail dropped), ``next-block`` (B's scale of
+the next K block), ``acc10`` (the accumulator cut to 10 mantissa bits after each K block), ``ocp`` (the
+codes read as e4m3fn whatever the tensors are: e4m3fnuz data on gfx942);
+rowwise kernel: ``axis`` (A's scales indexed by the output column and B's by the row).
+
+Each launcher takes ``(a, a_scales, b, b_scales)`` as :mod:`fp8check.matmul.gemm` passes them: a (M, K) and
+b (N, K) fp8 tensors of any strides, float32 scales, and returns float32 (M, N).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+BUGS = {"none": 0, "tail": 1, "next-block": 2, "acc10": 3, "ocp": 4, "axis": 5}
+
+
+@triton.jit
+def _block_kernel(a_ptr, b_ptr, c_ptr, as_ptr, bs_ptr, M, N, K, s_am, s_ak, s_bn, s_bk, s_asm, s_ask, s_bsn, s_bsk,
+                  KB, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, BUG: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    n_blocks = tl.cdiv(K, BK)
+    if BUG == 1:
+        n_blocks = K // BK
+    for kb in range(0, n_blocks):
+        k = kb * BK + rk
+        a = tl.load(a_ptr + rm[:, None] * s_am + k[None, :] * s_ak, mask=(rm[:, None] < M) & (k[None, :] < K),
+                    other=0.0)
+        b = tl.load(b_ptr + rn[None, :] * s_bn + k[:, None] * s_bk, mask=(rn[None, :] < N) & (k[:, None] < K),
+                    other=0.0)
+        if BUG == 4:
+            a = a.to(tl.uint8, bitcast=True).to(tl.float8e4nv, bitcast=True)
+            b = b.to(tl.uint8, bitcast=True).to(tl.float8e4nv, bitcast=True)
+        a_s = tl.load(as_ptr + rm * s_asm + kb * s_ask, mask=rm < M, other=0.0)
+        b_kb = kb
+        if BUG == 2:
+            b_kb = tl.minimum(kb + 1, KB - 1)
+        b_s = tl.load(bs_ptr + (rn // 128) * s_bsn + b_kb * s_bsk, mask=rn < N, other=0.0)
+        acc += tl.dot(a, b) * a_s[:, None] * b_s[None, :]
+        if BUG == 3:
+            acc = (acc.to(tl.uint32, bitcast=True) & 0xFFFFE000).to(tl.float32, bitcast=True)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def block_gemm(a: torch.Tensor, a_scales: torch.Tensor, b: torch.Tensor, b_scales: torch.Tensor, *,
+               bug: str = "none") -> torch.Tensor:
+    M, K = a.shape
+    N = b.shape[0]
+    c = torch.empty((M, N), dtype=torch.float32)
+    grid = (triton.cdiv(M, 32), triton.cdiv(N, 64))
+    _block_kernel[grid](a, b, c, a_scales, b_scales, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                        a_scales.stride(0), a_scales.stride(1), b_scales.stride(0), b_scales.stride(1),
+                        a_scales.shape[1], BM=32, BN=64, BK=128, BUG=BUGS[bug])
+    return c
+
+
+@triton.jit
+def _row_kernel(a_ptr, b_ptr, c_ptr, as_ptr, bs_ptr, M, N, K, s_am, s_ak, s_bn, s_bk,
+                BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, BUG: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k0 in range(0, K, BK):
+        k = k0 + rk
+        a = tl.load(a_ptr + rm[:, None] * s_am + k[None, :] * s_ak, mask=(rm[:, None] < M) & (k[None, :] < K),
+                    other=0.0)
+        b = tl.load(b_ptr + rn[None, :] * s_bn + k[:, None] * s_bk, mask=(rn[None, :] < N) & (k[:, None] < K),
+                    other=0.0)
+        acc = tl.dot(a, b, acc)
+    if BUG == 5:
+        a_s = tl.load(as_ptr + rn % M, mask=rn < N, other=0.0)
+        b_s = tl.load(bs_ptr + rm % N, mask=rm < M, other=0.0)
+        acc = acc * a_s[None, :] * b_s[:, None]
+    else:
+        a_s = tl.load(as_ptr + rm, mask=rm < M, other=0.0)
+        b_s = tl.load(bs_ptr + rn, mask=rn < N, other=0.0)
+        acc = acc * a_s[:, None] * b_s[None, :]
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def row_gemm(a: torch.Tensor, a_scales: torch.Tensor, b: torch.Tensor, b_scales: torch.Tensor, *,
+             bug: str = "none") -> torch.Tensor:
+    M, K = a.shape
+    N = b.shape[0]
+    c = torch.empty((M, N), dtype=torch.float32)
+    grid = (triton.cdiv(M, 32), triton.cdiv(N, 64))
+    _row_kernel[grid](a, b, c, a_scales.reshape(-1), b_scales.reshape(-1), M, N, K, a.stride(0), a.stride(1),
+                      b.stride(0), b.stride(1), BM=32, BN=64, BK=64, BUG=BUGS[bug])
+    return c
+
+
+def block_gemm_next_block(a: torch.Tensor, a_scales: torch.Tensor, b: torch.Tensor,
+                          b_scales: torch.Tensor) -> torch.Tensor:
+    """The block kernel with B's scales of the next K block (for the command line and pyproject tests)."""
+    return block_gemm(a, a_scales, b, b_scales, bug="next-block")
+
+
+def gemm_args(a: torch.Tensor, a_scales: torch.Tensor, b: torch.Tensor, b_scales: torch.Tensor) -> tuple:
+    """An ``args`` hook: the project's own signature, ``(a, b, a_scales, b_scales)``."""
+    return a, b, a_scales, b_scales
+
+
+def block_gemm_own_signature(a: torch.Tensor, b: torch.Tensor, a_scales: torch.Tensor,
+                             b_scales: torch.Tensor) -> torch.Tensor:
+    return block_gemm(a, a_scales, b, b_scales)

@@ -1,0 +1,133 @@
+"""The gemm kind (fp8check.matmul.gemm): scaled FP8 GEMM kernels, interpreted under a target, checked bit for
+bit against the target's tensor cores and the declared scales, each divergence located.
+
+The planted kernels (tests/gemm_plants.py) are real Triton kernels run in the faithful interpreter: a
+DeepSeek-style block-scaled GEMM and a rowwise one, each bug people ship behind a switch. Every planted bug
+is a finding that names its output tile, its K block and the scale (or the accumulation); each correct twin
+conforms on the same target.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import gemm_plants as plants  # noqa: E402
+
+import fp8check  # noqa: E402
+import fp8check.triton as ft  # noqa: E402
+from fp8check import cli  # noqa: E402
+from fp8check.declarations import from_table  # noqa: E402
+from fp8check.errors import InvalidValueError  # noqa: E402
+from fp8check.matmul import gemm  # noqa: E402
+from fp8check.matmul import tensorcore as tc  # noqa: E402
+
+BLOCK = "block-1x128-128x128"
+FORMAT = {"sm90": "e4m3fn", "gfx942": "e4m3fnuz"}
+
+
+def checked(kernel, target, recipe=BLOCK, **kw):
+    with ft.interpreting(), ft.faithful(target):
+        return gemm.check_gemm(kernel, recipe=recipe, format=FORMAT[target], target=target, **kw)
+
+
+@pytest.mark.parametrize("target", ["sm90", "gfx942"])
+@pytest.mark.parametrize("launcher,recipe", [(plants.block_gemm, BLOCK), (plants.row_gemm, "rowwise")])
+def test_the_correct_twins_conform_bit_for_bit(launcher, recipe, target):
+    r = checked(launcher, target, recipe)
+    assert r.passed, [d.detail for d in r.divergences[:3]]
+    assert r.kind == "gemm" and r.checked > 20000 and r.extra["gemm"]["cases"] == len(gemm.GEMM_CASES)
+    # the specials case holds NaN operands: the AMD model brackets what they touch, counted and not judged
+    assert (r.target_dependent > 0) == (target == "gfx942")
+
+
+# bug, launcher, recipe, target, the category, what the first listed divergence says
+PLANTED = [
+    ("tail", plants.block_gemm, BLOCK, "sm90", "accuracy", ["K block 2 (k 256..383)", "products are missing"]),
+    ("next-block", plants.block_gemm, BLOCK, "sm90", "scale",
+     ["K block 0", "b_scales[0, 1] where a_scales[0, 0] x b_scales[0, 0] is declared"]),
+    ("acc10", plants.block_gemm, BLOCK, "sm90", "accuracy",
+     ["K block 0", "the declared scales a_scales[0, 0] x b_scales[0, 0], a sum other than the target's"]),
+    ("ocp", plants.block_gemm, BLOCK, "gfx942", "nan", ["K block 0", "NaN in e4m3fn", "read as e4m3fn"]),
+    ("axis", plants.row_gemm, "rowwise", "sm90", "scale",
+     ["a_scales[1, 0] x b_scales[0, 0] where a_scales[0, 0] x b_scales[1, 0] is declared"]),
+]
+
+
+@pytest.mark.parametrize("bug,launcher,recipe,target,category,words", PLANTED, ids=[p[0] for p in PLANTED])
+def test_each_planted_bug_is_a_finding_naming_tile_block_and_scale(bug, launcher, recipe, target, category, words):
+    r = checked(functools.partial(launcher, bug=bug), target, recipe)
+    assert not r.passed and r.categories[category] > 0
+    first = next(d for d in r.divergences if d.category == category)
+    assert "output tile (" in first.detail, first.detail
+    for w in words:
+        assert w in first.detail, first.detail
+    assert first.condition.startswith("M=")
+
+
+def test_the_k_tail_is_found_only_on_shapes_with_a_tail():
+    r = checked(functools.partial(plants.block_gemm, bug="tail"), "sm90")
+    assert set(r.extra["gemm"]["diverging"]) == {"M=50 N=130 K=320", "M=16 N=64 K=100"}, r.extra["gemm"]
+
+
+def test_the_reference_is_the_tensor_core_model_scaled_in_the_declared_order():
+    # powers-of-two scales make every scaling exact: end and k-block then differ only where the chained
+    # dot differs from the sum of per-block dots (sm90 truncates each chain step)
+    rng = np.random.default_rng(5)
+    a = rng.integers(0, 0x78, size=(8, 256), dtype=np.uint8)
+    b = rng.integers(0, 0x78, size=(16, 256), dtype=np.uint8)
+    one = np.ones((1, 1), np.float32)
+    values, dependent = gemm.gemm_reference("sm90", "e4m3fn", "tensorwise", a, one * 4, b, one / 8, epilogue="end")
+    model = tc.mma("sm90", a, "e4m3fn", b.T, "e4m3fn")
+    assert not dependent.any() and np.array_equal(values, model.values * np.float32(0.5))
+    sa, sb = np.full((8, 2), 4, np.float32), np.full((1, 2), 0.125, np.float32)
+    blocks, _ = gemm.gemm_reference("sm90", "e4m3fn", BLOCK, a, sa, b, sb)
+    halves = [tc.mma("sm90", a[:, s], "e4m3fn", b[:, s].T, "e4m3fn").values for s in (slice(0, 128), slice(128, 256))]
+    assert np.array_equal(blocks, (halves[0] * np.float32(0.5)) + (halves[1] * np.float32(0.5)))
+
+
+def test_the_command_line_checks_a_gemm_kernel(tmp_path, capsys):
+    base = ["--kind", "gemm", "--recipe", BLOCK, "--format", "e4m3fn", "--triton-target", "sm90"]
+    assert cli.main(["check", "gemm_plants:block_gemm", *base]) == 0, capsys.readouterr()
+    out = tmp_path / "g.json"
+    capsys.readouterr()
+    assert cli.main(["check", "gemm_plants:block_gemm_next_block", *base, "--json", str(out)]) == 1
+    printed = capsys.readouterr().out
+    assert re.search(r"DIVERGES: [\d,]+ output elements differ", printed) and "output tile (0, 0)" in printed, printed
+    assert "scaled by a_scales[0, 0] x b_scales[0, 1] where a_scales[0, 0] x b_scales[0, 0] is declared" in printed
+    r = json.loads(out.read_text())
+    assert r["kind"] == "gemm" and r["categories"]["scale"] > 0 and "b_scales[0, 1]" in r["divergences"][0]["detail"]
+    assert r["command"].startswith("fp8check check gemm_plants:block_gemm_next_block --kind gemm --recipe " + BLOCK)
+    # the project's own signature through an args hook
+    assert cli.main(["check", "gemm_plants:block_gemm_own_signature", *base, "--args", "gemm_plants:gemm_args"]) == 0
+    capsys.readouterr()
+    assert cli.main(["check", "gemm_plants:block_gemm", "--kind", "gemm", "--format", "e4m3fn"]) == 2
+    assert cli.main(["check", "gemm_plants:block_gemm", *base[:3], "no-such-recipe", *base[4:]]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and "no-such-recipe" in err[1], err
+
+
+def test_a_pyproject_table_and_the_api_declare_a_gemm_kernel():
+    decl = from_table("gemm", {"kernel": "gemm_plants:row_gemm", "recipe": "rowwise", "format": "e4m3fnuz",
+                               "triton-target": "gfx942", "epilogue": "end"})
+    assert decl.kind == "gemm" and decl.kind_row.result_kind == "gemm"
+    with pytest.raises(InvalidValueError, match="epilogue is k-block"):
+        from_table("gemm", {"kernel": "gemm_plants:block_gemm", "recipe": BLOCK, "format": "e4m3fn",
+                            "epilogue": "end"})
+    with pytest.raises(InvalidValueError, match="'epilogue' is for GEMM"):
+        from_table("cast", {"kernel": "gemm_plants:block_gemm", "format": "e4m3fn", "epilogue": "end"})
+    with pytest.raises(InvalidValueError, match="needs 'recipe'"):
+        from_table("gemm", {"kernel": "gemm_plants:block_gemm", "format": "e4m3fn"})
+    report = fp8check.check_gemm(plants.row_gemm, recipe="rowwise", format="e4m3fn", triton_target="sm90")
+    assert report.passed and report.results[0].kind == "gemm"
