@@ -1,0 +1,123 @@
+"""Issue 36: no false finding where the interpreter, not the kernel, is wrong.
+
+``and``/``or``/``not`` and chained comparisons on tensors run as the Triton compiler lowers them
+(fp8check.triton.boolops); alignment hints are judged against the addresses the target's allocator gives;
+a kernel the installed Triton cannot run says so in one line. Each correct kernel reports nothing beside a
+twin with the fault, which does."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+if importlib.util.find_spec("triton") is None or importlib.util.find_spec("torch") is None:
+    pytest.skip("triton and torch are needed for the faithful interpreter", allow_module_level=True)
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+import fp8check.triton as ft  # noqa: E402
+from fp8check.triton import boolops, sanitizer  # noqa: E402
+
+if triton.__version__.split("+")[0] not in ft.SUPPORTED_TRITON_VERSIONS:
+    pytest.skip(f"Triton {triton.__version__} is not one the faithful interpreter supports", allow_module_level=True)
+
+ROWS, COLS, BLOCK = 5, 7, 8  # a 5 x 7 tensor in one 8 x 8 tile: 3 rows and 1 column of the tile lie outside
+
+
+def run(launcher, *args, target: str = "sm90"):
+    with sanitizer.collect() as found, ft.interpreting(), ft.faithful(target):
+        out = launcher(*args)
+    return out, found.faults
+
+
+def kinds(faults) -> list[str]:
+    return sorted({f.kind for f in faults})
+
+
+# -- `and`, `or`, `not` on masks ----------------------------------------------------------------------------
+
+@triton.jit
+def _tile_and(x_ptr, y_ptr, n_rows, n_cols, WIDEN: tl.constexpr, BLOCK: tl.constexpr):
+    rows = tl.arange(0, BLOCK)[:, None]
+    cols = tl.arange(0, BLOCK)[None, :]
+    row_mask = rows < n_rows
+    col_mask = cols < n_cols + WIDEN  # WIDEN = 1: one column too many (the planted bug)
+    mask = row_mask and col_mask
+    offs = rows * n_cols + cols
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2, mask=mask)
+
+
+def _copy_tile(widen: int) -> tuple[torch.Tensor, torch.Tensor]:
+    x = torch.arange(ROWS * COLS, dtype=torch.float32).reshape(ROWS, COLS) + 1
+    y = torch.zeros_like(x)
+    _tile_and[(1,)](x, y, ROWS, COLS, WIDEN=widen, BLOCK=BLOCK)
+    return x, y
+
+
+def test_an_and_of_two_masks_is_elementwise_as_compiled():
+    """Python's ``and`` returns ``col_mask`` (every row of the tile, 3 past the tensor: out of bounds);
+    the compiler combines the masks elementwise, and the kernel is correct."""
+    (x, y), faults = run(_copy_tile, 0)
+    assert faults == []
+    assert torch.equal(y, x * 2)
+
+
+def test_its_twin_with_one_column_too_many_is_out_of_bounds():
+    (x, y), faults = run(_copy_tile, 1)
+    assert kinds(faults) == ["out_of_bounds"]
+    # the last row's extra column is element 35, one past the 35-element tensors; the other rows' extra
+    # column is the next row's first element (inside the storage: a wrong result, not a fault)
+    assert {f.buffer for f in faults} == {"x_ptr", "y_ptr"} and all(f.offsets == (35,) for f in faults)
+
+
+@triton.jit
+def _tail_not(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    past = offs >= n
+    keep = not past
+    either = past or offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=keep, other=-1.0), mask=either and keep)
+
+
+def test_not_and_or_of_masks_are_elementwise_as_compiled():
+    """``not past`` in Python is False (a tensor of several elements is true): nothing would be loaded or
+    stored; compiled, it is the elementwise complement."""
+    x, y = torch.arange(1.0, 6.0), torch.zeros(5)
+    _, faults = run(lambda: _tail_not[(1,)](x, y, 5, BLOCK=8))
+    assert faults == [] and torch.equal(y, x)
+
+
+@triton.jit
+def _chained(x_ptr, y_ptr, lo, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    mask = lo <= offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask, other=0.0), mask=offs < n)
+
+
+def test_a_chained_comparison_is_what_the_installed_compiler_makes_of_it():
+    x, y = torch.arange(1.0, 7.0), torch.zeros(6)
+    _, faults = run(lambda: _chained[(1,)](x, y, 2, 6, BLOCK=8))
+    assert torch.equal(y, torch.tensor([0.0, 0.0, 3.0, 4.0, 5.0, 6.0]))  # (2 <= offs) & (offs < 6)
+    if boolops.chained_comparisons_compile():  # Triton 3.9
+        assert faults == []
+    else:  # 3.6, 3.8: "simultaneous multiple comparison is not supported"
+        assert kinds(faults) == ["compile_error"] and "multiple comparison" in faults[0].detail
+
+
+@triton.jit
+def _int_and(x_ptr, y_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    both = offs and offs + 1  # int32 operands: the compiler bitcasts them to int1
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs) + both)
+
+
+def test_an_and_the_compiler_rejects_is_a_compile_error_finding():
+    x, y = torch.zeros(4, dtype=torch.int32), torch.zeros(4, dtype=torch.int32)
+    _, faults = run(lambda: _int_and[(1,)](x, y, BLOCK=4))
+    assert kinds(faults) == ["compile_error"]
+    (f,) = faults
+    assert "Cannot bitcast data-type of size 32" in f.detail and "offs and offs + 1" in f.detail
+    assert f.site.endswith(f":{_int_and.fn.__code__.co_firstlineno + 3}")
