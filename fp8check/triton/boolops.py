@@ -42,16 +42,11 @@ _COMPARE: dict[type, Callable[[Any, Any], Any]] = {
 }
 
 
-def _triton_release() -> tuple[int, int]:
-    import triton
-
-    major, minor = str(triton.__version__).split(".")[:2]
-    return int(major), int(minor)
-
-
 def chained_comparisons_compile() -> bool:
     """Whether the installed Triton's compiler accepts ``a < b < c`` (3.9 does; 3.6 and 3.8 refuse it)."""
-    return _triton_release() >= (3, 9)
+    from fp8check.triton import releases
+
+    return releases.accepting(releases.feature_named("chained comparisons"))
 
 
 def _dynamic(value: Any) -> bool:

@@ -121,3 +121,30 @@ def test_an_and_the_compiler_rejects_is_a_compile_error_finding():
     (f,) = faults
     assert "Cannot bitcast data-type of size 32" in f.detail and "offs and offs + 1" in f.detail
     assert f.site.endswith(f":{_int_and.fn.__code__.co_firstlineno + 3}")
+
+
+# -- a feature the installed Triton removed ----------------------------------------------------------------
+
+@triton.jit
+def _block_pointer_copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    block = tl.make_block_ptr(x_ptr, shape=(n,), strides=(1,), offsets=(0,), block_shape=(BLOCK,), order=(0,))
+    offs = tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(block, boundary_check=(0,)), mask=offs < n)
+
+
+def test_block_pointers_under_a_release_without_them_are_one_line_naming_the_releases_that_run_them():
+    from fp8check.triton import releases
+
+    x, y = torch.arange(1.0, 7.0), torch.zeros(6)
+    feature = releases.feature_named("block pointers")
+    if releases.accepting(feature):  # 3.6, 3.8: it runs
+        _, faults = run(lambda: _block_pointer_copy[(1,)](x, y, 6, BLOCK=8))
+        assert faults == [] and torch.equal(y, x)
+        return
+    with pytest.raises(ft.TritonVersionError) as err:  # 3.9: NotImplementedError inside InterpreterError
+        run(lambda: _block_pointer_copy[(1,)](x, y, 6, BLOCK=8))
+    message = str(err.value)
+    assert "\n" not in message and "tl.make_block_ptr" in message
+    assert message.endswith("fp8check runs it under Triton 3.6.0 and 3.8.0")
+    assert f"Triton {triton.__version__} does not run (NotImplementedError: Block pointers have been removed" \
+        in message
