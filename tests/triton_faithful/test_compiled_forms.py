@@ -148,3 +148,54 @@ def test_block_pointers_under_a_release_without_them_are_one_line_naming_the_rel
     assert message.endswith("fp8check runs it under Triton 3.6.0 and 3.8.0")
     assert f"Triton {triton.__version__} does not run (NotImplementedError: Block pointers have been removed" \
         in message
+
+
+# -- pointer hints on the target's addresses ---------------------------------------------------------------
+
+@triton.jit
+def _aligned_copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    base = tl.multiple_of(x_ptr, 256)  # the hint: x starts 256-byte aligned
+    offs = tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(base + offs, mask=offs < n), mask=offs < n)
+
+
+def _cpu_storage_not_256_aligned() -> torch.Tensor:
+    """A fresh tensor whose CPU storage starts at an odd multiple of 64 bytes (torch's CPU alignment), so
+    that the CPU address makes the hint false while the target's 512-byte allocator makes it true."""
+    kept = []
+    while True:
+        t = torch.arange(1.0, 65.0)
+        if t.data_ptr() % 256:
+            return t
+        kept.append(t)
+
+
+def test_a_256_byte_hint_on_a_tensor_base_holds_on_the_gpu_and_is_no_finding():
+    x = _cpu_storage_not_256_aligned()
+    y = torch.zeros(64)
+    _, faults = run(lambda: _aligned_copy[(1,)](x, y, 64, BLOCK=64))
+    assert faults == [] and torch.equal(y, x)
+    assert ft.get_target("sm90").allocator.alignment == 512 == ft.get_target("gfx942").allocator.alignment
+
+
+def test_the_same_hint_on_a_view_16_floats_into_its_storage_is_false_on_the_gpu_too():
+    storage = torch.arange(1.0, 81.0)
+    x = storage[16:]  # 64 bytes past the storage's start: on the GPU too, x.data_ptr() % 256 == 64
+    y = torch.zeros(64)
+    _, faults = run(lambda: _aligned_copy[(1,)](x, y, 64, BLOCK=64), target="gfx942")
+    assert kinds(faults) == ["false_hint"]
+    (f,) = faults
+    assert "tl.multiple_of(..., 256)" in f.detail and "byte offsets into the storage [64]" in f.detail
+
+
+@triton.jit
+def _over_aligned(x_ptr, y_ptr, BLOCK: tl.constexpr):
+    base = tl.multiple_of(x_ptr, 1024)  # more than the allocator promises
+    offs = tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(base + offs))
+
+
+def test_a_hint_beyond_the_allocators_alignment_is_a_finding():
+    x, y = torch.arange(1.0, 9.0), torch.zeros(8)
+    _, faults = run(lambda: _over_aligned[(1,)](x, y, BLOCK=8))
+    assert kinds(faults) == ["false_hint"] and "multiple of 512 bytes only" in faults[0].detail
