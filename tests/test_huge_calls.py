@@ -82,19 +82,70 @@ def test_the_huge_calls_of_a_quantizer():
     assert check_quantizer(block, "block-128x128", **fast).passed
 
 
-def test_the_gpu_script_kernels_are_right_below_2_31_in_the_interpreter():
-    """gpu/huge.py's two Triton casts, run here in the faithful sm90 interpreter on every bfloat16 input: both
-    conform below 2^31 elements (the int32 one differs only past it, which only the GPU part reaches)."""
+def _gpu_script():
     import importlib.util
     from pathlib import Path
-
-    pytest.importorskip("triton")
-    from fp8check.declarations import cast_kernel, run_declaration
 
     path = Path(__file__).resolve().parents[1] / "gpu" / "huge.py"
     spec = importlib.util.spec_from_file_location("gpu_huge", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def test_int32_offsets_past_2_31_are_a_finding_on_the_cpu():
+    """Issue 32, item 3: gpu/huge.py's two Triton casts (the int32 one wrote 4,096 wrong codes on the H200)
+    checked on the CPU with nothing asked for: the call past 2^31 elements is made virtually (the last
+    programs of the grid over an input never allocated) and the int32 offsets' wrap is out of bounds at
+    the first program past 2^31; the int64 twin conforms, with the codes of its last programs judged."""
+    pytest.importorskip("triton")
+    import resource
+
+    from fp8check.declarations import cast_kernel, run_declaration
+
+    module = _gpu_script()
+    results = {}
+    for name in ("cast_int32_offsets", "cast_int64_offsets"):
+        decl = cast_kernel(getattr(module, name), format="e4m3fn", profile="triton-sm90",
+                           input_dtypes=("bfloat16",), triton_target="sm90", name=name)
+        results[name] = run_declaration(decl, input_dtype="bfloat16", max_examples=0)
+    bad, good = results["cast_int32_offsets"], results["cast_int64_offsets"]
+    assert not bad.passed and set(bad.categories) == {"out_of_bounds"}
+    last = (huge.HUGE_NUMEL - 1) // module.BLOCK  # 524,288: its int32 offset pid * 4096 wraps to -2^31
+    faults = [d.detail for d in bad.divergences]
+    assert len(faults) == 2 and all(f"program ({last}, 0, 0)" in f and "[-2147483648, " in f for f in faults)
+    assert good.passed and not good.divergences
+    note = next(n for n in good.extra["notes"] if "past 2^31" in n)
+    assert "was made on the CPU" in note and "64 of 524,289" in note and "262,144 output codes" in note
+    assert not any("no huge calls" in n for n in good.extra["notes"] + bad.extra["notes"])
+    # never allocated: 6 GiB of input and output would be; this process stays far below
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss < 3 << 20  # KiB
+
+
+def test_a_launcher_computing_on_the_virtual_input_is_a_note_not_an_allocation():
+    pytest.importorskip("triton")
+    from fp8check.declarations import cast_kernel, run_declaration
+
+    module = _gpu_script()
+
+    def via_float32(x):
+        return module.cast_int64_offsets(x.float())  # reads the whole input: 8 GiB if made
+
+    decl = cast_kernel(via_float32, format="e4m3fn", profile="triton-sm90", input_dtypes=("bfloat16",),
+                       triton_target="sm90", name="via_float32")
+    r = run_declaration(decl, input_dtype="bfloat16", max_examples=0)
+    assert r.passed
+    note = next(n for n in r.extra["notes"] if "past 2^31" in n)
+    assert note.startswith("the call past 2^31 elements was not made: the launcher computes") and "float" in note
+
+
+def test_the_gpu_script_kernels_are_right_below_2_31_in_the_interpreter():
+    """gpu/huge.py's two Triton casts, run here in the faithful sm90 interpreter on every bfloat16 input: both
+    conform below 2^31 elements (the int32 one differs only past it, which only the GPU part reaches)."""
+    pytest.importorskip("triton")
+    from fp8check.declarations import cast_kernel, run_declaration
+
+    module = _gpu_script()
     for fn in (module.cast_int32_offsets, module.cast_int64_offsets):
         decl = cast_kernel(fn, format="e4m3fn", profile="triton-sm90", input_dtypes=("bfloat16",),
                            triton_target="sm90", name=fn.__name__)

@@ -1,0 +1,238 @@
+"""A launch past 2^31 elements, interpreted on a CPU without allocating it.
+
+Index arithmetic that wraps only past 2^31 elements (``tl.program_id(0) * BLOCK`` in int32) is right on
+every input a CPU test can afford. Here the huge call is made anyway, virtually:
+
+- the input is a ``torch.empty`` of the huge shape: virtual memory, no page of it touched until read. Each
+  load of the interpreted kernel first writes the bytes its lanes read, from the repeated tile the input
+  stands for (byte ``b`` of the input is byte ``b mod len(tile)`` of the tile), so the kernel reads exactly
+  what a materialised input would hold, and only those pages are ever committed;
+- of each launch, only the last :data:`TAIL_PROGRAMS` programs (in the stock loop's order) are interpreted:
+  the ones whose offsets pass 2^31 elements, where an int32 offset has wrapped. The others are skipped;
+- the output is the launcher's own allocation (virtual too); only the elements the interpreted programs
+  stored are judged (:meth:`VirtualCall.stored`); an access the wrapped offsets take outside every tensor is
+  the sanitizer's ``out_of_bounds`` fault, as on a GPU an illegal address or another buffer's bytes.
+
+The launcher may look at the input (shape, strides, ``contiguous()`` of a contiguous tensor, views), not
+compute on it: a torch operation reading the whole input (``x.abs().max()``, a copy) raises
+:class:`VirtualInputError` before it runs, and the call is reported as not made. Programs that read what
+skipped programs write (a multi-pass kernel, a persistent grid) are outside what this models: casts are
+elementwise, which is where :mod:`fp8check.casts.engine` uses it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import threading
+import types
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import numpy as np
+
+from fp8check.errors import FP8CheckError
+
+__all__ = ["TAIL_PROGRAMS", "VirtualCall", "VirtualInputError", "virtual_call", "install", "uninstall"]
+
+#: Programs interpreted at the end of each launch: 4,096 elements past 2^31 in blocks of 64 or more.
+TAIL_PROGRAMS = 64
+
+_LOCK = threading.RLock()
+
+# torch operations a launcher may apply to the virtual input: metadata and views, nothing that reads it
+_VIEWS = frozenset({
+    "__get__", "__len__", "__hash__", "__index__", "contiguous", "is_contiguous", "view", "view_as", "reshape",
+    "flatten", "unflatten", "squeeze", "unsqueeze", "expand", "expand_as", "as_strided", "detach", "narrow",
+    "select", "__getitem__", "t", "transpose", "permute", "movedim", "unbind", "split", "chunk", "numel",
+    "size", "stride", "dim", "ndimension", "element_size", "data_ptr", "storage_offset", "untyped_storage",
+    "is_floating_point", "is_complex", "get_device", "new_empty", "new_empty_strided", "empty_like", "cpu",
+    "to", "type", "__format__", "__repr__", "__dlpack_device__", "_is_view", "is_set_to", "has_names",
+})
+
+
+class VirtualInputError(FP8CheckError, RuntimeError):
+    """The launcher computes on the virtual input (the huge call cannot be made without allocating it)."""
+
+
+@dataclass
+class VirtualCall:
+    """One virtual call: its input, the launches' programs and the addresses the interpreted programs stored."""
+
+    input: Any  # the torch tensor handed to the launcher
+    data: np.ndarray = field(repr=False)  # its storage, as bytes (a view: writing it writes the input)
+    tile_bytes: np.ndarray = field(repr=False)
+    start: int  # the input's storage, in bytes
+    end: int
+    launches: int = 0
+    programs_run: int = 0
+    programs_total: int = 0
+    _stored: list[np.ndarray] = field(default_factory=list, repr=False)
+
+    def fill(self, addresses: np.ndarray, size: int) -> None:
+        """Write the input bytes that lanes at ``addresses`` (``size`` bytes each) are about to read."""
+        a = addresses[(addresses >= self.start) & (addresses < self.end)]
+        if not a.size:
+            return
+        b = ((a - np.uint64(self.start)).astype(np.int64)[:, None] + np.arange(size)[None, :]).reshape(-1)
+        b = np.unique(b[b < self.end - self.start])
+        self.data[b] = self.tile_bytes[b % self.tile_bytes.size]
+
+    def stored(self, codes: np.ndarray) -> np.ndarray:
+        """The flat indices of ``codes`` (a view of the launcher's output) the interpreted programs stored."""
+        if not self._stored:
+            return np.zeros(0, np.int64)
+        base, itemsize = int(codes.ctypes.data), codes.itemsize
+        a = np.concatenate(self._stored)
+        a = a[(a >= np.uint64(base)) & (a < np.uint64(base + codes.nbytes))]
+        return np.unique((a - np.uint64(base)).astype(np.int64) // itemsize)
+
+    def describe(self) -> str:
+        return (f"the last {TAIL_PROGRAMS} programs of each launch ({self.programs_run:,} of "
+                f"{self.programs_total:,} in {self.launches} launch{'es' if self.launches != 1 else ''}) "
+                "interpreted over a virtual input")
+
+
+_ACTIVE: list[VirtualCall] = []
+
+
+def _guard() -> Any:
+    """A torch function mode refusing operations that would read the virtual input."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    class _Guard(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            if _ACTIVE and getattr(func, "__name__", "") not in _VIEWS:
+                v = _ACTIVE[-1]
+                for a in list(args) + list((kwargs or {}).values()):
+                    if isinstance(a, torch.Tensor) and v.start <= int(a.data_ptr()) < v.end:
+                        name = getattr(func, "__qualname__", getattr(func, "__name__", str(func)))
+                        raise VirtualInputError(
+                            f"the launcher computes {name} on the whole input: the call past 2^31 elements "
+                            "cannot be interpreted without allocating it")
+            return func(*args, **(kwargs or {}))
+
+    return _Guard()
+
+
+@contextlib.contextmanager
+def virtual_call(tile: Any, shape: tuple[int, ...]) -> Iterator[VirtualCall]:
+    """A virtual input of ``shape`` holding the torch tensor ``tile`` repeated; inside the block, launches
+    interpret their last programs only (see the module docstring)."""
+    import torch
+
+    x = torch.empty(shape, dtype=tile.dtype)  # virtual memory: untouched pages are never committed
+    x.reshape(-1)[:0].zero_()  # its version moves: the sanitizer counts its bytes as written (synthesised)
+    storage = x.untyped_storage()
+    v = VirtualCall(input=x, data=x.view(torch.uint8).reshape(-1).numpy(),
+                    tile_bytes=tile.contiguous().view(torch.uint8).reshape(-1).numpy().copy(),
+                    start=int(storage.data_ptr()), end=int(storage.data_ptr()) + int(storage.nbytes()))
+    from fp8check.triton import batched
+
+    with _LOCK:
+        _ACTIVE.append(v)
+    try:
+        with batched.sequential(), _guard():
+            yield v
+    finally:
+        with _LOCK:
+            _ACTIVE.remove(v)
+
+
+# -- the interpreter layer -------------------------------------------------------------------------------
+
+_SAVED: list[tuple[object, str, object]] = []
+
+
+def _tail_only(fn: Any, builder: Any) -> Any:
+    """``fn`` run only for the last programs of the grid (the executor calls it once per program), as a
+    function of ``fn``'s globals (the interpreter finds ``triton.language`` there)."""
+    last = TAIL_PROGRAMS
+
+    def program(**kwargs: Any) -> Any:
+        gx, gy, gz = builder.grid_dim
+        x, y, z = builder.grid_idx
+        if x * gy * gz + y * gz + z < gx * gy * gz - last:
+            return None
+        return fn(**kwargs)
+
+    wrapped = types.FunctionType(program.__code__, fn.__globals__, getattr(fn, "__name__", "kernel"),
+                                 None, program.__closure__)
+    wrapped.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
+    return wrapped
+
+
+def install() -> None:
+    """The outermost layer: loads synthesised, stores recorded, grids cut to their tail while a
+    :func:`virtual_call` is open (``uninstall`` undoes it)."""
+    from fp8check.triton import _patching as faithful
+
+    interp = faithful._interp()
+    builder_cls = interp.InterpreterBuilder
+    d = builder_cls.__dict__
+    inner_load, inner_store = d["create_masked_load"], d["create_masked_store"]
+
+    def lanes(ptrs: Any, mask: Any) -> np.ndarray:
+        addr = np.asarray(ptrs.data)
+        m = np.ones(addr.shape, bool) if mask is None else np.broadcast_to(
+            np.asarray(getattr(mask, "data", mask)).astype(bool), addr.shape)
+        return addr[m].astype(np.uint64).reshape(-1)
+
+    def size_of(ptrs: Any) -> int:
+        return max(1, int(ptrs.get_element_ty().primitive_bitwidth) // 8)
+
+    def create_masked_load(self: Any, ptrs: Any, mask: Any, other: Any, *rest: Any, **kw: Any) -> Any:
+        if _ACTIVE:
+            _ACTIVE[-1].fill(lanes(ptrs, mask), size_of(ptrs))
+        return inner_load(self, ptrs, mask, other, *rest, **kw)
+
+    def create_masked_store(self: Any, ptrs: Any, value: Any, mask: Any, *rest: Any, **kw: Any) -> Any:
+        if _ACTIVE:
+            _ACTIVE[-1]._stored.append(lanes(ptrs, mask))
+        return inner_store(self, ptrs, value, mask, *rest, **kw)
+
+    faithful._set(_SAVED, builder_cls, "create_masked_load", create_masked_load)
+    faithful._set(_SAVED, builder_cls, "create_masked_store", create_masked_store)
+
+    def refuse(name: str) -> None:
+        inner = d.get(name)
+        if inner is None:
+            return
+
+        def method(self: Any, *args: Any, **kw: Any) -> Any:
+            if _ACTIVE:
+                raise VirtualInputError(f"the kernel reads through {name.removeprefix('create_')}, which the "
+                                        "virtual input does not synthesise")
+            return inner(self, *args, **kw)
+
+        faithful._set(_SAVED, builder_cls, name, method)
+
+    for name in ("create_descriptor_load", "create_descriptor_gather"):
+        refuse(name)
+
+    ge = interp.GridExecutor
+    inner_call = ge.__dict__["__call__"]
+
+    def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not _ACTIVE:
+            return inner_call(self, *args, **kwargs)
+        v, fn = _ACTIVE[-1], self.fn
+        builder = interp.interpreter_builder
+        self.fn = _tail_only(fn, builder)
+        try:
+            return inner_call(self, *args, **kwargs)
+        finally:
+            self.fn = fn
+            gx, gy, gz = builder.grid_dim
+            v.launches += 1
+            v.programs_total += gx * gy * gz
+            v.programs_run += min(TAIL_PROGRAMS, gx * gy * gz)
+
+    faithful._set(_SAVED, ge, "__call__", __call__)
+
+
+def uninstall() -> None:
+    from fp8check.triton import _patching as faithful
+
+    faithful._restore(_SAVED)
