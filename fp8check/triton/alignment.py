@@ -20,37 +20,29 @@ of each launch, so it is never false; integer hints (offsets, strides) are judge
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["allocator", "device_offsets"]
+from fp8check.triton.targets import CUDA_CACHING_ALLOCATOR, Allocator
+
+__all__ = ["allocator", "device_offsets", "use_target_of"]
+
+_TARGET_OF_BLOCK: list[Callable[[], Any]] = []  # the open faithful block's target (registered by interpreter mode)
 
 
-def allocator() -> Any:
-    """The active target's allocator (:class:`~fp8check.triton.targets.Allocator`); CUDA's without a target."""
-    from fp8check.triton import active_target, targets
-
-    target = active_target()
-    return target.allocator if target is not None else targets.CUDA_CACHING_ALLOCATOR
+def use_target_of(fn: Callable[[], Any]) -> None:
+    """Judge pointer hints under the target ``fn()`` returns (the open ``faithful`` block's; None: CUDA's)."""
+    _TARGET_OF_BLOCK[:] = [fn]
 
 
-def device_offsets(handle: Any, addresses: np.ndarray) -> np.ndarray | None:
-    """Per lane, the byte offset of ``addresses`` (a pointer's values) from the start of the storage it points
-    into: the tensor argument the pointer was derived from, else the one holding the lane. None when a lane
-    lies in no tensor argument of the launch (its device address is unknown)."""
-    from fp8check.triton import sanitizer
+def allocator() -> Allocator:
+    """The allocator of the target hints are judged under (PyTorch's CUDA caching allocator without one)."""
+    target = _TARGET_OF_BLOCK[0]() if _TARGET_OF_BLOCK else None
+    return target.allocator if target is not None else CUDA_CACHING_ALLOCATOR
 
-    if not sanitizer._LAUNCHES:
-        return None
-    flat = addresses.reshape(-1).astype(np.uint64)
-    buf = (getattr(handle, "attr", None) or {}).get(sanitizer._KEY)
-    state = sanitizer._LAUNCHES[-1]
-    if buf is not None and any(b is buf for b in state.buffers):
-        starts = np.full(flat.shape, buf.start, np.uint64)
-    else:
-        where = state.locate(flat, 1)
-        if (where < 0).any():
-            return None
-        starts = np.array([state.buffers[i].start for i in range(len(state.buffers))], np.uint64)[where]
-    return (flat - starts).view(np.int64).reshape(addresses.shape)
+
+def device_offsets(addresses: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Per lane, the byte offset of a pointer's ``addresses`` from the ``starts`` of the storages they point
+    into: the part of the device address the kernel computes (the start is the allocator's)."""
+    return (addresses.astype(np.uint64) - starts.astype(np.uint64)).view(np.int64)

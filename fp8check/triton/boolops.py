@@ -19,7 +19,7 @@ it asks ``bool(row_mask)`` (True for any tensor of more than one element) and re
   ``and`` of their results, constants short-circuiting as above. Triton 3.9's interpreter already rewrites
   chains that way (its ``ASTTransformer.visit_Compare``); 3.6's and 3.8's run them as Python.
 
-:func:`install` (called by ``interpreting()``) makes the interpreter rewrite each kernel's source once more,
+:data:`LAYER` (a layer of ``interpreting()``) makes the interpreter rewrite each kernel's source once more,
 after Triton's own rewrite, so that these forms call :class:`Operand` chains with the compiler's rules; the
 rewritten function is cached per kernel function (not in Triton's own cache, which stays stock). A form the
 installed Triton's compiler rejects is a ``compile_error`` kernel fault naming the line, and the kernel goes
@@ -30,9 +30,14 @@ from __future__ import annotations
 
 import ast
 import operator
+import sys
 from typing import Any, Callable
 
-__all__ = ["Operand", "install", "uninstall", "chained_comparisons_compile"]
+from fp8check.patching import PatchScope
+from fp8check.triton import releases, sanitizer
+from fp8check.triton.layer import Layer, installed_triton_version
+
+__all__ = ["Operand", "LAYER", "chained_comparisons_compile"]
 
 _HELPER = "_fp8check_boolops"  # the name under which a rewritten kernel sees this module
 
@@ -44,8 +49,6 @@ _COMPARE: dict[type, Callable[[Any, Any], Any]] = {
 
 def chained_comparisons_compile() -> bool:
     """Whether the installed Triton's compiler accepts ``a < b < c`` (3.9 does; 3.6 and 3.8 refuse it)."""
-    from fp8check.triton import releases
-
     return releases.accepting(releases.feature_named("chained comparisons"))
 
 
@@ -58,11 +61,7 @@ def _dynamic(value: Any) -> bool:
 
 
 def _rejected(form: str, why: str) -> None:
-    import triton
-
-    from fp8check.triton import sanitizer
-
-    sanitizer._fault("compile_error", f"`{form}` does not compile with Triton {triton.__version__}: {why}; "
+    sanitizer._fault("compile_error", f"`{form}` does not compile with Triton {installed_triton_version()}: {why}; "
                                       "interpreted elementwise")
 
 
@@ -221,32 +220,28 @@ class _Transformer:
 
 
 _CACHE: dict[Any, Any] = {}  # kernel function -> its rewritten function
-_SAVED: list[tuple[object, str, object]] = []
 
 
-def install() -> None:
-    """Rewrite kernels' sources as above while interpreting (``uninstall`` undoes it)."""
-    import sys
+class _CompiledForms(Layer):
+    """Kernels' sources rewritten as above while interpreting."""
 
-    from fp8check.triton import _patching as faithful
+    name = "and/or/not and chained comparisons as compiled"
+    triton_versions = ("3.6.0", "3.8.0", "3.9.0")
 
-    interp = faithful._interp()
-    stock_transformer = interp.FunctionRewriter.ast_transformer
-    module = sys.modules[__name__]
+    def install(self, scope: PatchScope, interp: Any) -> None:
+        stock_transformer = interp.FunctionRewriter.ast_transformer
+        module = sys.modules[__name__]
 
-    def rewrite(self: Any) -> Any:
-        fn = _CACHE.get(self.fn)
-        if fn is None:
-            rewriter = interp.FunctionRewriter(self.fn, **getattr(self, "kwargs", {}))
-            rewriter.ast_transformer = _Transformer(stock_transformer)
-            self.fn.__globals__.setdefault(_HELPER, module)
-            fn = _CACHE[self.fn] = rewriter.rewrite_ast()
-        return fn
+        def rewrite(self: Any) -> Any:
+            fn = _CACHE.get(self.fn)
+            if fn is None:
+                rewriter = interp.FunctionRewriter(self.fn, **getattr(self, "kwargs", {}))
+                rewriter.ast_transformer = _Transformer(stock_transformer)
+                self.fn.__globals__.setdefault(_HELPER, module)
+                fn = _CACHE[self.fn] = rewriter.rewrite_ast()
+            return fn
 
-    faithful._set(_SAVED, interp.InterpretedFunction, "rewrite", rewrite)
+        scope.set(interp.InterpretedFunction, "rewrite", rewrite)
 
 
-def uninstall() -> None:
-    from fp8check.triton import _patching as faithful
-
-    faithful._restore(_SAVED)
+LAYER = _CompiledForms()

@@ -8,7 +8,7 @@ and 3.8.0: "simultaneous multiple comparison is not supported"). Read from the 3
 wheels.
 
 While :func:`fp8check.triton.interpreting` is active, a launch that stops on a removed feature raises
-:class:`~fp8check.triton.TritonVersionError` in one line naming the releases under which fp8check runs
+:class:`TritonFeatureError` in one line naming the releases under which fp8check runs
 the kernel, instead of Triton's ``InterpreterError`` wrapping a ``NotImplementedError``.
 """
 
@@ -17,7 +17,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["FrontendFeature", "FEATURES", "accepting", "feature_named", "explain", "install", "uninstall"]
+from fp8check.errors import FP8CheckError
+from fp8check.patching import PatchScope
+from fp8check.triton.layer import Layer, installed_triton_version
+
+
+class TritonFeatureError(FP8CheckError, RuntimeError):
+    """The kernel uses a language feature the installed Triton does not run (and another supported one does)."""
+
+__all__ = ["FrontendFeature", "FEATURES", "TritonFeatureError", "accepting", "feature_named", "explain", "LAYER"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,20 +54,12 @@ def feature_named(prefix: str) -> FrontendFeature:
 
 def accepting(feature: FrontendFeature, version: str | None = None) -> bool:
     """Whether Triton ``version`` (default: the installed one) runs ``feature``."""
-    if version is None:
-        import triton
-
-        version = str(triton.__version__)
-    return version.split("+")[0] in feature.releases
+    return (version or installed_triton_version()).split("+")[0] in feature.releases
 
 
 def explain(exc: BaseException) -> Exception | None:
-    """A one-line :class:`TritonVersionError` for a launch that stopped on a feature the installed Triton
+    """A one-line :class:`TritonFeatureError` for a launch that stopped on a feature the installed Triton
     removed (found anywhere in the exception's causes), or None."""
-    import triton
-
-    from fp8check.triton import TritonVersionError
-
     found: tuple[FrontendFeature, BaseException] | None = None
     seen: set[int] = set()
     cause: BaseException | None = exc
@@ -72,35 +72,31 @@ def explain(exc: BaseException) -> Exception | None:
     if found is None:
         return None
     feature, cause = found
-    return TritonVersionError(f"the kernel uses {feature.name}, which Triton {triton.__version__} does not run "
-                              f"({type(cause).__name__}: {feature.refusal}); fp8check runs it under Triton "
-                              f"{' and '.join(feature.releases)}")
+    return TritonFeatureError(f"the kernel uses {feature.name}, which Triton {installed_triton_version()} does "
+                              f"not run ({type(cause).__name__}: {feature.refusal}); fp8check runs it under "
+                              f"Triton {' and '.join(feature.releases)}")
 
 
-_SAVED: list[tuple[object, str, object]] = []
+class _RemovedFeatures(Layer):
+    """Launches that stop on a removed feature raise :func:`explain`'s error."""
+
+    name = "removed language features in one line"
+    triton_versions = ("3.6.0", "3.8.0", "3.9.0")
+
+    def install(self, scope: PatchScope, interp: Any) -> None:
+        ifn = interp.InterpretedFunction
+        stock_run = ifn.__dict__["run"]
+
+        def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return stock_run(self, *args, **kwargs)
+            except Exception as exc:
+                plain = explain(exc)
+                if plain is None:
+                    raise
+            raise plain
+
+        scope.set(ifn, "run", run)
 
 
-def install() -> None:
-    """Launches that stop on a removed feature raise :func:`explain`'s error (``uninstall`` undoes it)."""
-    from fp8check.triton import _patching as faithful
-
-    interp = faithful._interp()
-    ifn = interp.InterpretedFunction
-    stock_run = ifn.__dict__["run"]
-
-    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return stock_run(self, *args, **kwargs)
-        except Exception as exc:
-            plain = explain(exc)
-            if plain is None:
-                raise
-        raise plain
-
-    faithful._set(_SAVED, ifn, "run", run)
-
-
-def uninstall() -> None:
-    from fp8check.triton import _patching as faithful
-
-    faithful._restore(_SAVED)
+LAYER = _RemovedFeatures()

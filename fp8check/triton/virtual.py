@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import threading
 import types
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -32,13 +31,16 @@ from typing import Any, Iterator
 import numpy as np
 
 from fp8check.errors import FP8CheckError
+from fp8check.patching import LOCK, PatchScope
+from fp8check.triton import batched
+from fp8check.triton.layer import BuilderOps, Layer
 
-__all__ = ["TAIL_PROGRAMS", "VirtualCall", "VirtualInputError", "virtual_call", "install", "uninstall"]
+__all__ = ["TAIL_PROGRAMS", "VirtualCall", "VirtualInputError", "virtual_call", "LAYER"]
 
 #: Programs interpreted at the end of each launch: 4,096 elements past 2^31 in blocks of 64 or more.
 TAIL_PROGRAMS = 64
 
-_LOCK = threading.RLock()
+_LOCK = LOCK
 
 # torch operations a launcher may apply to the virtual input: metadata and views, nothing that reads it
 _VIEWS = frozenset({
@@ -128,8 +130,6 @@ def virtual_call(tile: Any, shape: tuple[int, ...]) -> Iterator[VirtualCall]:
     v = VirtualCall(input=x, data=x.view(torch.uint8).reshape(-1).numpy(),
                     tile_bytes=tile.contiguous().view(torch.uint8).reshape(-1).numpy().copy(),
                     start=int(storage.data_ptr()), end=int(storage.data_ptr()) + int(storage.nbytes()))
-    from fp8check.triton import batched
-
     with _LOCK:
         _ACTIVE.append(v)
     try:
@@ -141,9 +141,6 @@ def virtual_call(tile: Any, shape: tuple[int, ...]) -> Iterator[VirtualCall]:
 
 
 # -- the interpreter layer -------------------------------------------------------------------------------
-
-_SAVED: list[tuple[object, str, object]] = []
-
 
 def _tail_only(fn: Any, builder: Any) -> Any:
     """``fn`` run only for the last programs of the grid (the executor calls it once per program), as a
@@ -163,75 +160,72 @@ def _tail_only(fn: Any, builder: Any) -> Any:
     return wrapped
 
 
-def install() -> None:
+class _VirtualLaunch(Layer):
     """The outermost layer: loads synthesised, stores recorded, grids cut to their tail while a
-    :func:`virtual_call` is open (``uninstall`` undoes it)."""
-    from fp8check.triton import _patching as faithful
+    :func:`virtual_call` is open."""
 
-    interp = faithful._interp()
-    builder_cls = interp.InterpreterBuilder
-    d = builder_cls.__dict__
-    inner_load, inner_store = d["create_masked_load"], d["create_masked_store"]
+    name = "virtual launch past 2^31 elements"
+    triton_versions = ("3.6.0", "3.8.0", "3.9.0")
 
-    def lanes(ptrs: Any, mask: Any) -> np.ndarray:
-        addr = np.asarray(ptrs.data)
-        m = np.ones(addr.shape, bool) if mask is None else np.broadcast_to(
-            np.asarray(getattr(mask, "data", mask)).astype(bool), addr.shape)
-        return addr[m].astype(np.uint64).reshape(-1)
+    def install(self, scope: PatchScope, interp: Any) -> None:
+        builder_cls = interp.InterpreterBuilder
+        _VirtualOps().install_ops(scope, builder_cls)
+        ge = interp.GridExecutor
+        inner_call = ge.__dict__["__call__"]
 
-    def size_of(ptrs: Any) -> int:
-        return max(1, int(ptrs.get_element_ty().primitive_bitwidth) // 8)
+        def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if not _ACTIVE:
+                return inner_call(self, *args, **kwargs)
+            return _tail_launch(inner_call, interp.interpreter_builder, self, *args, **kwargs)
 
-    def create_masked_load(self: Any, ptrs: Any, mask: Any, other: Any, *rest: Any, **kw: Any) -> Any:
+        scope.set(ge, "__call__", __call__)
+
+
+def _tail_launch(inner_call: Any, builder: Any, executor: Any, *args: Any, **kwargs: Any) -> Any:
+    v, fn = _ACTIVE[-1], executor.fn
+    executor.fn = _tail_only(fn, builder)
+    try:
+        return inner_call(executor, *args, **kwargs)
+    finally:
+        executor.fn = fn
+        gx, gy, gz = builder.grid_dim
+        v.launches += 1
+        v.programs_total += gx * gy * gz
+        v.programs_run += min(TAIL_PROGRAMS, gx * gy * gz)
+
+
+def _lanes(ptrs: Any, mask: Any) -> np.ndarray:
+    addr = np.asarray(ptrs.data)
+    m = np.ones(addr.shape, bool) if mask is None else np.broadcast_to(
+        np.asarray(getattr(mask, "data", mask)).astype(bool), addr.shape)
+    return addr[m].astype(np.uint64).reshape(-1)
+
+
+class _VirtualOps(BuilderOps):
+    """Loads fill what they read from the tile first; stores are recorded; gathers are refused."""
+
+    def table(self) -> dict[str, Any]:
+        return {"create_masked_load": self.load, "create_masked_store": self.store,
+                "create_descriptor_gather": self.gather}
+
+    @staticmethod
+    def load(inner: Any, builder: Any, ptrs: Any, mask: Any, *rest: Any, **kw: Any) -> Any:
         if _ACTIVE:
-            _ACTIVE[-1].fill(lanes(ptrs, mask), size_of(ptrs))
-        return inner_load(self, ptrs, mask, other, *rest, **kw)
+            _ACTIVE[-1].fill(_lanes(ptrs, mask), max(1, int(ptrs.get_element_ty().primitive_bitwidth) // 8))
+        return inner(builder, ptrs, mask, *rest, **kw)
 
-    def create_masked_store(self: Any, ptrs: Any, value: Any, mask: Any, *rest: Any, **kw: Any) -> Any:
+    @staticmethod
+    def store(inner: Any, builder: Any, ptrs: Any, value: Any, mask: Any, *rest: Any, **kw: Any) -> Any:
         if _ACTIVE:
-            _ACTIVE[-1]._stored.append(lanes(ptrs, mask))
-        return inner_store(self, ptrs, value, mask, *rest, **kw)
+            _ACTIVE[-1]._stored.append(_lanes(ptrs, mask))
+        return inner(builder, ptrs, value, mask, *rest, **kw)
 
-    faithful._set(_SAVED, builder_cls, "create_masked_load", create_masked_load)
-    faithful._set(_SAVED, builder_cls, "create_masked_store", create_masked_store)
-
-    def refuse(name: str) -> None:
-        inner = d.get(name)
-        if inner is None:
-            return
-
-        def method(self: Any, *args: Any, **kw: Any) -> Any:
-            if _ACTIVE:
-                raise VirtualInputError(f"the kernel reads through {name.removeprefix('create_')}, which the "
-                                        "virtual input does not synthesise")
-            return inner(self, *args, **kw)
-
-        faithful._set(_SAVED, builder_cls, name, method)
-
-    refuse("create_descriptor_gather")  # reads memory itself (a descriptor load goes through the masked load)
-
-    ge = interp.GridExecutor
-    inner_call = ge.__dict__["__call__"]
-
-    def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if not _ACTIVE:
-            return inner_call(self, *args, **kwargs)
-        v, fn = _ACTIVE[-1], self.fn
-        builder = interp.interpreter_builder
-        self.fn = _tail_only(fn, builder)
-        try:
-            return inner_call(self, *args, **kwargs)
-        finally:
-            self.fn = fn
-            gx, gy, gz = builder.grid_dim
-            v.launches += 1
-            v.programs_total += gx * gy * gz
-            v.programs_run += min(TAIL_PROGRAMS, gx * gy * gz)
-
-    faithful._set(_SAVED, ge, "__call__", __call__)
+    @staticmethod
+    def gather(inner: Any, builder: Any, *args: Any, **kw: Any) -> Any:
+        if _ACTIVE:  # it reads memory itself (a descriptor load goes through the masked load)
+            raise VirtualInputError("the kernel reads through a descriptor gather, which the virtual input does "
+                                    "not synthesise")
+        return inner(builder, *args, **kw)
 
 
-def uninstall() -> None:
-    from fp8check.triton import _patching as faithful
-
-    faithful._restore(_SAVED)
+LAYER = _VirtualLaunch()
