@@ -139,6 +139,37 @@ def test_a_launcher_computing_on_the_virtual_input_is_a_note_not_an_allocation()
     assert note.startswith("the call past 2^31 elements was not made: the launcher computes") and "float" in note
 
 
+def test_a_kernel_refusing_the_virtual_call_is_a_refusal_not_a_crash():
+    """AMD aiter's static cast launches one program per row with ``tl.arange(0, next_power_of_2(cols))``: a
+    1-D input past 2^31 elements is one row whose arange does not fit in int32, which Triton refuses (on a GPU
+    too). The virtual call is then the kernel's refusal of the huge call, as a real one is."""
+    pytest.importorskip("triton")
+    import triton
+    import triton.language as tl
+
+    from fp8check.declarations import cast_kernel, run_declaration
+
+    @triton.jit
+    def _one_row(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs, mask=offs < n).to(tl.float32)
+        y = tl.where(x != x, x, tl.clamp(x, -448.0, 448.0))
+        tl.store(y_ptr + offs, y.to(tl.float8e4nv), mask=offs < n)
+
+    def one_row(x):
+        x = x.contiguous()
+        y = torch.empty(x.shape, dtype=torch.float8_e4m3fn)
+        _one_row[(1,)](x, y, x.numel(), BLOCK=triton.next_power_of_2(x.numel()))
+        return y
+
+    decl = cast_kernel(one_row, format="e4m3fn", profile="triton-sm90", input_dtypes=("bfloat16",),
+                       triton_target="sm90", name="one_row")
+    r = run_declaration(decl, input_dtype="bfloat16", max_examples=0)
+    assert r.passed
+    (refusal,) = [f for f in r.refusals if "huge input" in f.condition]
+    assert "arange must fit in int32" in refusal.error and "past 2^31" in refusal.condition
+
+
 def test_the_gpu_script_kernels_are_right_below_2_31_in_the_interpreter():
     """gpu/huge.py's two Triton casts, run here in the faithful sm90 interpreter on every bfloat16 input: both
     conform below 2^31 elements (the int32 one differs only past it, which only the GPU part reaches)."""
