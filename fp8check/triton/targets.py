@@ -197,11 +197,12 @@ class Allocator:
 
 #: PyTorch's CUDA caching allocator: a storage is a block whose size is rounded up to a multiple of
 #: ``kMinBlockSize = 512`` ("all sizes are rounded to at least 512 bytes"), carved from the start of a
-#: cudaMalloc'd segment (2 MiB, 20 MiB or the request rounded to 2 MiB: ``kSmallBuffer``, ``kLargeBuffer``,
+#: cudaMalloc'd segment (2 MiB ``kSmallBuffer`` for small allocations, larger ones rounded to 2 MiB,
 #: ``kRoundLarge``), so at a multiple of 512 bytes from it.
 CUDA_CACHING_ALLOCATOR = Allocator(
     name="PyTorch's CUDA caching allocator", alignment=512,
-    source="c10/cuda/CUDACachingAllocator.cpp kMinBlockSize = 512, pytorch/pytorch@001074d25084fdb87a799823e395a50f5ec044d3")
+    source="c10/cuda/CUDACachingAllocator.cpp kMinBlockSize = 512, "
+           "pytorch/pytorch@001074d25084fdb87a799823e395a50f5ec044d3")
 #: PyTorch's ROCm builds compile the same file hipified (c10/hip/HIPCachingAllocator.cpp); kMinBlockSize and
 #: the block rounding have no USE_ROCM branch there.
 ROCM_CACHING_ALLOCATOR = Allocator(

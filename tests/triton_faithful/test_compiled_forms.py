@@ -19,22 +19,13 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 import fp8check.triton as ft  # noqa: E402
-from fp8check.triton import boolops, sanitizer  # noqa: E402
+from fp8check.triton import boolops  # noqa: E402
+from tests.triton_faithful.test_sanitizer import kinds, run  # noqa: E402  (the same helpers)
 
 if triton.__version__.split("+")[0] not in ft.SUPPORTED_TRITON_VERSIONS:
     pytest.skip(f"Triton {triton.__version__} is not one the faithful interpreter supports", allow_module_level=True)
 
 ROWS, COLS, BLOCK = 5, 7, 8  # a 5 x 7 tensor in one 8 x 8 tile: 3 rows and 1 column of the tile lie outside
-
-
-def run(launcher, *args, target: str = "sm90"):
-    with sanitizer.collect() as found, ft.interpreting(), ft.faithful(target):
-        out = launcher(*args)
-    return out, found.faults
-
-
-def kinds(faults) -> list[str]:
-    return sorted({f.kind for f in faults})
 
 
 # -- `and`, `or`, `not` on masks ----------------------------------------------------------------------------
