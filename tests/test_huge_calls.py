@@ -182,3 +182,29 @@ def test_the_gpu_script_kernels_are_right_below_2_31_in_the_interpreter():
                            triton_target="sm90", name=fn.__name__)
         r = run_declaration(decl, input_dtype="bfloat16", max_examples=0, thorough=False)
         assert r.passed and r.checked == 1 << 16, (fn.__name__, r.categories)
+
+
+def test_the_virtual_launch_runs_the_last_programs_of_a_3d_grid_with_their_real_ids():
+    """Only the last TAIL_PROGRAMS programs (in the stock loop's order: x outermost) run, each seeing its real
+    program ids and the real grid's num_programs; the executor loops over those programs only."""
+    pytest.importorskip("triton")
+    import triton
+    import triton.language as tl
+
+    import fp8check.triton as ft
+    from fp8check.triton import virtual
+
+    @triton.jit
+    def _ids(out_ptr):
+        x, y, z = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+        gy, gz = tl.num_programs(1), tl.num_programs(2)
+        lin = x * gy * gz + y * gz + z
+        tl.store(out_ptr + lin, lin + 1)
+
+    grid = (4, 5, 7)  # 140 programs
+    out = torch.zeros(140, dtype=torch.int32)
+    with ft.interpreting(), virtual.virtual_call(torch.zeros(8), (16,)) as v:
+        _ids[grid](out)
+    first = 140 - virtual.TAIL_PROGRAMS
+    assert out[:first].eq(0).all() and out[first:].tolist() == list(range(first + 1, 141))
+    assert (v.launches, v.programs_run, v.programs_total) == (1, virtual.TAIL_PROGRAMS, 140)

@@ -8,7 +8,9 @@ every input a CPU test can afford. Here the huge call is made anyway, virtually:
   stands for (byte ``b`` of the input is byte ``b mod len(tile)`` of the tile), so the kernel reads exactly
   what a materialised input would hold, and only those pages are ever committed;
 - of each launch, only the last :data:`TAIL_PROGRAMS` programs (in the stock loop's order) are interpreted:
-  the ones whose offsets pass 2^31 elements, where an int32 offset has wrapped. The others are skipped;
+  the ones whose offsets pass 2^31 elements, where an int32 offset has wrapped. The executor loops over
+  those only (a grid of that many programs), and the builder's ``set_grid_dim``/``set_grid_idx`` give each
+  the real grid's dimensions and its real program ids, so the cost does not grow with the grid;
 - the output is the launcher's own allocation (virtual too); only the elements the interpreted programs
   stored are judged (:meth:`VirtualCall.stored`); an access the wrapped offsets take outside every tensor is
   the sanitizer's ``out_of_bounds`` fault, as on a GPU an illegal address or another buffer's bytes.
@@ -23,8 +25,6 @@ elementwise, which is where :mod:`fp8check.casts.engine` uses it.
 from __future__ import annotations
 
 import contextlib
-import inspect
-import types
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -142,22 +142,21 @@ def virtual_call(tile: Any, shape: tuple[int, ...]) -> Iterator[VirtualCall]:
 
 # -- the interpreter layer -------------------------------------------------------------------------------
 
-def _tail_only(fn: Any, builder: Any) -> Any:
-    """``fn`` run only for the last programs of the grid (the executor calls it once per program), as a
-    function of ``fn``'s globals (the interpreter finds ``triton.language`` there)."""
-    last = TAIL_PROGRAMS
+@dataclass(frozen=True)
+class _Tail:
+    """The real grid of the launch under way and the first (linear, in the stock loop's order) program of it
+    that is interpreted: program ``i`` of the reduced grid the executor loops over is program ``first + i``."""
 
-    def program(**kwargs: Any) -> Any:
-        gx, gy, gz = builder.grid_dim
-        x, y, z = builder.grid_idx
-        if x * gy * gz + y * gz + z < gx * gy * gz - last:
-            return None
-        return fn(**kwargs)
+    dims: tuple[int, int, int]
+    first: int
 
-    wrapped = types.FunctionType(program.__code__, fn.__globals__, getattr(fn, "__name__", "kernel"),
-                                 None, program.__closure__)
-    wrapped.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
-    return wrapped
+    def program(self, i: int) -> tuple[int, int, int]:
+        _, gy, gz = self.dims
+        lin = self.first + i
+        return lin // (gy * gz), (lin // gz) % gy, lin % gz
+
+
+_TAILS: list[_Tail] = []
 
 
 class _VirtualLaunch(Layer):
@@ -176,22 +175,34 @@ class _VirtualLaunch(Layer):
         def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
             if not _ACTIVE:
                 return inner_call(self, *args, **kwargs)
-            return _tail_launch(inner_call, interp.interpreter_builder, self, *args, **kwargs)
+            return _tail_launch(inner_call, self, *args, **kwargs)
 
         scope.set(ge, "__call__", __call__)
 
 
-def _tail_launch(inner_call: Any, builder: Any, executor: Any, *args: Any, **kwargs: Any) -> Any:
-    v, fn = _ACTIVE[-1], executor.fn
-    executor.fn = _tail_only(fn, builder)
+def _tail_launch(inner_call: Any, executor: Any, *args: Any, **kwargs: Any) -> Any:
+    """One launch, its grid cut to its last programs: the executor loops over a grid of that many programs,
+    and the builder's grid ops (below) give each the real grid's dimensions and the real program's ids."""
+    v, grid = _ACTIVE[-1], executor.grid
+
+    def tail_grid(args: Any) -> tuple[int]:
+        real = tuple(grid(args) if callable(grid) else grid)
+        dims = (tuple(int(d) for d in real) + (1, 1, 1))[:3]
+        total = dims[0] * dims[1] * dims[2]
+        tail = _Tail(dims, max(0, total - TAIL_PROGRAMS))  # type: ignore[arg-type]
+        _TAILS.append(tail)
+        v.launches += 1
+        v.programs_total += total
+        v.programs_run += total - tail.first
+        return (total - tail.first,)
+
+    executor.grid = tail_grid
+    depth = len(_TAILS)
     try:
         return inner_call(executor, *args, **kwargs)
     finally:
-        executor.fn = fn
-        gx, gy, gz = builder.grid_dim
-        v.launches += 1
-        v.programs_total += gx * gy * gz
-        v.programs_run += min(TAIL_PROGRAMS, gx * gy * gz)
+        executor.grid = grid
+        del _TAILS[depth:]
 
 
 def _lanes(ptrs: Any, mask: Any) -> np.ndarray:
@@ -206,7 +217,15 @@ class _VirtualOps(BuilderOps):
 
     def table(self) -> dict[str, Any]:
         return {"create_masked_load": self.load, "create_masked_store": self.store,
-                "create_descriptor_gather": self.gather}
+                "create_descriptor_gather": self.gather, "set_grid_dim": self.grid_dim, "set_grid_idx": self.grid_idx}
+
+    @staticmethod
+    def grid_dim(inner: Any, builder: Any, *dims: Any) -> Any:
+        return inner(builder, *(_TAILS[-1].dims if _ACTIVE and _TAILS else dims))
+
+    @staticmethod
+    def grid_idx(inner: Any, builder: Any, x: Any, y: Any, z: Any) -> Any:
+        return inner(builder, *(_TAILS[-1].program(int(x)) if _ACTIVE and _TAILS else (x, y, z)))
 
     @staticmethod
     def load(inner: Any, builder: Any, ptrs: Any, mask: Any, *rest: Any, **kw: Any) -> Any:
