@@ -41,9 +41,10 @@ QUANTIZE_CATEGORIES = ("scale", "codes", "nonfinite")
 MATMUL_CATEGORIES = ("accuracy",)
 # Faults of an interpreted Triton kernel (fp8check.triton.sanitizer): a load or store outside its
 # tensor, a read of output memory the kernel never writes, two programs storing different bytes to
-# one address, a false tl.assume/tl.multiple_of/tl.max_contiguous, a failing tl.device_assert.
+# one address, a false tl.assume/tl.multiple_of/tl.max_contiguous, a failing tl.device_assert, a form
+# the installed Triton's compiler rejects (``a and b`` of int32 tensors; 3.6/3.8: ``a < b < c``).
 # Not divergences of a value: the kernel's behaviour on a GPU is undefined or scheduling-dependent.
-KERNEL_FAULT_CATEGORIES = ("out_of_bounds", "uninitialised", "race", "false_hint", "device_assert")
+KERNEL_FAULT_CATEGORIES = ("out_of_bounds", "uninitialised", "race", "false_hint", "device_assert", "compile_error")
 # A check run in a child process (isolate = true) whose kernel took the process down.
 CRASH_CATEGORIES = ("crashed",)
 # Not a divergence: an output whose code depends on where the target's unspecified instructions (NVIDIA's

@@ -82,21 +82,129 @@ def test_the_huge_calls_of_a_quantizer():
     assert check_quantizer(block, "block-128x128", **fast).passed
 
 
-def test_the_gpu_script_kernels_are_right_below_2_31_in_the_interpreter():
-    """gpu/huge.py's two Triton casts, run here in the faithful sm90 interpreter on every bfloat16 input: both
-    conform below 2^31 elements (the int32 one differs only past it, which only the GPU part reaches)."""
+def _gpu_script():
     import importlib.util
     from pathlib import Path
-
-    pytest.importorskip("triton")
-    from fp8check.declarations import cast_kernel, run_declaration
 
     path = Path(__file__).resolve().parents[1] / "gpu" / "huge.py"
     spec = importlib.util.spec_from_file_location("gpu_huge", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def test_int32_offsets_past_2_31_are_a_finding_on_the_cpu():
+    """Issue 32, item 3: gpu/huge.py's two Triton casts (the int32 one wrote 4,096 wrong codes on the H200)
+    checked on the CPU with nothing asked for: the call past 2^31 elements is made virtually (the last
+    programs of the grid over an input never allocated) and the int32 offsets' wrap is out of bounds at
+    the first program past 2^31; the int64 twin conforms, with the codes of its last programs judged."""
+    pytest.importorskip("triton")
+    import resource
+
+    from fp8check.declarations import cast_kernel, run_declaration
+
+    module = _gpu_script()
+    results = {}
+    for name in ("cast_int32_offsets", "cast_int64_offsets"):
+        decl = cast_kernel(getattr(module, name), format="e4m3fn", profile="triton-sm90",
+                           input_dtypes=("bfloat16",), triton_target="sm90", name=name)
+        results[name] = run_declaration(decl, input_dtype="bfloat16", max_examples=0)
+    bad, good = results["cast_int32_offsets"], results["cast_int64_offsets"]
+    assert not bad.passed and set(bad.categories) == {"out_of_bounds"}
+    last = (huge.HUGE_NUMEL - 1) // module.BLOCK  # 524,288: its int32 offset pid * 4096 wraps to -2^31
+    faults = [d.detail for d in bad.divergences]
+    assert len(faults) == 2 and all(f"program ({last}, 0, 0)" in f and "[-2147483648, " in f for f in faults)
+    assert good.passed and not good.divergences
+    note = next(n for n in good.extra["notes"] if "past 2^31" in n)
+    assert "was made on the CPU" in note and "64 of 524,289" in note and "262,144 output codes" in note
+    assert not any("no huge calls" in n for n in good.extra["notes"] + bad.extra["notes"])
+    # never allocated: 6 GiB of input and output would be; this process stays far below
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss < 3 << 20  # KiB
+
+
+def test_a_launcher_computing_on_the_virtual_input_is_a_note_not_an_allocation():
+    pytest.importorskip("triton")
+    from fp8check.declarations import cast_kernel, run_declaration
+
+    module = _gpu_script()
+
+    def via_float32(x):
+        return module.cast_int64_offsets(x.float())  # reads the whole input: 8 GiB if made
+
+    decl = cast_kernel(via_float32, format="e4m3fn", profile="triton-sm90", input_dtypes=("bfloat16",),
+                       triton_target="sm90", name="via_float32")
+    r = run_declaration(decl, input_dtype="bfloat16", max_examples=0)
+    assert r.passed
+    note = next(n for n in r.extra["notes"] if "past 2^31" in n)
+    assert note.startswith("the call past 2^31 elements was not made: the launcher computes") and "float" in note
+
+
+def test_a_kernel_refusing_the_virtual_call_is_a_refusal_not_a_crash():
+    """AMD aiter's static cast launches one program per row with ``tl.arange(0, next_power_of_2(cols))``: a
+    1-D input past 2^31 elements is one row whose arange does not fit in int32, which Triton refuses (on a GPU
+    too). The virtual call is then the kernel's refusal of the huge call, as a real one is."""
+    pytest.importorskip("triton")
+    import triton
+    import triton.language as tl
+
+    from fp8check.declarations import cast_kernel, run_declaration
+
+    @triton.jit
+    def _one_row(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs, mask=offs < n).to(tl.float32)
+        y = tl.where(x != x, x, tl.clamp(x, -448.0, 448.0))
+        tl.store(y_ptr + offs, y.to(tl.float8e4nv), mask=offs < n)
+
+    def one_row(x):
+        x = x.contiguous()
+        y = torch.empty(x.shape, dtype=torch.float8_e4m3fn)
+        _one_row[(1,)](x, y, x.numel(), BLOCK=triton.next_power_of_2(x.numel()))
+        return y
+
+    decl = cast_kernel(one_row, format="e4m3fn", profile="triton-sm90", input_dtypes=("bfloat16",),
+                       triton_target="sm90", name="one_row")
+    r = run_declaration(decl, input_dtype="bfloat16", max_examples=0)
+    assert r.passed
+    (refusal,) = [f for f in r.refusals if "huge input" in f.condition]
+    assert "arange must fit in int32" in refusal.error and "past 2^31" in refusal.condition
+
+
+def test_the_gpu_script_kernels_are_right_below_2_31_in_the_interpreter():
+    """gpu/huge.py's two Triton casts, run here in the faithful sm90 interpreter on every bfloat16 input: both
+    conform below 2^31 elements (the int32 one differs only past it, which only the GPU part reaches)."""
+    pytest.importorskip("triton")
+    from fp8check.declarations import cast_kernel, run_declaration
+
+    module = _gpu_script()
     for fn in (module.cast_int32_offsets, module.cast_int64_offsets):
         decl = cast_kernel(fn, format="e4m3fn", profile="triton-sm90", input_dtypes=("bfloat16",),
                            triton_target="sm90", name=fn.__name__)
         r = run_declaration(decl, input_dtype="bfloat16", max_examples=0, thorough=False)
         assert r.passed and r.checked == 1 << 16, (fn.__name__, r.categories)
+
+
+def test_the_virtual_launch_runs_the_last_programs_of_a_3d_grid_with_their_real_ids():
+    """Only the last TAIL_PROGRAMS programs (in the stock loop's order: x outermost) run, each seeing its real
+    program ids and the real grid's num_programs; the executor loops over those programs only."""
+    pytest.importorskip("triton")
+    import triton
+    import triton.language as tl
+
+    import fp8check.triton as ft
+    from fp8check.triton import virtual
+
+    @triton.jit
+    def _ids(out_ptr):
+        x, y, z = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+        gy, gz = tl.num_programs(1), tl.num_programs(2)
+        lin = x * gy * gz + y * gz + z
+        tl.store(out_ptr + lin, lin + 1)
+
+    grid = (4, 5, 7)  # 140 programs
+    out = torch.zeros(140, dtype=torch.int32)
+    with ft.interpreting(), virtual.virtual_call(torch.zeros(8), (16,)) as v:
+        _ids[grid](out)
+    first = 140 - virtual.TAIL_PROGRAMS
+    assert out[:first].eq(0).all() and out[first:].tolist() == list(range(first + 1, 141))
+    assert (v.launches, v.programs_run, v.programs_total) == (1, virtual.TAIL_PROGRAMS, 140)

@@ -504,7 +504,7 @@ def _huge_calls(kernel: Any, fmt: Format, profile: Profile, input_dtype: str, bi
     width = inputs.source_format(input_dtype).bits // 8
     calls, note = huge.plan(device, bytes_per_element=2 * width + 4 + 2, max_numel=supports.max_numel,
                             numel_multiple_of=supports.numel_multiple_of, force=force,
-                            numel=numel or huge.HUGE_NUMEL)
+                            numel=numel or huge.HUGE_NUMEL, virtual=True)
     if not calls or not bits.size:
         return note, 0, None
     rng = np.random.default_rng(0)
@@ -513,10 +513,17 @@ def _huge_calls(kernel: Any, fmt: Format, profile: Profile, input_dtype: str, bi
     tile = harness.to_torch(inputs.from_bits(tile_bits, input_dtype), device)
     made = 0
     for call in calls:
-        x = huge.tiled(tile, call.shape)
+        x = None
         try:
-            actual = kernel.call(x, fmt).reshape(-1)
-            device_faults.settle(device)
+            if call.virtual:  # a Triton kernel on a CPU: its last programs, the input never allocated
+                actual, judged, what = _virtual_call(kernel, fmt, call, tile)
+                note = "; ".join(filter(None, [what, note]))
+                if actual is None:
+                    continue
+            else:
+                x = huge.tiled(tile, call.shape)
+                actual, judged = kernel.call(x, fmt).reshape(-1), None
+                device_faults.settle(device)
         except Exception as exc:  # the kernel refused the huge call, or faulted on the device
             fault = device_faults.fault_of(exc, device=device, call=call.condition().removeprefix("only for "),
                                            kernel=kernel.name)
@@ -532,13 +539,34 @@ def _huge_calls(kernel: Any, fmt: Format, profile: Profile, input_dtype: str, bi
         finally:
             del x
         made += 1
-        count, idx = huge.compare_tiled(actual, tile_expected, lambda e, a: e == a)
+        if judged is None:
+            count, idx = huge.compare_tiled(actual, tile_expected, lambda e, a: e == a)
+        else:  # only what the interpreted programs stored
+            idx = judged[actual[judged] != tile_expected[judged % tile_bits.size]]
+            count = int(idx.size)
         if count:
             pos = idx % tile_bits.size
             rec.add(tile_bits[pos], tile_expected[pos], actual[idx],
                     f"{call.condition()}: {count:,} wrong codes, the first at element {int(idx[0]):,}",
                     record_map=False)
     return note, made, None
+
+
+def _virtual_call(kernel: Any, fmt: Format, call: Any, tile: Any) -> tuple[Any, Any, str]:
+    """The past-2^31 call of a Triton kernel interpreted on a CPU without allocating it
+    (:mod:`fp8check.triton.virtual`): (the codes, the indices of those its last programs stored, a note);
+    (None, None, why) where the launcher would compute on the whole input. What the wrapped offsets of an
+    int32 kernel do outside the tensors is the sanitizer's fault; what the kernel raises propagates."""
+    from fp8check.triton import virtual
+
+    try:
+        with virtual.virtual_call(tile, call.shape) as v:
+            actual = kernel.call(v.input, fmt).reshape(-1)
+    except virtual.VirtualInputError as exc:
+        return None, None, f"the call past 2^31 elements was not made: {exc}"
+    judged = v.stored(actual)
+    return actual, judged, (f"the call past 2^31 elements ({call.numel:,}) was made on the CPU: {v.describe()}; "
+                            f"{judged.size:,} output codes stored there judged")
 
 
 def _one_line(exc: BaseException) -> str:

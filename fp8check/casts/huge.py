@@ -22,6 +22,7 @@ comparison runs in chunks (a kernel wrong everywhere costs no more memory).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -41,6 +42,7 @@ class HugeCall:
 
     shape: tuple[int, ...]
     what: str
+    virtual: bool = False  # interpreted without allocating it (fp8check.triton.virtual): a Triton kernel on a CPU
 
     @property
     def numel(self) -> int:
@@ -56,13 +58,15 @@ def _gib(n: float) -> str:
 
 def plan(device: str, *, bytes_per_element: int, max_numel: int | None = None, numel_multiple_of: int = 1,
          force: bool | None = None, numel: int = HUGE_NUMEL, rows: int = MANY_ROWS,
-         cols: int = MANY_ROWS_COLS, row_multiple: int = 1) -> tuple[list[HugeCall], str]:
+         cols: int = MANY_ROWS_COLS, row_multiple: int = 1, virtual: bool = False) -> tuple[list[HugeCall], str]:
     """The huge calls to make on ``device`` and a note for the result ("" when both are made).
 
     ``bytes_per_element``: what one element costs on the device (input, the kernel's output and a
     float32 temporary it may make). ``force``: True makes the calls on any device (tests, with a
     small ``numel``), False never; None (default) on a CUDA device with room for them.
     ``row_multiple``: the many-rows call's row count is rounded up to it (a block quantizer's rows).
+    ``virtual``: the caller can make the past-2^31 call of a Triton kernel interpreted on a CPU without
+    allocating it (:mod:`fp8check.triton.virtual`, elementwise kernels): by default it is made so there.
     """
     if force is False:
         return [], ""
@@ -75,9 +79,15 @@ def plan(device: str, *, bytes_per_element: int, max_numel: int | None = None, n
             from fp8check.casts.harness import _triton_interpreting
 
             # A CPU kernel has no grid to overflow: the note is for a GPU kernel run in Triton's interpreter.
+            if not _triton_interpreting():
+                return [], ""
+            if virtual and (max_numel is None or wanted[0].numel <= max_numel):
+                # its last programs interpreted over a virtual input: int32 offsets caught on the CPU
+                return [dataclasses.replace(wanted[0], virtual=True)], (
+                    f"the call of {wanted[1].what} is made on a CUDA device only (grid limits)")
             return [], (f"no huge calls on {device}: on a CUDA device with room, one call of {HUGE_NUMEL:,} "
                         f"elements (past 2^31) and one of {MANY_ROWS:,} rows are made (int32 offsets, grid "
-                        "limits)" if _triton_interpreting() else "")
+                        "limits)")
         import torch
 
         if not torch.cuda.is_available():

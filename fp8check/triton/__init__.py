@@ -46,6 +46,7 @@ from fp8check.triton.interpreter_mode import (
     uses_unpatched_interpreter,
     watch,
 )
+from fp8check.triton.releases import TritonFeatureError
 from fp8check.triton.targets import TARGETS, Target, UnknownTargetError
 
 __all__ = [
@@ -53,7 +54,7 @@ __all__ = [
     "SUPPORTED_TRITON_VERSIONS", "TritonVersionError", "TritonUnavailableError", "UnsupportedConversionError",
     "UnknownTargetError", "interpreter_active", "uses_unpatched_interpreter", "watch", "Watch",
     "UNPATCHED_WARNING", "active_target", "is_patched", "check_triton_version", "triton_version",
-    "encode_for_target", "decode_for_target", "InterpretedKernel", "get_target",
+    "encode_for_target", "decode_for_target", "InterpretedKernel", "get_target", "TritonFeatureError",
 ]
 
 

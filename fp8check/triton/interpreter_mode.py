@@ -52,7 +52,7 @@ from fp8check import reference
 from fp8check.errors import FP8CheckError
 from fp8check.formats import get as get_format
 from fp8check.patching import LOCK, PatchScope
-from fp8check.triton import batched, launch, sanitizer
+from fp8check.triton import alignment, batched, boolops, launch, releases, sanitizer, virtual
 from fp8check.triton import ops as _ops
 from fp8check.triton import targets as _targets
 from fp8check.triton.layer import BuilderOps, Layer, LayerStack, interpreter
@@ -610,8 +610,9 @@ class InterpreterMode:
                     self.stack.remove()
 
 
-_MODE = InterpreterMode([_TritonInterpret(), _JitTwins(), _LanguageRestore(), launch.LAYER, batched.LAYER,
-                         sanitizer.LAYER, batched.OUTER_LAYER])
+_MODE = InterpreterMode([_TritonInterpret(), _JitTwins(), _LanguageRestore(), releases.LAYER, boolops.LAYER,
+                         launch.LAYER, batched.LAYER, sanitizer.LAYER, batched.OUTER_LAYER, virtual.LAYER])
+alignment.use_target_of(active_target)  # pointer hints judged on the open faithful block's target
 
 
 @contextlib.contextmanager

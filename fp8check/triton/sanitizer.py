@@ -42,13 +42,13 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from fp8check.patching import LOCK, PatchScope
-from fp8check.triton import launch
+from fp8check.triton import alignment, launch
 from fp8check.triton.layer import BuilderOps, Layer, interpreter
 
 __all__ = ["KernelFault", "FAULT_KINDS", "collect", "Collected"]
 
 #: The kinds of fault, in the order a report lists them (also result categories).
-FAULT_KINDS = ("out_of_bounds", "uninitialised", "race", "false_hint", "device_assert")
+FAULT_KINDS = ("out_of_bounds", "uninitialised", "race", "false_hint", "device_assert", "compile_error")
 
 _KEY = "fp8check.buffer"  # TensorHandle.attr key: the buffer a pointer was derived from
 _LOCK = LOCK
@@ -288,7 +288,9 @@ class _Buffer:
         self.name, self.start, self.nbytes = name, start, nbytes
         self.tensor_start, self.itemsize = tensor_start, itemsize
         self.fresh = fresh
-        self.writer: np.ndarray | None = None  # int32 per byte: the linear program id of its last store, -1 none
+        # int32 per byte: 1 + the linear program id of its last store, 0 none (zeros: a huge buffer's pages
+        # are committed only where stored, fp8check.triton.virtual)
+        self.writer: np.ndarray | None = None
         self.last: np.ndarray | None = None  # uint8 per byte: the byte last stored
 
     def elements(self, byte_offsets: np.ndarray) -> np.ndarray:
@@ -434,19 +436,34 @@ def _write(accesses: list[_Access], size: int, value: Any, shape: tuple[int, ...
             continue
         b = a.buf
         if b.writer is None:
-            b.writer, b.last = np.full(b.nbytes, -1, np.int32), np.zeros(b.nbytes, np.uint8)
+            b.writer, b.last = np.zeros(b.nbytes, np.int32), np.zeros(b.nbytes, np.uint8)
         new = np.ascontiguousarray(new_all[a.lanes]).view(np.uint8).reshape(-1)
         prev = b.writer[bi]
-        clash = (prev >= 0) & (prev != pid) & (b.last[bi] != new)
+        clash = (prev > 0) & (prev != pid + 1) & (b.last[bi] != new)
         if clash.any():
             at = np.flatnonzero(clash)
-            other = _unlinear(int(prev[at[0]]))
+            other = _unlinear(int(prev[at[0]]) - 1)
             elems = np.unique(b.elements(bi[at] - bi[at] % size))
             _fault("race", f"stores bytes that program {other} stored differently (0x{int(b.last[bi[at[0]]]):02x} "
                            f"there, 0x{int(new[at[0]]):02x} here): which lands last depends on scheduling",
                    buffer=b.name, offsets=elems, count=int(elems.size))
         b.last[bi] = new
-        b.writer[bi] = pid
+        b.writer[bi] = pid + 1
+
+
+def _storage_starts(handle: Any, addresses: np.ndarray) -> np.ndarray | None:
+    """Per lane, the start of the storage a pointer's ``addresses`` point into: the tensor argument the
+    pointer was derived from, else the one holding the lane; None when a lane lies in none."""
+    if not _LAUNCHES:
+        return None
+    state = _LAUNCHES[-1]
+    buf = (getattr(handle, "attr", None) or {}).get(_KEY)
+    if buf is not None and any(b is buf for b in state.buffers):
+        return np.full(addresses.shape, buf.start, np.uint64)
+    where = state.locate(addresses.reshape(-1).astype(np.uint64), 1)
+    if (where < 0).any():
+        return None
+    return np.array([b.start for b in state.buffers], np.uint64)[where].reshape(addresses.shape)
 
 
 def _check_hint(kind: str, input: Any, values: Any) -> None:
@@ -456,11 +473,15 @@ def _check_hint(kind: str, input: Any, values: Any) -> None:
     vals = [values] if not isinstance(values, (list, tuple)) else list(values)
     vals = [int(getattr(v, "value", v)) for v in vals]
     arr = data.astype(np.int64).reshape(data.shape or (1,))
-    step = 1
+    step, base, values_are = 1, 0, "values"
     dtype = getattr(input, "dtype", None)
     if dtype is not None and dtype.is_ptr():
-        # a pointer's divisibility is in bytes, its contiguity in elements
+        # a pointer's divisibility is in bytes, its contiguity in elements; judged on the target's addresses
         step = max(1, int(dtype.element_ty.primitive_bitwidth) // 8)
+        starts = _storage_starts(input.handle, arr)
+        if starts is not None:
+            arr, base = alignment.device_offsets(arr, starts), alignment.allocator().alignment
+            values_are = "byte offsets into the storage"
     for axis, v in enumerate(vals[:arr.ndim]):
         if v <= 1:
             continue
@@ -469,8 +490,12 @@ def _check_hint(kind: str, input: Any, values: Any) -> None:
             # as Triton's axis analysis reads it: the first element of each contiguous run is divisible by v
             starts = np.ones(moved.shape, bool)
             starts[..., 1:] = np.diff(moved, axis=-1) != step
-            bad = starts & (moved % v != 0)
             what = f"tl.multiple_of(..., {v}) is false along axis {axis}"
+            if base and base % v:
+                bad = starts  # a storage starts at a multiple of `base` only
+                what += f" on the target: a tensor's storage starts at a multiple of {base} bytes only"
+            else:
+                bad = starts & (moved % v != 0)
         else:
             n = moved.shape[-1]
             group = min(v, n)
@@ -484,7 +509,7 @@ def _check_hint(kind: str, input: Any, values: Any) -> None:
         if bad.any():
             frame = _kernel_frame()
             sample = moved[bad][:4].tolist()
-            _fault("false_hint", f"{what}: values {sample} ({_values_on_line(frame)})",
+            _fault("false_hint", f"{what}: {values_are} {sample} ({_values_on_line(frame)})",
                    count=int(np.count_nonzero(bad)), frame=frame)
             return
 

@@ -186,6 +186,32 @@ class OpRules:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Allocator:
+    """How the target's PyTorch allocator places a tensor's storage: every storage starts at a multiple of
+    ``alignment`` bytes (what a kernel's pointer-alignment hints can rely on)."""
+
+    name: str
+    alignment: int
+    source: str
+
+
+#: PyTorch's CUDA caching allocator: a storage is a block whose size is rounded up to a multiple of
+#: ``kMinBlockSize = 512`` ("all sizes are rounded to at least 512 bytes"), carved from the start of a
+#: cudaMalloc'd segment (2 MiB ``kSmallBuffer`` for small allocations, larger ones rounded to 2 MiB,
+#: ``kRoundLarge``), so at a multiple of 512 bytes from it.
+CUDA_CACHING_ALLOCATOR = Allocator(
+    name="PyTorch's CUDA caching allocator", alignment=512,
+    source="c10/cuda/CUDACachingAllocator.cpp kMinBlockSize = 512, "
+           "pytorch/pytorch@001074d25084fdb87a799823e395a50f5ec044d3")
+#: PyTorch's ROCm builds compile the same file hipified (c10/hip/HIPCachingAllocator.cpp); kMinBlockSize and
+#: the block rounding have no USE_ROCM branch there.
+ROCM_CACHING_ALLOCATOR = Allocator(
+    name="PyTorch's HIP caching allocator (the CUDA caching allocator hipified)", alignment=512,
+    source="c10/cuda/CUDACachingAllocator.cpp kMinBlockSize = 512 (no USE_ROCM branch), compiled hipified "
+           "for ROCm, pytorch/pytorch@001074d25084fdb87a799823e395a50f5ec044d3")
+
+
+@dataclass(frozen=True, kw_only=True)
 class Target:
     """A GPU target's FP8 semantics under compiled Triton."""
 
@@ -202,6 +228,7 @@ class Target:
     # divides exactly, so quotients can differ in the last bit from the compiled kernel's.
     approximate_fp32_division: str = ""
     ops: OpRules | None = None  # the float semantics of everything else (None: the interpreter's NumPy)
+    allocator: Allocator = CUDA_CACHING_ALLOCATOR  # where a tensor's storage starts (pointer hints)
 
     def downcast(self, source: str, fmt: str, rounding: str) -> Downcast:
         """The entry for ``source`` -> ``fmt`` with ``rounding`` (``rtne``/``rtz``)."""
@@ -472,6 +499,7 @@ def _gfx942() -> Target:
                                       lowering="software OcpF8ToBf16SW (shift, multiply by 2^112; Inf -> ±65536)")
     return Target(
         name="gfx942",
+        allocator=ROCM_CACHING_ALLOCATOR,
         description="AMD CDNA3 (MI300)",
         provenance="derived from source, not pinned on hardware",
         ops=AMD_OPS,
@@ -516,6 +544,7 @@ def _gfx950() -> Target:
                                        else f"software {sw} + float32 + truncation")
     return Target(
         name="gfx950",
+        allocator=ROCM_CACHING_ALLOCATOR,
         description="AMD CDNA4 (MI355)",
         provenance="derived from source, not pinned on hardware",
         ops=dataclasses.replace(AMD_OPS, bf16_nan=None),  # v_cvt_pk_bf16_f32: its NaN is not tabulated
