@@ -88,6 +88,8 @@ class QuantConfig:
     group_size: int | None = None
     ue8m0_scales: bool = False
     dequant_dtype: str | None = None
+    # config.json torch_dtype naming an FP8 dtype: a model saved in that dtype, its weights the stored values
+    fp8_model_dtype: Format | None = None
     not_understood: list[str] = field(default_factory=list)  # what the config says that no layout describes
     # static activations: every quantized module carries its layout's input scale (the key that says so, or "")
     static_activations: str = ""
@@ -112,7 +114,8 @@ class QuantConfig:
 _FP8_NAMES = {"e4m3": formats.E4M3FN, "e4m3fn": formats.E4M3FN, "fp8_e4m3": formats.E4M3FN,
               "float8_e4m3fn": formats.E4M3FN, "e5m2": formats.E5M2, "fp8_e5m2": formats.E5M2,
               "float8_e5m2": formats.E5M2, "fp8": formats.E4M3FN, "fp8_e4m3fnuz": formats.E4M3FNUZ,
-              "e4m3fnuz": formats.E4M3FNUZ, "e5m2fnuz": formats.E5M2FNUZ}
+              "e4m3fnuz": formats.E4M3FNUZ, "e5m2fnuz": formats.E5M2FNUZ,
+              "float8_e4m3fnuz": formats.E4M3FNUZ, "float8_e5m2fnuz": formats.E5M2FNUZ}
 _DTYPE_NAMES = {"bfloat16": "bfloat16", "float16": "float16", "half": "float16", "float32": "float32",
                 "float": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
@@ -136,6 +139,8 @@ def parse_config(docs: dict[str, Any]) -> QuantConfig:
         dt = config.get("torch_dtype") or config.get("dtype")
         if isinstance(dt, str):
             q.dequant_dtype = _DTYPE_NAMES.get(dt.lower().removeprefix("torch."))
+            if dt.lower().removeprefix("torch.").startswith("float8_"):
+                q.fp8_model_dtype = _FP8_NAMES.get(dt.lower().removeprefix("torch."))
         qc = config.get("quantization_config")
         if isinstance(qc, dict):
             q.raw = qc

@@ -87,7 +87,9 @@ CODES: dict[str, FindingCode] = {c.code: c for c in (
                 "sizes, ragged edges), group, mx-e8m0 for the data's shape; count = scale elements"),
     FindingCode("SCALE_MISSING", ERROR, "quantized tensor (FP8, or packed FP4 data) without a scale",
                 "no scale found under any known name; error when the checkpoint declares a quantization config "
-                "or other FP8 tensors have scales, warning otherwise; count = 1"),
+                "or other FP8 tensors have scales, or when the tensor is a weight (N.weight) and no config declares "
+                "quantization or an FP8 torch_dtype (the scales and the config dropped: loaders read the raw FP8 "
+                "values); warning otherwise; count = 1"),
     FindingCode("SCALE_UNPAIRED", WARNING, "a scale that pairs with nothing",
                 "an FP8 tensor has no scale under any known name, but a scale-like tensor sits next to it (same "
                 "module prefix, e.g. N.scale beside N.weight) that no known convention pairs with it; reported "

@@ -80,6 +80,16 @@ NVFP4_FUSED_LOADER = ("vLLM takes one global scale for a fused linear (q/k/v, ga
                       "with that value")
 
 
+# What the loaders do with an FP8 weight that has no scale where no config declares quantization (every scale and
+# the quantization_config dropped on a re-save): read in transformers 5.17 src/transformers/core_model_loading.py
+# (convert_and_load_state_dict_in_model: with no hf_quantizer the tensor is materialized with the parameter's
+# dtype, _materialize_copy's tensor.to(dtype)) and vLLM main (vllm/model_executor/layers/linear.py at 0036d38d:
+# LinearBase with quant_config None builds UnquantizedLinearMethod, a params_dtype weight, and weight_loader's
+# param.data.copy_(loaded_weight)).
+UNSCALED_LOADER = ("no loader dequantizes it: the weights are the raw FP8 values, off by the dropped scale "
+                   "(with no quantization config transformers builds no FP8 quantizer and casts the float8 tensor "
+                   "to the model's dtype; vLLM copies it into an unquantized linear)")
+
 LAYOUTS: tuple[Layout, ...] = (
     Layout(name="transformers-fp8", producer="transformers FineGrainedFP8 / DeepSeek-V3", version="transformers 5.17",
            source="transformers src/transformers/integrations/finegrained_fp8.py (Fp8Dequantize: weight x "

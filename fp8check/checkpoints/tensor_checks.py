@@ -89,6 +89,12 @@ class TensorChecks:
                 f"{ck.config.source} declares {declared.name} weights, but this tensor is stored as {fmt.name}"))
         if rec.scale is None and ck.strict_missing and not rec.unpaired:
             rec.broken = "it has no scale, and the checkpoint's other tensors (or its config) say it needs one"
+        # an FP8 weight with no scale, no quantization config and no config saying the model is FP8: its scale was
+        # dropped (a re-save), and the loaders read the raw values (layouts.UNSCALED_LOADER)
+        dropped = (rec.scale is None and not rec.unpaired and not ck.strict_missing
+                   and ck.config.fp8_model_dtype is None and rec.key[1].rpartition(".")[2] == "weight")
+        if dropped:
+            rec.broken = f"no scale and no quantization config: {layouts.UNSCALED_LOADER}"
         if rec.scale is None:
             if rec.unpaired:
                 rec.findings.append(findings.make(
@@ -99,8 +105,9 @@ class TensorChecks:
             else:
                 rec.findings.append(findings.make(
                     "SCALE_MISSING", 1,
-                    f"no scale under any known name ({', '.join(conventions.scale_candidates(rec.key[1])[:2])}, ...)",
-                    findings.ERROR if ck.strict_missing else findings.WARNING))
+                    f"no scale under any known name ({', '.join(conventions.scale_candidates(rec.key[1])[:2])}, ...)"
+                    + (f" and no quantization config: {layouts.UNSCALED_LOADER}" if dropped else ""),
+                    findings.ERROR if ck.strict_missing or dropped else findings.WARNING))
 
     def _code_findings(self, ck: Checkpoint, rec: Record, cs: stats.CodeStats) -> None:
         """NAN_CODES, INF_CODES, NEG_ZERO_FNUZ_HAZARD, SATURATION and UNDERFLOW from the code counts."""

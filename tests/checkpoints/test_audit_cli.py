@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from checkpoint_builders import codes, fp8, plant, quantize, save_st
+from checkpoint_builders import codes, fp8, plant, quantize, save_st, write_json
 from fp8check.checkpoints import AuditOptions, audit
 from fp8check.terminal.progress import RichProgress
 from fp8check.cli import main
@@ -20,7 +20,9 @@ def files(tmp_path):
     clean = save_st(tmp_path / "clean" / "m.safetensors", {"l.weight": q, "l.weight_scale": s})
     nan = save_st(tmp_path / "nan" / "m.safetensors", {"l.weight": fp8(plant(codes((8, 8)), 0x7F, 1)),
                                                        "l.weight_scale": torch.tensor(1.0)})
-    warn = save_st(tmp_path / "warn" / "m.safetensors", {"l.weight": fp8(codes((8, 8)))})  # SCALE_MISSING: warning
+    warn = save_st(tmp_path / "warn" / "m.safetensors", {"l.weight": fp8(codes((8, 8)))})
+    # SCALE_MISSING is a warning only where the config says the model was saved in FP8 (without it: an error)
+    write_json(tmp_path / "warn" / "config.json", {"torch_dtype": "float8_e4m3fn"})
     return {"clean": clean, "nan": nan, "warn": warn}
 
 

@@ -357,8 +357,16 @@ def test_scale_shape(tmp_path, run_audit):
 
 def test_scale_missing_severity(tmp_path, run_audit):
     c = fp8(codes((16, 16)))
+    # every scale and the quantization config dropped: no loader dequantizes it (it was a warning before issue 33)
     alone = save_st(tmp_path / "a" / "m.safetensors", {"x.weight": c})
-    assert warned(run_audit(alone), "x.weight") == {"SCALE_MISSING": ("warning", 1)}
+    assert warned(run_audit(alone), "x.weight") == {"SCALE_MISSING": ("error", 1)}
+    # a model saved in an FP8 dtype, as its config says: the stored values are the weights
+    save_st(tmp_path / "f" / "model.safetensors", {"x.weight": c})
+    write_json(tmp_path / "f" / "config.json", {"torch_dtype": "float8_e4m3fn"})
+    assert warned(run_audit(tmp_path / "f"), "x.weight") == {"SCALE_MISSING": ("warning", 1)}
+    # a tensor that is no weight (an activation, a cache) is not read by a model loader
+    act = save_st(tmp_path / "x" / "m.safetensors", {"act": c})
+    assert warned(run_audit(act), "act") == {"SCALE_MISSING": ("warning", 1)}
     mixed = save_st(tmp_path / "b" / "m.safetensors", {"x.weight": c, "y.weight": c, "y.weight_scale": torch.tensor(1.0)})
     assert warned(run_audit(mixed), "x.weight") == {"SCALE_MISSING": ("error", 1)}
     save_st(tmp_path / "c" / "model.safetensors", {"x.weight": c})

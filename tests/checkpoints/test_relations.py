@@ -424,3 +424,39 @@ def test_compressed_tensors_groups_of_both_activation_kinds_require_no_input_sca
     assert rc == 0 and not_info(r) == {}, not_info(r)
     rc, r = audit(tmp_path / "static", tensors, {"config.json": STATIC_CT})
     assert rc == 1 and {c for _, c in not_info(r)} == {"INPUT_SCALE_MISSING"}
+
+
+# -- a re-save that dropped every scale and the quantization_config ------------------------------------------------
+# Measured in issue 33: FP8 weights, no *_scale / weight_scale_inv / input_scale, config.json without its
+# quantization_config: SCALE_MISSING only a warning, exit 0, h100 "runs natively". No loader dequantizes such a file
+# (layouts.UNSCALED_LOADER, cited): the weights are the raw FP8 values. Written before the run, per layout:
+# the clean twin exit 0 and h100 runs_as_is; the re-save exit 1, every FP8 weight SCALE_MISSING error (count 1)
+# saying what the loader does, every target cannot_run and no verdict saying "native". The same tensors under a
+# config that declares the model's dtype FP8 (a model saved in float8, its stored values the weights) stay as they
+# were: SCALE_MISSING a warning, exit 0, h100 runs_as_is.
+RESAVED = ("transformers-fp8", "compressed-tensors-fp8", "modelopt-fp8", "quark-fp8")
+
+
+@pytest.mark.parametrize("layout", RESAVED)
+def test_a_resave_without_scales_and_quantization_config_is_an_error(tmp_path, layout):
+    tensors, configs, _ = model(layout)
+    rc, r = audit(tmp_path / "clean", tensors, configs, "--target", TARGETS)
+    assert rc == 0 and not_info(r) == {} and r["summary"]["verdicts"]["h100"] == "runs_as_is", not_info(r)
+    weights = [k for k, v in tensors.items() if v.dtype == torch.float8_e4m3fn]
+    assert len(weights) == 14  # 2 layers x q/k/v/o, gate/up/down
+    resaved = {k: v for k, v in tensors.items() if k.endswith(".weight")}  # every scale dropped
+    assert set(resaved) == set(weights) | {"model.embed_tokens.weight"}
+    rc, r = audit(tmp_path / "resaved", resaved, {"config.json": {"torch_dtype": "bfloat16"}}, "--target", TARGETS)
+    assert rc == 1
+    assert not_info(r) == {(w, "SCALE_MISSING"): "error" for w in weights}, not_info(r)
+    for w in weights:
+        assert found(r, w) == {"SCALE_MISSING": ("error", 1)}
+        assert "raw FP8 values" in found_message(r, w, "SCALE_MISSING")
+    assert set(r["summary"]["verdicts"].values()) == {"cannot_run"}, r["summary"]["verdicts"]
+    for v in r["portability"]:
+        assert not any("native" in why for why in v["reasons"]), v["reasons"]
+        assert {b["name"] for b in v["blocked"]} == set(weights)
+    fp8_model = {"config.json": {"torch_dtype": "float8_e4m3fn"}}
+    rc, r = audit(tmp_path / "fp8_model", resaved, fp8_model, "--target", TARGETS)
+    assert rc == 0 and not_info(r) == {(w, "SCALE_MISSING"): "warning" for w in weights}, not_info(r)
+    assert r["summary"]["verdicts"]["h100"] == "runs_as_is"
