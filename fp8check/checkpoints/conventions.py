@@ -90,6 +90,8 @@ class QuantConfig:
     dequant_dtype: str | None = None
     # config.json torch_dtype naming an FP8 dtype: a model saved in that dtype, its weights the stored values
     fp8_model_dtype: Format | None = None
+    # a model config (config.json) was read: only then does a missing quantization config say it was dropped
+    model_config_read: bool = False
     not_understood: list[str] = field(default_factory=list)  # what the config says that no layout describes
     # static activations: every quantized module carries its layout's input scale (the key that says so, or "")
     static_activations: str = ""
@@ -135,6 +137,7 @@ def parse_config(docs: dict[str, Any]) -> QuantConfig:
     """
     q = QuantConfig()
     config = docs.get("config.json") or {}
+    q.model_config_read = isinstance(config, dict) and bool(config)
     if isinstance(config, dict):
         dt = config.get("torch_dtype") or config.get("dtype")
         if isinstance(dt, str):

@@ -89,10 +89,12 @@ class TensorChecks:
                 f"{ck.config.source} declares {declared.name} weights, but this tensor is stored as {fmt.name}"))
         if rec.scale is None and ck.strict_missing and not rec.unpaired:
             rec.broken = "it has no scale, and the checkpoint's other tensors (or its config) say it needs one"
-        # an FP8 weight with no scale, no quantization config and no config saying the model is FP8: its scale was
-        # dropped (a re-save), and the loaders read the raw values (layouts.UNSCALED_LOADER)
+        # an FP8 weight with no scale in a model whose config.json has no quantization config and does not say
+        # the model is FP8: its scale was dropped (a re-save), and the loaders read the raw values
+        # (layouts.UNSCALED_LOADER). Without a config.json nothing says what the file was meant to be: a warning.
         dropped = (rec.scale is None and not rec.unpaired and not ck.strict_missing
-                   and ck.config.fp8_model_dtype is None and rec.key[1].rpartition(".")[2] == "weight")
+                   and ck.config.model_config_read and ck.config.fp8_model_dtype is None
+                   and rec.key[1].rpartition(".")[2] == "weight")
         if dropped:
             rec.broken = f"no scale and no quantization config: {layouts.UNSCALED_LOADER}"
         if rec.scale is None:

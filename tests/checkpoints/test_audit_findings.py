@@ -358,8 +358,12 @@ def test_scale_shape(tmp_path, run_audit):
 def test_scale_missing_severity(tmp_path, run_audit):
     c = fp8(codes((16, 16)))
     # every scale and the quantization config dropped: no loader dequantizes it (it was a warning before issue 33)
-    alone = save_st(tmp_path / "a" / "m.safetensors", {"x.weight": c})
-    assert warned(run_audit(alone), "x.weight") == {"SCALE_MISSING": ("error", 1)}
+    save_st(tmp_path / "a" / "model.safetensors", {"x.weight": c})
+    write_json(tmp_path / "a" / "config.json", {"architectures": ["LlamaForCausalLM"], "torch_dtype": "bfloat16"})
+    assert warned(run_audit(tmp_path / "a"), "x.weight") == {"SCALE_MISSING": ("error", 1)}
+    # a file alone: nothing says what it was meant to be, so the missing scale stays a warning
+    alone = save_st(tmp_path / "l" / "m.safetensors", {"x.weight": c})
+    assert warned(run_audit(alone), "x.weight") == {"SCALE_MISSING": ("warning", 1)}
     # a model saved in an FP8 dtype, as its config says: the stored values are the weights
     save_st(tmp_path / "f" / "model.safetensors", {"x.weight": c})
     write_json(tmp_path / "f" / "config.json", {"torch_dtype": "float8_e4m3fn"})
