@@ -686,14 +686,15 @@ def _previous_call_phase(run: QuantizerRun) -> None:
         offsets = np.array([length // 2, length], dtype=np.int64)
     x = to_dtype((np.random.default_rng(o.seed or 0).standard_normal((rows, cols)) * 3).astype(np.float32),
                  o.dtypes[0])
-    first = QuantCase("previous call", x, o.dtypes[0], offsets, condition=f"only for a call right after another "
-                      f"of the same shape ({rows}x{cols})")
-    second = dataclasses.replace(first, x=x * np.float32(PREVIOUS_CALL_FACTOR))
+    first = QuantCase("previous call", x, o.dtypes[0], offsets, condition=f"only for shape ({rows}, {cols})")
+    second = dataclasses.replace(first, x=x * np.float32(PREVIOUS_CALL_FACTOR),
+                                 condition="only for a call right after another of the same shape on other data")
     run.one(first)
     number, n_found, before = t.cases, len(t.found), dict(t.counts)
     run.one(second)
     after_second, n_second = dict(t.counts), len(t.found)
-    run.one(dataclasses.replace(second, condition=f"{first.condition}, called again on an identical copy"))
+    run.one(dataclasses.replace(second, condition=f"only for shape ({rows}, {cols}), called again on an identical "
+                                                  "copy of the previous call's input"))
     if not {number, number + 1} <= run.outputs.keys() or after_second == before or t.counts != after_second:
         return  # not both made, or the second right, or the third wrong too: no dependence shown
     for f in t.found[n_found:n_second]:
