@@ -144,3 +144,19 @@ def rowwise_chunks_rows_from_4096(x):
         d = d.clamp(min=1e-12) / 448.0
         out[rows], scales[rows] = _cast(x[rows].float() / d, torch.float8_e4m3fn), d
     return out, scales
+
+
+def stale_scale(recipe_name):
+    """A quantizer of recipe ``recipe_name`` whose scale buffer is read before this batch's amax lands: this
+    batch's codes with the previous call's scales where the previous call had scales of this shape."""
+    correct = torch_quantizer(quantizers.get(recipe_name))
+    previous = []  # the last call's scales, one buffer
+
+    def kernel(x, *rest):
+        codes, scales, *more = correct(x, *rest)
+        stale = previous[0] if previous and previous[0].shape == scales.shape else scales
+        previous[:] = [scales]
+        return (codes, stale, *more)
+
+    kernel.__name__ = f"stale_scale[{recipe_name}]"
+    return kernel

@@ -113,6 +113,16 @@ def test_a_grouped_kernel_that_mishandles_an_empty_group_is_a_scale_divergence()
     assert any("empty" in d.detail for d in result.divergences)
 
 
+@pytest.mark.parametrize("name", ["tensorwise", "block-1x128", "mx-e8m0-floor", "group-rowwise"])
+def test_a_scale_of_the_previous_call_is_a_scale_divergence_at_the_smallest_setting(name):
+    # the check's own calls of one shape on other data back to back, not a lucky Hypothesis draw
+    result = check_quantizer(mutants.stale_scale(name), name, max_examples=1)
+    _only(result, "scale")
+    assert any(d.detail.startswith("the kernel's scale depends on its previous call: ") for d in result.divergences)
+    r = quantizers.get(name)
+    assert check_quantizer(torch_quantizer(r), r, max_examples=1).passed
+
+
 def test_nonfinite_values_in_amax_is_a_nonfinite_divergence_with_its_blast_radius():
     result = check_quantizer(mutants.nonfinite_in_amax, "tensorwise", **FAST)
     _only(result, "nonfinite")

@@ -46,7 +46,7 @@ from fp8check.quantizers import exactness
 from fp8check.quantizers.scaling import (apply_scale, block_amax, element_blocks, element_scales, expand_scales,
                                          global_scale, quantize, scales_from_amax)
 from fp8check.quantizers.packing import pack_codes, swap_pairs, unpack_codes
-from fp8check.quantizers.cases import QuantCase, quantizer_inputs
+from fp8check.quantizers.cases import QuantCase, quantizer_inputs, to_dtype
 from fp8check import brackets, checking, device_faults
 from fp8check.results import CALL_CATEGORIES, QUANTIZE_CATEGORIES, CheckResult, Divergence, Refusal
 
@@ -471,7 +471,9 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
     makes the Hypothesis draw reproducible (without it the draw is
     derandomized: the same every run). ``thorough`` (default) adds the
     calls of :func:`harness_cases`: non-contiguous inputs, odd shapes, a
-    large tensor called twice. The kernel always receives a private copy;
+    large tensor called twice, and two calls of one shape on other data
+    back to back (a scale or codes that depend on the previous call, a
+    stale amax, diverge there). The kernel always receives a private copy;
     a write to it is an ``in_place`` divergence, a call it raises on a
     refusal (a divergence inside the ``supports`` its author declared).
 
@@ -631,6 +633,7 @@ def run_quantizer_check(kernel: Callable[..., Any], options: QuantizerOptions) -
         if options.max_examples > 0:
             _run_hypothesis(options.recipe, run.one, options.max_examples, options.seed, options.dtypes)
         _harness_phase(run, base_cases)
+        _previous_call_phase(run)
         if run.tally.cases == 0 and run.tally.refusals:
             raise KernelError(run.tally.refusals[0].error)
         if options.harness and options.args is None and options.precast is None:
@@ -662,6 +665,45 @@ def _harness_phase(run: QuantizerRun, base_cases: list[QuantCase]) -> None:
         last = extra_cases[-1]
         run.one(dataclasses.replace(last, condition=f"{last.condition}, called again on an identical copy"),
                 repeat_of=large_index)
+
+
+PREVIOUS_CALL_FACTOR = 2.0  # a power of two: every amax-derived scale changes by it exactly, every code stays
+
+
+def _previous_call_phase(run: QuantizerRun) -> None:
+    """With the harness: two calls of one shape back to back on other data (the second's input is the
+    first's times :data:`PREVIOUS_CALL_FACTOR`), then the second again on an identical copy. A kernel whose
+    scale or codes depend on its previous call (a cached amax, a scale buffer of the last batch) diverges on
+    the second call and not on the third: its divergences say so."""
+    o, t = run.options, run.tally
+    if not o.harness:
+        return
+    g = o.recipe.granularity
+    rows, cols = (2 * g.rows, 2 * g.cols) if g.kind == "block" else (8, 64)
+    offsets = None
+    if o.recipe.grouped:  # two groups, neither empty (an empty group's scale does not move with its data)
+        length = cols if g.kind == "group_rowwise" else rows
+        offsets = np.array([length // 2, length], dtype=np.int64)
+    x = to_dtype((np.random.default_rng(o.seed or 0).standard_normal((rows, cols)) * 3).astype(np.float32),
+                 o.dtypes[0])
+    first = QuantCase("previous call", x, o.dtypes[0], offsets, condition=f"only for shape ({rows}, {cols})")
+    second = dataclasses.replace(first, x=x * np.float32(PREVIOUS_CALL_FACTOR),
+                                 condition="only for a call right after another of the same shape on other data")
+    run.one(first)
+    number, n_found, before = t.cases, len(t.found), dict(t.counts)
+    run.one(second)
+    after_second, n_second = dict(t.counts), len(t.found)
+    run.one(dataclasses.replace(second, condition=f"only for shape ({rows}, {cols}), called again on an identical "
+                                                  "copy of the previous call's input"))
+    if not {number, number + 1} <= run.outputs.keys() or after_second == before or t.counts != after_second:
+        return  # not both made, or the second right, or the third wrong too: no dependence shown
+    for f in t.found[n_found:n_second]:
+        f.key = (0, *f.key[1:])  # listed first: it names the cause of what other calls of the shape show
+        what = {"scale": "scale depends", "codes": "codes depend"}.get(f.divergence.category, "output depends")
+        f.divergence = dataclasses.replace(f.divergence, detail=(
+            f"the kernel's {what} on its previous call: right after a call on this input / "
+            f"{PREVIOUS_CALL_FACTOR:g} it diverges, called again on an identical copy it gives the recipe's "
+            f"bytes; {f.divergence.detail}"))
 
 
 def _quantizer_result(run: QuantizerRun, huge_note: str, fault: Any) -> CheckResult:
