@@ -255,58 +255,50 @@ def _declarations(config: pytest.Config) -> list[Any]:
     return out
 
 
-def _training(config: pytest.Config) -> list[Any]:
-    """The training models ``[[tool.fp8check.training]]`` of this repository's pyproject.toml declares."""
+def _settings_tables(config: pytest.Config, key: str, what: str, read: Any, hint: str = "") -> list[Any]:
+    """The declarations ``[[tool.fp8check.KEY]]`` tables of this repository's pyproject.toml make, each read by
+    ``read(entry, root, where)``, cached; a bad table or two of one name is a usage error naming it."""
     state = config.stash[_STATE]
-    if "training" in state:
-        return state["training"]
+    if key in state:
+        return state[key]
     _declarations(config)
-    entries = (state.get("settings") or {}).get("training", [])
+    entries = (state.get("settings") or {}).get(key, [])
     out = []
     if entries:
         from fp8check.declaration_reader import first_duplicate
         from fp8check.errors import FP8CheckError
-        from fp8check.training.declared import training_from_table
 
         where = str(config.rootpath / "pyproject.toml")
         try:
-            out = [training_from_table(e, config.rootpath, where) for e in
-                   (entries if isinstance(entries, list) else [entries])]
+            out = [read(e, config.rootpath, where) for e in (entries if isinstance(entries, list) else [entries])]
         except FP8CheckError as exc:
             raise pytest.UsageError(f"fp8check: {exc}") from None
         duplicate = first_duplicate([d.name for d in out])
         if duplicate:
-            raise pytest.UsageError(f"fp8check: two declared training models are named {duplicate!r}")
-    state["training"] = out
+            raise pytest.UsageError(f"fp8check: two declared {what} are named {duplicate!r}{hint}")
+    state[key] = out
     return out
+
+
+def _training(config: pytest.Config) -> list[Any]:
+    """The training models ``[[tool.fp8check.training]]`` of this repository's pyproject.toml declares."""
+    def read(entry: Any, root: Any, where: str) -> Any:
+        from fp8check.training.declared import training_from_table  # only where a table asks for it
+
+        return training_from_table(entry, root, where)
+
+    return _settings_tables(config, "training", "training models", read)
 
 
 def _gates(config: pytest.Config) -> list[Any]:
-    """The gates ``[[tool.fp8check.gate]]`` of this repository's pyproject.toml declares."""
-    state = config.stash[_STATE]
-    if "gates" in state:
-        return state["gates"]
-    _declarations(config)
-    entries = (state.get("settings") or {}).get("gate", [])
-    out = []
-    if entries:
-        from fp8check.declaration_reader import first_duplicate
-        from fp8check.errors import FP8CheckError
-        from fp8check.gates.declared import gate_from_table
+    """The gates ``[[tool.fp8check.gate]]`` of this repository's pyproject.toml declares (against its recipes)."""
+    def read(entry: Any, root: Any, where: str) -> Any:
+        from fp8check.gates.declared import gate_from_table  # only where a table asks for it
         from fp8check.pyproject import repository_recipes
 
-        where = str(config.rootpath / "pyproject.toml")
-        try:
-            recipes = repository_recipes(config.rootpath)
-            out = [gate_from_table(e, config.rootpath, where, recipes) for e in
-                   (entries if isinstance(entries, list) else [entries])]
-        except FP8CheckError as exc:
-            raise pytest.UsageError(f"fp8check: {exc}") from None
-        duplicate = first_duplicate([d.name for d in out])
-        if duplicate:
-            raise pytest.UsageError(f"fp8check: two declared gates are named {duplicate!r}: give one a 'name'")
-    state["gates"] = out
-    return out
+        return gate_from_table(entry, root, where, repository_recipes(root))
+
+    return _settings_tables(config, "gate", "gates", read, ": give one a 'name'")
 
 
 def _builtin(config: pytest.Config) -> bool:
