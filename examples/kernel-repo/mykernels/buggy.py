@@ -61,7 +61,8 @@ def buggy_rmsnorm_quant_fnuz(x: torch.Tensor, weight: torch.Tensor, eps: float) 
 
 @triton.jit
 def _truncating_cast_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    # int64 before the multiply: past 2^31 elements an int32 pid * BLOCK wraps negative
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
     x = tl.clamp(x, -240.0, 240.0, propagate_nan=tl.PropagateNan.ALL)
@@ -85,7 +86,8 @@ def buggy_cast_e4m3fnuz_triton(x: torch.Tensor) -> torch.Tensor:
                  key=["n"])
 @triton.jit
 def _autotuned_cast_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    # int64 before the multiply: past 2^31 elements an int32 pid * BLOCK wraps negative
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     if BLOCK > 4096:
         x = tl.load(x_ptr + offs).to(tl.float32)  # no mask: reads past the end of x

@@ -22,7 +22,8 @@ BLOCK_SIZE = 4096
 
 @triton.jit
 def _clamp_cast_e4m3fnuz_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    # int64 before the multiply: past 2^31 elements an int32 pid * BLOCK wraps negative
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
     x = tl.clamp(x, -240.0, 240.0, propagate_nan=tl.PropagateNan.ALL)
