@@ -587,6 +587,9 @@ def _as_codes(codes: np.ndarray, count: int) -> np.ndarray | None:
     return np.ascontiguousarray(codes)
 
 
+_SPECIALISE_FROM = 1 << 22  # products of one call from which a kernel compiled for the kind pays for its compilation
+
+
 def _fused(m: MMAModel, a: tuple[np.ndarray, str], b: tuple[np.ndarray, str], c: np.ndarray,
            scales: tuple[np.ndarray, np.ndarray, str, int] | None, promotion: int | None, *,
            paired: bool = False) -> MMAResult | None:
@@ -623,14 +626,23 @@ def _fused(m: MMAModel, a: tuple[np.ndarray, str], b: tuple[np.ndarray, str], c:
     two_stage = m.algorithm == "two-stage"
     if lift < 0 or (two_stage and (g + 1 < m.fraction_bits or not m.pairs)) or (group and m.chunk % group):
         return None
+    if m.fraction_bits > 28 and not group:  # a truncated term must fit int32 (below 2**(f + 2))
+        return None
     params = np.array([m.chunk, m.instruction_k, m.fraction_bits, g, m.zero_exponent, promotion or 0,
                        2 if m.pairs else 1, m.drop_tiny_c, m.specials == "target-dependent", block, group, lift],
                       dtype=np.int64)
     out = np.empty(c.shape, np.float32)
     dep = np.empty(c.shape, bool)
     c_bits = np.ascontiguousarray(np.broadcast_to(c, out.shape), dtype=np.float32).view(np.uint32)
-    if compiled.chain(algorithm[m.algorithm], ac, bc, paired, lay_a, lay_b, _tables(a[1])[3], _tables(b[1])[3],
-                      sa, sb, table, params, c_bits, out.view(np.uint32), dep):
+    raw_a, raw_b = _tables(a[1])[3], _tables(b[1])[3]
+    if out.size * (K + pad) >= _SPECIALISE_FROM:  # a large call: the kind's own kernel (compiled once, cached)
+        kernel = compiled.specialised(algorithm[m.algorithm], lay_a, lay_b, params)
+        outside = kernel(ac, bc, paired, raw_a, raw_b, sa, sb, table, promotion or 0, c_bits, out.view(np.uint32),
+                         dep)
+    else:
+        outside = compiled.chain(algorithm[m.algorithm], ac, bc, paired, lay_a, lay_b, raw_a, raw_b, sa, sb, table,
+                                 params, c_bits, out.view(np.uint32), dep)
+    if outside:
         return None  # a code outside its format: the NumPy steps say what that is
     return MMAResult(out, dep, m)
 
