@@ -89,11 +89,9 @@ def _c_parts(bits: int) -> tuple[int, int, int, bool]:
 
 
 @_inline
-def _shifted(mag: int, left: int) -> int:
-    """``mag * 2**left`` truncated toward zero (``mag`` >= 0)."""
-    if left >= 0:
-        return mag << left
-    return mag >> min(-left, 63)
+def _shifted(x: int, left: int) -> int:
+    """``x * 2**left`` rounded down (floor; toward zero for ``x >= 0``), both shifts always done: no branch."""
+    return (x << max(left, 0)) >> min(max(-left, 0), 63)
 
 
 @_inline
@@ -154,22 +152,29 @@ def _truncated_bits(total: int, u: int, g: int) -> int:
 
 
 @_inline
-def _floor_rne_bits(total: int, u: int, f2: int, fbuf: np.ndarray, ubuf: np.ndarray) -> int:
+def _floor_rne_bits(total: int, u: int, f2: int) -> int:
     """CDNA3's last rounding: ``total * 2**u`` rounded down (floor) to ``f2`` fractional bits at its own
-    exponent (clamped to -126), then to nearest even into float32 (past its range: Inf); zero is +0."""
-    if total == 0:
-        return 0
+    exponent (clamped to -126), then to nearest even into float32 (past its range: Inf); zero is +0. Written
+    with selects, not branches: the rounding decisions are data, and mispredicted branches cost more than
+    the arithmetic."""
     mag = -total if total < 0 else total
     ev = max(u + 63 - leading_zeros(np.uint64(mag)), -126)
-    drop = ev - f2 - u
-    if drop > 0:
-        total >>= min(drop, 63)  # arithmetic: floor
-        u += drop
-    if total == 0:
-        return 0
-    fbuf[0] = np.float32(np.float64(total) * 2.0 ** u)  # exact float64 (|total| < 2**53), one RNE
-    bits = np.int64(ubuf[0])
-    return 0 if bits == 0x80000000 else bits  # an underflow to -0 is +0
+    drop = max(ev - f2 - u, 0)
+    total >>= min(drop, 63)  # arithmetic: floor
+    u += drop
+    sign = np.int64(total < 0)
+    mag = -total if sign else total
+    drop = min(max(64 - leading_zeros(np.uint64(mag)) - 24, -149 - u, 0), 62)  # 24 bits, or the grid 2**-149
+    kept = mag >> drop
+    rest, half = mag - (kept << drop), (np.int64(1) << drop) >> 1
+    mag = kept + np.int64((rest > half) | ((rest == half) & (drop > 0) & ((kept & 1) != 0)))
+    carry = mag >> 24  # rounded up to the next binade
+    mag, u = mag >> carry, u + drop + carry
+    nb = 64 - leading_zeros(np.uint64(mag))
+    ev = u + nb - 1
+    bits = ((ev + 127) << 23) | ((mag << (24 - nb)) & 0x7FFFFF) if ev >= -126 else mag << (u + 149)
+    bits = 0x7F800000 if ev >= 128 else bits
+    return 0 if mag == 0 else (sign << 31) | bits  # an underflow to -0 is +0
 
 
 # -- the steps: (float32 bits of the new accumulator, flags: 1 special, 2 a code outside its format, 4 NaN scale) --
@@ -226,8 +231,7 @@ def _aligned_step(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, L: int
 
 @_inline
 def _two_stage_step(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, L: int, la: tuple, lb: tuple,
-                    cbits: int, f: int, f2: int, drop_tiny_c: bool, zero_exp: int, fbuf: np.ndarray,
-                    ubuf: np.ndarray) -> tuple[int, int]:
+                    cbits: int, f: int, f2: int, drop_tiny_c: bool, zero_exp: int) -> tuple[int, int]:
     """``two-stage`` (CDNA3 FP8): the even and the odd products apart truncated toward zero to ``2**(E_g - f)``
     and summed, the two rounded down to ``f`` bits below the larger, that dot rounded down to ``f2 + 1`` bits
     and ``c`` to ``f`` below ``max(dot, c)``, the sum rounded down to ``f2`` bits and to nearest even."""
@@ -236,23 +240,26 @@ def _two_stage_step(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, L: i
     base = np.uint64(s0)
     top0 = top1 = _I(-(1 << 30))
     zero_p = _I(zero_exp)
-    for k in range(L // 2):
-        x0, y0 = _I(a[i, base + np.uint64(2 * k)]), _I(b[jb, base + np.uint64(2 * k)])
-        x1, y1 = _I(a[i, base + np.uint64(2 * k + 1)]), _I(b[jb, base + np.uint64(2 * k + 1)])
-        special |= _special(x0, la) | _special(y0, lb) | _special(x1, la) | _special(y1, lb)
+    for k in range(L):  # one pass over k, the group by parity: the compiler keeps it a vector loop
+        x, y = _I(a[i, base + np.uint64(k)]), _I(b[jb, base + np.uint64(k)])
+        special |= _special(x, la) | _special(y, lb)
         if narrow:
-            outside |= _I(_I(_I(x0 >> la[6]) | _I(y0 >> lb[6])) | _I(_I(x1 >> la[6]) | _I(y1 >> lb[6])))
-        top0 = max(top0, _product_exponent(x0, y0, la, lb, zero_p))
-        top1 = max(top1, _product_exponent(x1, y1, la, lb, zero_p))
+            outside |= _I(_I(x >> la[6]) | _I(y >> lb[6]))
+        e = _product_exponent(x, y, la, lb, zero_p)
+        if k & 1:
+            top1 = max(top1, e)
+        else:
+            top0 = max(top0, e)
     if special or outside:
         return 0, _flags(special, outside)
     lift = _I(f - la[0] - lb[0])
     part0 = part1 = np.int64(0)  # in units of 2**(top - f) of their group
-    for k in range(L // 2):
-        x0, y0 = _I(a[i, base + np.uint64(2 * k)]), _I(b[jb, base + np.uint64(2 * k)])
-        x1, y1 = _I(a[i, base + np.uint64(2 * k + 1)]), _I(b[jb, base + np.uint64(2 * k + 1)])
-        part0 += _truncated_term(x0, y0, la, lb, lift, top0)
-        part1 += _truncated_term(x1, y1, la, lb, lift, top1)
+    for k in range(L):
+        x, y = _I(a[i, base + np.uint64(k)]), _I(b[jb, base + np.uint64(k)])
+        if k & 1:
+            part1 += _truncated_term(x, y, la, lb, lift, top1)
+        else:
+            part0 += _truncated_term(x, y, la, lb, lift, top0)
     e_dot = np.int64(max(top0, top1))  # the groups rounded down (floor: arithmetic shifts) at the larger exponent
     s_dot = (part0 >> min(e_dot - top0, 63)) + (part1 >> min(e_dot - top1, 63))
     e_max = max(e_dot, ec)
@@ -263,7 +270,7 @@ def _two_stage_step(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, L: i
     sc = cs << up if up >= 0 else cs >> min(-up, 63)  # units of 2**(e_max - f)
     if drop_tiny_c and ec < e_max - f - 1:
         sc = 0
-    return _floor_rne_bits(sd + (sc << (f2 + 1 - f)), e_max - f2 - 1, f2, fbuf, ubuf), np.int64(0)
+    return _floor_rne_bits(sd + (sc << (f2 + 1 - f)), e_max - f2 - 1, f2), np.int64(0)
 
 
 @_inline
@@ -281,7 +288,7 @@ def _grouped_step(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, L: int
     for grp in range(L // group):
         k0 = s0 + grp * group
         base = np.uint64(k0)
-        part = nonzero = np.int64(0)
+        part = nonzero = _I(0)
         for k in range(group):
             x, y = _I(a[i, base + np.uint64(k)]), _I(b[jb, base + np.uint64(k)])
             sx, mx, ex = _field(x, la)
@@ -289,13 +296,13 @@ def _grouped_step(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, L: int
             special |= _special(x, la) | _special(y, lb)
             if narrow:
                 outside |= _I(_I(x >> la[6]) | _I(y >> lb[6]))
-            p = np.int64(mx << (ex + up_a)) * np.int64(my << (ey + up_b))
+            p = _I(_I(mx << _I(ex + up_a)) * _I(my << _I(ey + up_b)))  # below 2**(2 (m + 1) + 2 (emax - emin))
             nonzero |= p
-            part += _signed(p, sx ^ sy)
+            part = _I(part + _I(_I(p ^ _I(-_I(sx ^ sy))) + _I(sx ^ sy)))
         ca, cb = sa[i, k0 // block], sb[jb, k0 // block]
         nan |= scale_table[2, ca] | scale_table[2, cb]
         s_sig = scale_table[0, ca] * scale_table[0, cb]
-        wbuf[grp] = part * s_sig
+        wbuf[grp] = np.int64(part) * s_sig
         ebuf[grp] = scale_table[1, ca] + scale_table[1, cb]
         top = max(top, ebuf[grp] if nonzero and s_sig else zero_exp)
     if special or outside or nan:
@@ -347,7 +354,7 @@ def _drive(algorithm: int, a: np.ndarray, b: np.ndarray, paired: bool, la: tuple
                         bits, flag = _aligned_step(a, i, b, jb, s0, chunk, la, lb, se, acc, f, g, zero_exp)
                     elif algorithm == TWO_STAGE:
                         bits, flag = _two_stage_step(a, i, b, jb, s0, chunk, la, lb, acc, f, g, drop_tiny_c,
-                                                     zero_exp, fbuf, ubuf)
+                                                     zero_exp)
                     else:
                         bits, flag = _grouped_step(a, i, b, jb, s0, chunk, la, lb, sa, sb, block, group,
                                                    scale_table, lift, acc, f, g, zero_exp, wbuf, ebuf)
