@@ -231,7 +231,7 @@ def _aligned_step(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, L: int
 
 @_inline
 def _two_stage_step(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, L: int, la: tuple, lb: tuple,
-                    cbits: int, f: int, f2: int, drop_tiny_c: bool, zero_exp: int) -> tuple[int, int]:
+                    cbits: int, f: int, f2: int, drop_tiny_c: bool, zero_exp: int, terms: np.ndarray) -> tuple[int, int]:
     """``two-stage`` (CDNA3 FP8): the even and the odd products apart truncated toward zero to ``2**(E_g - f)``
     and summed, the two rounded down to ``f`` bits below the larger, that dot rounded down to ``f2 + 1`` bits
     and ``c`` to ``f`` below ``max(dot, c)``, the sum rounded down to ``f2`` bits and to nearest even."""
@@ -253,13 +253,13 @@ def _two_stage_step(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, L: i
     if special or outside:
         return 0, _flags(special, outside)
     lift = _I(f - la[0] - lb[0])
-    part0 = part1 = np.int64(0)  # in units of 2**(top - f) of their group
-    for k in range(L):
+    for k in range(L):  # the terms (in units of 2**(top - f) of their group), then each group's sum
         x, y = _I(a[i, base + np.uint64(k)]), _I(b[jb, base + np.uint64(k)])
-        if k & 1:
-            part1 += _truncated_term(x, y, la, lb, lift, top1)
-        else:
-            part0 += _truncated_term(x, y, la, lb, lift, top0)
+        terms[k] = _truncated_term(x, y, la, lb, lift, top1 if k & 1 else top0)
+    part0 = part1 = np.int64(0)
+    for k in range(L // 2):
+        part0 += terms[2 * k]
+        part1 += terms[2 * k + 1]
     e_dot = np.int64(max(top0, top1))  # the groups rounded down (floor: arithmetic shifts) at the larger exponent
     s_dot = (part0 >> min(e_dot - top0, 63)) + (part1 >> min(e_dot - top1, 63))
     e_max = max(e_dot, ec)
@@ -354,7 +354,7 @@ def _drive(algorithm: int, a: np.ndarray, b: np.ndarray, paired: bool, la: tuple
                         bits, flag = _aligned_step(a, i, b, jb, s0, chunk, la, lb, se, acc, f, g, zero_exp)
                     elif algorithm == TWO_STAGE:
                         bits, flag = _two_stage_step(a, i, b, jb, s0, chunk, la, lb, acc, f, g, drop_tiny_c,
-                                                     zero_exp)
+                                                     zero_exp, wbuf)
                     else:
                         bits, flag = _grouped_step(a, i, b, jb, s0, chunk, la, lb, sa, sb, block, group,
                                                    scale_table, lift, acc, f, g, zero_exp, wbuf, ebuf)
