@@ -112,6 +112,8 @@ def _special_bits(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, L: int
             neg = True
         else:
             pos = True
+    if nan:  # a NaN stays NaN (a chain past its first special step mostly)
+        return _NAN_BITS
     base = np.uint64(s0)
     for k in range(L):
         p = raw_a[a[i, base + np.uint64(k)]] * raw_b[b[jb, base + np.uint64(k)]]
