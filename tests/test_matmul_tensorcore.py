@@ -213,6 +213,31 @@ def test_block_scales_multiply_each_products_block():
                b_scales=np.full((4, 1), 127, np.uint8))
 
 
+@pytest.mark.parametrize("engine", ["numba", "numpy"])
+def test_a_zero_accumulator_lifts_the_alignment_of_tiny_scaled_products(engine, monkeypatch):
+    # MMA-Sim gives a zero term the exponent -133 and it takes part in E. With scales 2**-77 * 2**-73 every
+    # product of this row lies below 2**-133, so the zero accumulator sets E = -133 and the grid 2**(E - 25);
+    # without the rule E is the largest product's and the sum keeps more bits: the last bit differs (the zero
+    # product at k = 5 brings -133 too; with c = 0 either suffices, and a nonzero c is at least 2**-149)
+    if engine == "numba":
+        pytest.importorskip("numba")
+    else:
+        monkeypatch.setenv("FP8CHECK_NUMBA", "0")
+    a = np.array([[54, 30, 3, 71, 110, 0, 107, 39, 122, 74, 22, 13, 17, 7, 54, 118, 70, 29, 77, 119, 96, 24, 120, 33,
+                   32, 115, 101, 34, 83, 58, 110, 30]], np.uint8)
+    b = np.array([[61, 119, 63, 32, 40, 75, 12, 117, 86, 72, 122, 69, 40, 61, 93, 113, 102, 20, 51, 97, 77, 123, 30, 17,
+                   20, 80, 35, 20, 99, 81, 111, 10]], np.uint8)
+    sa, sb, c = np.array([[50]], np.uint8), np.array([[54]], np.uint8), np.zeros(1, np.float32)
+    m = tc.SM100_TCGEN05_MXF8F6F4
+    without_rule = dataclasses.replace(m, name="planted-no-zero-rule", zero_exponent=-10 ** 6)
+    got = tc.dot_instances(m, a, "e4m3fn", b, "e4m3fn", c, a_scales=sa, b_scales=sb)
+    planted = tc.dot_instances(without_rule, a, "e4m3fn", b, "e4m3fn", c, a_scales=sa, b_scales=sb)
+    assert got.bits[0] != planted.bits[0]
+    if mo.unusable() is None:
+        kind = mo.BY_NAME["sm100-tcgen05-mxf8f6f4:e4m3fnxe4m3fn"]
+        assert mo.oracle(kind, mo.Instances(a, b, c, sa, sb)).view(np.uint32)[0] == got.bits[0]
+
+
 # -- agreement with MMA-Sim ------------------------------------------------------------------------
 
 @needs_mmasim

@@ -9,9 +9,11 @@ frozen record per target and operand kind) and computed by one NumPy implementat
 (:func:`mma`) whose every step is exact: products of the operands' float64 values (at most 8
 significant bits each, so exact), scaling by powers of two, ``trunc``/``floor`` of integers below
 2**53, and the final rounding from the float64 bit pattern. Where numba is installed (the ``fast``
-extra) the unscaled steps of formats of at most 256 codes run as one compiled pass per output
-element (:mod:`fp8check.matmul._compiled`, the same arithmetic, tested equal; ``FP8CHECK_NUMBA=0``
-turns it off).
+extra) every model measured by MMA-Sim whose operands have at most 256 codes (FP8, FP6, FP4, block
+scales included) runs as one compiled pass per output element over the whole K chain, in integers
+(:mod:`fp8check.matmul._compiled`, the same models, tested equal bit for bit; a call of 2**22 products
+or more through a kernel compiled for its kind; ``FP8CHECK_NUMBA=0`` turns it off); 16-bit operands
+and the gfx950 bracket run on NumPy.
 
 The agreement with MMA-Sim is tested in tests/test_matmul_tensorcore.py (random-bit instances of every
 instruction kind here against ``mmasim`` 2.1.1, 10^6 per FP8 kind in the slow lane, 0 mismatches) and
