@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from fp8check.commands._shared import KERNEL_HELP
+from fp8check.commands._shared import KERNEL_HELP, check_outputs_and_examples
 
 _CAST_DTYPES = ("float32", "float16", "bfloat16")
 # Tried by default on a user's cast too: a kernel that accepts float64 is checked on it (double rounding through
@@ -98,14 +98,10 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from fp8check.cli import EXIT_DIVERGED, EXIT_OK
     from fp8check.errors import InvalidValueError
-    from fp8check.outputs import check_writable
     from fp8check.terminal import console
     from fp8check.terminal.divergences import print_result
 
-    for path, option in ((args.json, "--json"), (args.html, "--html")):
-        check_writable(path, option)
-    if args.max_examples < 0:
-        raise InvalidValueError(f"--max-examples {args.max_examples}: must be >= 0")
+    check_outputs_and_examples(args)
     if args.numel_multiple_of < 1:
         raise InvalidValueError(f"--numel-multiple-of {args.numel_multiple_of}: must be >= 1")
     if args.recipe_field and args.kind != "quantize":
