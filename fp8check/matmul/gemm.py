@@ -14,7 +14,11 @@ target rounds it (its fma contraction of ``acc + t * s``,
 - ``k-block`` (DeepSeek-V3, vLLM, SGLang): for each K block of the recipe,
   ``acc = acc + (dot(A_kb, B_kb) * a_s) * b_s``, the dot from zero;
 - ``end``: ``(dot(A, B) * a_s) * b_s`` once, the dot chained over all of K;
-- ``end-product``: ``dot(A, B) * (a_s * b_s)`` (FBGEMM's ``acc *= a_s * b_s``).
+- ``end-product``: ``dot(A, B) * (a_s * b_s)`` (FBGEMM's ``acc *= a_s * b_s``);
+- ``dot-scaled`` (the ``mx`` recipe): ``acc = tl.dot_scaled(a, a_s, b, b_s, acc)`` over K, the scales applied
+  as the target applies them (:func:`fp8check.matmul.dot_scaled.dot_scaled`: sm100's block-scaled
+  ``tcgen05`` MMA, the kernel's tiles taken to be ones Triton lowers to it, BLOCK_M >= 128 and
+  BLOCK_N >= 16; elsewhere the operands upcast to bfloat16 with their scales and the bfloat16 ``tl.dot``).
 
 The output must be the reference rounded to the kernel's output dtype, bit
 for bit (NaN by class, -0 distinct). Elements the target's model brackets
@@ -40,7 +44,7 @@ from fp8check.results import CheckResult, Divergence
 __all__ = ["GemmRecipe", "GEMM_RECIPES", "EPILOGUES", "GemmCase", "GEMM_CASES", "gemm_recipe", "gemm_reference",
            "gemm_inputs", "check_gemm", "check_epilogue", "default_epilogue", "TILE"]
 
-EPILOGUES = ("k-block", "end", "end-product")
+EPILOGUES = ("k-block", "end", "end-product", "dot-scaled")
 TILE = 64  # the output tile a divergence is named by (the smallest tl.dot tile the kernels here use)
 
 
@@ -95,8 +99,14 @@ def default_epilogue(recipe: str | GemmRecipe) -> str:
 def check_epilogue(recipe: GemmRecipe, epilogue: str) -> None:
     if epilogue not in EPILOGUES:
         raise InvalidValueError(f"epilogue {epilogue!r}: use one of {', '.join(EPILOGUES)}")
+    if epilogue == "dot-scaled":
+        if recipe.scale_format != "e8m0fnu" or recipe.a_block != (1, 32) or recipe.b_block != (1, 32):
+            raise InvalidValueError(f"epilogue dot-scaled (tl.dot_scaled) takes e8m0 scales per 1x32 (recipe mx), "
+                                    f"not recipe {recipe.name}")
+        return
     if epilogue != "k-block" and recipe.k_block:
-        raise InvalidValueError(f"recipe {recipe.name} scales per K block: its epilogue is k-block, not {epilogue}")
+        raise InvalidValueError(f"recipe {recipe.name} scales per K block: its epilogue is k-block or dot-scaled "
+                                f"(MX), not {epilogue}")
     if epilogue == "k-block" and recipe.a_block[1] != recipe.b_block[1]:
         raise InvalidValueError(f"recipe {recipe.name}: A and B scale blocks differ along K")
 
@@ -130,6 +140,23 @@ def _mma_operands(target: str, fmt: str, codes: np.ndarray) -> tuple[np.ndarray,
     return codes, fmt
 
 
+def _dot_scaled(target: str, fmt: str, a: np.ndarray, b: np.ndarray, a_scales: np.ndarray | None,
+                b_scales: np.ndarray | None) -> Any:
+    """``tl.dot_scaled`` over all of K (the kernel's K steps chain through its accumulator as the instructions
+    do), K padded with zero codes to the scales' blocks of 32 (a masked load's zeros); scales None: 1.0. On
+    sm100 and gfx950 the native block-scaled instruction (the tiles Triton gives it), elsewhere the
+    decomposition."""
+    from fp8check.matmul.dot_scaled import dot_scaled
+
+    blocks = -(-a.shape[1] // 32)
+    pad = ((0, 0), (0, 32 * blocks - a.shape[1]))
+    ones = np.full((max(a.shape[0], b.shape[0]), blocks), 127, np.uint8)
+    sa = ones[:a.shape[0]] if a_scales is None else a_scales.astype(np.uint8).reshape(a.shape[0], blocks)
+    sb = ones[:b.shape[0]] if b_scales is None else b_scales.astype(np.uint8).reshape(b.shape[0], blocks)
+    return dot_scaled(target, np.pad(a, pad), fmt, np.pad(b, pad).T, fmt, a_scales=sa, b_scales=sb,
+                      how="native" if target in ("sm100", "gfx950") else "decomposed")
+
+
 def _contracts(target: str) -> bool:
     from fp8check.triton import ops, targets
 
@@ -152,6 +179,9 @@ def gemm_reference(target: str, fmt: str, recipe: str | GemmRecipe, a_codes: Any
     (M, K), N = a.shape, b.shape[0]
     if b.shape[1] != K:
         raise InvalidValueError(f"A is (M, K) = {a.shape}, B must be (N, K): got {b.shape}")
+    if epilogue == "dot-scaled":
+        r = _dot_scaled(target, fmt, a, b, np.asarray(a_scales), np.asarray(b_scales))
+        return r.values, r.target_dependent
     (ca, name), (cb, _) = _mma_operands(target, fmt, a), _mma_operands(target, fmt, b.T)
     k_block = rec.k_block if epilogue == "k-block" else K
     kb = max(1, math.ceil(K / k_block))
@@ -393,9 +423,12 @@ class _Run:
             got = self.outcome(case, keep, sa, b, sb)
             if isinstance(got, str) or not got[2].any():
                 continue
-            (ca, name), (cb, _) = _mma_operands(o.target, o.fmt, keep), _mma_operands(o.target, o.fmt, b.T)
             with np.errstate(all="ignore"):
-                dot = tensorcore.mma(o.target, ca, name, cb, name).values.astype(np.float64)
+                if o.epilogue == "dot-scaled":  # the same lowering with every scale 1.0
+                    dot = _dot_scaled(o.target, o.fmt, keep, b, None, None).values.astype(np.float64)
+                else:
+                    (ca, name), (cb, _) = _mma_operands(o.target, o.fmt, keep), _mma_operands(o.target, o.fmt, b.T)
+                    dot = tensorcore.mma(o.target, ca, name, cb, name).values.astype(np.float64)
             out[j] = (got[0], got[1], got[2], dot, _scale_values(o.recipe, sa), _scale_values(o.recipe, sb), keep, b)
         return out
 
@@ -469,23 +502,35 @@ def _format_swapped(ratio: float, declared: float) -> bool:
                                                           for f in (2.0, 0.5)))
 
 
+def _nearest_per_value(values: np.ndarray, shape: tuple[int, ...], want: tuple[int, int]) -> tuple[np.ndarray, ...]:
+    """For each distinct value of ``values`` (flat; returned sorted): the least distance of an entry holding it to
+    ``want`` (Manhattan, in ``shape``'s indices) and the first flat index at that distance."""
+    idx = np.array(np.unravel_index(np.arange(values.size), shape)).T
+    dist = np.abs(idx - np.asarray(want)).sum(1)
+    uniq, inv = np.unique(values, return_inverse=True)
+    order = np.lexsort((np.arange(values.size), dist, inv))  # by value, then distance, then flat index
+    first = order[np.r_[0, np.flatnonzero(np.diff(inv[order])) + 1]]
+    return uniq, dist[first], first
+
+
 def _scale_pair(ratio: float, sa: np.ndarray, sb: np.ndarray, want_a: tuple[int, int],
                 want_b: tuple[int, int]) -> tuple[tuple[int, int], tuple[int, int]] | None:
     """The pair of scale entries whose product is ``ratio`` (to 2^-21: the two float32 roundings of the
-    scaling), nearest the declared pair; None when none is."""
+    scaling), nearest the declared pair (the first in row-major order among the nearest); None when none is.
+    Distinct values are paired, not entries: MX scales repeat a few powers of two over thousands of
+    entries."""
     if not math.isfinite(ratio) or ratio == 0:
         return None
+    ua, da, fa = _nearest_per_value(sa.reshape(-1).astype(np.float64), sa.shape, want_a)
+    ub, db, fb = _nearest_per_value(sb.reshape(-1).astype(np.float64), sb.shape, want_b)
     with np.errstate(all="ignore"):
-        prod = sa.reshape(-1, 1).astype(np.float64) * sb.reshape(1, -1).astype(np.float64)
-        close = np.abs(prod / ratio - 1) <= 2.0 ** -21
-    hits = np.argwhere(close)
-    if not len(hits):
+        close = np.abs(np.multiply.outer(ua, ub) / ratio - 1) <= 2.0 ** -21
+    pa, pb = np.nonzero(close)
+    if not len(pa):
         return None
-    ia = np.array(np.unravel_index(hits[:, 0], sa.shape)).T
-    ib = np.array(np.unravel_index(hits[:, 1], sb.shape)).T
-    dist = np.abs(ia - want_a).sum(1) + np.abs(ib - want_b).sum(1)
-    best = int(np.argmin(dist))
-    return tuple(int(x) for x in ia[best]), tuple(int(x) for x in ib[best])  # type: ignore[return-value]
+    best = np.lexsort((fb[pb], fa[pa], da[pa] + db[pb]))[0]
+    ia, ib = np.unravel_index(fa[pa[best]], sa.shape), np.unravel_index(fb[pb[best]], sb.shape)
+    return tuple(int(x) for x in ia), tuple(int(x) for x in ib)  # type: ignore[return-value]
 
 
 def check_gemm(kernel: Callable[..., Any], *, recipe: str | GemmRecipe, format: str, target: str,
@@ -520,9 +565,14 @@ def check_gemm(kernel: Callable[..., Any], *, recipe: str | GemmRecipe, format: 
                          passed=t.passed, checked=t.checked, categories={c: n for c, n in t.counts.items()},
                          divergences=t.listed(cap, diverged) if diverged else [], kind="gemm",
                          seed=seed, refusals=t.refusals, target_dependent=run.bracketed)
-    operand = _mma_operands(target, fmt, np.zeros((1, 1), np.uint8))[1]
-    result.extra["profile_summary"] = (f"{rec.description}; {target}'s tensor cores "
-                                       f"({tensorcore.model(target, operand, operand).name})")
+    if epilogue == "dot-scaled":
+        model = _dot_scaled(target, fmt, np.zeros((1, 32), np.uint8), np.zeros((1, 32), np.uint8), None, None).model
+        how = "" if model.scaled else ", the operands upcast to bfloat16 with their scales"
+        result.extra["profile_summary"] = f"{rec.description}; {target}'s tl.dot_scaled ({model.name}{how})"
+    else:
+        operand = _mma_operands(target, fmt, np.zeros((1, 1), np.uint8))[1]
+        result.extra["profile_summary"] = (f"{rec.description}; {target}'s tensor cores "
+                                           f"({tensorcore.model(target, operand, operand).name})")
     result.extra["checked_means"] = "output elements"
     result.extra["gemm"] = {"recipe": rec.name, "epilogue": epilogue, "target": target, "cases": t.cases,
                             "bracketed": run.bracketed, "diverging": run.diverging}
