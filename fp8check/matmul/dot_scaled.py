@@ -137,8 +137,9 @@ def dot_scaled(target: str, a_codes: Any, a_fmt: str, b_codes: Any, b_fmt: str, 
     sb = None if b_scales is None else np.asarray(b_scales).T  # (K / block, N)
     how = how or lowering(target, M, N, K, a_fmt, b_fmt, sa is not None and sb is not None)
     blocks = next((s.shape[1 - i] for i, s in enumerate((sa, sb)) if s is not None), 0)
-    if blocks and K % blocks:
-        raise InvalidValueError(f"dot_scaled: K={K} is not a whole number of {blocks} scale blocks")
+    if blocks and (K % blocks or K // blocks not in (16, 32)):
+        raise InvalidValueError(f"dot_scaled: K={K} with {blocks} scale blocks: blocks of 32 (MX) or 16 (NVFP4) "
+                                "along K expected")
     c = np.zeros((M, N), np.float32) if acc is None else np.broadcast_to(np.asarray(acc, np.float32), (M, N))
     if how == "native":
         ones = np.full((M, max(blocks, 1)), 127, np.uint8), np.full((max(blocks, 1), N), 127, np.uint8)

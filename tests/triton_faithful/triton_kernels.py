@@ -64,6 +64,24 @@ def dot_scaled_kernel(a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, M: tl.constexpr, N: t
     tl.store(c_ptr + m[:, None] * N + n[None, :], tl.dot_scaled(a, sa, "e4m3", b, sb, "e4m3"))
 
 
+
+@triton.jit
+def mx_dot_kernel(a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr,
+                  FA: tl.constexpr, FB: tl.constexpr):
+    """``c = tl.dot_scaled(a, sa, FA, b, sb, FB, c)``: a (M, K) and b (K, N) one code per byte, e2m1 two per
+    byte along K (the low nibble first), e8m0 scales (M, K / 32) and (N, K / 32)."""
+    m = tl.arange(0, M)
+    n = tl.arange(0, N)
+    ka = tl.arange(0, K // 2 if FA == "e2m1" else K)
+    kb = tl.arange(0, K // 2 if FB == "e2m1" else K)
+    g = tl.arange(0, K // 32)
+    a = tl.load(a_ptr + m[:, None] * (K // 2 if FA == "e2m1" else K) + ka[None, :])
+    b = tl.load(b_ptr + kb[:, None] * N + n[None, :])
+    sa = tl.load(sa_ptr + m[:, None] * (K // 32) + g[None, :])
+    sb = tl.load(sb_ptr + n[:, None] * (K // 32) + g[None, :])
+    acc = tl.load(c_ptr + m[:, None] * N + n[None, :])
+    tl.store(c_ptr + m[:, None] * N + n[None, :], tl.dot_scaled(a, sa, FA, b, sb, FB, acc))
+
 def _block(n: int) -> int:
     return max(16, min(1 << 16, 1 << max(0, (n - 1).bit_length())))
 

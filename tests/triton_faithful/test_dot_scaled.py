@@ -1,0 +1,173 @@
+"""``tl.dot_scaled`` in the faithful interpreter: each target's arithmetic (fp8check.matmul.dot_scaled), bit for bit.
+
+The references here are built apart from the interpreter's code path: sm100's native lowering is the
+tensor-core model (``tensorcore.mma`` with the block scales: MMA-Sim's ``tcgen05`` kinds, checked against
+``mmasim`` in tests/test_matmul_tensorcore.py); the decomposition is the operands scaled in float64 and
+rounded to bfloat16 by ml_dtypes (NVIDIA's ``mul.bf16``: to nearest even) or cut to their upper 16 bits (AMD),
+then the target's bfloat16 tensor-core model. Each test shows the float32 sum the stock interpreter computes
+giving other bits on the same input, so that a float32 ``tl.dot_scaled`` fails it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+if importlib.util.find_spec("triton") is None or importlib.util.find_spec("torch") is None:
+    pytest.skip("triton and torch are needed for the faithful interpreter", allow_module_level=True)
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+
+import fp8check.triton as ft  # noqa: E402
+from fp8check import reference  # noqa: E402
+from fp8check.errors import InvalidValueError  # noqa: E402
+from fp8check.matmul import dot_scaled as ds  # noqa: E402
+from fp8check.matmul import tensorcore as tc  # noqa: E402
+
+if triton.__version__.split("+")[0] not in ft.SUPPORTED_TRITON_VERSIONS:
+    pytest.skip(f"Triton {triton.__version__} is not one the faithful interpreter supports", allow_module_level=True)
+if not hasattr(__import__("triton.runtime.interpreter").runtime.interpreter, "_mxfp_value_handle_to_float32"):
+    pytest.skip("this Triton's interpreter has no dot_scaled (3.6)", allow_module_level=True)
+
+import triton_kernels as tk  # noqa: E402  (tests/triton_faithful is on sys.path under pytest)
+
+
+def _scaled(codes: np.ndarray, fmt: str, scales: np.ndarray, k_axis: int) -> np.ndarray:
+    """float64 values of ``codes`` times 2^(s - 127) per block of 32 along ``k_axis`` (code 0: 2^-127, the
+    bfloat16 subnormal Triton 3.9 makes of it; 255: NaN)."""
+    s = np.repeat(scales.astype(np.float64), 32, axis=k_axis)
+    factor = np.where(s == 255, np.nan, np.exp2(np.maximum(s, 0) - 127))
+    with np.errstate(invalid="ignore"):
+        return reference.decode(codes, fmt).astype(np.float64) * factor
+
+
+def _bf16_rne(v: np.ndarray) -> np.ndarray:
+    return v.astype(np.float32).astype(ml_dtypes.bfloat16).view(np.uint16)  # exact in float32 here
+
+
+def _bf16_cut(v: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):  # 2^128 for a scale code 255, replaced by the NaN select
+        return (v.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+
+
+def _same(x: np.ndarray, y: np.ndarray) -> bool:
+    """bfloat16 bits equal, NaN by class."""
+    nan_x, nan_y = (((v & 0x7F80) == 0x7F80) & ((v & 0x7F) != 0) for v in (x, y))
+    return bool(np.array_equal(nan_x, nan_y) and np.array_equal(x[~nan_x], y[~nan_y]))
+
+
+def _inputs(rng: np.random.Generator, M: int, N: int, K: int, fmt: str) -> tuple[np.ndarray, ...]:
+    """Codes of every finite value, scales over 2^-8..2^6, an accumulator of mixed magnitudes: sums whose
+    truncation and float32 rounding disagree; row 0 of A scaled by code 0 (2^-127) into an accumulator of
+    zeros: operands rounded into bfloat16 subnormals (to nearest even on NVIDIA, truncated on AMD)."""
+    values = reference.decode(np.arange(16 if fmt == "e2m1fn" else 256, dtype=np.uint8), fmt)
+    finite = np.flatnonzero(np.isfinite(values)).astype(np.uint8)
+    a, b = rng.choice(finite, size=(M, K)), rng.choice(finite, size=(K, N))
+    sa = rng.integers(119, 134, size=(M, K // 32)).astype(np.uint8)
+    sb = rng.integers(119, 134, size=(N, K // 32)).astype(np.uint8)
+    acc = (rng.standard_normal((M, N)) * np.exp2(rng.integers(-8, 8, (M, N)))).astype(np.float32)
+    sa[0], acc[0] = 0, 0
+    return a, sa, b, sb, acc
+
+
+def _packed(codes: np.ndarray, axis: int) -> np.ndarray:
+    """e2m1 codes two per byte along ``axis``, the low nibble first (tl.dot_scaled's packing)."""
+    c = np.moveaxis(codes, axis, -1)
+    return np.moveaxis(c[..., 0::2] | (c[..., 1::2] << 4), -1, axis).astype(np.uint8)
+
+
+def _run(target: str | None, fmt: str, a, sa, b, sb, acc) -> np.ndarray:
+    """The kernel interpreted (under ``target``'s faithful block, or the stock interpreter for None)."""
+    M, K = a.shape
+    N = b.shape[1]
+    name = {"e4m3fn": "e4m3", "e5m2": "e5m2", "e2m1fn": "e2m1"}[fmt]
+    if fmt == "e2m1fn":
+        ta, tb = torch.from_numpy(_packed(a, 1)), torch.from_numpy(_packed(b, 0))
+    else:
+        dt = {"e4m3fn": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}[fmt]
+        ta, tb = torch.from_numpy(a).view(dt), torch.from_numpy(b).view(dt)
+    c = torch.from_numpy(acc.copy())
+    args = (ta, torch.from_numpy(sa), tb, torch.from_numpy(sb), c)
+    if target is None:
+        ft.interpreted(tk.mx_dot_kernel)[(1,)](*args, M=M, N=N, K=K, FA=name, FB=name)
+    else:
+        with ft.faithful(target):
+            ft.interpreted(tk.mx_dot_kernel)[(1,)](*args, M=M, N=N, K=K, FA=name, FB=name)
+    return c.numpy().view(np.uint32)
+
+
+# target, tile (M, N, K), the lowering Triton 3.9 gives it (ScaledBlockedToMMAv5: M >= 128 and N >= 16)
+CASES = [("sm100", (128, 16, 64), "native"), ("sm100", (64, 16, 64), "decomposed"),
+         ("sm90", (64, 16, 64), "decomposed"), ("gfx942", (32, 16, 64), "decomposed")]
+
+
+@pytest.mark.parametrize("fmt", ["e4m3fn", "e2m1fn"])
+@pytest.mark.parametrize("target,shape,how", CASES, ids=[f"{c[0]}-{c[2]}" for c in CASES])
+def test_dot_scaled_is_the_targets_arithmetic_bit_for_bit(target, shape, how, fmt):
+    M, N, K = shape
+    a, sa, b, sb, acc = _inputs(np.random.default_rng(M + K), M, N, K, fmt)
+    assert ds.lowering(target, M, N, K, fmt, fmt, True) == how
+    got = _run(target, fmt, a, sa, b, sb, acc)
+    if how == "native":
+        want = tc.mma(target, a, fmt, b, fmt, acc=acc, a_scales=sa, b_scales=sb.T)
+        assert want.model.name == ("sm100-tcgen05-mxf4" if fmt == "e2m1fn" else "sm100-tcgen05-mxf8f6f4")
+    else:
+        cut = _bf16_cut if target.startswith("gfx") else _bf16_rne
+        ua, ub = cut(_scaled(a, fmt, sa, 1)), cut(_scaled(b, fmt, sb.T, 0))
+        want = tc.mma(target, ua, "bfloat16", ub, "bfloat16", acc=acc)
+    assert not want.target_dependent.any()
+    assert np.array_equal(got, want.bits), f"{int((got != want.bits).sum())} of {got.size} elements differ"
+    # the stock interpreter's float32 sum gives other bits on the same input: the comparison can fail
+    stock = _run(None, fmt, a, sa, b, sb, acc)
+    assert (stock != want.bits).sum() > 0.05 * got.size
+
+
+def test_the_upcast_rounds_scales_and_specials_as_each_target_compiles_them():
+    # rows: scale codes 0 (2^-127), 127, 255 (NaN), 100; columns: e4m3 1.875 * 2^-6 (at 2^-127: 1.875 bfloat16
+    # subnormal units, 2 rounded to nearest even, 1 truncated), the NaN code 0x7F, 1.0, the smallest subnormal
+    codes = np.tile(np.array([0x0F, 0x7F, 0x38, 0x01] * 8, np.uint8), (4, 1))
+    scales = np.array([[0], [127], [255], [100]], np.uint8)
+    v = _scaled(codes, "e4m3fn", scales, 1)
+    nvidia = ds.upcast("sm90", codes, "e4m3fn", scales)
+    assert _same(nvidia, _bf16_rne(v))
+    assert nvidia[0, 0] == 0x0002 and nvidia[0, 3] == 0x0000  # 1.875 -> 2 units; 2^-136 -> +0
+    amd = ds.upcast("gfx942", codes, "e4m3fn", scales)
+    # AMD: the e4m3 NaN code decoded as 480 (shift and multiply by 2^120 under nnan), the product truncated,
+    # 0x7FC0 where the scale code is 255
+    v_amd = np.where(codes == 0x7F, 480.0, reference.decode(codes, "e4m3fn")) * np.exp2(
+        np.maximum(scales.astype(np.float64), 0) - 127)
+    want = np.where(scales == 255, np.uint16(0x7FC0), _bf16_cut(v_amd))
+    assert _same(amd, want) and amd[0, 0] == 0x0001 and amd[1, 1] == 0x43F0  # 480.0
+    assert not np.array_equal(nvidia, amd)
+    # e5m2: NVIDIA decodes Inf through mul.rn.bf16x2 by 2^112 (65536), AMD's scaled upcast keeps it
+    inf = np.full((1, 32), 0x7C, np.uint8)
+    one = np.full((1, 1), 127, np.uint8)
+    assert ds.upcast("sm100", inf, "e5m2", one)[0, 0] == 0x4780  # 65536.0
+    assert ds.upcast("gfx942", inf, "e5m2", one)[0, 0] == 0x7F80  # +Inf
+
+
+def test_a_nan_scale_makes_its_rows_nan_and_gfx950_is_bracketed():
+    rng = np.random.default_rng(3)
+    a, sa, b, sb, acc = _inputs(rng, 128, 16, 64, "e4m3fn")
+    sa[5, 1] = 255
+    for target in ("sm100", "sm90"):
+        got = _run(target, "e4m3fn", a, sa, b, sb, acc).view(np.float32)
+        assert np.isnan(got[5]).all() and not np.isnan(np.delete(got, 5, axis=0)).any()
+    from fp8check.triton import ops
+
+    with ops.bracket("lo") as count:
+        got = _run("gfx950", "e4m3fn", a, sa, b, sb, acc).view(np.float32)
+    assert count and all("target-dependent" in k for k in count), count
+    assert np.isnan(got).any()  # the lo run: bracketed elements NaN
+
+
+def test_fp16_operands_stay_with_the_float32_path_and_bad_shapes_are_refused():
+    with pytest.raises(InvalidValueError, match="fp16"):
+        ds.dot_scaled("sm90", np.zeros((2, 32), np.uint16), "float16", np.zeros((32, 2), np.uint8), "e4m3fn")
+    with pytest.raises(InvalidValueError, match="scale blocks"):
+        ds.dot_scaled("sm90", np.zeros((2, 48), np.uint8), "e4m3fn", np.zeros((48, 2), np.uint8), "e4m3fn",
+                      a_scales=np.zeros((2, 2), np.uint8), b_scales=np.zeros((2, 2), np.uint8))
