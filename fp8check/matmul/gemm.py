@@ -340,6 +340,7 @@ class _Run:
     tally: Tally
     bracketed: int = 0
     diverging: dict[str, int] = field(default_factory=dict)  # case -> diverging elements
+    nearest: dict[Any, Any] = field(default_factory=dict)  # the scale-pair search's per-(scales, index) tables
 
     def torch_dtype(self) -> Any:
         import torch
@@ -393,6 +394,7 @@ class _Run:
             return
         self.diverging[case.describe()] = int(differs.sum())
         blocks = self.locate(case, a, sa, b, sb)
+        self.nearest = {}  # keyed by the blocks' scale arrays, alive until the next case
         listed = max(1, o.cap) if o.cap is not None else differs.size
         mask = (1 << (8 * bits.dtype.itemsize)) - 1  # the output's bit width (float32: 8 hex digits, 16-bit: 4)
         for i, (m, n) in enumerate(np.argwhere(differs)):
@@ -454,7 +456,7 @@ class _Run:
             if math.isfinite(ratio) and abs(ratio / (sa[want_a] * np.float64(sb[want_b])) - 1) <= 2.0 ** -9:
                 # within an accumulator's rounding of the declared scales: a sum, never blamed on another scale
                 return "accuracy", f"{ka}: the declared scales {declared}, a sum other than the target's"
-            pair = _scale_pair(ratio, sa, sb, want_a, want_b)
+            pair = _scale_pair(ratio, sa, sb, want_a, want_b, self.nearest)
             if pair is None and _format_swapped(ratio, sa[want_a] * np.float64(sb[want_b])):
                 return "scale", (f"{ka}: the block's value is {ratio / (sa[want_a] * np.float64(sb[want_b])):g}x "
                                  f"what {declared} gives: the operands read in a format of another exponent bias "
@@ -502,9 +504,17 @@ def _format_swapped(ratio: float, declared: float) -> bool:
                                                           for f in (2.0, 0.5)))
 
 
-def _nearest_per_value(values: np.ndarray, shape: tuple[int, ...], want: tuple[int, int]) -> tuple[np.ndarray, ...]:
-    """For each distinct value of ``values`` (flat; returned sorted): the least distance of an entry holding it to
-    ``want`` (Manhattan, in ``shape``'s indices) and the first flat index at that distance."""
+def _nearest_per_value(scales: np.ndarray, want: tuple[int, int], memo: dict[Any, Any]) -> tuple[np.ndarray, ...]:
+    """For each distinct value of ``scales`` (returned sorted): the least distance of an entry holding it to
+    ``want`` (Manhattan, in indices) and the first flat index at that distance; remembered in ``memo`` by the
+    array's identity (the caller keeps the arrays alive while ``memo`` lives)."""
+    key = (id(scales), want)
+    if key not in memo:
+        memo[key] = _nearest_table(scales.reshape(-1).astype(np.float64), scales.shape, want)
+    return memo[key]
+
+
+def _nearest_table(values: np.ndarray, shape: tuple[int, ...], want: tuple[int, int]) -> tuple[np.ndarray, ...]:
     idx = np.array(np.unravel_index(np.arange(values.size), shape)).T
     dist = np.abs(idx - np.asarray(want)).sum(1)
     uniq, inv = np.unique(values, return_inverse=True)
@@ -513,16 +523,17 @@ def _nearest_per_value(values: np.ndarray, shape: tuple[int, ...], want: tuple[i
     return uniq, dist[first], first
 
 
-def _scale_pair(ratio: float, sa: np.ndarray, sb: np.ndarray, want_a: tuple[int, int],
-                want_b: tuple[int, int]) -> tuple[tuple[int, int], tuple[int, int]] | None:
+def _scale_pair(ratio: float, sa: np.ndarray, sb: np.ndarray, want_a: tuple[int, int], want_b: tuple[int, int],
+                memo: dict[Any, Any] | None = None) -> tuple[tuple[int, int], tuple[int, int]] | None:
     """The pair of scale entries whose product is ``ratio`` (to 2^-21: the two float32 roundings of the
     scaling), nearest the declared pair (the first in row-major order among the nearest); None when none is.
     Distinct values are paired, not entries: MX scales repeat a few powers of two over thousands of
     entries."""
     if not math.isfinite(ratio) or ratio == 0:
         return None
-    ua, da, fa = _nearest_per_value(sa.reshape(-1).astype(np.float64), sa.shape, want_a)
-    ub, db, fb = _nearest_per_value(sb.reshape(-1).astype(np.float64), sb.shape, want_b)
+    memo = {} if memo is None else memo
+    ua, da, fa = _nearest_per_value(sa, want_a, memo)
+    ub, db, fb = _nearest_per_value(sb, want_b, memo)
     with np.errstate(all="ignore"):
         close = np.abs(np.multiply.outer(ua, ub) / ratio - 1) <= 2.0 ** -21
     pa, pb = np.nonzero(close)
