@@ -24,7 +24,8 @@ Read from Triton 3.9.0's own compiler (``triton.compile`` for ``cuda:90``, ``cud
 
     - the e8m0 scale becomes bfloat16 bits ``max(s << 7, 0x0040)`` (3.9.0: code 0 is 2^-127, a bfloat16
       subnormal; the source at the commit above has no ``max``: code 0 gives 0) and ``fma(s, 0, s)`` turns
-      code 255's Inf into NaN;
+      code 255's Inf into NaN (NVIDIA: not under ``fast_math``, where the scale stays +Inf: ±Inf products,
+      NaN for a zero element);
     - NVIDIA: the element decoded to bfloat16 as ``fp8.to(tl.bfloat16)`` compiles (e5m2: the shift and
       ``mul.rn.bf16x2`` by 2^112, Inf/NaN codes finite, :mod:`fp8check.triton.targets`), then
       ``mul.bf16`` by the scale: one rounding to nearest even, bfloat16 subnormals kept;
@@ -35,8 +36,8 @@ Read from Triton 3.9.0's own compiler (``triton.compile`` for ``cuda:90``, ``cud
     - gfx950 uses ``v_cvt_scalef32_pk_bf16_*`` and a bfloat16 MFMA fp8check has no model of: every element
       is bracketed.
 
-    ``fast_math`` only drops the NaN select of a scale code 255, whose ``fma`` already gives NaN: no
-    difference in value.
+    ``fast_math`` drops the NaN select of a scale code 255 (AMD: its ``fma`` still gives NaN) and, on
+    NVIDIA, the ``fma`` too.
 """
 
 from __future__ import annotations
@@ -69,16 +70,17 @@ def lowering(target: str, m: int, n: int, k: int, a_fmt: str, b_fmt: str, scaled
     return "decomposed"
 
 
-def _scale_values(codes: np.ndarray, scale_fmt: str) -> np.ndarray:
+def _scale_values(codes: np.ndarray, scale_fmt: str, code255: float = np.nan) -> np.ndarray:
     """The float32 values the decomposition multiplies by: e8m0 ``max(s << 7, 0x40)`` as bfloat16 (code 0:
-    2^-127), code 255 NaN; e4m3 scales (NVFP4) decoded, NaN codes NaN."""
+    2^-127), code 255 ``code255`` (NaN; +Inf where no ``fma`` makes it NaN); e4m3 scales (NVFP4) decoded, NaN
+    codes NaN."""
     from fp8check import reference
 
     c = np.asarray(codes).astype(np.uint8)
     if scale_fmt == "e8m0fnu":
         bits = np.maximum(c.astype(np.uint32) << np.uint32(23), np.uint32(0x00400000))
         values = bits.view(np.float32).copy()
-        values[c == 0xFF] = np.float32(np.nan)
+        values[c == 0xFF] = np.float32(code255)
         return values
     return reference.decode(c, scale_fmt).astype(np.float32)
 
@@ -96,7 +98,7 @@ def _element_values(target: str, codes: np.ndarray, fmt: str) -> np.ndarray:
 
 
 def upcast(target: str, codes: Any, fmt: str, scales: Any = None, scale_fmt: str = "e8m0fnu", *,
-           k_axis: int = 1) -> np.ndarray:
+           k_axis: int = 1, fast_math: bool = False) -> np.ndarray:
     """The bfloat16 bits (uint16) the decomposition of ``tl.dot_scaled`` feeds its dot on ``target``:
     ``codes`` of ``fmt`` (one per byte), ``scales`` one per block of K (``k_axis`` of ``codes``: 1 for
     A (M, K), 0 for B (K, N)), already laid out as ``codes`` with K blocks (None: no scale)."""
@@ -106,7 +108,7 @@ def upcast(target: str, codes: Any, fmt: str, scales: Any = None, scale_fmt: str
     v = _element_values(target, c, fmt)
     if scales is None:
         return ops.round_bf16(v)
-    s = _scale_values(scales, scale_fmt)
+    s = _scale_values(scales, scale_fmt, np.inf if fast_math and target in _NVIDIA else np.nan)
     block = c.shape[k_axis] // s.shape[k_axis]
     s = np.repeat(s, block, axis=k_axis)
     with np.errstate(all="ignore"):
@@ -121,12 +123,13 @@ def upcast(target: str, codes: Any, fmt: str, scales: Any = None, scale_fmt: str
 
 def dot_scaled(target: str, a_codes: Any, a_fmt: str, b_codes: Any, b_fmt: str, *, a_scales: Any = None,
                b_scales: Any = None, scale_fmt: str = "e8m0fnu", acc: Any = None,
-               how: Lowering | None = None) -> MMAResult:
+               how: Lowering | None = None, fast_math: bool = False) -> MMAResult:
     """``acc + dot_scaled(A, B)`` as ``target`` computes it, with the target-dependent mask.
 
     ``a_codes`` (M, K), ``b_codes`` (K, N): codes of ``a_fmt``/``b_fmt`` (fp8check names, one per byte; fp4
     unpacked); ``a_scales`` (M, K / block) and ``b_scales`` (N, K / block) as ``tl.dot_scaled`` takes
-    them (None: that operand unscaled); ``how``: the lowering (default: :func:`lowering` of this tile)."""
+    them (None: that operand unscaled); ``how``: the lowering (default: :func:`lowering` of this tile);
+    ``fast_math``: ``tl.dot_scaled``'s own (the decomposition's scale code 255 on NVIDIA)."""
     a, b = np.asarray(a_codes), np.asarray(b_codes)
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
         raise InvalidValueError(f"dot_scaled: A (M, K) and B (K, N) expected, got shapes {a.shape} and {b.shape}")
@@ -146,8 +149,8 @@ def dot_scaled(target: str, a_codes: Any, a_fmt: str, b_codes: Any, b_fmt: str, 
         model = tensorcore.model(target, a_fmt, b_fmt, scaled=True)
         return tensorcore.mma(model, a, a_fmt, b, b_fmt, acc=c, a_scales=ones[0] if sa is None else sa,
                               b_scales=ones[1] if sb is None else sb, scale_fmt=scale_fmt)
-    ua = upcast(target, a, a_fmt, sa, scale_fmt, k_axis=1)
-    ub = upcast(target, b, b_fmt, sb, scale_fmt, k_axis=0)
+    ua = upcast(target, a, a_fmt, sa, scale_fmt, k_axis=1, fast_math=fast_math)
+    ub = upcast(target, b, b_fmt, sb, scale_fmt, k_axis=0, fast_math=fast_math)
     try:
         model = tensorcore.model(target, "bfloat16", "bfloat16")
     except InvalidValueError:  # gfx950: no bfloat16 MFMA model: the float sum, every element bracketed

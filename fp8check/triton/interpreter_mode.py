@@ -309,7 +309,8 @@ class ConversionOps(BuilderOps):
         active = _active_now()
         _note(active is not None, lhs.dtype.scalar, rhs.dtype.scalar)
         if active is not None:
-            out = _tensor_core_dot_scaled(active, lhs, lhs_scale, lhs_format, rhs, rhs_scale, rhs_format, rest)
+            out = _tensor_core_dot_scaled(active, lhs, lhs_scale, lhs_format, rhs, rhs_scale, rhs_format, fast_math,
+                                          rest)
             if out is not None:
                 return self.interp.TensorHandle(out, rest[-1].dtype.scalar)
         return inner(builder, lhs, lhs_scale, lhs_format, rhs, rhs_scale, rhs_format, fast_math, *rest)
@@ -445,7 +446,7 @@ def _unpacked_fp4(data: np.ndarray, axis: int) -> np.ndarray:
 
 
 def _tensor_core_dot_scaled(active: _Active, lhs: Any, lhs_scale: Any, lhs_format: Any, rhs: Any, rhs_scale: Any,
-                            rhs_format: Any, rest: tuple[Any, ...]) -> np.ndarray | None:
+                            rhs_format: Any, fast_math: Any, rest: tuple[Any, ...]) -> np.ndarray | None:
     """``tl.dot_scaled`` as the target compiles it (:func:`fp8check.matmul.dot_scaled.dot_scaled`: the native
     block-scaled instruction for the tiles Triton gives it, else the upcast to bfloat16 and the target's
     bfloat16 ``tl.dot``), or None where nothing is modelled (an fp16 operand, a target without a tensor-core
@@ -474,7 +475,8 @@ def _tensor_core_dot_scaled(active: _Active, lhs: Any, lhs_scale: Any, lhs_forma
     scale_fmt = kinds.pop() if len(kinds) == 1 else "e8m0fnu"
 
     def gemm(x: np.ndarray, y: np.ndarray, sx: np.ndarray | None, sy: np.ndarray | None, z: np.ndarray) -> Any:
-        return ds.dot_scaled(target, x, names[0], y, names[1], a_scales=sx, b_scales=sy, scale_fmt=scale_fmt, acc=z)
+        return ds.dot_scaled(target, x, names[0], y, names[1], a_scales=sx, b_scales=sy, scale_fmt=scale_fmt, acc=z,
+                             fast_math=bool(fast_math))
 
     try:
         return _by_gemm("tl.dot_scaled", gemm, np.asarray(acc_h.data, dtype=np.float32), a, b, *scales)

@@ -80,7 +80,7 @@ def _packed(codes: np.ndarray, axis: int) -> np.ndarray:
     return np.moveaxis(c[..., 0::2] | (c[..., 1::2] << 4), -1, axis).astype(np.uint8)
 
 
-def _run(target: str | None, fmt: str, a, sa, b, sb, acc) -> np.ndarray:
+def _run(target: str | None, fmt: str, a, sa, b, sb, acc, fast: bool = False) -> np.ndarray:
     """The kernel interpreted (under ``target``'s faithful block, or the stock interpreter for None)."""
     M, K = a.shape
     N = b.shape[1]
@@ -93,10 +93,10 @@ def _run(target: str | None, fmt: str, a, sa, b, sb, acc) -> np.ndarray:
     c = torch.from_numpy(acc.copy())
     args = (ta, torch.from_numpy(sa), tb, torch.from_numpy(sb), c)
     if target is None:
-        ft.interpreted(tk.mx_dot_kernel)[(1,)](*args, M=M, N=N, K=K, FA=name, FB=name)
+        ft.interpreted(tk.mx_dot_kernel)[(1,)](*args, M=M, N=N, K=K, FA=name, FB=name, FAST=fast)
     else:
         with ft.faithful(target):
-            ft.interpreted(tk.mx_dot_kernel)[(1,)](*args, M=M, N=N, K=K, FA=name, FB=name)
+            ft.interpreted(tk.mx_dot_kernel)[(1,)](*args, M=M, N=N, K=K, FA=name, FB=name, FAST=fast)
     return c.numpy().view(np.uint32)
 
 
@@ -148,6 +148,10 @@ def test_the_upcast_rounds_scales_and_specials_as_each_target_compiles_them():
     one = np.full((1, 1), 127, np.uint8)
     assert ds.upcast("sm100", inf, "e5m2", one)[0, 0] == 0x4780  # 65536.0
     assert ds.upcast("gfx942", inf, "e5m2", one)[0, 0] == 0x7F80  # +Inf
+    # fast_math: NVIDIA's scale code 255 stays +Inf (no fma), AMD's fma still makes it NaN
+    fast = ds.upcast("sm90", codes, "e4m3fn", scales, fast_math=True)
+    assert fast[2, 0] == 0x7F80 and _same(fast[2, 1:2], np.array([0x7FC0], np.uint16))
+    assert _same(ds.upcast("gfx942", codes, "e4m3fn", scales, fast_math=True), amd)
 
 
 def test_a_nan_scale_makes_its_rows_nan_and_gfx950_is_bracketed():
@@ -157,6 +161,13 @@ def test_a_nan_scale_makes_its_rows_nan_and_gfx950_is_bracketed():
     for target in ("sm100", "sm90"):
         got = _run(target, "e4m3fn", a, sa, b, sb, acc).view(np.float32)
         assert np.isnan(got[5]).all() and not np.isnan(np.delete(got, 5, axis=0)).any()
+    # fast_math on NVIDIA's decomposition: no fma, the scale stays +Inf: row 5 is +-Inf (or NaN where +Inf and
+    # -Inf products meet); the native tcgen05 MMA reads code 255 as NaN whatever fast_math says
+    a[5, 32:] = 0x38  # 1.0: every product of the block has the sign of B's element
+    b[32:, :] = np.where(np.arange(16) % 2, 0x38, 0xB8)[None, :]  # +1 and -1 columns
+    fast = _run("sm90", "e4m3fn", a, sa, b, sb, acc, fast=True).view(np.float32)
+    assert np.array_equal(fast[5], np.where(np.arange(16) % 2, np.inf, -np.inf).astype(np.float32))
+    assert np.isnan(_run("sm100", "e4m3fn", a, sa, b, sb, acc, fast=True).view(np.float32)[5]).all()
     from fp8check.triton import ops
 
     with ops.bracket("lo") as count:

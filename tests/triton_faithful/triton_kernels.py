@@ -67,7 +67,7 @@ def dot_scaled_kernel(a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, M: tl.constexpr, N: t
 
 @triton.jit
 def mx_dot_kernel(a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr,
-                  FA: tl.constexpr, FB: tl.constexpr):
+                  FA: tl.constexpr, FB: tl.constexpr, FAST: tl.constexpr = False):
     """``c = tl.dot_scaled(a, sa, FA, b, sb, FB, c)``: a (M, K) and b (K, N) one code per byte, e2m1 two per
     byte along K (the low nibble first), e8m0 scales (M, K / 32) and (N, K / 32)."""
     m = tl.arange(0, M)
@@ -80,7 +80,8 @@ def mx_dot_kernel(a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, M: tl.constexpr, N: tl.co
     sa = tl.load(sa_ptr + m[:, None] * (K // 32) + g[None, :])
     sb = tl.load(sb_ptr + n[:, None] * (K // 32) + g[None, :])
     acc = tl.load(c_ptr + m[:, None] * N + n[None, :])
-    tl.store(c_ptr + m[:, None] * N + n[None, :], tl.dot_scaled(a, sa, FA, b, sb, FB, acc))
+    tl.store(c_ptr + m[:, None] * N + n[None, :], tl.dot_scaled(a, sa, FA, b, sb, FB, acc,
+                                                                         fast_math=FAST))
 
 def _block(n: int) -> int:
     return max(16, min(1 << 16, 1 << max(0, (n - 1).bit_length())))
