@@ -19,9 +19,12 @@ hook (``triton.runtime.interpreter``) what goes through it
                                      tensor-core model
                                      (:mod:`fp8check.matmul.tensorcore`);
                                      otherwise the decoding of fp8 operands
+``InterpreterBuilder.create_dot_scaled`` ``tl.dot_scaled`` (Triton >= 3.8; 3.6's
+                                     interpreter has none) as the target
+                                     lowers it
+                                     (:mod:`fp8check.matmul.dot_scaled`)
 ``_mxfp_value_handle_to_float32``    the decoding of fp8 ``tl.dot_scaled``
-                                     operands (Triton >= 3.8; 3.6's
-                                     interpreter has no ``dot_scaled``)
+                                     operands where nothing is modelled
 ==================================== =========================================
 
 Everything else (loads and stores of fp8 bytes, bitcasts, ``tl.where``) moves
@@ -307,13 +310,14 @@ class ConversionOps(BuilderOps):
         a faithful block, or where nothing is modelled, the interpreter's own (fp8 operands decoded exactly by
         :meth:`mxfp_value_to_float32`, float32 sums)."""
         active = _active_now()
-        _note(active is not None, lhs.dtype.scalar, rhs.dtype.scalar)
         if active is not None:
             out = _tensor_core_dot_scaled(active, lhs, lhs_scale, lhs_format, rhs, rhs_scale, rhs_format, fast_math,
                                           rest)
             if out is not None:
+                _note(True, lhs.dtype.scalar, rhs.dtype.scalar)
                 return self.interp.TensorHandle(out, rest[-1].dtype.scalar)
-        return inner(builder, lhs, lhs_scale, lhs_format, rhs, rhs_scale, rhs_format, fast_math, *rest)
+        return inner(  # its fp8 decoding is counted by mxfp_value_to_float32
+            builder, lhs, lhs_scale, lhs_format, rhs, rhs_scale, rhs_format, fast_math, *rest)
 
     @staticmethod
     def mxfp_value_to_float32(orig_mx: Any, value_handle: Any) -> Any:
