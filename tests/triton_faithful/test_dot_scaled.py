@@ -182,3 +182,15 @@ def test_fp16_operands_stay_with_the_float32_path_and_bad_shapes_are_refused():
     with pytest.raises(InvalidValueError, match="scale blocks"):
         ds.dot_scaled("sm90", np.zeros((2, 48), np.uint8), "e4m3fn", np.zeros((48, 2), np.uint8), "e4m3fn",
                       a_scales=np.zeros((2, 2), np.uint8), b_scales=np.zeros((2, 2), np.uint8))
+
+
+def test_gfx950s_native_scaled_mfma_is_a_bracket_exact_only_where_every_datapath_agrees():
+    ones = np.full((32, 64), 0x38, np.uint8)  # 1.0
+    scales = np.full((32, 2), 127, np.uint8)
+    assert ds.lowering("gfx950", 32, 32, 64, "e4m3fn", "e4m3fn", True) == "native"
+    r = ds.dot_scaled("gfx950", ones, "e4m3fn", ones.T.copy(), "e4m3fn", a_scales=scales, b_scales=scales)
+    assert r.model.name == "gfx950-mfma-scale-f8f6f4" and r.model.status == "bracketed"
+    assert not r.target_dependent.any() and (r.values == 64).all()  # every term on the grid: any datapath gives 64
+    a, sa, b, sb, acc = _inputs(np.random.default_rng(4), 32, 32, 64, "e4m3fn")
+    r = ds.dot_scaled("gfx950", a, "e4m3fn", b, "e4m3fn", a_scales=sa, b_scales=sb, acc=acc)
+    assert r.target_dependent.any()
