@@ -174,3 +174,14 @@ def test_the_command_line_checks_an_mx_gemm_kernel(capsys):
     capsys.readouterr()
     assert cli.main(["check", "gemm_plants:mx_gemm", *base[:3], BLOCK, *base[4:]]) == 2
     assert "dot-scaled" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # every case of a planted kernel, each divergence located (about 6 s)
+def test_the_command_line_finds_an_mx_kernel_reading_the_next_blocks_scale(tmp_path, capsys):
+    out = tmp_path / "mx.json"
+    assert cli.main(["check", "gemm_plants:mx_gemm_next_block", "--kind", "gemm", "--recipe", "mx", "--format",
+                     "e4m3fn", "--triton-target", "sm100", "--epilogue", "dot-scaled", "--json", str(out)]) == 1
+    printed = capsys.readouterr().out
+    assert "scaled by a_scales[0, 0] x b_scales[0, 1] where a_scales[0, 0] x b_scales[0, 0] is declared" in printed
+    r = json.loads(out.read_text())
+    assert r["kind"] == "gemm" and r["categories"]["scale"] > 0 and r["categories"]["accuracy"] == 0
