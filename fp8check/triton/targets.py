@@ -602,7 +602,7 @@ def _ops_for_triton(ops: OpRules | None, name: str, base: str) -> OpRules | None
     """What Triton 3.6 and 3.8 compile differently from 3.9 (read from the PTX/AMDGCN of each wheel)."""
     if ops is None or base == "3.9.0":
         return ops
-    if name == "sm90" and base == "3.6.0":
+    if name in ("sm90", "sm100") and base == "3.6.0":
         # 3.6 negates with 0 - x: `-h` of a scalar is a splat of (0 - h), which isClipPattern does not match
         return dataclasses.replace(ops, clip_patterns=("negf", "sub0", "const"))
     if name.startswith("gfx") and base == "3.6.0":
