@@ -148,16 +148,16 @@ def _mx_kernel(a_ptr, b_ptr, c_ptr, as_ptr, bs_ptr, M, N, K, s_am, s_ak, s_bn, s
 
 
 def mx_gemm(a: torch.Tensor, a_scales: torch.Tensor, b: torch.Tensor, b_scales: torch.Tensor, *,
-            bug: str = "none") -> torch.Tensor:
-    """An MXFP8 GEMM with ``tl.dot_scaled`` (e4m3 operands, e8m0 scales per 32 along K), tiles of 128 x 32 x 64:
-    ones Triton lowers to sm100's block-scaled ``tcgen05`` MMA."""
+            bug: str = "none", block_m: int = 128) -> torch.Tensor:
+    """An MXFP8 GEMM with ``tl.dot_scaled`` (e4m3 operands, e8m0 scales per 32 along K), tiles of block_m x 32 x 64:
+    with 128 rows, ones Triton lowers to sm100's block-scaled ``tcgen05`` MMA (64: decomposed)."""
     M, K = a.shape
     N = b.shape[0]
     c = torch.empty((M, N), dtype=torch.float32)
-    grid = (triton.cdiv(M, 128), triton.cdiv(N, 32))
+    grid = (triton.cdiv(M, block_m), triton.cdiv(N, 32))
     _mx_kernel[grid](a, b, c, a_scales, b_scales, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
                      a_scales.stride(0), a_scales.stride(1), b_scales.stride(0), b_scales.stride(1),
-                     a_scales.shape[1], BM=128, BN=32, BK=64, BUG=BUGS[bug])
+                     a_scales.shape[1], BM=block_m, BN=32, BK=64, BUG=BUGS[bug])
     return c
 
 

@@ -156,6 +156,14 @@ def test_an_mx_gemm_with_dot_scaled_conforms_and_a_next_block_scale_is_found(tar
         assert words in first.detail, first.detail
 
 
+def test_the_reference_follows_the_lowering_the_kernels_tiles_get():
+    # 64-row tiles: Triton decomposes tl.dot_scaled on sm100 (ScaledBlockedToMMAv5 needs 128): the reference too
+    r = mx_checked(functools.partial(plants.mx_gemm, block_m=64), "sm100")
+    assert r.passed, [d.detail for d in r.divergences[:3]]
+    assert "sm100-tcgen05-16bit, the operands upcast to bfloat16" in r.extra["profile_summary"]
+    assert "mxf8f6f4" not in r.extra["profile_summary"]
+
+
 def test_the_dot_scaled_epilogue_is_what_distinguishes_the_mx_kernel():
     # judged as a software MX GEMM (each 32-block's FP8 dot scaled in float32: the k-block epilogue) the same
     # correct tl.dot_scaled kernel diverges: the scales inside the instruction sum otherwise

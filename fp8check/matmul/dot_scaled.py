@@ -42,7 +42,9 @@ Read from Triton 3.9.0's own compiler (``triton.compile`` for ``cuda:90``, ``cud
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import contextlib
+from collections import Counter
+from typing import Any, Iterator, Literal
 
 import numpy as np
 
@@ -50,7 +52,7 @@ from fp8check.errors import InvalidValueError
 from fp8check.matmul import tensorcore
 from fp8check.matmul.tensorcore import MMAResult
 
-__all__ = ["FORMATS", "lowering", "upcast", "dot_scaled"]
+__all__ = ["FORMATS", "lowering", "lowerings", "upcast", "dot_scaled"]
 
 #: The element formats of ``tl.dot_scaled`` (Triton's names -> fp8check's).
 FORMATS = {"e4m3": "e4m3fn", "e5m2": "e5m2", "e2m1": "e2m1fn", "bf16": "bfloat16", "fp16": "float16"}
@@ -68,6 +70,22 @@ def lowering(target: str, m: int, n: int, k: int, a_fmt: str, b_fmt: str, scaled
     if target == "gfx950" and mx and ((min(m, n) >= 32 and k >= 64) or (min(m, n) >= 16 and k >= 128)):
         return "native"
     return "decomposed"
+
+
+_RECORDERS: list[Counter[str]] = []
+
+
+@contextlib.contextmanager
+def lowerings() -> Iterator[Counter[str]]:
+    """Count the lowerings (``native``/``decomposed``) of the :func:`dot_scaled` calls made inside the block --
+    the faithful interpreter's, while a kernel runs: the gemm kind's reference then follows the lowering the
+    kernel's tiles got."""
+    seen: Counter[str] = Counter()
+    _RECORDERS.append(seen)
+    try:
+        yield seen
+    finally:
+        _RECORDERS.remove(seen)
 
 
 def _scale_values(codes: np.ndarray, scale_fmt: str, code255: float = np.nan) -> np.ndarray:
@@ -139,6 +157,8 @@ def dot_scaled(target: str, a_codes: Any, a_fmt: str, b_codes: Any, b_fmt: str, 
     sa = None if a_scales is None else np.asarray(a_scales)
     sb = None if b_scales is None else np.asarray(b_scales).T  # (K / block, N)
     how = how or lowering(target, M, N, K, a_fmt, b_fmt, sa is not None and sb is not None)
+    for seen in _RECORDERS:
+        seen[how] += 1
     blocks = next((s.shape[1 - i] for i, s in enumerate((sa, sb)) if s is not None), 0)
     if blocks and (K % blocks or K // blocks not in (16, 32)):
         raise InvalidValueError(f"dot_scaled: K={K} with {blocks} scale blocks: blocks of 32 (MX) or 16 (NVFP4) "

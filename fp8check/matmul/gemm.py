@@ -17,8 +17,9 @@ target rounds it (its fma contraction of ``acc + t * s``,
 - ``end-product``: ``dot(A, B) * (a_s * b_s)`` (FBGEMM's ``acc *= a_s * b_s``);
 - ``dot-scaled`` (the ``mx`` recipe): ``acc = tl.dot_scaled(a, a_s, b, b_s, acc)`` over K, the scales applied
   as the target applies them (:func:`fp8check.matmul.dot_scaled.dot_scaled`: sm100's block-scaled
-  ``tcgen05`` MMA, the kernel's tiles taken to be ones Triton lowers to it, BLOCK_M >= 128 and
-  BLOCK_N >= 16; elsewhere the operands upcast to bfloat16 with their scales and the bfloat16 ``tl.dot``).
+  ``tcgen05`` MMA, or the operands upcast to bfloat16 with their scales and the bfloat16 ``tl.dot``: the
+  lowering the kernel's ``tl.dot_scaled`` calls got in the faithful interpreter, which depends on their
+  tiles; for a kernel not interpreted, sm100's native one).
 
 The output must be the reference rounded to the kernel's output dtype, bit
 for bit (NaN by class, -0 distinct). Elements the target's model brackets
@@ -32,6 +33,7 @@ no pair of scales does (the accumulation).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -141,11 +143,10 @@ def _mma_operands(target: str, fmt: str, codes: np.ndarray) -> tuple[np.ndarray,
 
 
 def _dot_scaled(target: str, fmt: str, a: np.ndarray, b: np.ndarray, a_scales: np.ndarray | None,
-                b_scales: np.ndarray | None) -> Any:
+                b_scales: np.ndarray | None, how: str | None = None) -> Any:
     """``tl.dot_scaled`` over all of K (the kernel's K steps chain through its accumulator as the instructions
-    do), K padded with zero codes to the scales' blocks of 32 (a masked load's zeros); scales None: 1.0. On
-    sm100 and gfx950 the native block-scaled instruction (the tiles Triton gives it), elsewhere the
-    decomposition."""
+    do), K padded with zero codes to the scales' blocks of 32 (a masked load's zeros); scales None: 1.0.
+    ``how`` None: on sm100 and gfx950 the native block-scaled instruction, elsewhere the decomposition."""
     from fp8check.matmul.dot_scaled import dot_scaled
 
     blocks = -(-a.shape[1] // 32)
@@ -153,8 +154,9 @@ def _dot_scaled(target: str, fmt: str, a: np.ndarray, b: np.ndarray, a_scales: n
     ones = np.full((max(a.shape[0], b.shape[0]), blocks), 127, np.uint8)
     sa = ones[:a.shape[0]] if a_scales is None else a_scales.astype(np.uint8).reshape(a.shape[0], blocks)
     sb = ones[:b.shape[0]] if b_scales is None else b_scales.astype(np.uint8).reshape(b.shape[0], blocks)
+    how = how or ("native" if target in ("sm100", "gfx950") else "decomposed")
     return dot_scaled(target, np.pad(a, pad), fmt, np.pad(b, pad).T, fmt, a_scales=sa, b_scales=sb,
-                      how="native" if target in ("sm100", "gfx950") else "decomposed")
+                      how=how)  # type: ignore[arg-type]
 
 
 def _contracts(target: str) -> bool:
@@ -165,10 +167,13 @@ def _contracts(target: str) -> bool:
 
 
 def gemm_reference(target: str, fmt: str, recipe: str | GemmRecipe, a_codes: Any, a_scales: Any, b_codes: Any,
-                   b_scales: Any, *, epilogue: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+                   b_scales: Any, *, epilogue: str | None = None,
+                   how: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The float32 (M, N) a correct kernel accumulates, and the mask of the elements ``target``'s model brackets.
 
-    ``a_codes`` (M, K), ``b_codes`` (N, K): codes of ``fmt``; scales as :class:`GemmRecipe` shapes them."""
+    ``a_codes`` (M, K), ``b_codes`` (N, K): codes of ``fmt``; scales as :class:`GemmRecipe` shapes them;
+    ``how``: the ``dot-scaled`` epilogue's lowering (``native``/``decomposed``; default: the target's native
+    one where it has one)."""
     from fp8check.matmul import tensorcore
     from fp8check.triton import ops
 
@@ -180,7 +185,7 @@ def gemm_reference(target: str, fmt: str, recipe: str | GemmRecipe, a_codes: Any
     if b.shape[1] != K:
         raise InvalidValueError(f"A is (M, K) = {a.shape}, B must be (N, K): got {b.shape}")
     if epilogue == "dot-scaled":
-        r = _dot_scaled(target, fmt, a, b, np.asarray(a_scales), np.asarray(b_scales))
+        r = _dot_scaled(target, fmt, a, b, np.asarray(a_scales), np.asarray(b_scales), how)
         return r.values, r.target_dependent
     (ca, name), (cb, _) = _mma_operands(target, fmt, a), _mma_operands(target, fmt, b.T)
     k_block = rec.k_block if epilogue == "k-block" else K
@@ -341,6 +346,8 @@ class _Run:
     bracketed: int = 0
     diverging: dict[str, int] = field(default_factory=dict)  # case -> diverging elements
     nearest: dict[Any, Any] = field(default_factory=dict)  # the scale-pair search's per-(scales, index) tables
+    lowerings: Counter[str] = field(default_factory=Counter)  # of the kernel's tl.dot_scaled calls, all cases
+    how: str | None = None  # the lowering the last call's tl.dot_scaled got (None: not seen, or both)
 
     def torch_dtype(self) -> Any:
         import torch
@@ -350,16 +357,21 @@ class _Run:
 
     def reference(self, a: np.ndarray, sa: np.ndarray, b: np.ndarray, sb: np.ndarray) -> tuple[np.ndarray, ...]:
         o = self.opts
-        return gemm_reference(o.target, o.fmt, o.recipe, a, sa, b, sb, epilogue=o.epilogue)
+        return gemm_reference(o.target, o.fmt, o.recipe, a, sa, b, sb, epilogue=o.epilogue, how=self.how)
 
     def outcome(self, case: GemmCase, a: np.ndarray, sa: np.ndarray, b: np.ndarray,
                 sb: np.ndarray) -> tuple[Any, ...] | str:
         """(actual values, expected values, differs mask, bracketed mask, actual bits, expected bits) of the
         kernel's output against the reference, or the kernel's refusal as text."""
+        from fp8check.matmul.dot_scaled import lowerings
+
         dt = self.torch_dtype()
         try:
-            out = _call(self.opts, self.kernel, _laid_out(a, case.layout, dt), _scale_tensor(sa),
-                        _laid_out(b, case.layout, dt), _scale_tensor(sb))
+            with lowerings() as seen:  # what the faithful interpreter made of the kernel's tl.dot_scaled tiles
+                out = _call(self.opts, self.kernel, _laid_out(a, case.layout, dt), _scale_tensor(sa),
+                            _laid_out(b, case.layout, dt), _scale_tensor(sb))
+            self.lowerings.update(seen)
+            self.how = next(iter(seen)) if len(seen) == 1 else None
             bits, dtype = _out_bits(out)
         except FP8CheckError as exc:
             if isinstance(exc, TypeError):  # the faithful interpreter: the target's compiler refuses what it does
@@ -427,7 +439,7 @@ class _Run:
                 continue
             with np.errstate(all="ignore"):
                 if o.epilogue == "dot-scaled":  # the same lowering with every scale 1.0
-                    dot = _dot_scaled(o.target, o.fmt, keep, b, None, None).values.astype(np.float64)
+                    dot = _dot_scaled(o.target, o.fmt, keep, b, None, None, self.how).values.astype(np.float64)
                 else:
                     (ca, name), (cb, _) = _mma_operands(o.target, o.fmt, keep), _mma_operands(o.target, o.fmt, b.T)
                     dot = tensorcore.mma(o.target, ca, name, cb, name).values.astype(np.float64)
@@ -577,9 +589,12 @@ def check_gemm(kernel: Callable[..., Any], *, recipe: str | GemmRecipe, format: 
                          divergences=t.listed(cap, diverged) if diverged else [], kind="gemm",
                          seed=seed, refusals=t.refusals, target_dependent=run.bracketed)
     if epilogue == "dot-scaled":
-        model = _dot_scaled(target, fmt, np.zeros((1, 32), np.uint8), np.zeros((1, 32), np.uint8), None, None).model
-        how = "" if model.scaled else ", the operands upcast to bfloat16 with their scales"
-        result.extra["profile_summary"] = f"{rec.description}; {target}'s tl.dot_scaled ({model.name}{how})"
+        names = []
+        for how in sorted(run.lowerings) or [None]:
+            model = _dot_scaled(target, fmt, np.zeros((1, 32), np.uint8), np.zeros((1, 32), np.uint8), None, None,
+                                how).model
+            names.append(model.name + ("" if model.scaled else ", the operands upcast to bfloat16 with their scales"))
+        result.extra["profile_summary"] = f"{rec.description}; {target}'s tl.dot_scaled ({'; '.join(names)})"
     else:
         operand = _mma_operands(target, fmt, np.zeros((1, 1), np.uint8))[1]
         result.extra["profile_summary"] = (f"{rec.description}; {target}'s tensor cores "
