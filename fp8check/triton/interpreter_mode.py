@@ -443,9 +443,11 @@ def _by_gemm(op: str, gemm: Callable[..., Any], acc: np.ndarray, *operands: np.n
 
 
 def _unpacked_fp4(data: np.ndarray, axis: int) -> np.ndarray:
-    """e2m1 codes two per byte (the low nibble first) along ``axis`` -> one per byte."""
+    """e2m1 codes two per byte (the low nibble first, as Triton's ``Fp4ToFp``) along ``axis`` -> one per byte."""
+    from fp8check.quantizers.packing import unpack_codes
+
     d = np.moveaxis(np.asarray(data).view(np.uint8), axis, -1)
-    out = np.stack([d & np.uint8(0x0F), d >> np.uint8(4)], axis=-1).reshape(d.shape[:-1] + (2 * d.shape[-1],))
+    out = unpack_codes(d.reshape(-1, d.shape[-1]), "low-first").reshape(d.shape[:-1] + (2 * d.shape[-1],))
     return np.moveaxis(out, -1, axis)
 
 

@@ -27,6 +27,7 @@ from fp8check import reference  # noqa: E402
 from fp8check.errors import InvalidValueError  # noqa: E402
 from fp8check.matmul import dot_scaled as ds  # noqa: E402
 from fp8check.matmul import tensorcore as tc  # noqa: E402
+from fp8check.quantizers.packing import pack_codes  # noqa: E402
 
 if triton.__version__.split("+")[0] not in ft.SUPPORTED_TRITON_VERSIONS:
     pytest.skip(f"Triton {triton.__version__} is not one the faithful interpreter supports", allow_module_level=True)
@@ -76,8 +77,8 @@ def _inputs(rng: np.random.Generator, M: int, N: int, K: int, fmt: str) -> tuple
 
 def _packed(codes: np.ndarray, axis: int) -> np.ndarray:
     """e2m1 codes two per byte along ``axis``, the low nibble first (tl.dot_scaled's packing)."""
-    c = np.moveaxis(codes, axis, -1)
-    return np.moveaxis(c[..., 0::2] | (c[..., 1::2] << 4), -1, axis).astype(np.uint8)
+    packed = pack_codes(codes if axis == 1 else codes.T, "low-first")
+    return np.ascontiguousarray(packed if axis == 1 else packed.T)
 
 
 def _run(target: str | None, fmt: str, a, sa, b, sb, acc, fast: bool = False) -> np.ndarray:
