@@ -486,8 +486,11 @@ def _tensor_core_dot_scaled(active: _Active, lhs: Any, lhs_scale: Any, lhs_forma
 
     try:
         return _by_gemm("tl.dot_scaled", gemm, np.asarray(acc_h.data, dtype=np.float32), a, b, *scales)
-    except InvalidValueError as exc:  # a kind the target's instruction does not take
-        _refuse(active, f"Triton does not compile this tl.dot_scaled for {target}: {exc}")
+    except InvalidValueError as exc:  # scales or a kind fp8check has no model of: said, never summed in float32
+        if active.strict:
+            raise UnsupportedConversionError(f"tl.dot_scaled of {names[0]} x {names[1]} with {scale_fmt} scales on "
+                                             f"{target}: {exc} (faithful(..., strict=False) runs the interpreter's "
+                                             f"float32 sums instead)") from None
         return None
 
 

@@ -195,3 +195,15 @@ def test_gfx950s_native_scaled_mfma_is_a_bracket_exact_only_where_every_datapath
     a, sa, b, sb, acc = _inputs(np.random.default_rng(4), 32, 32, 64, "e4m3fn")
     r = ds.dot_scaled("gfx950", a, "e4m3fn", b, "e4m3fn", a_scales=sa, b_scales=sb, acc=acc)
     assert r.target_dependent.any()
+
+
+def test_scales_fp8check_has_no_model_of_are_refused_in_one_line_not_summed_in_float32():
+    # e4m3 scales (NVFP4's) on e4m3 elements at a tile sm100 takes natively: no tcgen05 kind takes them
+    rng = np.random.default_rng(6)
+    a, _, b, _, acc = _inputs(rng, 128, 16, 64, "e4m3fn")
+    s = torch.full((128, 2), 0x38, dtype=torch.uint8).view(torch.float8_e4m3fn)  # 1.0
+    c = torch.from_numpy(acc.copy())
+    args = (torch.from_numpy(a).view(torch.float8_e4m3fn), s, torch.from_numpy(b).view(torch.float8_e4m3fn),
+            s[:16], c)
+    with ft.faithful("sm100"), pytest.raises(ft.UnsupportedConversionError, match="e4m3fn scales on sm100"):
+        ft.interpreted(tk.mx_dot_kernel)[(1,)](*args, M=128, N=16, K=64, FA="e4m3", FB="e4m3")
