@@ -127,6 +127,31 @@ def test_dot_scaled_is_the_targets_arithmetic_bit_for_bit(target, shape, how, fm
     assert (stock != want.bits).sum() > 0.05 * got.size
 
 
+@pytest.mark.parametrize("target,how", [("sm100", "native"), ("sm90", "decomposed")])
+def test_nvfp4_with_e4m3_scales_per_16_is_the_targets_arithmetic(target, how):
+    # sm100: tcgen05 kind::mxf4nvf4.block16 (MMA-Sim's grouped model, the scales read as ue4m3); sm90: the
+    # e4m3 scales upcast to bfloat16 (tt.fp_to_fp), each e2m1 element times its scale rounded to bfloat16
+    rng = np.random.default_rng(7)
+    M, N, K = 128, 16, 64
+    a, _, b, _, acc = _inputs(rng, M, N, K, "e2m1fn")
+    sa = rng.integers(0x20, 0x48, size=(M, K // 16)).astype(np.uint8)
+    sb = rng.integers(0x20, 0x48, size=(N, K // 16)).astype(np.uint8)
+    c = torch.from_numpy(acc.copy())
+    e4m3 = torch.float8_e4m3fn
+    with ft.faithful(target):
+        ft.interpreted(tk.mx_dot_kernel)[(1,)](torch.from_numpy(_packed(a, 1)), torch.from_numpy(sa).view(e4m3),
+                                               torch.from_numpy(_packed(b, 0)), torch.from_numpy(sb).view(e4m3), c,
+                                               M=M, N=N, K=K, FA="e2m1", FB="e2m1", BLOCK=16)
+    got = c.numpy().view(np.uint32)
+    if how == "native":
+        want = tc.mma(target, a, "e2m1fn", b, "e2m1fn", acc=acc, a_scales=sa, b_scales=sb.T, scale_fmt="e4m3fn")
+    else:
+        va = reference.decode(a, "e2m1fn") * np.repeat(reference.decode(sa, "e4m3fn"), 16, axis=1)
+        vb = reference.decode(b, "e2m1fn") * np.repeat(reference.decode(sb, "e4m3fn"), 16, axis=1).T
+        want = tc.mma(target, _bf16_rne(va), "bfloat16", _bf16_rne(vb), "bfloat16", acc=acc)
+    assert np.array_equal(got, want.bits), f"{int((got != want.bits).sum())} of {got.size} elements differ"
+
+
 def test_the_upcast_rounds_scales_and_specials_as_each_target_compiles_them():
     # rows: scale codes 0 (2^-127), 127, 255 (NaN), 100; columns: e4m3 1.875 * 2^-6 (at 2^-127: 1.875 bfloat16
     # subnormal units, 2 rounded to nearest even, 1 truncated), the NaN code 0x7F, 1.0, the smallest subnormal
