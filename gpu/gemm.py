@@ -3,8 +3,9 @@
     PYTHONPATH=.:<the unpacked projects> python gpu/gemm.py --json gemm.json
 
 For every GEMM of ``examples/real-kernels`` declared under sm90 whose package imports here (DeepSeek-V3's
-``fp8_gemm``, transformers' and SGLang's ``w8a8_block_fp8_matmul``, SGLang's ``triton_scaled_mm``) and the
-planted block kernel of the tests (a control): the gemm kind's contiguous cases
+``fp8_gemm``, transformers' and SGLang's ``w8a8_block_fp8_matmul``, SGLang's ``triton_scaled_mm``), the
+planted block kernel of the tests (a control) and its MX kernel (``tl.dot_scaled`` of e4m3 with e8m0 scales,
+which sm90 compiles as an upcast to bfloat16 and a bfloat16 wgmma): the gemm kind's contiguous cases
 (:data:`fp8check.matmul.gemm.GEMM_CASES`, the same codes and scales on both sides) run compiled on the CUDA
 device and interpreted under ``faithful(sm90)`` on the CPU; every output element is compared bit for bit
 (NaN by class), and the compiled output is also checked against :func:`fp8check.matmul.gemm.gemm_reference`.
@@ -30,6 +31,7 @@ KERNELS = {
     "transformers_w8a8_block_fp8_matmul_sm90": ("fp8check.zoo.gemm:transformers_block", "block-1x128-128x128", None),
     "sglang_w8a8_block_fp8_matmul_sm90": ("fp8check.zoo.gemm:sglang_block", "block-1x128-128x128", None),
     "sglang_scaled_mm_sm90": ("fp8check.zoo.gemm:sglang_scaled_mm", "rowwise", None),
+    "planted_mx_gemm_dot_scaled": ("gemm_plants:mx_gemm", "mx", "dot-scaled"),
 }
 
 

@@ -46,10 +46,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--output-dtype", metavar="DTYPE", default=None, choices=("float32", "float16", "bfloat16"),
                    help="--kind decode or dequant: the dtype the kernel must return (default: any of float32, "
                    "float16, bfloat16)")
-    p.add_argument("--epilogue", choices=("k-block", "end", "end-product"), default=None,
+    p.add_argument("--epilogue", choices=("k-block", "end", "end-product", "dot-scaled"), default=None,
                    help="--kind gemm: where the scales are applied: to each K block's dot (k-block, the default for "
-                   "block scales), after the K loop as (acc * a_s) * b_s (end, the default otherwise) or as "
-                   "acc * (a_s * b_s) (end-product)")
+                   "block scales), after the K loop as (acc * a_s) * b_s (end, the default otherwise), as "
+                   "acc * (a_s * b_s) (end-product), or inside tl.dot_scaled as the target does (dot-scaled, "
+                   "recipe mx)")
     p.add_argument("--recipe", metavar="NAME", default=None,
                    help="the scaling recipe (--kind quantize): a built-in one or one this repository's pyproject.toml "
                    "declares in [tool.fp8check.recipe.NAME]")
@@ -75,7 +76,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the input tensors live")
     p.add_argument("--triton-target", metavar="TARGET", default=None,
                    help="run a Triton kernel in fp8check's faithful interpreter with this GPU's FP8 semantics "
-                   "(sm90, sm89, gfx942, gfx950): interpreter mode is switched on for you")
+                   "(sm90, sm89, sm100, gfx942, gfx950): interpreter mode is switched on for you")
     p.add_argument("--contiguous-only", action="store_true",
                    help="declare that the kernel takes contiguous input only (non-contiguous calls are not tried)")
     p.add_argument("--numel-multiple-of", type=int, default=1, metavar="N",
