@@ -97,6 +97,7 @@ def main(argv=None) -> int:
     sys.path.insert(0, ROOT)
     from fp8check.matmul import tensorcore
     from fp8check.matmul.tensorcore import _compiled_step
+    from fp8check.outputs import write_text
 
     with tempfile.TemporaryDirectory() as tmp:
         times = {m: run(m, args.size, blocks, os.path.join(tmp, f"{m}.npy")) for m in ("stock", "faithful")}
@@ -118,8 +119,7 @@ def main(argv=None) -> int:
     text = "\n".join(lines)
     print(text)
     if args.out:
-        with open(args.out, "w", encoding="utf-8") as f:
-            f.write(text + "\n")
+        write_text(args.out, text + "\n", "--out")
     return 0
 
 

@@ -136,6 +136,8 @@ def main(argv=None) -> int:
     import torch
     import triton
 
+    from fp8check.outputs import write_text
+
     modes = ("stock", "faithful-sequential", "faithful-batched")
     lines = [f"# benchmarks/triton_interpreter.py, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
              f"# {platform.node()}: {platform.processor() or platform.machine()}, {os.cpu_count()} cores "
@@ -170,8 +172,7 @@ def main(argv=None) -> int:
     text = "\n".join(lines)
     print(text)
     if args.out:
-        with open(args.out, "w", encoding="utf-8") as f:
-            f.write(text + "\n")
+        write_text(args.out, text + "\n", "--out")
     return 0
 
 

@@ -3,8 +3,9 @@
     PYTHONPATH=.:<the unpacked projects> python gpu/gemm.py --json gemm.json
 
 For every GEMM of ``examples/real-kernels`` declared under sm90 whose package imports here (DeepSeek-V3's
-``fp8_gemm``, transformers' and SGLang's ``w8a8_block_fp8_matmul``, SGLang's ``triton_scaled_mm``) and the
-planted block kernel of the tests (a control): the gemm kind's contiguous cases
+``fp8_gemm``, transformers' and SGLang's ``w8a8_block_fp8_matmul``, SGLang's ``triton_scaled_mm``), the
+planted block kernel of the tests (a control) and its MX kernel (``tl.dot_scaled`` of e4m3 with e8m0 scales,
+which sm90 compiles as an upcast to bfloat16 and a bfloat16 wgmma): the gemm kind's contiguous cases
 (:data:`fp8check.matmul.gemm.GEMM_CASES`, the same codes and scales on both sides) run compiled on the CUDA
 device and interpreted under ``faithful(sm90)`` on the CPU; every output element is compared bit for bit
 (NaN by class), and the compiled output is also checked against :func:`fp8check.matmul.gemm.gemm_reference`.
@@ -30,6 +31,7 @@ KERNELS = {
     "transformers_w8a8_block_fp8_matmul_sm90": ("fp8check.zoo.gemm:transformers_block", "block-1x128-128x128", None),
     "sglang_w8a8_block_fp8_matmul_sm90": ("fp8check.zoo.gemm:sglang_block", "block-1x128-128x128", None),
     "sglang_scaled_mm_sm90": ("fp8check.zoo.gemm:sglang_scaled_mm", "rowwise", None),
+    "planted_mx_gemm_dot_scaled": ("gemm_plants:mx_gemm", "mx", "dot-scaled"),
 }
 
 
@@ -48,41 +50,64 @@ def _differ(x: Any, y: Any) -> int:
     return int(((bx != by) & ~(nx & ny)).sum())
 
 
-def run_one(name: str, adapter: str, recipe: str, epilogue: str | None) -> dict[str, Any]:
+# the gemm kind's contiguous cases, and two larger ones (many K blocks: where accumulation order shows)
+EXTRA_CASES = ((256, 256, 1024), (128, 192, 2048))
+SEEDS = 3
+
+
+def _cases() -> list[Any]:
+    from fp8check.matmul import gemm
+
+    return [c for c in gemm.GEMM_CASES if c.layout == "contiguous"] + [gemm.GemmCase(*s) for s in EXTRA_CASES]
+
+
+def _one_case(fn: Any, case: Any, recipe: str, seed: int, epilogue: str | None) -> dict[str, Any]:
     import torch
 
     import fp8check.triton as ft
-    from fp8check.loader import load_callable
     from fp8check.matmul import gemm
+
+    a, sa, b, sb = gemm.gemm_inputs(case, "e4m3fn", recipe, seed)
+    ta, tb = (torch.from_numpy(x).view(torch.float8_e4m3fn) for x in (a, b))
+    tsa, tsb = torch.from_numpy(sa), torch.from_numpy(sb)
+    compiled = fn(ta.cuda(), tsa.cuda(), tb.cuda(), tsb.cuda())
+    torch.cuda.synchronize()
+    with ft.interpreting(), ft.faithful("sm90"):
+        interpreted = fn(ta, tsa, tb, tsb)
+    try:  # the contrast: Triton's own interpreter (tl.dot in float32), which a test passing must not be
+        with ft.interpreting():
+            stock = _differ(_bits(compiled), _bits(fn(ta, tsa, tb, tsb)))
+    except Exception as exc:
+        stock = f"{type(exc).__name__}: {exc}"[:200]
+    values, dependent = gemm.gemm_reference("sm90", "e4m3fn", recipe, a, sa, b, sb, epilogue=epilogue)
+    expected = torch.from_numpy(values).to(compiled.dtype)
+    return {"case": case.describe(), "seed": seed, "elements": compiled.numel(),
+            "compiled_vs_faithful": _differ(_bits(compiled), _bits(interpreted)),
+            "compiled_vs_reference": _differ(_bits(compiled), _bits(expected)),
+            "compiled_vs_stock_interpreter": stock, "bracketed": int(dependent.sum())}
+
+
+def run_one(name: str, adapter: str, recipe: str, epilogue: str | None) -> dict[str, Any]:
+    from fp8check.loader import load_callable
 
     try:
         fn = load_callable(adapter)
     except Exception as exc:  # a project not carried here: listed, not a failure
         return {"kernel": name, "skipped": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
-    cases, total, differing, off_reference = [], 0, 0, 0
-    for i, case in enumerate(c for c in gemm.GEMM_CASES if c.layout == "contiguous"):
-        a, sa, b, sb = gemm.gemm_inputs(case, "e4m3fn", recipe, i)
-        ta, tb = (torch.from_numpy(x).view(torch.float8_e4m3fn) for x in (a, b))
-        tsa, tsb = torch.from_numpy(sa), torch.from_numpy(sb)
-        try:
-            compiled = fn(ta.cuda(), tsa.cuda(), tb.cuda(), tsb.cuda())
-            torch.cuda.synchronize()
-            with ft.interpreting(), ft.faithful("sm90"):
-                interpreted = fn(ta, tsa, tb, tsb)
-        except Exception as exc:  # the kernel refuses a case on both: recorded
-            cases.append({"case": case.describe(), "error": f"{type(exc).__name__}: {exc}"[:300]})
-            continue
-        values, dependent = gemm.gemm_reference("sm90", "e4m3fn", recipe, a, sa, b, sb, epilogue=epilogue)
-        expected = torch.from_numpy(values).to(compiled.dtype)
-        n = _differ(_bits(compiled), _bits(interpreted))
-        m = _differ(_bits(compiled), _bits(expected))
-        total += compiled.numel()
-        differing += n
-        off_reference += m
-        cases.append({"case": case.describe(), "elements": compiled.numel(), "compiled_vs_faithful": n,
-                      "compiled_vs_reference": m, "bracketed": int(dependent.sum())})
-    return {"kernel": name, "adapter": adapter, "recipe": recipe, "elements": total,
-            "compiled_vs_faithful": differing, "compiled_vs_reference": off_reference, "cases": cases}
+    cases = []
+    for i, case in enumerate(_cases()):
+        for seed in range(SEEDS):
+            try:
+                cases.append(_one_case(fn, case, recipe, 100 * i + seed, epilogue))
+            except Exception as exc:  # the kernel refuses a case on both: recorded
+                cases.append({"case": case.describe(), "seed": 100 * i + seed,
+                              "error": f"{type(exc).__name__}: {exc}"[:300]})
+    ran = [c for c in cases if "error" not in c]
+    stock = [c["compiled_vs_stock_interpreter"] for c in ran if isinstance(c["compiled_vs_stock_interpreter"], int)]
+    return {"kernel": name, "adapter": adapter, "recipe": recipe, "elements": sum(c["elements"] for c in ran),
+            "compiled_vs_faithful": sum(c["compiled_vs_faithful"] for c in ran),
+            "compiled_vs_reference": sum(c["compiled_vs_reference"] for c in ran),
+            "compiled_vs_stock_interpreter": sum(stock) if stock else None, "cases": cases}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['kernel']:45s} " + (f"skipped: {r['skipped']}" if "skipped" in r else
                                        f"{r['elements']:8d} elements, compiled vs faithful sm90: "
                                        f"{r['compiled_vs_faithful']} differ, vs reference: "
-                                       f"{r['compiled_vs_reference']} differ"))
+                                       f"{r['compiled_vs_reference']} differ (Triton's interpreter: "
+                                       f"{r['compiled_vs_stock_interpreter']} differ)"))
     if args.json:
         from fp8check.results import environment
 

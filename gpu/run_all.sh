@@ -75,7 +75,7 @@ part zoo 560 python3 gpu/zoo.py --max-examples 5 --budget "${ZOO_BUDGET:-500}" -
 # The same for SGLang and vLLM, whose transformers 5 is carried apart (.whl/serving: the tree
 # gpu/zoo_carry.py --into tree cuts, and the wheels of their dependencies with compiled code).
 serving_site=$(mktemp -d)
-if { [ "$PARTS" = "  " ] || [[ "$PARTS" == *" zoo-serving "* ]]; } && compgen -G ".whl/serving/*.whl" >/dev/null; then
+if { [ "$PARTS" = "  " ] || [[ "$PARTS" == *" zoo-serving "* ]] || [[ "$PARTS" == *" gemm "* ]]; } && compgen -G ".whl/serving/*.whl" >/dev/null; then
     python3 -m pip install -q --no-index --no-deps --no-compile --target "$serving_site" .whl/serving/*.whl
 fi
 part zoo-serving 560 env PYTHONPATH="$PWD/.whl/serving/tree:$serving_site:$PYTHONPATH" \

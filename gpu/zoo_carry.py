@@ -30,12 +30,13 @@ import subprocess
 import sys
 
 # project folder -> (the packages to cut from it ("*": every package in the folder the import used, the
-# project's dependencies installed beside it), the zoo adapter modules whose imports decide)
+# project's dependencies installed beside it), the zoo adapter modules whose imports decide, and functions
+# called too: the GEMM adapters (gpu/gemm.py) import their project on their first call)
 PROJECTS = {
-    "aiter": (("aiter",), ("fp8check.zoo.aiter",)),
-    "fbgemm": (("fbgemm_gpu",), ("fp8check.zoo.fbgemm",)),
-    "sglang": (("*",), ("fp8check.zoo.sglang",)),
-    "vllm": (("*",), ("fp8check.zoo.vllm",)),
+    "aiter": (("aiter",), ("fp8check.zoo.aiter",), ()),
+    "fbgemm": (("fbgemm_gpu",), ("fp8check.zoo.fbgemm",), ()),
+    "sglang": (("*",), ("fp8check.zoo.sglang",), ("fp8check.zoo.gemm:_sglang",)),
+    "vllm": (("*",), ("fp8check.zoo.vllm",), ()),
 }
 # data a package looks for at import (not imported itself): SGLang checks that its JIT sources exist
 DATA = {"sglang": ("sglang/kernels/jit/include", "sglang/kernels/jit/csrc")}
@@ -45,6 +46,9 @@ import importlib, json, os, sys
 from fp8check import zoo
 mods = sys.argv[1].split(",")
 built = []
+for f in filter(None, sys.argv[2].split(",")):
+    m, _, name = f.partition(":")
+    getattr(importlib.import_module(m), name)()
 for m in mods:
     mod = importlib.import_module(m)
     for e in zoo.entries():
@@ -68,11 +72,11 @@ print(json.dumps({"files": files, "built": built, "dists": dists}))
 
 
 def cut(site: str, project: str, out: str, into: str | None = None) -> dict:
-    packages, adapters = PROJECTS[project]
+    packages, adapters, calls = PROJECTS[project]
     root = os.path.join(site, project)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]),
                CUDA_VISIBLE_DEVICES="")
-    proc = subprocess.run([sys.executable, "-c", _PROBE, ",".join(adapters)], env=env, capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-c", _PROBE, ",".join(adapters), ",".join(calls)], env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"{project}: the import probe failed:\n{proc.stderr[-3000:]}")
     data = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -5,10 +5,11 @@ K loop), each with the bugs people ship planted behind a constexpr switch (``BUG
 block kernel: ``tail`` (the K loop ends at K // BLOCK_K: the K tail dropped), ``next-block`` (B's scale of
 the next K block), ``acc10`` (the accumulator cut to 10 mantissa bits after each K block), ``ocp`` (the
 codes read as e4m3fn whatever the tensors are: e4m3fnuz data on gfx942);
-rowwise kernel: ``axis`` (A's scales indexed by the output column and B's by the row).
+rowwise kernel: ``axis`` (A's scales indexed by the output column and B's by the row);
+MX kernel (``tl.dot_scaled``, e8m0 scales per 32 along K): ``next-block`` (B's scales of the next K block).
 
 Each launcher takes ``(a, a_scales, b, b_scales)`` as :mod:`fp8check.matmul.gemm` passes them: a (M, K) and
-b (N, K) fp8 tensors of any strides, float32 scales, and returns float32 (M, N).
+b (N, K) fp8 tensors of any strides, float32 scales (MX: uint8 e8m0 codes), and returns float32 (M, N).
 """
 
 from __future__ import annotations
@@ -116,3 +117,51 @@ def gemm_args(a: torch.Tensor, a_scales: torch.Tensor, b: torch.Tensor, b_scales
 def block_gemm_own_signature(a: torch.Tensor, b: torch.Tensor, a_scales: torch.Tensor,
                              b_scales: torch.Tensor) -> torch.Tensor:
     return block_gemm(a, a_scales, b, b_scales)
+
+
+@triton.jit
+def _mx_kernel(a_ptr, b_ptr, c_ptr, as_ptr, bs_ptr, M, N, K, s_am, s_ak, s_bn, s_bk, s_asm, s_ask, s_bsn, s_bsk, KB,
+               BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, BUG: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    rg = tl.arange(0, BK // 32)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k0 in range(0, K, BK):
+        k = k0 + rk
+        a = tl.load(a_ptr + rm[:, None] * s_am + k[None, :] * s_ak, mask=(rm[:, None] < M) & (k[None, :] < K),
+                    other=0.0)
+        b = tl.load(b_ptr + rn[None, :] * s_bn + k[:, None] * s_bk, mask=(rn[None, :] < N) & (k[:, None] < K),
+                    other=0.0)
+        g = k0 // 32 + rg
+        g_b = g
+        if BUG == 2:
+            g_b = tl.minimum(g + 1, KB - 1)
+        a_s = tl.load(as_ptr + rm[:, None] * s_asm + g[None, :] * s_ask, mask=(rm[:, None] < M) & (g[None, :] < KB),
+                      other=127)
+        b_s = tl.load(bs_ptr + rn[:, None] * s_bsn + g_b[None, :] * s_bsk,
+                      mask=(rn[:, None] < N) & (g_b[None, :] < KB), other=127)
+        acc = tl.dot_scaled(a, a_s, "e4m3", b, b_s, "e4m3", acc)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def mx_gemm(a: torch.Tensor, a_scales: torch.Tensor, b: torch.Tensor, b_scales: torch.Tensor, *,
+            bug: str = "none", block_m: int = 128) -> torch.Tensor:
+    """An MXFP8 GEMM with ``tl.dot_scaled`` (e4m3 operands, e8m0 scales per 32 along K), tiles of block_m x 32 x 64:
+    with 128 rows, ones Triton lowers to sm100's block-scaled ``tcgen05`` MMA (64: decomposed)."""
+    M, K = a.shape
+    N = b.shape[0]
+    c = torch.empty((M, N), dtype=torch.float32)
+    grid = (triton.cdiv(M, block_m), triton.cdiv(N, 32))
+    _mx_kernel[grid](a, b, c, a_scales, b_scales, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                     a_scales.stride(0), a_scales.stride(1), b_scales.stride(0), b_scales.stride(1),
+                     a_scales.shape[1], BM=block_m, BN=32, BK=64, BUG=BUGS[bug])
+    return c
+
+
+def mx_gemm_next_block(a: torch.Tensor, a_scales: torch.Tensor, b: torch.Tensor,
+                       b_scales: torch.Tensor) -> torch.Tensor:
+    """The MX kernel with B's scales of the next K block (for the command line test)."""
+    return mx_gemm(a, a_scales, b, b_scales, bug="next-block")

@@ -283,3 +283,18 @@ def test_the_gate_page_renders_in_chromium(gate_page, tmp_path):
     dom = parse(opened.dom)
     assert "js" in dom.get("class").split()
     assert len(dom.xpath("//table[@id='gate-table-2']/tbody/tr")) == 6
+
+
+def test_fp8check_report_renders_a_saved_gate_json_as_the_gate_page(gate_page, tmp_path, capsys):
+    saved = gate_page.parent / "g.json"
+    assert main(["report", str(saved), "-o", str(tmp_path / "again.html")]) == 0
+    from report_support import parse
+
+    again, first = parse((tmp_path / "again.html").read_text()), parse(gate_page.read_text())
+    for tree in (again, first):
+        assert len(tree.xpath("//section[contains(@class, 'gate')]")) == 2
+    assert [r.get("data-status") for r in again.xpath("//table[@id='gate-table-1']/tbody/tr")] == \
+        [r.get("data-status") for r in first.xpath("//table[@id='gate-table-1']/tbody/tr")]
+    capsys.readouterr()
+    assert main(["report", str(saved), str(saved), "-o", str(tmp_path / "two.html")]) == 2
+    assert "one gate JSON file" in capsys.readouterr().err

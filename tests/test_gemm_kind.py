@@ -131,3 +131,65 @@ def test_a_pyproject_table_and_the_api_declare_a_gemm_kernel():
         from_table("gemm", {"kernel": "gemm_plants:block_gemm", "format": "e4m3fn"})
     report = fp8check.check_gemm(plants.row_gemm, recipe="rowwise", format="e4m3fn", triton_target="sm90")
     assert report.passed and report.results[0].kind == "gemm"
+
+
+# -- MX GEMMs with tl.dot_scaled (the dot-scaled epilogue) ----------------------------------------------------
+
+
+def mx_checked(kernel, target, cases=gemm.GEMM_CASES, epilogue="dot-scaled"):
+    with ft.interpreting(), ft.faithful(target):
+        return gemm.check_gemm(kernel, recipe="mx", format="e4m3fn", target=target, epilogue=epilogue, cases=cases)
+
+
+@pytest.mark.parametrize("target", ["sm90", "sm100"])
+def test_an_mx_gemm_with_dot_scaled_conforms_and_a_next_block_scale_is_found(target):
+    # sm100: the kernel's 128 x 32 tiles lower to tcgen05's block-scaled MMA; sm90: upcast to bfloat16 + wgmma
+    r = mx_checked(plants.mx_gemm, target)
+    assert r.passed, [d.detail for d in r.divergences[:3]]
+    assert r.checked > 20000 and r.extra["gemm"]["epilogue"] == "dot-scaled"
+    assert ("sm100-tcgen05-mxf8f6f4" if target == "sm100" else "sm90-wgmma-16bit") in r.extra["profile_summary"]
+    bad = mx_checked(functools.partial(plants.mx_gemm, bug="next-block"), target, gemm.GEMM_CASES[:1])
+    assert not bad.passed and bad.categories["scale"] > 0
+    first = next(d for d in bad.divergences if d.category == "scale")
+    for words in ("output tile (0, 0)", "K block 0 (k 0..31)",
+                  "scaled by a_scales[0, 0] x b_scales[0, 1] where a_scales[0, 0] x b_scales[0, 0] is declared"):
+        assert words in first.detail, first.detail
+
+
+def test_the_reference_follows_the_lowering_the_kernels_tiles_get():
+    # 64-row tiles: Triton decomposes tl.dot_scaled on sm100 (ScaledBlockedToMMAv5 needs 128): the reference too
+    r = mx_checked(functools.partial(plants.mx_gemm, block_m=64), "sm100")
+    assert r.passed, [d.detail for d in r.divergences[:3]]
+    assert "sm100-tcgen05-16bit, the operands upcast to bfloat16" in r.extra["profile_summary"]
+    assert "mxf8f6f4" not in r.extra["profile_summary"]
+
+
+def test_the_dot_scaled_epilogue_is_what_distinguishes_the_mx_kernel():
+    # judged as a software MX GEMM (each 32-block's FP8 dot scaled in float32: the k-block epilogue) the same
+    # correct tl.dot_scaled kernel diverges: the scales inside the instruction sum otherwise
+    r = mx_checked(plants.mx_gemm, "sm90", gemm.GEMM_CASES[:1], epilogue="k-block")
+    assert not r.passed and r.categories["accuracy"] > 0
+    with pytest.raises(InvalidValueError, match="dot-scaled"):
+        gemm.check_epilogue(gemm.gemm_recipe(BLOCK), "dot-scaled")
+    with pytest.raises(InvalidValueError, match="k-block or dot-scaled"):
+        gemm.check_epilogue(gemm.gemm_recipe("mx"), "end")
+
+
+def test_the_command_line_checks_an_mx_gemm_kernel(capsys):
+    base = ["--kind", "gemm", "--recipe", "mx", "--format", "e4m3fn", "--triton-target", "sm100",
+            "--epilogue", "dot-scaled"]
+    assert cli.main(["check", "gemm_plants:mx_gemm", *base]) == 0, capsys.readouterr()
+    capsys.readouterr()
+    assert cli.main(["check", "gemm_plants:mx_gemm", *base[:3], BLOCK, *base[4:]]) == 2
+    assert "dot-scaled" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # every case of a planted kernel, each divergence located (about 6 s)
+def test_the_command_line_finds_an_mx_kernel_reading_the_next_blocks_scale(tmp_path, capsys):
+    out = tmp_path / "mx.json"
+    assert cli.main(["check", "gemm_plants:mx_gemm_next_block", "--kind", "gemm", "--recipe", "mx", "--format",
+                     "e4m3fn", "--triton-target", "sm100", "--epilogue", "dot-scaled", "--json", str(out)]) == 1
+    printed = capsys.readouterr().out
+    assert "scaled by a_scales[0, 0] x b_scales[0, 1] where a_scales[0, 0] x b_scales[0, 0] is declared" in printed
+    r = json.loads(out.read_text())
+    assert r["kind"] == "gemm" and r["categories"]["scale"] > 0 and r["categories"]["accuracy"] == 0

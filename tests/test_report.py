@@ -428,8 +428,8 @@ def _one_line_error(capsys, argv, message):
     (None, "cannot read"),
     ("{not json", "not JSON"),
     (b"\xff\xfe\x00", "not JSON"),
-    ("[1, 2]", "not fp8check results or an audit"),
-    ('{"hello": 1}', "not fp8check results or an audit"),
+    ("[1, 2]", "not fp8check results, an audit or a gate report"),
+    ('{"hello": 1}', "not fp8check results, an audit or a gate report"),
     ('{"checks": [{"kernel": "k"}]}', "missing format, profile, passed, checked"),
     ('{"checks": {"a": 1}}', "'checks' is not a list"),
     ('{"kernel": "k", "format": "e4m3fn", "profile": "ieee", "passed": false, "checked": 1, '

@@ -27,4 +27,15 @@ def require_formats(kernel: Any, fmt: Any) -> None:
         raise UnsupportedFormatError(why)
 
 
-__all__ = ["parse_int", "require_formats", "KERNEL_HELP"]
+__all__ = ["parse_int", "require_formats", "check_outputs_and_examples", "KERNEL_HELP"]
+
+
+def check_outputs_and_examples(args: Any) -> None:
+    """The checks every checking command makes before it runs: ``--json``/``--html`` can be written, and
+    ``--max-examples`` is not negative (one line each, exit 2)."""
+    from fp8check.outputs import check_writable
+
+    for path, option in ((args.json, "--json"), (args.html, "--html")):
+        check_writable(path, option)
+    if args.max_examples < 0:
+        raise InvalidValueError(f"--max-examples {args.max_examples}: must be >= 0")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from fp8check.commands._shared import KERNEL_HELP
+from fp8check.commands._shared import KERNEL_HELP, check_outputs_and_examples
 
 _CAST_DTYPES = ("float32", "float16", "bfloat16")
 # Tried by default on a user's cast too: a kernel that accepts float64 is checked on it (double rounding through
@@ -46,10 +46,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--output-dtype", metavar="DTYPE", default=None, choices=("float32", "float16", "bfloat16"),
                    help="--kind decode or dequant: the dtype the kernel must return (default: any of float32, "
                    "float16, bfloat16)")
-    p.add_argument("--epilogue", choices=("k-block", "end", "end-product"), default=None,
+    p.add_argument("--epilogue", choices=("k-block", "end", "end-product", "dot-scaled"), default=None,
                    help="--kind gemm: where the scales are applied: to each K block's dot (k-block, the default for "
-                   "block scales), after the K loop as (acc * a_s) * b_s (end, the default otherwise) or as "
-                   "acc * (a_s * b_s) (end-product)")
+                   "block scales), after the K loop as (acc * a_s) * b_s (end, the default otherwise), as "
+                   "acc * (a_s * b_s) (end-product), or inside tl.dot_scaled as the target does (dot-scaled, "
+                   "recipe mx)")
     p.add_argument("--recipe", metavar="NAME", default=None,
                    help="the scaling recipe (--kind quantize): a built-in one or one this repository's pyproject.toml "
                    "declares in [tool.fp8check.recipe.NAME]")
@@ -75,7 +76,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the input tensors live")
     p.add_argument("--triton-target", metavar="TARGET", default=None,
                    help="run a Triton kernel in fp8check's faithful interpreter with this GPU's FP8 semantics "
-                   "(sm90, sm89, gfx942, gfx950): interpreter mode is switched on for you")
+                   "(sm90, sm89, sm100, gfx942, gfx950): interpreter mode is switched on for you")
     p.add_argument("--contiguous-only", action="store_true",
                    help="declare that the kernel takes contiguous input only (non-contiguous calls are not tried)")
     p.add_argument("--numel-multiple-of", type=int, default=1, metavar="N",
@@ -98,14 +99,10 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from fp8check.cli import EXIT_DIVERGED, EXIT_OK
     from fp8check.errors import InvalidValueError
-    from fp8check.outputs import check_writable
     from fp8check.terminal import console
     from fp8check.terminal.divergences import print_result
 
-    for path, option in ((args.json, "--json"), (args.html, "--html")):
-        check_writable(path, option)
-    if args.max_examples < 0:
-        raise InvalidValueError(f"--max-examples {args.max_examples}: must be >= 0")
+    check_outputs_and_examples(args)
     if args.numel_multiple_of < 1:
         raise InvalidValueError(f"--numel-multiple-of {args.numel_multiple_of}: must be >= 1")
     if args.recipe_field and args.kind != "quantize":

@@ -53,16 +53,13 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from fp8check.cli import EXIT_DIVERGED, EXIT_OK
-    from fp8check.errors import InvalidValueError
+    from fp8check.commands._shared import check_outputs_and_examples
     from fp8check.gates import DEFECTS, defect, measure_gates, parse_views
-    from fp8check.outputs import check_writable, write_json
+    from fp8check.outputs import write_json
     from fp8check.terminal import console
     from fp8check.terminal.gates import print_gate_report
 
-    for path, option in ((args.json, "--json"), (args.html, "--html")):
-        check_writable(path, option)
-    if args.max_examples < 0:
-        raise InvalidValueError(f"--max-examples {args.max_examples}: must be >= 0")
+    check_outputs_and_examples(args)
     from fp8check import quantizers
     from fp8check.pyproject import repository_recipes
 

@@ -5,7 +5,8 @@
 
 Results files (``--fp8check-json`` of the pytest plugin, ``fp8check check
 --json``) are merged into one divergence report; audit files
-(``fp8check audit --json``) into one audit report; ``--compare`` shows what
+(``fp8check audit --json``) into one audit report; a gate file (``fp8check
+gate --json``) is rendered as the gate page; ``--compare`` shows what
 changed from A to B. Exit 0 when the page is written, 2 for a file that is
 missing, not JSON or not fp8check's.
 """
@@ -21,10 +22,12 @@ def register(subparsers: Any) -> None:
         "report",
         help="render saved results or audit JSON as a self-contained HTML report (or compare two runs)",
         description="Render one or more results files (fp8check check --json, pytest --fp8check-json) or audit "
-        "files (fp8check audit --json) as one self-contained HTML page; with --compare, what changed between "
+        "files (fp8check audit --json), or one gate file (fp8check gate --json), as one self-contained HTML page; "
+        "with --compare, what changed between "
         "two results files.",
     )
-    p.add_argument("inputs", nargs="+", metavar="FILE.json", help="results or audit JSON files (merged)")
+    p.add_argument("inputs", nargs="+", metavar="FILE.json",
+                   help="results or audit JSON files (merged), or one gate JSON file")
     p.add_argument("-o", "--output", required=True, metavar="OUT.html", help="the HTML file to write")
     p.add_argument("--compare", action="store_true", help="compare exactly two results files: A (before) and B (after)")
     p.add_argument("--title", default=None, help="the page title (default: by kind of report)")

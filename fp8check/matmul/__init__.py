@@ -58,7 +58,9 @@ Accumulation per target
 (MMA-Sim's models: sm89/sm90/sm100 NVIDIA, gfx942 AMD, gfx950 bracketed) and computes whole
 GEMMs with it: :func:`mma` (``matmul.mma(target, a_codes, a_fmt, b_codes, b_fmt, acc=...,
 a_scales=..., b_scales=...)`` returns float32 values and a target-dependent mask). The faithful
-Triton interpreter's ``tl.dot`` uses it. The bound below is the older, model-level view of
+Triton interpreter's ``tl.dot`` uses it, and its ``tl.dot_scaled`` :mod:`fp8check.matmul.dot_scaled`
+(sm100's block-scaled MMA, or the operands upcast to bfloat16 with their scales and the bfloat16
+model, as Triton lowers it per target and tile). The bound below is the older, model-level view of
 Hopper's accumulation used by :func:`check_scaled_mm`.
 
 

@@ -14,7 +14,12 @@ target rounds it (its fma contraction of ``acc + t * s``,
 - ``k-block`` (DeepSeek-V3, vLLM, SGLang): for each K block of the recipe,
   ``acc = acc + (dot(A_kb, B_kb) * a_s) * b_s``, the dot from zero;
 - ``end``: ``(dot(A, B) * a_s) * b_s`` once, the dot chained over all of K;
-- ``end-product``: ``dot(A, B) * (a_s * b_s)`` (FBGEMM's ``acc *= a_s * b_s``).
+- ``end-product``: ``dot(A, B) * (a_s * b_s)`` (FBGEMM's ``acc *= a_s * b_s``);
+- ``dot-scaled`` (the ``mx`` recipe): ``acc = tl.dot_scaled(a, a_s, b, b_s, acc)`` over K, the scales applied
+  as the target applies them (:func:`fp8check.matmul.dot_scaled.dot_scaled`: sm100's block-scaled
+  ``tcgen05`` MMA, or the operands upcast to bfloat16 with their scales and the bfloat16 ``tl.dot``: the
+  lowering the kernel's ``tl.dot_scaled`` calls got in the faithful interpreter, which depends on their
+  tiles; for a kernel not interpreted, sm100's native one).
 
 The output must be the reference rounded to the kernel's output dtype, bit
 for bit (NaN by class, -0 distinct). Elements the target's model brackets
@@ -28,6 +33,7 @@ no pair of scales does (the accumulation).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -40,7 +46,7 @@ from fp8check.results import CheckResult, Divergence
 __all__ = ["GemmRecipe", "GEMM_RECIPES", "EPILOGUES", "GemmCase", "GEMM_CASES", "gemm_recipe", "gemm_reference",
            "gemm_inputs", "check_gemm", "check_epilogue", "default_epilogue", "TILE"]
 
-EPILOGUES = ("k-block", "end", "end-product")
+EPILOGUES = ("k-block", "end", "end-product", "dot-scaled")
 TILE = 64  # the output tile a divergence is named by (the smallest tl.dot tile the kernels here use)
 
 
@@ -95,8 +101,14 @@ def default_epilogue(recipe: str | GemmRecipe) -> str:
 def check_epilogue(recipe: GemmRecipe, epilogue: str) -> None:
     if epilogue not in EPILOGUES:
         raise InvalidValueError(f"epilogue {epilogue!r}: use one of {', '.join(EPILOGUES)}")
+    if epilogue == "dot-scaled":
+        if recipe.scale_format != "e8m0fnu" or recipe.a_block != (1, 32) or recipe.b_block != (1, 32):
+            raise InvalidValueError(f"epilogue dot-scaled (tl.dot_scaled) takes e8m0 scales per 1x32 (recipe mx), "
+                                    f"not recipe {recipe.name}")
+        return
     if epilogue != "k-block" and recipe.k_block:
-        raise InvalidValueError(f"recipe {recipe.name} scales per K block: its epilogue is k-block, not {epilogue}")
+        raise InvalidValueError(f"recipe {recipe.name} scales per K block: its epilogue is k-block or dot-scaled "
+                                f"(MX), not {epilogue}")
     if epilogue == "k-block" and recipe.a_block[1] != recipe.b_block[1]:
         raise InvalidValueError(f"recipe {recipe.name}: A and B scale blocks differ along K")
 
@@ -130,6 +142,23 @@ def _mma_operands(target: str, fmt: str, codes: np.ndarray) -> tuple[np.ndarray,
     return codes, fmt
 
 
+def _dot_scaled(target: str, fmt: str, a: np.ndarray, b: np.ndarray, a_scales: np.ndarray | None,
+                b_scales: np.ndarray | None, how: str | None = None) -> Any:
+    """``tl.dot_scaled`` over all of K (the kernel's K steps chain through its accumulator as the instructions
+    do), K padded with zero codes to the scales' blocks of 32 (a masked load's zeros); scales None: 1.0.
+    ``how`` None: on sm100 and gfx950 the native block-scaled instruction, elsewhere the decomposition."""
+    from fp8check.matmul.dot_scaled import dot_scaled
+
+    blocks = -(-a.shape[1] // 32)
+    pad = ((0, 0), (0, 32 * blocks - a.shape[1]))
+    ones = np.full((max(a.shape[0], b.shape[0]), blocks), 127, np.uint8)
+    sa = ones[:a.shape[0]] if a_scales is None else a_scales.astype(np.uint8).reshape(a.shape[0], blocks)
+    sb = ones[:b.shape[0]] if b_scales is None else b_scales.astype(np.uint8).reshape(b.shape[0], blocks)
+    how = how or ("native" if target in ("sm100", "gfx950") else "decomposed")
+    return dot_scaled(target, np.pad(a, pad), fmt, np.pad(b, pad).T, fmt, a_scales=sa, b_scales=sb,
+                      how=how)  # type: ignore[arg-type]
+
+
 def _contracts(target: str) -> bool:
     from fp8check.triton import ops, targets
 
@@ -138,10 +167,13 @@ def _contracts(target: str) -> bool:
 
 
 def gemm_reference(target: str, fmt: str, recipe: str | GemmRecipe, a_codes: Any, a_scales: Any, b_codes: Any,
-                   b_scales: Any, *, epilogue: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+                   b_scales: Any, *, epilogue: str | None = None,
+                   how: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The float32 (M, N) a correct kernel accumulates, and the mask of the elements ``target``'s model brackets.
 
-    ``a_codes`` (M, K), ``b_codes`` (N, K): codes of ``fmt``; scales as :class:`GemmRecipe` shapes them."""
+    ``a_codes`` (M, K), ``b_codes`` (N, K): codes of ``fmt``; scales as :class:`GemmRecipe` shapes them;
+    ``how``: the ``dot-scaled`` epilogue's lowering (``native``/``decomposed``; default: the target's native
+    one where it has one)."""
     from fp8check.matmul import tensorcore
     from fp8check.triton import ops
 
@@ -152,6 +184,9 @@ def gemm_reference(target: str, fmt: str, recipe: str | GemmRecipe, a_codes: Any
     (M, K), N = a.shape, b.shape[0]
     if b.shape[1] != K:
         raise InvalidValueError(f"A is (M, K) = {a.shape}, B must be (N, K): got {b.shape}")
+    if epilogue == "dot-scaled":
+        r = _dot_scaled(target, fmt, a, b, np.asarray(a_scales), np.asarray(b_scales), how)
+        return r.values, r.target_dependent
     (ca, name), (cb, _) = _mma_operands(target, fmt, a), _mma_operands(target, fmt, b.T)
     k_block = rec.k_block if epilogue == "k-block" else K
     kb = max(1, math.ceil(K / k_block))
@@ -310,6 +345,9 @@ class _Run:
     tally: Tally
     bracketed: int = 0
     diverging: dict[str, int] = field(default_factory=dict)  # case -> diverging elements
+    nearest: dict[Any, Any] = field(default_factory=dict)  # the scale-pair search's per-(scales, index) tables
+    lowerings: Counter[str] = field(default_factory=Counter)  # of the kernel's tl.dot_scaled calls, all cases
+    how: str | None = None  # the lowering the last call's tl.dot_scaled got (None: not seen, or both)
 
     def torch_dtype(self) -> Any:
         import torch
@@ -319,16 +357,21 @@ class _Run:
 
     def reference(self, a: np.ndarray, sa: np.ndarray, b: np.ndarray, sb: np.ndarray) -> tuple[np.ndarray, ...]:
         o = self.opts
-        return gemm_reference(o.target, o.fmt, o.recipe, a, sa, b, sb, epilogue=o.epilogue)
+        return gemm_reference(o.target, o.fmt, o.recipe, a, sa, b, sb, epilogue=o.epilogue, how=self.how)
 
     def outcome(self, case: GemmCase, a: np.ndarray, sa: np.ndarray, b: np.ndarray,
                 sb: np.ndarray) -> tuple[Any, ...] | str:
         """(actual values, expected values, differs mask, bracketed mask, actual bits, expected bits) of the
         kernel's output against the reference, or the kernel's refusal as text."""
+        from fp8check.matmul.dot_scaled import lowerings
+
         dt = self.torch_dtype()
         try:
-            out = _call(self.opts, self.kernel, _laid_out(a, case.layout, dt), _scale_tensor(sa),
-                        _laid_out(b, case.layout, dt), _scale_tensor(sb))
+            with lowerings() as seen:  # what the faithful interpreter made of the kernel's tl.dot_scaled tiles
+                out = _call(self.opts, self.kernel, _laid_out(a, case.layout, dt), _scale_tensor(sa),
+                            _laid_out(b, case.layout, dt), _scale_tensor(sb))
+            self.lowerings.update(seen)
+            self.how = next(iter(seen)) if len(seen) == 1 else None
             bits, dtype = _out_bits(out)
         except FP8CheckError as exc:
             if isinstance(exc, TypeError):  # the faithful interpreter: the target's compiler refuses what it does
@@ -363,6 +406,7 @@ class _Run:
             return
         self.diverging[case.describe()] = int(differs.sum())
         blocks = self.locate(case, a, sa, b, sb)
+        self.nearest = {}  # keyed by the blocks' scale arrays, alive until the next case
         listed = max(1, o.cap) if o.cap is not None else differs.size
         mask = (1 << (8 * bits.dtype.itemsize)) - 1  # the output's bit width (float32: 8 hex digits, 16-bit: 4)
         for i, (m, n) in enumerate(np.argwhere(differs)):
@@ -393,9 +437,12 @@ class _Run:
             got = self.outcome(case, keep, sa, b, sb)
             if isinstance(got, str) or not got[2].any():
                 continue
-            (ca, name), (cb, _) = _mma_operands(o.target, o.fmt, keep), _mma_operands(o.target, o.fmt, b.T)
             with np.errstate(all="ignore"):
-                dot = tensorcore.mma(o.target, ca, name, cb, name).values.astype(np.float64)
+                if o.epilogue == "dot-scaled":  # the same lowering with every scale 1.0
+                    dot = _dot_scaled(o.target, o.fmt, keep, b, None, None, self.how).values.astype(np.float64)
+                else:
+                    (ca, name), (cb, _) = _mma_operands(o.target, o.fmt, keep), _mma_operands(o.target, o.fmt, b.T)
+                    dot = tensorcore.mma(o.target, ca, name, cb, name).values.astype(np.float64)
             out[j] = (got[0], got[1], got[2], dot, _scale_values(o.recipe, sa), _scale_values(o.recipe, sb), keep, b)
         return out
 
@@ -421,7 +468,7 @@ class _Run:
             if math.isfinite(ratio) and abs(ratio / (sa[want_a] * np.float64(sb[want_b])) - 1) <= 2.0 ** -9:
                 # within an accumulator's rounding of the declared scales: a sum, never blamed on another scale
                 return "accuracy", f"{ka}: the declared scales {declared}, a sum other than the target's"
-            pair = _scale_pair(ratio, sa, sb, want_a, want_b)
+            pair = _scale_pair(ratio, sa, sb, want_a, want_b, self.nearest)
             if pair is None and _format_swapped(ratio, sa[want_a] * np.float64(sb[want_b])):
                 return "scale", (f"{ka}: the block's value is {ratio / (sa[want_a] * np.float64(sb[want_b])):g}x "
                                  f"what {declared} gives: the operands read in a format of another exponent bias "
@@ -469,23 +516,44 @@ def _format_swapped(ratio: float, declared: float) -> bool:
                                                           for f in (2.0, 0.5)))
 
 
-def _scale_pair(ratio: float, sa: np.ndarray, sb: np.ndarray, want_a: tuple[int, int],
-                want_b: tuple[int, int]) -> tuple[tuple[int, int], tuple[int, int]] | None:
+def _nearest_per_value(scales: np.ndarray, want: tuple[int, int], memo: dict[Any, Any]) -> tuple[np.ndarray, ...]:
+    """For each distinct value of ``scales`` (returned sorted): the least distance of an entry holding it to
+    ``want`` (Manhattan, in indices) and the first flat index at that distance; remembered in ``memo`` by the
+    array's identity (the caller keeps the arrays alive while ``memo`` lives)."""
+    key = (id(scales), want)
+    if key not in memo:
+        memo[key] = _nearest_table(scales.reshape(-1).astype(np.float64), scales.shape, want)
+    return memo[key]
+
+
+def _nearest_table(values: np.ndarray, shape: tuple[int, ...], want: tuple[int, int]) -> tuple[np.ndarray, ...]:
+    idx = np.array(np.unravel_index(np.arange(values.size), shape)).T
+    dist = np.abs(idx - np.asarray(want)).sum(1)
+    uniq, inv = np.unique(values, return_inverse=True)
+    order = np.lexsort((np.arange(values.size), dist, inv))  # by value, then distance, then flat index
+    first = order[np.r_[0, np.flatnonzero(np.diff(inv[order])) + 1]]
+    return uniq, dist[first], first
+
+
+def _scale_pair(ratio: float, sa: np.ndarray, sb: np.ndarray, want_a: tuple[int, int], want_b: tuple[int, int],
+                memo: dict[Any, Any] | None = None) -> tuple[tuple[int, int], tuple[int, int]] | None:
     """The pair of scale entries whose product is ``ratio`` (to 2^-21: the two float32 roundings of the
-    scaling), nearest the declared pair; None when none is."""
+    scaling), nearest the declared pair (the first in row-major order among the nearest); None when none is.
+    Distinct values are paired, not entries: MX scales repeat a few powers of two over thousands of
+    entries."""
     if not math.isfinite(ratio) or ratio == 0:
         return None
+    memo = {} if memo is None else memo
+    ua, da, fa = _nearest_per_value(sa, want_a, memo)
+    ub, db, fb = _nearest_per_value(sb, want_b, memo)
     with np.errstate(all="ignore"):
-        prod = sa.reshape(-1, 1).astype(np.float64) * sb.reshape(1, -1).astype(np.float64)
-        close = np.abs(prod / ratio - 1) <= 2.0 ** -21
-    hits = np.argwhere(close)
-    if not len(hits):
+        close = np.abs(np.multiply.outer(ua, ub) / ratio - 1) <= 2.0 ** -21
+    pa, pb = np.nonzero(close)
+    if not len(pa):
         return None
-    ia = np.array(np.unravel_index(hits[:, 0], sa.shape)).T
-    ib = np.array(np.unravel_index(hits[:, 1], sb.shape)).T
-    dist = np.abs(ia - want_a).sum(1) + np.abs(ib - want_b).sum(1)
-    best = int(np.argmin(dist))
-    return tuple(int(x) for x in ia[best]), tuple(int(x) for x in ib[best])  # type: ignore[return-value]
+    best = np.lexsort((fb[pb], fa[pa], da[pa] + db[pb]))[0]
+    ia, ib = np.unravel_index(fa[pa[best]], sa.shape), np.unravel_index(fb[pb[best]], sb.shape)
+    return tuple(int(x) for x in ia), tuple(int(x) for x in ib)  # type: ignore[return-value]
 
 
 def check_gemm(kernel: Callable[..., Any], *, recipe: str | GemmRecipe, format: str, target: str,
@@ -520,9 +588,17 @@ def check_gemm(kernel: Callable[..., Any], *, recipe: str | GemmRecipe, format: 
                          passed=t.passed, checked=t.checked, categories={c: n for c, n in t.counts.items()},
                          divergences=t.listed(cap, diverged) if diverged else [], kind="gemm",
                          seed=seed, refusals=t.refusals, target_dependent=run.bracketed)
-    operand = _mma_operands(target, fmt, np.zeros((1, 1), np.uint8))[1]
-    result.extra["profile_summary"] = (f"{rec.description}; {target}'s tensor cores "
-                                       f"({tensorcore.model(target, operand, operand).name})")
+    if epilogue == "dot-scaled":
+        names = []
+        for how in sorted(run.lowerings) or [None]:
+            model = _dot_scaled(target, fmt, np.zeros((1, 32), np.uint8), np.zeros((1, 32), np.uint8), None, None,
+                                how).model
+            names.append(model.name + ("" if model.scaled else ", the operands upcast to bfloat16 with their scales"))
+        result.extra["profile_summary"] = f"{rec.description}; {target}'s tl.dot_scaled ({'; '.join(names)})"
+    else:
+        operand = _mma_operands(target, fmt, np.zeros((1, 1), np.uint8))[1]
+        result.extra["profile_summary"] = (f"{rec.description}; {target}'s tensor cores "
+                                           f"({tensorcore.model(target, operand, operand).name})")
     result.extra["checked_means"] = "output elements"
     result.extra["gemm"] = {"recipe": rec.name, "epilogue": epilogue, "target": target, "cases": t.cases,
                             "bracketed": run.bracketed, "diverging": run.diverging}

@@ -205,10 +205,17 @@ GFX950_MFMA_FP8 = replace(
     status="bracketed",
     source="not in MMA-Sim 2.1.1 (no CDNA4): CDNA3's datapath assumed, every element it cannot fix bracketed",
     summary="CDNA4 OCP FP8: bracketed (CDNA3's datapath assumed; elements that depend on it target-dependent)")
+GFX950_MFMA_SCALE = replace(
+    GFX950_MFMA_FP8, name="gfx950-mfma-scale-f8f6f4", operands=_FP8_OCP + _F6F4, scale_block=32,
+    scale_formats=("e8m0fnu",), instruction="v_mfma_scale_f32_{16x16x128,32x32x64}_f8f6f4 (e8m0 per 32)",
+    source="not in MMA-Sim 2.1.1 (no CDNA4): CDNA3's datapath assumed with each product times both scales, "
+           "every element it cannot fix bracketed (tl.dot_scaled's native gfx950 lowering)",
+    summary="CDNA4 MXFP8/MXFP4: bracketed (CDNA3's datapath assumed; elements that depend on it target-dependent)")
 
 MODELS: dict[str, MMAModel] = {m.name: m for m in (
     SM90_WGMMA_FP8, SM90_WGMMA_16, SM89_MMA_FP8, SM89_MMA_16, SM100_TCGEN05_F8F6F4, SM100_TCGEN05_16,
-    SM100_TCGEN05_MXF8F6F4, SM100_TCGEN05_MXF4, GFX942_MFMA_FP8, GFX942_MFMA_16, GFX950_MFMA_FP8)}
+    SM100_TCGEN05_MXF8F6F4, SM100_TCGEN05_MXF4, GFX942_MFMA_FP8, GFX942_MFMA_16, GFX950_MFMA_FP8,
+    GFX950_MFMA_SCALE)}
 TARGETS = ("sm89", "sm90", "sm100", "gfx942", "gfx950")
 
 

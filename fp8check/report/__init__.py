@@ -62,17 +62,24 @@ def audit_report(sources: Sequence[Source], *, title: str | None = None, max_row
 
 def report_from_files(paths: Sequence[str | Path], *, compare: bool = False, title: str | None = None,
                       max_rows: int | None = None) -> str:
-    """Render saved JSON files: results (merged), audits (merged), or a comparison of two results files."""
+    """Render saved JSON files: results (merged), audits (merged), one gate report, or a comparison of two results
+    files."""
     sources = load_sources(paths)
     kinds = {s.kind for s in sources}
     if len(kinds) > 1:
-        raise InvalidValueError("cannot mix results and audit files in one report: render them separately")
+        raise InvalidValueError(f"cannot mix {' and '.join(sorted(kinds))} files in one report: render them separately")
     if compare:
         if len(sources) != 2:
             raise InvalidValueError(f"--compare takes exactly two results files (A B), got {len(sources)}")
         if kinds != {"results"}:
             raise InvalidValueError("--compare compares two results files (of fp8check check or the pytest plugin)")
         return comparison_report(sources[0], sources[1], title=title)
+    if kinds == {"gate"}:
+        if len(sources) != 1:
+            raise InvalidValueError("a gate report renders one gate JSON file (fp8check gate --json) on its own")
+        from fp8check.report.gate_view import gate_report
+
+        return gate_report(sources[0].data, title=title)
     if kinds == {"audit"}:
         return audit_report(sources, title=title, **({"max_rows": max_rows} if max_rows is not None else {}))
     return divergence_report(sources, title=title, **({"max_rows": max_rows} if max_rows is not None else {}))

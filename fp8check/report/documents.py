@@ -15,7 +15,7 @@ from fp8check.errors import InvalidValueError
 from fp8check.report.views import Source
 from fp8check.results import CheckResult, InputMap16
 
-__all__ = ["load_source", "load_sources", "source_from_results", "source_from_audit"]
+__all__ = ["load_source", "load_sources", "source_from_results", "source_from_audit", "source_from_gate"]
 
 _REQUIRED = ("kernel", "format", "profile", "passed", "checked")
 
@@ -65,6 +65,13 @@ def source_from_audit(name: str, doc: dict[str, Any]) -> Source:
     return Source(name=name, environment=env if isinstance(env, dict) else {}, checks=[], kind="audit", data=doc)
 
 
+def source_from_gate(name: str, doc: dict[str, Any]) -> Source:
+    """A gate document (``fp8check gate --json``) as a :class:`Source`."""
+    if not isinstance(doc.get("gates"), list) or not all(isinstance(g, dict) for g in doc["gates"]):
+        raise InvalidValueError(f"{name}: not an fp8check gate report ('gates' is not a list of gates)")
+    return Source(name=name, environment={}, checks=[], kind="gate", data=doc)
+
+
 def load_source(path: str | Path) -> Source:
     name = str(path)
     try:
@@ -83,10 +90,13 @@ def load_source(path: str | Path) -> Source:
         raise InvalidValueError(f"{name}: not JSON (nested too deeply)") from None
     if isinstance(doc, dict) and "fp8check_audit" in doc:
         return source_from_audit(name, doc)
+    if isinstance(doc, dict) and doc.get("kind") == "gate":  # before "kernel": a gate report names its kernel too
+        return source_from_gate(name, doc)
     if isinstance(doc, dict) and ("checks" in doc or "kernel" in doc):
         return source_from_results(name, doc)
     raise InvalidValueError(
-        f"{name}: not fp8check results or an audit (no 'checks', 'kernel' or 'fp8check_audit' key)")
+        f"{name}: not fp8check results, an audit or a gate report (no 'checks', 'kernel', 'fp8check_audit' or "
+        "'kind': 'gate' key)")
 
 
 def load_sources(paths: Sequence[str | Path]) -> list[Source]:

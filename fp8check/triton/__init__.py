@@ -2,7 +2,7 @@
 
 ``fp8check.triton`` runs a Triton kernel in Triton's interpreter with every
 FP8 conversion replaced by fp8check's exact reference under a named target
-(``sm90``, ``sm89``, ``gfx942``, ``gfx950``)::
+(``sm90``, ``sm89``, ``sm100``, ``gfx942``, ``gfx950``)::
 
     import fp8check.triton as ft
 
@@ -59,7 +59,7 @@ __all__ = [
 
 
 def get_target(name: object) -> Target:
-    """The target ``name`` (``sm90``, ``sm89``, ``gfx942``, ``gfx950``)."""
+    """The target ``name`` (``sm90``, ``sm89``, ``sm100``, ``gfx942``, ``gfx950``)."""
     return targets.get(name)
 
 

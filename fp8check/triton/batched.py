@@ -22,9 +22,9 @@ difference:
   :mod:`.sanitizer` then see it program by program), a false ``tl.assume``
   or ``tl.device_assert`` (reported program by program; ``tl.multiple_of``
   and ``tl.max_contiguous`` are checked program by program inside the chunk);
-- ops whose result could depend on the batch shape (float sums, scans and
-  ``tl.dot`` run program by program inside the chunk; ``tl.histogram``,
-  tensor descriptors, ``tl.device_print`` and ``dot_scaled`` fall back).
+- ops whose result could depend on the batch shape (float sums, scans,
+  ``tl.dot`` and ``tl.dot_scaled`` run program by program inside the chunk;
+  ``tl.histogram``, tensor descriptors and ``tl.device_print`` fall back).
 
 Memory effects of an abandoned chunk are undone before its programs are
 rerun, faults the sanitizer reported during it are dropped (the rerun
@@ -539,7 +539,7 @@ class _ShapeOps(BuilderOps):
                     "get_all_ones_value", "create_get_num_programs", "create_make_range")
     _REFUSED = ("create_histogram", "create_make_tensor_descriptor", "create_descriptor_load",
                 "create_descriptor_store", "create_descriptor_gather", "create_descriptor_scatter",
-                "create_print", "create_dot_scaled", "create_inline_asm", "create_extern_elementwise")
+                "create_print", "create_inline_asm", "create_extern_elementwise")
 
     def __init__(self, interp: Any) -> None:
         self.tl, self.TensorHandle = interp.tl, interp.TensorHandle
@@ -552,6 +552,7 @@ class _ShapeOps(BuilderOps):
             "create_trans": self.create_trans, "create_expand_dims": self.create_expand_dims,
             "create_broadcast": self.create_broadcast, "create_cat": self.create_cat,
             "create_join": self.create_join, "create_gather": self.create_gather, "create_dot": self.create_dot,
+            "create_dot_scaled": self.create_dot,
         })
         ops.update({name: functools.partial(self.refuse, name.replace("create_", "")) for name in self._REFUSED})
         return ops
@@ -661,8 +662,8 @@ class _ShapeOps(BuilderOps):
             return inner(builder, src, indices, int(axis) + 1)
 
     def create_dot(self, inner: Any, builder: Any, *args: Any) -> Any:
-        """``tl.dot``: one product per program, as the stock loop computes it (a stacked matmul may sum in
-        another order)."""
+        """``tl.dot`` and ``tl.dot_scaled``: one product per program, as the stock loop computes it (a stacked
+        matmul may sum in another order)."""
         if not _BATCHES:
             return inner(builder, *args)
         hs = [a for a in args if isinstance(a, self.TensorHandle)]

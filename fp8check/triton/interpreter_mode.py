@@ -19,9 +19,12 @@ hook (``triton.runtime.interpreter``) what goes through it
                                      tensor-core model
                                      (:mod:`fp8check.matmul.tensorcore`);
                                      otherwise the decoding of fp8 operands
+``InterpreterBuilder.create_dot_scaled`` ``tl.dot_scaled`` (Triton >= 3.8; 3.6's
+                                     interpreter has none) as the target
+                                     lowers it
+                                     (:mod:`fp8check.matmul.dot_scaled`)
 ``_mxfp_value_handle_to_float32``    the decoding of fp8 ``tl.dot_scaled``
-                                     operands (Triton >= 3.8; 3.6's
-                                     interpreter has no ``dot_scaled``)
+                                     operands where nothing is modelled
 ==================================== =========================================
 
 Everything else (loads and stores of fp8 bytes, bitcasts, ``tl.where``) moves
@@ -50,9 +53,8 @@ import numpy as np
 
 from fp8check import reference
 from fp8check.errors import FP8CheckError
-from fp8check.formats import get as get_format
 from fp8check.patching import LOCK, PatchScope
-from fp8check.triton import alignment, batched, boolops, launch, releases, sanitizer, virtual
+from fp8check.triton import alignment, batched, boolops, launch, releases, sanitizer, upcasts, virtual
 from fp8check.triton import ops as _ops
 from fp8check.triton import targets as _targets
 from fp8check.triton.layer import BuilderOps, Layer, LayerStack, interpreter
@@ -199,46 +201,19 @@ def encode_for_target(x: np.ndarray, source: str, fmt: str, rounding: str, targe
     return codes
 
 
-def _finite_extension(fmt: str, codes: np.ndarray) -> np.ndarray:
-    """Values of the codes read as if the all-ones exponent were an ordinary binade."""
-    f = get_format(fmt)
-    c = codes.astype(np.int64)
-    m = c & f.mantissa_mask
-    e = (c >> f.mantissa_bits) & ((1 << f.exponent_bits) - 1)
-    mag = np.ldexp((m + (1 << f.mantissa_bits)).astype(np.float64), (e - f.bias - f.mantissa_bits).astype(np.int32))
-    return np.where((c >> (f.bits - 1)) & 1 == 1, -mag, mag)
-
-
 def decode_for_target(codes: np.ndarray, fmt: str, dest: str, target: Target, *, strict: bool = True) -> np.ndarray:
     """The values compiled Triton gives ``codes`` in ``dest`` (float32,
-    float16, or bfloat16 as uint16 bits), for ``target``."""
+    float16, or bfloat16 as uint16 bits), for ``target``
+    (:func:`fp8check.triton.upcasts.upcast_values`); a conversion the target
+    does not compile is refused (``strict``) or done exactly."""
     active = _Active(target, strict)
-    codes = np.ascontiguousarray(codes).view(np.uint8)
-    values = reference.decode(codes, fmt)
     if dest == "float64":
         _refuse(active, f"Triton does not compile {fmt} -> float64 (triton-lang/triton#11897 is pending)")
-        return values
+        return reference.decode(np.ascontiguousarray(codes).view(np.uint8), fmt)
     entry = target.upcast(fmt, dest)
     if not entry.supported:
         _refuse(active, entry.unsupported)
-    elif entry.specials == "fnuz_nan_negative_zero":
-        values = np.where(codes == 0x80, -0.0, values)
-    elif entry.specials == "as_e5m2":
-        values = reference.decode(codes, "e5m2")
-    elif entry.specials == "finite":
-        f = get_format(fmt)
-        special = np.isin(codes, np.array([c for c in range(256) if f.is_nan(c) or f.is_inf(c)], dtype=np.uint8))
-        if f.nan_encoding != "negative_zero" and special.any():
-            values = np.where(special, _finite_extension(fmt, codes), values)
-    if dest == "float32":
-        return values.astype(np.float32)
-    if dest == "float16":
-        with np.errstate(over="ignore"):
-            return values.astype(np.float16)
-    # bfloat16: every fp8 value has at most 4 significant bits: exact
-    f32 = values.astype(np.float32)
-    out = (f32.view(np.uint32) >> np.uint32(16)).astype(np.uint16)
-    return np.where(np.isnan(f32), np.uint16(0x7FC0), out)
+    return upcasts.upcast_values(codes, fmt, dest, target)
 
 
 def _convert(active: _Active, src: Any, dst_type: Any, rounding_mode: Any) -> Any:
@@ -294,7 +269,8 @@ class ConversionOps(BuilderOps):
         self.interp = interp
 
     def table(self) -> dict[str, Callable[..., Any]]:
-        return {"create_fp_to_fp": self.create_fp_to_fp, "create_dot": self.create_dot}
+        return {"create_fp_to_fp": self.create_fp_to_fp, "create_dot": self.create_dot,
+                "create_dot_scaled": self.create_dot_scaled}
 
     def create_fp_to_fp(self, inner: Any, builder: Any, src: Any, dst_type: Any, rounding_mode: Any) -> Any:
         s, d = src.dtype.scalar, dst_type.scalar
@@ -327,6 +303,21 @@ class ConversionOps(BuilderOps):
                     return self.interp.TensorHandle(out, d.dtype.scalar)
             a, b = self.dot_operand(active, a), self.dot_operand(active, b)  # refuses what Triton does not compile
         return inner(builder, a, b, d, *args, **kwargs)
+
+    def create_dot_scaled(self, inner: Any, builder: Any, lhs: Any, lhs_scale: Any, lhs_format: Any, rhs: Any,
+                          rhs_scale: Any, rhs_format: Any, fast_math: Any, *rest: Any) -> Any:
+        """``tl.dot_scaled`` (Triton >= 3.8) by the target's lowering (:func:`_tensor_core_dot_scaled`); outside
+        a faithful block, or where nothing is modelled, the interpreter's own (fp8 operands decoded exactly by
+        :meth:`mxfp_value_to_float32`, float32 sums)."""
+        active = _active_now()
+        if active is not None:
+            out = _tensor_core_dot_scaled(active, lhs, lhs_scale, lhs_format, rhs, rhs_scale, rhs_format, fast_math,
+                                          rest)
+            if out is not None:
+                _note(True, lhs.dtype.scalar, rhs.dtype.scalar)
+                return self.interp.TensorHandle(out, rest[-1].dtype.scalar)
+        return inner(  # its fp8 decoding is counted by mxfp_value_to_float32
+            builder, lhs, lhs_scale, lhs_format, rhs, rhs_scale, rhs_format, fast_math, *rest)
 
     @staticmethod
     def mxfp_value_to_float32(orig_mx: Any, value_handle: Any) -> Any:
@@ -428,19 +419,79 @@ def _tensor_core_dot(target: str, a: Any, b: Any, d: Any, input_precision: Any =
     acc = np.asarray(d.data, dtype=np.float32)
     imprecise = int(max_num_imprecise_acc or 0)
     promotion = -(-imprecise // 32) if model.name == "sm90-wgmma-fp8" and 0 < imprecise <= ca.shape[-1] else None
-    # leading axes (a batched tl.dot, the batched interpreter's programs) broadcast, one GEMM each
-    lead = np.broadcast_shapes(ca.shape[:-2], cb.shape[:-2], acc.shape[:-2])
-    ca, cb = (np.broadcast_to(x, lead + x.shape[-2:]).reshape((-1,) + x.shape[-2:]) for x in (ca, cb))
-    acc = np.broadcast_to(acc, lead + acc.shape[-2:]).reshape((-1,) + acc.shape[-2:])
-    parts = [tensorcore.mma(model, x, names[0], y, names[1], acc=z, promotion=promotion)
-             for x, y, z in zip(ca, cb, acc)]
+    return _by_gemm("tl.dot", lambda x, y, z: tensorcore.mma(model, x, names[0], y, names[1], acc=z,
+                                                                promotion=promotion), acc, ca, cb)
+
+
+def _by_gemm(op: str, gemm: Callable[..., Any], acc: np.ndarray, *operands: np.ndarray | None) -> np.ndarray:
+    """``gemm(*operands, acc)`` (an :class:`~fp8check.matmul.tensorcore.MMAResult`) once per index of the leading
+    axes (a batched dot, the batched interpreter's programs), which broadcast; the elements its model brackets
+    (AMD NaN/Inf, gfx950) counted as a bracketed op and NaN in the ``lo`` run of a bracketed check."""
+    present = [x for x in operands if x is not None]
+    lead = np.broadcast_shapes(*(x.shape[:-2] for x in present), acc.shape[:-2])
+    flat = [None if x is None else np.broadcast_to(x, lead + x.shape[-2:]).reshape((-1,) + x.shape[-2:])
+            for x in operands]
+    accs = np.broadcast_to(acc, lead + acc.shape[-2:]).reshape((-1,) + acc.shape[-2:])
+    parts = [gemm(*(None if x is None else x[i] for x in flat), accs[i]) for i in range(accs.shape[0])]
     values = np.stack([p.values for p in parts]).reshape(lead + acc.shape[-2:])
     dependent = np.stack([p.target_dependent for p in parts]).reshape(values.shape)
     if dependent.any():
-        _ops._counted(f"tl.dot ({model.name}, target-dependent)")  # the checks then run lo and hi too
+        _ops._counted(f"{op} ({parts[0].model.name}, target-dependent)")  # the checks then run lo and hi too
         if _ops.bracket_mode() == "lo":
             values = np.where(dependent, np.float32(np.nan), values)
     return values
+
+
+def _unpacked_fp4(data: np.ndarray, axis: int) -> np.ndarray:
+    """e2m1 codes two per byte (the low nibble first, as Triton's ``Fp4ToFp``) along ``axis`` -> one per byte."""
+    from fp8check.quantizers.packing import unpack_codes
+
+    d = np.moveaxis(np.asarray(data).view(np.uint8), axis, -1)
+    out = unpack_codes(d.reshape(-1, d.shape[-1]), "low-first").reshape(d.shape[:-1] + (2 * d.shape[-1],))
+    return np.moveaxis(out, -1, axis)
+
+
+def _tensor_core_dot_scaled(active: _Active, lhs: Any, lhs_scale: Any, lhs_format: Any, rhs: Any, rhs_scale: Any,
+                            rhs_format: Any, fast_math: Any, rest: tuple[Any, ...]) -> np.ndarray | None:
+    """``tl.dot_scaled`` as the target compiles it (:func:`fp8check.matmul.dot_scaled.dot_scaled`: the native
+    block-scaled instruction for the tiles Triton gives it, else the upcast to bfloat16 and the target's
+    bfloat16 ``tl.dot``), or None where nothing is modelled (an fp16 operand, a target without a tensor-core
+    model): the interpreter's float32 path then. ``rest``: ``(lhs_k_pack, rhs_k_pack, acc)`` (3.9) or
+    ``(acc,)``."""
+    from fp8check.errors import InvalidValueError
+    from fp8check.matmul import dot_scaled as ds, tensorcore
+
+    acc_h = rest[-1]
+    k_pack = tuple(rest[:-1]) or (True, True)
+    names = [ds.FORMATS.get(getattr(f, "name", str(f)).lower()) for f in (lhs_format, rhs_format)]
+    target = active.target.name
+    if None in names or "float16" in names or target not in tensorcore.TARGETS:
+        return None
+    for name in names:
+        if name in TL_NAMES.values() and name not in active.target.formats:
+            _refuse(active, f"Triton does not compile tl.dot_scaled with {name} operands for {target}")
+    a, b = (np.asarray(h.data).view(np.uint16 if n == "bfloat16" else np.uint8) for h, n in zip((lhs, rhs), names))
+    if names[0] == "e2m1fn":
+        a = _unpacked_fp4(a, -1 if k_pack[0] else -2)
+    if names[1] == "e2m1fn":
+        b = _unpacked_fp4(b, -2 if k_pack[1] else -1)
+    scales = [None if h is None else np.asarray(h.data).view(np.uint8) for h in (lhs_scale, rhs_scale)]
+    kinds = {"e4m3fn" if _fp8_name(h.dtype.scalar) == "e4m3fn" else "e8m0fnu" for h in (lhs_scale, rhs_scale)
+             if h is not None}
+    scale_fmt = kinds.pop() if len(kinds) == 1 else "e8m0fnu"
+
+    def gemm(x: np.ndarray, y: np.ndarray, sx: np.ndarray | None, sy: np.ndarray | None, z: np.ndarray) -> Any:
+        return ds.dot_scaled(target, x, names[0], y, names[1], a_scales=sx, b_scales=sy, scale_fmt=scale_fmt, acc=z,
+                             fast_math=bool(fast_math))
+
+    try:
+        return _by_gemm("tl.dot_scaled", gemm, np.asarray(acc_h.data, dtype=np.float32), a, b, *scales)
+    except InvalidValueError as exc:  # scales or a kind fp8check has no model of: said, never summed in float32
+        if active.strict:
+            raise UnsupportedConversionError(f"tl.dot_scaled of {names[0]} x {names[1]} with {scale_fmt} scales on "
+                                             f"{target}: {exc} (faithful(..., strict=False) runs the interpreter's "
+                                             f"float32 sums instead)") from None
+        return None
 
 
 def _acquire() -> None:
@@ -463,7 +514,7 @@ def _release() -> None:
 def faithful(target: object = "sm90", *, strict: bool = True) -> Iterator[Target]:
     """Run Triton's interpreter with the FP8 semantics of compiled Triton on ``target``.
 
-    ``target``: ``"sm90"``, ``"sm89"``, ``"gfx942"``, ``"gfx950"`` (or a
+    ``target``: ``"sm90"``, ``"sm89"``, ``"sm100"``, ``"gfx942"``, ``"gfx950"`` (or a
     :class:`~fp8check.triton.targets.Target`). Inside the block every FP8
     conversion an interpreted kernel performs follows the target's table,
     and every other float op its ``OpRules`` (:mod:`fp8check.triton.ops`:

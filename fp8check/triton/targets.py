@@ -331,12 +331,13 @@ _AMD_ISA = OP_SOURCES["amd-isa"]
 
 
 def _nvidia_ops(arch: str) -> OpRules:
-    hopper = arch == "sm90"
+    hopper = arch == "sm90"  # measured on an H200 (the approximate division's reciprocals, SASS)
+    xorsign = arch in ("sm90", "sm100")  # min.xorsign.abs needs sm90 (in the PTX of cuda:90 and cuda:100)
     return OpRules(
         minmax_zeros="ordered", nan_pattern="canonical_nvidia", arith_nan="canonical",
-        clamp="xorsign_abs" if hopper else "minmax",
-        clip_patterns=("negf", "splat_negf", "sub0", "const") if hopper else (),
-        bf16_clamp="xorsign_abs" if hopper else "minmax",
+        clamp="xorsign_abs" if xorsign else "minmax",
+        clip_patterns=("negf", "splat_negf", "sub0", "const") if xorsign else (),
+        bf16_clamp="xorsign_abs" if xorsign else "minmax",
         fma_contraction=("float32", "float16", "bfloat16"), fma_pair="first",
         fdiv=ErrorBound(ulps=2, source=_PTX),
         fdiv_const="reciprocal", fdiv_const_bound=ErrorBound(ulps=2, source=_PTX + " (div.approx.f32 1.0, C)"),
@@ -358,7 +359,7 @@ def _nvidia_ops(arch: str) -> OpRules:
             "tl.maximum / tl.minimum": "max.f32 / min.f32 (NaN loses, +0 > -0); propagate_nan=ALL: max.NaN.f32",
             "tl.clamp": ("min.xorsign.abs.f32 x, hi when lo is -hi (NaN -> hi with the NaN's sign: +NaN -> +hi, "
                          "-NaN -> -hi; ALL: min.NaN.xorsign.abs); "
-                         "else max.f32 then min.f32" if hopper else
+                         "else max.f32 then min.f32" if xorsign else
                          "max.f32 then min.f32 (min.xorsign.abs needs sm90)"),
             "tl.max / tl.min": "max.f32 / min.f32 combine (NaN ignored, +0 > -0)",
             "tl.argmax / tl.argmin": "setp + selp combine; a NaN row's index follows the reduction order "
@@ -381,7 +382,7 @@ def _nvidia_ops(arch: str) -> OpRules:
                        "flushed)",
             "tl.log2 / tl.log": "libdevice __nv_log2f / __nv_logf: a subnormal input scaled by 2^23 first, not "
                                 "flushed (log2(2^-149) = -149); a polynomial in fma.rn.ftz.f32 (bracketed, 1 ulp)",
-            "bfloat16 + - * fma": "add/sub/mul/fma.rn.bf16: one rounding" if hopper else "one rounding",
+            "bfloat16 + - * fma": "add/sub/mul/fma.rn.bf16: one rounding" if xorsign else "one rounding",
             "bfloat16 /": "the frontend divides in float32 (div.full.f32)",
             "int -> bfloat16": "cvt.rn.bf16.s32: one rounding", "float -> int": "cvt.rzi: NaN -> 0, saturating",
             "NaN results": "the canonical NaN 0x7FFFFFFF (bfloat16 0x7FFF)",
@@ -431,13 +432,17 @@ AMD_OPS = OpRules(
 )
 
 
+_NVIDIA_NAMES = {"sm89": "Ada", "sm90": "Hopper", "sm100": "Blackwell"}
+
+
 def _sm(arch: str) -> Target:
     down: dict[tuple[str, str, str], Downcast] = {}
     for src in SOURCES:
         for fmt in OCP:
             insn = {"float32": f"cvt.rn.satfinite.{fmt[:4]}x2.f32",
                     "float16": f"cvt.rn.satfinite.{fmt[:4]}x2.f16x2",
-                    "bfloat16": f"cvt.f32.bf16 + cvt.rn.satfinite.{fmt[:4]}x2.f32"}[src]
+                    "bfloat16": f"cvt.rn.satfinite.{fmt[:4]}x2.bf16x2" if arch == "sm100" else
+                    f"cvt.f32.bf16 + cvt.rn.satfinite.{fmt[:4]}x2.f32"}[src]
             down[(src, fmt, "rtne")] = Downcast(profile=TRITON_SM90, lowering=insn)
     down[("float32", "e5m2", "rtz")] = Downcast(profile=TRITON_SM90_RTZ,
                                                 lowering="cvt.rz.f16.f32 + upper byte")
@@ -446,15 +451,18 @@ def _sm(arch: str) -> Target:
         cvt = f"cvt.rn.f16x2.{fmt[:4]}x2"
         up[(fmt, "float16")] = Upcast(lowering=cvt)
         up[(fmt, "float32")] = Upcast(lowering=cvt + " + cvt.f32.f16")
-    up[("e4m3fn", "bfloat16")] = Upcast(lowering="cvt.rn.f16x2.e4m3x2 + " + (
-        "cvt.bf16.f16" if arch == "sm90" else "cvt.f32.f16 + cvt.rn.bf16.f32"))
+    up[("e4m3fn", "bfloat16")] = Upcast(lowering="cvt.rn.bf16x2.e4m3x2" if arch == "sm100" else (
+        "cvt.rn.f16x2.e4m3x2 + " + ("cvt.bf16.f16" if arch == "sm90" else "cvt.f32.f16 + cvt.rn.bf16.f32")))
     up[("e5m2", "bfloat16")] = Upcast(specials="finite",
                                       lowering="bit shift + mul.rn.bf16x2 by 2^112 (Inf/NaN codes become finite)")
     return Target(
         name=arch,
-        description=f"NVIDIA {'Hopper' if arch == 'sm90' else 'Ada'} ({arch})",
+        description=f"NVIDIA {_NVIDIA_NAMES[arch]} ({arch})",
         provenance=("pinned on an H200 against compiled Triton 3.6 (downcasts); the upcasts and the sm89 lowering "
                     "read from the PTX Triton emits" if arch == "sm90" else
+                    "the PTX Triton 3.9.0 emits for cuda:100: sm90's instructions, bfloat16 <-> fp8 direct "
+                    "(cvt.rn.satfinite.*x2.bf16x2, cvt.rn.bf16x2.e4m3x2: the same values); not pinned on a Blackwell "
+                    "GPU" if arch == "sm100" else
                     "the same instructions as sm90 (PTX Triton emits for sm89); not pinned on an Ada GPU"),
         profile=TRITON_SM90,
         formats=frozenset(OCP),
@@ -559,7 +567,8 @@ def _gfx950() -> Target:
     )
 
 
-TARGETS: Mapping[str, Target] = MappingProxyType({t.name: t for t in (_sm("sm90"), _sm("sm89"), _gfx942(), _gfx950())})
+TARGETS: Mapping[str, Target] = MappingProxyType({t.name: t for t in (_sm("sm90"), _sm("sm89"), _sm("sm100"), _gfx942(),
+                                                                      _gfx950())})
 #: The named profiles of the targets, for the stack registry.
 PROFILES: Mapping[str, Profile] = MappingProxyType(
     {p.name: p for p in (TRITON_SM90, TRITON_SM90_RTZ, TRITON_GFX942, TRITON_GFX950, RTZ_TRUNCATE)})
@@ -593,7 +602,7 @@ def _ops_for_triton(ops: OpRules | None, name: str, base: str) -> OpRules | None
     """What Triton 3.6 and 3.8 compile differently from 3.9 (read from the PTX/AMDGCN of each wheel)."""
     if ops is None or base == "3.9.0":
         return ops
-    if name == "sm90" and base == "3.6.0":
+    if name in ("sm90", "sm100") and base == "3.6.0":
         # 3.6 negates with 0 - x: `-h` of a scalar is a splat of (0 - h), which isClipPattern does not match
         return dataclasses.replace(ops, clip_patterns=("negf", "sub0", "const"))
     if name.startswith("gfx") and base == "3.6.0":

@@ -9,7 +9,7 @@ Modes (:data:`fp8check.zoo.MODES`):
                        interpreter's, not the package's.
 ``faithful:<target>``  the interpreter with every FP8 conversion done as
                        compiled Triton does it on ``target`` (``sm90``,
-                       ``sm89``, ``gfx942``, ``gfx950``):
+                       ``sm89``, ``sm100``, ``gfx942``, ``gfx950``):
                        :func:`fp8check.triton.faithful`. Arithmetic other
                        than FP8 conversions is still the interpreter's
                        (numpy float32; ``/`` is IEEE division, where

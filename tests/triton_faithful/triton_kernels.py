@@ -64,6 +64,25 @@ def dot_scaled_kernel(a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, M: tl.constexpr, N: t
     tl.store(c_ptr + m[:, None] * N + n[None, :], tl.dot_scaled(a, sa, "e4m3", b, sb, "e4m3"))
 
 
+
+@triton.jit
+def mx_dot_kernel(a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr,
+                  FA: tl.constexpr, FB: tl.constexpr, FAST: tl.constexpr = False, BLOCK: tl.constexpr = 32):
+    """``c = tl.dot_scaled(a, sa, FA, b, sb, FB, c)``: a (M, K) and b (K, N) one code per byte, e2m1 two per
+    byte along K (the low nibble first), scales (M, K / BLOCK) and (N, K / BLOCK): e8m0 codes, or e4m3
+    (NVFP4, BLOCK 16)."""
+    m = tl.arange(0, M)
+    n = tl.arange(0, N)
+    ka = tl.arange(0, K // 2 if FA == "e2m1" else K)
+    kb = tl.arange(0, K // 2 if FB == "e2m1" else K)
+    g = tl.arange(0, K // BLOCK)
+    a = tl.load(a_ptr + m[:, None] * (K // 2 if FA == "e2m1" else K) + ka[None, :])
+    b = tl.load(b_ptr + kb[:, None] * N + n[None, :])
+    sa = tl.load(sa_ptr + m[:, None] * (K // BLOCK) + g[None, :])
+    sb = tl.load(sb_ptr + n[:, None] * (K // BLOCK) + g[None, :])
+    acc = tl.load(c_ptr + m[:, None] * N + n[None, :])
+    tl.store(c_ptr + m[:, None] * N + n[None, :], tl.dot_scaled(a, sa, FA, b, sb, FB, acc, fast_math=FAST))
+
 def _block(n: int) -> int:
     return max(16, min(1 << 16, 1 << max(0, (n - 1).bit_length())))
 
