@@ -8,12 +8,16 @@ code once per pass and keeping everything in registers: no table gathers, no tem
   layout of each format is checked against its decode table by ``tensorcore._bit_layout`` before a
   kernel runs), so the inner loops are straight integer arithmetic that the compiler vectorises.
 - Arithmetic: integers only. A product is ``sig_a * sig_b * 2**(e_a + e_b - Q)``; truncating it
-  toward zero to ``2**(E - F)`` is a shift of its magnitude (``(sig << (F - Q)) >> (E - e)``), the
-  truncated terms sum exactly in int64 (below 2**50 in every model), rounding down (CDNA3) is an
-  arithmetic shift, and the result's float32 is assembled from its bits (truncation) or converted
-  from an exact float64 (CDNA3's round to nearest even).
+  toward zero to ``2**(E - F)`` is a shift of its magnitude (``(sig << (F - Q)) >> (E - e)``, in
+  int32), the truncated terms sum exactly in int64 (below 2**50 in every model), rounding down
+  (CDNA3) is an arithmetic shift, and the result's float32 bits are assembled from the integer sum
+  (truncation, or CDNA3's floor then round to nearest even, with selects rather than branches).
 - Special values (NaN/Inf codes, NaN scales, a non-finite accumulator) leave the fast loop: the step's
   value is what a float sum of the products and ``c`` gives, as in the NumPy engine.
+- :func:`chain` takes the formats' layouts and the model's parameters as arguments (one compilation
+  for every kind); :func:`specialised` compiles the same code for one kind with them as constants
+  (known shifts and masks: about twice as fast), which ``tensorcore`` uses for calls of 2**22
+  products or more.
 
 Same models, same bits as the NumPy engine of tensorcore.py (tests/test_matmul_tensorcore.py compares
 them on every instruction kind, edge cases included). Imported only when numba is installed (the
@@ -233,7 +237,8 @@ def _aligned_step(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, L: int
 
 @_inline
 def _two_stage_step(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, L: int, la: tuple, lb: tuple,
-                    cbits: int, f: int, f2: int, drop_tiny_c: bool, zero_exp: int, terms: np.ndarray) -> tuple[int, int]:
+                    cbits: int, f: int, f2: int, drop_tiny_c: bool, zero_exp: int,
+                    terms: np.ndarray) -> tuple[int, int]:
     """``two-stage`` (CDNA3 FP8): the even and the odd products apart truncated toward zero to ``2**(E_g - f)``
     and summed, the two rounded down to ``f`` bits below the larger, that dot rounded down to ``f2 + 1`` bits
     and ``c`` to ``f`` below ``max(dot, c)``, the sum rounded down to ``f2`` bits and to nearest even."""
@@ -381,8 +386,8 @@ def _layout(lay: np.ndarray) -> tuple:
 
 
 def _model(params: np.ndarray) -> tuple:
-    return (int(params[0]), int(params[1]), int(params[2]), int(params[3]), int(params[4]), bool(params[7]),
-            bool(params[8]), int(params[9]), int(params[10]), int(params[11]))
+    return (int(params[0]), int(params[1]), int(params[2]), int(params[3]), int(params[4]), bool(params[6]),
+            bool(params[7]), int(params[8]), int(params[9]), int(params[10]))
 
 
 @_jit
@@ -396,14 +401,14 @@ def chain(algorithm: int, a: np.ndarray, b: np.ndarray, paired: bool, lay_a: np.
     (a special value met, where the model brackets them). ``lay_a``/``lay_b``: the formats' bit layouts,
     ``raw_a``/``raw_b``: their values (NaN/Inf as such); scales: ``sa`` (M, K / block) and ``sb`` (N, K / block)
     codes (``aligned``: e8m0; ``grouped``: through ``scale_table``). ``params``: chunk, instruction_k, f, g
-    (``two-stage``: f2), zero_exp, promotion, (unused), drop_tiny_c, dependent specials, block, group, lift.
+    (``two-stage``: f2), zero_exp, promotion, drop_tiny_c, dependent specials, block, group, lift.
     Returns 0, or 1 when a code lies outside its format (nothing is judged: the caller decides)."""
     la = (_I(lay_a[0]), _I(lay_a[1]), _I(lay_a[2]), _I(lay_a[3]), _I(lay_a[4]), _I(lay_a[5]), _I(lay_a[6]),
           _I(lay_a[7]))
     lb = (_I(lay_b[0]), _I(lay_b[1]), _I(lay_b[2]), _I(lay_b[3]), _I(lay_b[4]), _I(lay_b[5]), _I(lay_b[6]),
           _I(lay_b[7]))
-    model = (params[0], params[1], params[2], params[3], params[4], params[7] != 0, params[8] != 0, params[9],
-             params[10], params[11])
+    model = (params[0], params[1], params[2], params[3], params[4], params[6] != 0, params[7] != 0, params[8],
+             params[9], params[10])
     return _drive(algorithm, a, b, paired, la, lb, raw_a, raw_b, sa, sb, scale_table, model, params[5], c_bits,
                   out_bits, dep)
 

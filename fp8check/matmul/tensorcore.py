@@ -543,10 +543,10 @@ def _compiled_step() -> Any:
 
 @lru_cache(maxsize=None)
 def _bit_layout(fmt_name: str) -> np.ndarray | None:
-    """How the compiled engine decodes a code of a format of at most 256 codes by its bit fields: (mantissa bits,
-    exponent mask, bias, sign shift, special mask, special value, code bits, magnitude mask), a code being special (NaN/Inf)
-    when ``code & mask == value``; checked here against the format's decode table (None: a format the
-    layout does not describe -- its models run on NumPy)."""
+    """How the compiled engine decodes a code of a format of at most 256 codes by its bit fields: (mantissa
+    bits, exponent mask, bias, sign shift, special mask, special value, code bits, magnitude mask), a code
+    being special (NaN/Inf) when ``code & mask == value``; checked here against the format's decode table
+    (None: a format the layout does not describe -- its models run on NumPy)."""
     if fmt_name in SOURCE_FORMATS:
         return None
     fmt = get_format(fmt_name)
@@ -565,8 +565,10 @@ def _bit_layout(fmt_name: str) -> np.ndarray | None:
     decoded = np.where((codes >> lay[3]) & 1, -1.0, 1.0) * np.ldexp(sig.astype(np.float64), e - lay[0])
     flagged = (codes & lay[4]) == lay[5]
     nonzero = ~is_special & (values != 0)
-    if not (np.array_equal(flagged, is_special) and np.array_equal(decoded[~is_special], values[~is_special])
-            and np.array_equal(e[nonzero], exps[nonzero]) and np.array_equal(((codes & lay[7]) != 0)[~is_special], nonzero[~is_special])):
+    finite = ~is_special
+    if not (np.array_equal(flagged, is_special) and np.array_equal(decoded[finite], values[finite])
+            and np.array_equal(e[nonzero], exps[nonzero])
+            and np.array_equal(((codes & lay[7]) != 0)[finite], nonzero[finite])):
         return None
     lay.setflags(write=False)
     return lay
@@ -637,9 +639,8 @@ def _fused(m: MMAModel, a: tuple[np.ndarray, str], b: tuple[np.ndarray, str], c:
         return None
     if m.fraction_bits > 28 and not group:  # a truncated term must fit int32 (below 2**(f + 2))
         return None
-    params = np.array([m.chunk, m.instruction_k, m.fraction_bits, g, m.zero_exponent, promotion or 0,
-                       2 if m.pairs else 1, m.drop_tiny_c, m.specials == "target-dependent", block, group, lift],
-                      dtype=np.int64)
+    params = np.array([m.chunk, m.instruction_k, m.fraction_bits, g, m.zero_exponent, promotion or 0, m.drop_tiny_c,
+                       m.specials == "target-dependent", block, group, lift], dtype=np.int64)
     out = np.empty(c.shape, np.float32)
     dep = np.empty(c.shape, bool)
     c_bits = np.ascontiguousarray(np.broadcast_to(c, out.shape), dtype=np.float32).view(np.uint32)
