@@ -13,9 +13,12 @@ target-dependent elements of the AMD brackets left out) before its time counts:
    API is made (``op(A, B, C)``), fp8check once per tile (``mma``) and once for all tiles;
 3. ``gemm``: one G x G x G FP8 GEMM (sm90), both sides given the whole matrices in one call.
 
-Wall seconds, best of two, on whatever machine runs it: compare the columns of one run. MMA-Sim runs
-with one torch thread by default (``--threads``), as fp8check's step runs on one core; fp8check's
-``aligned`` step is compiled by numba where it is installed (``FP8CHECK_NUMBA=0``: NumPy only).
+Wall seconds, best of two (so numba's compilations, cached on disk after the first run, are not
+timed), on whatever machine runs it: compare the columns of one run. Both sides start from the codes
+(decoding is timed) and give every output element. MMA-Sim runs with one torch thread by default
+(``--threads``), as fp8check runs on one core; fp8check's models are compiled by numba where it is
+installed (``FP8CHECK_NUMBA=0``: NumPy only): one fused pass per output element over the K chain, a
+call of 2**22 products or more through a kernel compiled for its instruction kind.
 """
 
 from __future__ import annotations
@@ -84,8 +87,8 @@ def tiles(count: int) -> list[str]:
         c = (rng.standard_normal((count, m, n)) * 64).astype(np.float32)
         ta, tb = torch.from_numpy(qa).view(tdt), torch.from_numpy(qb).view(tdt)
         tcc = torch.from_numpy(c)
-        want, t_sim = best(lambda: np.stack([sim(ta[i], tb[i], tcc[i]).numpy() for i in range(count)]), 1)
-        got, t_each = best(lambda: [tc.mma(target, qa[i], fmt, qb[i], fmt, acc=c[i]) for i in range(count)], 1)
+        want, t_sim = best(lambda: np.stack([sim(ta[i], tb[i], tcc[i]).numpy() for i in range(count)]))
+        got, t_each = best(lambda: [tc.mma(target, qa[i], fmt, qb[i], fmt, acc=c[i]) for i in range(count)])
         values = np.stack([g.values for g in got])
         judged = ~np.stack([g.target_dependent for g in got])
         # all tiles in one call: each output element is a dot product of a row of A and a column of B
@@ -110,8 +113,8 @@ def gemm(size: int) -> list[str]:
     qb = rng.integers(0, 0x7E, size=(size, size), dtype=np.uint8)
     sim = WGMMA("Hopper", "m64n8k32.f32.e4m3.e4m3")
     ta, tb = (torch.from_numpy(x).view(torch.float8_e4m3fn) for x in (qa, qb))
-    want, t_sim = best(lambda: sim(ta, tb, torch.zeros(size, size)).numpy(), 1)
-    got, t_ours = best(lambda: tc.mma("sm90", qa, "e4m3fn", qb, "e4m3fn"), 1)
+    want, t_sim = best(lambda: sim(ta, tb, torch.zeros(size, size)).numpy())
+    got, t_ours = best(lambda: tc.mma("sm90", qa, "e4m3fn", qb, "e4m3fn"))
     if same(want, got.values, np.ones(want.shape, bool)):
         raise SystemExit("gemm: mismatches")
     return [f"  sm90 {size}x{size}x{size} GEMM: mmasim {t_sim:7.3f} s   fp8check {t_ours:6.3f} s   "

@@ -21,6 +21,7 @@ import pytest
 
 import mmasim_oracle as mo
 from fp8check.errors import InvalidValueError
+from fp8check.formats import get as get_format
 from fp8check.matmul import accumulation as acc
 from fp8check.matmul import tensorcore as tc
 from fp8check.reference import decode, encode
@@ -212,6 +213,31 @@ def test_block_scales_multiply_each_products_block():
                b_scales=np.full((4, 1), 127, np.uint8))
 
 
+@pytest.mark.parametrize("engine", ["numba", "numpy"])
+def test_a_zero_accumulator_lifts_the_alignment_of_tiny_scaled_products(engine, monkeypatch):
+    # MMA-Sim gives a zero term the exponent -133 and it takes part in E. With scales 2**-77 * 2**-73 every
+    # product of this row lies below 2**-133, so the zero accumulator sets E = -133 and the grid 2**(E - 25);
+    # without the rule E is the largest product's and the sum keeps more bits: the last bit differs (the zero
+    # product at k = 5 brings -133 too; with c = 0 either suffices, and a nonzero c is at least 2**-149)
+    if engine == "numba":
+        pytest.importorskip("numba")
+    else:
+        monkeypatch.setenv("FP8CHECK_NUMBA", "0")
+    a = np.array([[54, 30, 3, 71, 110, 0, 107, 39, 122, 74, 22, 13, 17, 7, 54, 118, 70, 29, 77, 119, 96, 24, 120, 33,
+                   32, 115, 101, 34, 83, 58, 110, 30]], np.uint8)
+    b = np.array([[61, 119, 63, 32, 40, 75, 12, 117, 86, 72, 122, 69, 40, 61, 93, 113, 102, 20, 51, 97, 77, 123, 30, 17,
+                   20, 80, 35, 20, 99, 81, 111, 10]], np.uint8)
+    sa, sb, c = np.array([[50]], np.uint8), np.array([[54]], np.uint8), np.zeros(1, np.float32)
+    m = tc.SM100_TCGEN05_MXF8F6F4
+    without_rule = dataclasses.replace(m, name="planted-no-zero-rule", zero_exponent=-10 ** 6)
+    got = tc.dot_instances(m, a, "e4m3fn", b, "e4m3fn", c, a_scales=sa, b_scales=sb)
+    planted = tc.dot_instances(without_rule, a, "e4m3fn", b, "e4m3fn", c, a_scales=sa, b_scales=sb)
+    assert got.bits[0] != planted.bits[0]
+    if mo.unusable() is None:
+        kind = mo.BY_NAME["sm100-tcgen05-mxf8f6f4:e4m3fnxe4m3fn"]
+        assert mo.oracle(kind, mo.Instances(a, b, c, sa, sb)).view(np.uint32)[0] == got.bits[0]
+
+
 # -- agreement with MMA-Sim ------------------------------------------------------------------------
 
 @needs_mmasim
@@ -269,18 +295,86 @@ def test_a_planted_float32_model_fails_the_hand_cases():
     assert float(got) == 256.484375 != 256.0
 
 
-@pytest.mark.parametrize("kind", [k.name for k in mo.KINDS if k.model.startswith(("sm90", "sm89", "sm100-tcgen05-f8",
-                                                                                   "gfx942"))])
-def test_the_compiled_step_equals_the_numpy_step(kind, monkeypatch):
-    # numba compiles the unscaled steps where it is installed; FP8CHECK_NUMBA=0 runs NumPy alone: same bits
-    pytest.importorskip("numba")
-    k = mo.BY_NAME[kind]
-    inst = mo.draw(k, 4000, seed=21)
-    rows = np.vstack([inst.a[:40], inst.a[40:80]])  # a GEMM too: 40 x 32 times 32 x 40
-    compiled = (mo.ours(k, inst), tc.mma(k.model.split("-")[0], rows[:40], k.a_fmt, inst.b[:40].T, k.b_fmt))
+# -- the compiled engine (numba) against the NumPy engine ---------------------------------------------
+
+EDGE_C = np.array([0, 0x80000000, 1, 0x807FFFFF, 0x00800000, 0x7F7FFFFF, 0xFF7FFFFF, 0x7F800000, 0xFF800000,
+                   0x7FC00000, 0x3F800000, 0xB3800000, 0x0DA24260, 0x72000000], dtype=np.uint32)  # float32 bits
+
+
+def edge_instances(k: mo.Kind) -> mo.Instances:
+    """Rows at the ends of every range: zero, the largest and smallest codes of both signs, one large product
+    among tiny ones (the truncation and rounding grids), NaN/Inf codes; each against every accumulator of
+    EDGE_C (zeros, subnormals, the largest float32, Inf, NaN, values far above and below the products) and,
+    for scaled kinds, against the extreme scale codes."""
+    def rows(fmt):
+        f = get_format(fmt)
+        top, sign = f.max_code, f.sign_mask
+        patterns = [[0], [top], [top | sign], [1], [1 | sign], [top, 1], [1 | sign, top], [top, top | sign],
+                    [top, 1, 1 | sign, 2], [f.code_count - 1], [sign]]
+        return np.array([np.resize(p, k.k) for p in patterns], dtype=np.uint8)
+
+    ra, rb = rows(k.a_fmt), rows(k.b_fmt)
+    ia, ib, ic = np.meshgrid(np.arange(len(ra)), np.arange(len(rb)), np.arange(len(EDGE_C)), indexing="ij")
+    ia, ib, ic = ia.ravel(), ib.ravel(), ic.ravel()
+    sa = sb = None
+    if k.scale_fmt:
+        codes = (0, 1, 127, 254, 255) if k.scale_fmt == "e8m0fnu" else (0, 1, 0x38, 0x7E, 0x7F, 0xB8)
+        kb = k.k // k.block
+        sa = np.resize(np.array(codes, np.uint8), (len(ia), kb))
+        sb = np.resize(np.array(codes[::-1], np.uint8), (len(ia), kb))
+    return mo.Instances(ra[ia], rb[ib], EDGE_C[ic].view(np.float32), sa, sb)
+
+
+def engine_runs(k: mo.Kind, inst: mo.Instances) -> list[tc.MMAResult]:
+    """dot_instances on the instances and on the edge rows, a 40 x 40 GEMM of their first rows, and (unscaled
+    kinds) a K tail of two instructions with promotion."""
+    target = k.model.split("-")[0]
+    a, b = inst.a[:40], inst.b[:40]
+    scales = {} if k.scale_fmt is None else {"a_scales": inst.sa[:40], "b_scales": inst.sb[:40].T,
+                                             "scale_fmt": k.scale_fmt}
+    m = tc.MODELS[k.model]
+    out = [mo.ours(k, inst), mo.ours(k, edge_instances(k)), tc.mma(m, a, k.a_fmt, b.T, k.b_fmt, **scales)]
+    if k.scale_fmt is None:
+        tail = np.hstack([a, b])[:, :-5]  # K = 2 k - 5: a padded tail
+        out.append(tc.mma(m, tail, k.a_fmt, np.hstack([b, a])[:, :-5].T, k.b_fmt, acc=inst.c[:40], promotion=1))
+    return out
+
+
+def assert_engines_agree(k: mo.Kind, inst: mo.Instances, monkeypatch) -> None:
+    compiled = engine_runs(k, inst)
     assert tc._compiled_step() is not None
     monkeypatch.setenv("FP8CHECK_NUMBA", "0")
     assert tc._compiled_step() is None
-    plain = (mo.ours(k, inst), tc.mma(k.model.split("-")[0], rows[:40], k.a_fmt, inst.b[:40].T, k.b_fmt))
+    plain = engine_runs(k, inst)
+    monkeypatch.delenv("FP8CHECK_NUMBA")
     for x, y in zip(compiled, plain):
-        assert np.array_equal(x.bits, y.bits) and np.array_equal(x.target_dependent, y.target_dependent)
+        assert np.array_equal(x.bits, y.bits), np.flatnonzero(x.bits != y.bits)[:5]
+        assert np.array_equal(x.target_dependent, y.target_dependent)
+
+
+@pytest.mark.parametrize("kind", [k.name for k in mo.KINDS])
+def test_the_compiled_engine_equals_the_numpy_engine(kind, monkeypatch):
+    # numba runs every FP8/FP6/FP4 kind as one fused pass over the K chain (fp8check.matmul._compiled);
+    # FP8CHECK_NUMBA=0 runs the NumPy steps: the same bits and brackets, on random bits and on the edge rows
+    pytest.importorskip("numba")
+    k = mo.BY_NAME[kind]
+    assert_engines_agree(k, mo.draw(k, 4000, seed=21), monkeypatch)
+
+
+def each_kinds_own_kernel_equals_the_numpy_engine(kind, monkeypatch):
+    pytest.importorskip("numba")
+    monkeypatch.setattr(tc, "_SPECIALISE_FROM", 0)  # every call through the kernel compiled for its kind
+    k = mo.BY_NAME[kind]
+    assert_engines_agree(k, mo.draw(k, 2000, seed=22), monkeypatch)
+
+
+def test_the_kernel_compiled_for_a_kind_equals_the_numpy_engine(monkeypatch):
+    # a large call runs a kernel compiled for its kind (layouts and model as constants); one kind here
+    # (a compilation takes seconds), every kind in the slow lane
+    each_kinds_own_kernel_equals_the_numpy_engine("sm90-wgmma-fp8:e4m3fnxe5m2", monkeypatch)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", [k.name for k in mo.KINDS])
+def test_each_kinds_own_kernel_equals_the_numpy_engine(kind, monkeypatch):
+    each_kinds_own_kernel_equals_the_numpy_engine(kind, monkeypatch)

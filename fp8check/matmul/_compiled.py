@@ -1,24 +1,42 @@
-"""The ``aligned`` step of :mod:`fp8check.matmul.tensorcore` compiled by numba: one pass per output element.
+"""The tensor-core models of :mod:`fp8check.matmul.tensorcore` compiled by numba: one fused pass per output element.
 
-The NumPy step makes about fifteen passes over a (B, L, N) array of products (gathers, the largest
-exponent, the scaling, the truncation, the sum); this loop reads each product's table entries once
-and keeps the running values in registers. Same tables, same arithmetic (float64 products scaled by
-powers of two, ``trunc`` of integers below 2**53, the truncation of the result from its exponent), so
-both engines give the same bits; tests/test_matmul_tensorcore.py compares them on every kind. Imported
-only when numba is installed (the ``fast`` extra) and ``FP8CHECK_NUMBA`` is not ``0``.
+:func:`chain` computes every output element of a GEMM (or every row pair of ``dot_instances``) over
+the whole K chain -- all instruction steps, Triton's promotion -- in one call, reading each operand
+code once per pass and keeping everything in registers: no table gathers, no temporaries.
+
+- Decoding: an fp8/fp6/fp4 code is split by its bit fields (sign, exponent field, mantissa; the
+  layout of each format is checked against its decode table by ``tensorcore._bit_layout`` before a
+  kernel runs), so the inner loops are straight integer arithmetic that the compiler vectorises.
+- Arithmetic: integers only. A product is ``sig_a * sig_b * 2**(e_a + e_b - Q)``; truncating it
+  toward zero to ``2**(E - F)`` is a shift of its magnitude (``(sig << (F - Q)) >> (E - e)``, in
+  int32), the truncated terms sum exactly in int64 (below 2**50 in every model), rounding down
+  (CDNA3) is an arithmetic shift, and the result's float32 bits are assembled from the integer sum
+  (truncation, or CDNA3's floor then round to nearest even, with selects rather than branches).
+- Special values (NaN/Inf codes, NaN scales, a non-finite accumulator) leave the fast loop: the step's
+  value is what a float sum of the products and ``c`` gives, as in the NumPy engine.
+- :func:`chain` takes the formats' layouts and the model's parameters as arguments (one compilation
+  for every kind); :func:`specialised` compiles the same code for one kind with them as constants
+  (known shifts and masks: about twice as fast), which ``tensorcore`` uses for calls of 2**22
+  products or more.
+
+Same models, same bits as the NumPy engine of tensorcore.py (tests/test_matmul_tensorcore.py compares
+them on every instruction kind, edge cases included). Imported only when numba is installed (the
+``fast`` extra) and ``FP8CHECK_NUMBA`` is not ``0``.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numba
 import numpy as np
+from numba.cpython.unsafe.numbers import leading_zeros
 
-__all__ = ["aligned_step", "two_stage_step", "VERSION"]
+__all__ = ["chain", "specialised", "ALIGNED", "TWO_STAGE", "GROUPED", "VERSION"]
 
 VERSION = numba.__version__
+ALIGNED, TWO_STAGE, GROUPED = 0, 1, 2  # the algorithms (tensorcore.MMAModel.algorithm)
+_NAN_BITS, _POS_INF_BITS, _NEG_INF_BITS = 0x7FFFFFFF, 0x7F800000, 0xFF800000  # MMA-Sim's NaN
 
 
 def _jit(fn: Any) -> Any:
@@ -28,101 +46,391 @@ def _jit(fn: Any) -> Any:
         return numba.njit(nogil=True, boundscheck=False)(fn)
 
 
-@_jit
-def aligned_step(a: np.ndarray, b: np.ndarray, nb: int, pv: np.ndarray, pe: np.ndarray, pflags: np.ndarray,
-                 c: np.ndarray, f: int, g: int, zero_exponent: int, out: np.ndarray, flags: np.ndarray) -> None:
-    """``out[i, j]``: one step of ``a[i, :, j] x b[i, :, j]`` (codes, broadcast 3-D arrays) and ``c[i, j]``
-    (finite float32): the terms' largest exponent E, each term truncated toward zero to 2**(E - f), the
-    exact sum truncated toward zero to ``g`` fractional bits in float32's range (+0 for zero). ``flags``:
-    the products' special flags OR-ed (the caller resolves NaN/Inf)."""
-    B, L, N = a.shape
-    terms = np.empty(L, np.float64)
-    for i in range(B):
-        for j in range(N):
-            cv = np.float64(c[i, j])
-            if cv == 0.0:
-                top = zero_exponent
-            else:
-                top = max(math.frexp(cv)[1] - 1, -126)
-            fl = 0
-            for k in range(L):
-                idx = a[i, k, j] * nb + b[i, k, j]
-                e = pe[idx]
-                if e > top:
-                    top = e
-                fl |= pflags[idx]
-                terms[k] = pv[idx]
-            scale = math.ldexp(1.0, f - top)
-            total = np.float64(math.trunc(cv * scale))
-            for k in range(L):
-                total += np.float64(math.trunc(terms[k] * scale))
-            v = total / scale
-            if v == 0.0:
-                r = 0.0
-            else:
-                ev = math.frexp(v)[1] - 1
-                if ev < -126:
-                    ev = -126
-                unit = math.ldexp(1.0, ev - g)
-                r = math.trunc(v / unit) * unit
-            out[i, j] = np.float32(r)
-            flags[i, j] = fl
+def _inline(fn: Any) -> Any:
+    try:
+        return numba.njit(nogil=True, cache=True, boundscheck=False, inline="always")(fn)
+    except RuntimeError:
+        return numba.njit(nogil=True, boundscheck=False, inline="always")(fn)
+
+
+# -- pieces of a step --------------------------------------------------------------------------------
+
+# The narrow arithmetic is written with int32 casts (numba widens every integer operation to int64; the casts
+# let the compiler keep 16 lanes per vector): exponents, significands, and a truncated term (a significand
+# product below 2**(ma + mb + 2) lifted by f - ma - mb: below 2**(f + 2), f <= 28 checked by the caller) fit.
+_I = np.int32
+
+
+@_inline
+def _field(x: int, lay: tuple) -> tuple[int, int, int]:
+    """(sign, significand, exponent) of code ``x`` of a format laid out as ``lay`` = (mantissa bits,
+    exponent mask, bias, sign shift, ...): the value is ``(-1)**sign * sig * 2**(e - mantissa bits)``,
+    ``e`` the exponent clamped to emin (subnormals: exponent field 0)."""
+    ef = _I(_I(x >> lay[0]) & lay[1])
+    sig = _I(_I(x & _I(_I(1 << lay[0]) - 1)) | _I(min(ef, _I(1)) << lay[0]))
+    return _I(_I(x >> lay[3]) & 1), sig, _I(max(ef, _I(1)) - lay[2])
+
+
+@_inline
+def _exponent(x: int, lay: tuple) -> tuple[bool, int]:
+    """(nonzero, exponent clamped to emin) of code ``x``: what the largest exponent needs."""
+    return _I(x & lay[7]) != 0, _I(max(_I(_I(x >> lay[0]) & lay[1]), _I(1)) - lay[2])
+
+
+@_inline
+def _special(x: int, lay: tuple) -> bool:
+    """A NaN/Inf code: ``x & mask == value``."""
+    return _I(x & lay[4]) == lay[5]
+
+
+@_inline
+def _c_parts(bits: int) -> tuple[int, int, int, bool]:
+    """(sign, significand, exponent clamped to -126, finite) of a float32 given by its bits; its value is
+    ``sig * 2**(e - 23)``."""
+    ef = (bits >> 23) & 0xFF
+    sig = (bits & 0x7FFFFF) | (np.int64(ef != 0) << 23)
+    return (bits >> 31) & 1, sig, max(ef, 1) - 127, ef != 0xFF
+
+
+@_inline
+def _shifted(x: int, left: int) -> int:
+    """``x * 2**left`` rounded down (floor; toward zero for ``x >= 0``), both shifts always done: no branch."""
+    return (x << max(left, 0)) >> min(max(-left, 0), 63)
+
+
+@_inline
+def _signed(mag: int, sign: int) -> int:
+    return (mag ^ -sign) + sign
+
+
+@_inline
+def _special_bits(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, L: int, raw_a: np.ndarray,
+                  raw_b: np.ndarray, cbits: int, nan: bool) -> int:
+    """A step with a special operand, scale or accumulator: what a float sum of its products and ``c`` gives
+    (finite products cannot overflow float64): NaN, +Inf or -Inf."""
+    pos = neg = False
+    if ((cbits >> 23) & 0xFF) == 0xFF:
+        if cbits & 0x7FFFFF:
+            nan = True
+        elif cbits >> 31:
+            neg = True
+        else:
+            pos = True
+    if nan:  # a NaN stays NaN (a chain past its first special step mostly)
+        return _NAN_BITS
+    base = np.uint64(s0)
+    for k in range(L):
+        p = raw_a[a[i, base + np.uint64(k)]] * raw_b[b[jb, base + np.uint64(k)]]
+        nan |= p != p
+        pos |= p == np.inf
+        neg |= p == -np.inf
+    if nan or (pos and neg):
+        return _NAN_BITS
+    return _POS_INF_BITS if pos else _NEG_INF_BITS
+
+
+@_inline
+def _truncated_bits(total: int, u: int, g: int) -> int:
+    """float32 bits of ``total * 2**u`` truncated toward zero to ``g`` fractional bits at its own exponent,
+    float32's exponent range (below 2**-126 the grid 2**(-126 - g); from 2**128: Inf); zero is +0."""
+    if total == 0:
+        return 0
+    sign = np.int64(total < 0)
+    mag = -total if sign else total
+    nb = 64 - leading_zeros(np.uint64(mag))
+    ev = u + nb - 1
+    if ev >= -126:
+        drop = nb - (g + 1)
+        if drop > 0:
+            mag >>= drop
+            nb -= drop
+        if ev >= 128:
+            return (sign << 31) | 0x7F800000
+        frac = (mag << (24 - nb)) & 0x7FFFFF
+        return (sign << 31) | ((ev + 127) << 23) | frac
+    drop = -126 - g - u
+    if drop > 0:
+        mag = mag >> min(drop, 63)
+        u = -126 - g
+    if mag == 0:
+        return 0
+    return (sign << 31) | (mag << (u + 149))
+
+
+@_inline
+def _floor_rne_bits(total: int, u: int, f2: int) -> int:
+    """CDNA3's last rounding: ``total * 2**u`` rounded down (floor) to ``f2`` fractional bits at its own
+    exponent (clamped to -126), then to nearest even into float32 (past its range: Inf); zero is +0. Written
+    with selects, not branches: the rounding decisions are data, and mispredicted branches cost more than
+    the arithmetic."""
+    mag = -total if total < 0 else total
+    ev = max(u + 63 - leading_zeros(np.uint64(mag)), -126)
+    drop = max(ev - f2 - u, 0)
+    total >>= min(drop, 63)  # arithmetic: floor
+    u += drop
+    sign = np.int64(total < 0)
+    mag = -total if sign else total
+    drop = min(max(64 - leading_zeros(np.uint64(mag)) - 24, -149 - u, 0), 62)  # 24 bits, or the grid 2**-149
+    kept = mag >> drop
+    rest, half = mag - (kept << drop), (np.int64(1) << drop) >> 1
+    mag = kept + np.int64((rest > half) | ((rest == half) & (drop > 0) & ((kept & 1) != 0)))
+    carry = mag >> 24  # rounded up to the next binade
+    mag, u = mag >> carry, u + drop + carry
+    nb = 64 - leading_zeros(np.uint64(mag))
+    ev = u + nb - 1
+    bits = ((ev + 127) << 23) | ((mag << (24 - nb)) & 0x7FFFFF) if ev >= -126 else mag << (u + 149)
+    bits = 0x7F800000 if ev >= 128 else bits
+    return 0 if mag == 0 else (sign << 31) | bits  # an underflow to -0 is +0
+
+
+# -- the steps: (float32 bits of the new accumulator, flags: 1 special, 2 a code outside its format, 4 NaN scale) --
+
+@_inline
+def _product_exponent(x: int, y: int, la: tuple, lb: tuple, zero_exp: int) -> int:
+    nx, ex = _exponent(x, la)
+    ny, ey = _exponent(y, lb)
+    return _I(ex + ey) if nx and ny else zero_exp
+
+
+@_inline
+def _truncated_term(x: int, y: int, la: tuple, lb: tuple, lift: int, top: int) -> int:
+    """The product of codes ``x`` and ``y`` truncated toward zero to ``2**(top - f)``, in those units (``lift``:
+    ``f`` less both formats' mantissa bits); a zero product is 0."""
+    sx, mx, ex = _field(x, la)
+    sy, my, ey = _field(y, lb)
+    mag = _I(_I(_I(mx * my) << lift) >> _I(min(max(_I(top - _I(ex + ey)), _I(0)), _I(31))))
+    return _I(_I(mag ^ _I(-_I(sx ^ sy))) + _I(sx ^ sy))
+
+
+@_inline
+def _flags(special: bool, outside: int) -> int:
+    return np.int64(2) if outside else np.int64(special)
+
+
+@_inline
+def _aligned_step(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, L: int, la: tuple, lb: tuple, se: int,
+                  cbits: int, f: int, g: int, zero_exp: int) -> tuple[int, int]:
+    """``aligned``: ``c`` and the products of ``a[i, s0:s0+L]`` and ``b[jb, s0:s0+L]`` (times their scales: ``se``
+    their exponent sum) truncated toward zero to ``2**(E - f)``, E the largest exponent (a zero term's
+    ``zero_exp``), summed, the sum truncated to ``g`` fractional bits."""
+    c_sign, c_sig, ec, c_finite = _c_parts(cbits)
+    special, outside, narrow = not c_finite, _I(0), la[6] < 8 or lb[6] < 8
+    base = np.uint64(s0)  # unsigned indices: no negative-index wraparound, contiguous vector loads
+    top_p, zero_p = _I(-(1 << 30)), _I(zero_exp - se)
+    for k in range(L):  # the largest exponent
+        x, y = _I(a[i, base + np.uint64(k)]), _I(b[jb, base + np.uint64(k)])
+        special |= _special(x, la) | _special(y, lb)
+        if narrow:
+            outside |= _I(_I(x >> la[6]) | _I(y >> lb[6]))
+        top_p = max(top_p, _product_exponent(x, y, la, lb, zero_p))
+    if special or outside:
+        return 0, _flags(special, outside)
+    top = max(ec if c_sig else zero_exp, top_p + se if L else zero_exp)
+    lift = _I(f - la[0] - lb[0])  # a product's significand is in units of 2**(e - mantissa bits of both)
+    total = _signed(_shifted(c_sig, ec - 23 + f - top), c_sign)
+    top_p = _I(top - se)
+    for k in range(L):  # the truncated terms, summed exactly
+        x, y = _I(a[i, base + np.uint64(k)]), _I(b[jb, base + np.uint64(k)])
+        total += _truncated_term(x, y, la, lb, lift, top_p)
+    return _truncated_bits(total, top - f, g), np.int64(0)
+
+
+@_inline
+def _two_stage_step(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, L: int, la: tuple, lb: tuple,
+                    cbits: int, f: int, f2: int, drop_tiny_c: bool, zero_exp: int,
+                    terms: np.ndarray) -> tuple[int, int]:
+    """``two-stage`` (CDNA3 FP8): the even and the odd products apart truncated toward zero to ``2**(E_g - f)``
+    and summed, the two rounded down to ``f`` bits below the larger, that dot rounded down to ``f2 + 1`` bits
+    and ``c`` to ``f`` below ``max(dot, c)``, the sum rounded down to ``f2`` bits and to nearest even."""
+    c_sign, c_sig, ec, c_finite = _c_parts(cbits)
+    special, outside, narrow = not c_finite, _I(0), la[6] < 8 or lb[6] < 8
+    base = np.uint64(s0)
+    top0 = top1 = _I(-(1 << 30))
+    zero_p = _I(zero_exp)
+    for k in range(L):  # one pass over k, the group by parity: the compiler keeps it a vector loop
+        x, y = _I(a[i, base + np.uint64(k)]), _I(b[jb, base + np.uint64(k)])
+        special |= _special(x, la) | _special(y, lb)
+        if narrow:
+            outside |= _I(_I(x >> la[6]) | _I(y >> lb[6]))
+        e = _product_exponent(x, y, la, lb, zero_p)
+        if k & 1:
+            top1 = max(top1, e)
+        else:
+            top0 = max(top0, e)
+    if special or outside:
+        return 0, _flags(special, outside)
+    lift = _I(f - la[0] - lb[0])
+    for k in range(L):  # the terms (in units of 2**(top - f) of their group), then each group's sum
+        x, y = _I(a[i, base + np.uint64(k)]), _I(b[jb, base + np.uint64(k)])
+        terms[k] = _truncated_term(x, y, la, lb, lift, top1 if k & 1 else top0)
+    part0 = part1 = np.int64(0)
+    for k in range(L // 2):
+        part0 += terms[2 * k]
+        part1 += terms[2 * k + 1]
+    e_dot = np.int64(max(top0, top1))  # the groups rounded down (floor: arithmetic shifts) at the larger exponent
+    s_dot = (part0 >> min(e_dot - top0, 63)) + (part1 >> min(e_dot - top1, 63))
+    e_max = max(e_dot, ec)
+    up = e_dot - e_max + f2 + 1 - f
+    sd = s_dot << up if up >= 0 else s_dot >> min(-up, 63)  # units of 2**(e_max - f2 - 1)
+    cs = _signed(c_sig, c_sign)
+    up = f - e_max + ec - 23
+    sc = cs << up if up >= 0 else cs >> min(-up, 63)  # units of 2**(e_max - f)
+    if drop_tiny_c and ec < e_max - f - 1:
+        sc = 0
+    return _floor_rne_bits(sd + (sc << (f2 + 1 - f)), e_max - f2 - 1, f2), np.int64(0)
+
+
+@_inline
+def _grouped_step(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, L: int, la: tuple, lb: tuple,
+                  sa: np.ndarray, sb: np.ndarray, block: int, group: int, scale_table: np.ndarray, lift: int,
+                  cbits: int, f: int, g: int, zero_exp: int, wbuf: np.ndarray, ebuf: np.ndarray) -> tuple[int, int]:
+    """``grouped-scaled`` (Blackwell fp4): each group's products summed exactly, times its block's two scales
+    (``sa[i]``, ``sb[jb]`` through ``scale_table``: significand, exponent, NaN per code), aligned at the scales'
+    exponent sum (a zero group's or zero scale's ``zero_exp``) with ``c`` as in ``aligned``; ``lift``: ``f``
+    less the fractional bits of a group term (both operands' and both scales'). Flag 4: a NaN scale."""
+    c_sign, c_sig, ec, c_finite = _c_parts(cbits)
+    top = ec if c_sig else zero_exp
+    special, outside, nan, narrow = not c_finite, _I(0), np.int64(0), la[6] < 8 or lb[6] < 8
+    up_a, up_b = la[2] - 1, lb[2] - 1  # value * 2**(mantissa bits - emin) is sig << (e - emin): an integer
+    for grp in range(L // group):
+        k0 = s0 + grp * group
+        base = np.uint64(k0)
+        part = nonzero = _I(0)
+        for k in range(group):
+            x, y = _I(a[i, base + np.uint64(k)]), _I(b[jb, base + np.uint64(k)])
+            sx, mx, ex = _field(x, la)
+            sy, my, ey = _field(y, lb)
+            special |= _special(x, la) | _special(y, lb)
+            if narrow:
+                outside |= _I(_I(x >> la[6]) | _I(y >> lb[6]))
+            p = _I(_I(mx << _I(ex + up_a)) * _I(my << _I(ey + up_b)))  # below 2**(2 (m + 1) + 2 (emax - emin))
+            nonzero |= p
+            part = _I(part + _I(_I(p ^ _I(-_I(sx ^ sy))) + _I(sx ^ sy)))
+        ca, cb = sa[i, k0 // block], sb[jb, k0 // block]
+        nan |= scale_table[2, ca] | scale_table[2, cb]
+        s_sig = scale_table[0, ca] * scale_table[0, cb]
+        wbuf[grp] = np.int64(part) * s_sig
+        ebuf[grp] = scale_table[1, ca] + scale_table[1, cb]
+        top = max(top, ebuf[grp] if nonzero and s_sig else zero_exp)
+    if special or outside or nan:
+        return 0, _flags(special, outside) | (nan << 2)
+    total = _signed(_shifted(c_sig, ec - 23 + f - top), c_sign)
+    for grp in range(L // group):
+        w = wbuf[grp]
+        if w:
+            sign = np.int64(w < 0)
+            total += _signed(((-w if sign else w) << lift) >> min(top - ebuf[grp], 63), sign)
+    return _truncated_bits(total, top - f, g), np.int64(0)
 
 
 @_jit
-def two_stage_step(a: np.ndarray, b: np.ndarray, nb: int, pv: np.ndarray, pe: np.ndarray, pflags: np.ndarray,
-                   c: np.ndarray, f: int, f2: int, pairs: bool, drop_tiny_c: bool, out: np.ndarray,
-                   flags: np.ndarray) -> None:
-    """``out[i, j]``: one ``two-stage`` step (CDNA3): the products (the even and the odd ones apart when
-    ``pairs``) truncated toward zero to ``f`` bits below their group's largest exponent and summed, the
-    groups rounded down to ``f`` bits below the larger, that dot rounded down to ``f2 + 1`` bits and
-    ``c`` (finite) to ``f`` bits below the larger of the two exponents, the sum rounded down to ``f2``
-    fractional bits and to nearest even into float32 (+0 for zero). ``flags`` as in :func:`aligned_step`."""
-    B, L, N = a.shape
-    groups = 2 if pairs else 1
-    terms = np.empty(L, np.float64)
-    exps = np.empty(L, np.int64)
-    tops = np.empty(groups, np.int64)
-    sums = np.empty(groups, np.float64)
-    for i in range(B):
-        for j in range(N):
-            fl = 0
-            for k in range(L):
-                idx = a[i, k, j] * nb + b[i, k, j]
-                terms[k] = pv[idx]
-                exps[k] = pe[idx]
-                fl |= pflags[idx]
-            for g in range(groups):
-                top = -(1 << 40)
-                for k in range(g, L, groups):
-                    if exps[k] > top:
-                        top = exps[k]
-                scale = math.ldexp(1.0, f - top)
-                s = 0.0
-                for k in range(g, L, groups):
-                    s += np.float64(math.trunc(terms[k] * scale))
-                tops[g] = top
-                sums[g] = s
-            e_dot = tops[0]
-            for g in range(1, groups):
-                if tops[g] > e_dot:
-                    e_dot = tops[g]
-            s_dot = 0.0
-            for g in range(groups):
-                s_dot += math.floor(sums[g] * math.ldexp(1.0, tops[g] - e_dot))
-            cv = np.float64(c[i, j])
-            ec = -126 if cv == 0.0 else max(math.frexp(cv)[1] - 1, -126)
-            e_max = max(e_dot, ec)
-            sd = math.floor(s_dot * math.ldexp(1.0, e_dot - e_max + f2 + 1 - f))
-            sc = math.floor(cv * math.ldexp(1.0, f - e_max))
-            if drop_tiny_c and ec < e_max - f - 1:
-                sc = 0.0
-            v = (sd + sc * math.ldexp(1.0, f2 + 1 - f)) * math.ldexp(1.0, e_max - f2 - 1)
-            if v == 0.0:
-                r = 0.0
-            else:
-                ev = max(math.frexp(v)[1] - 1, -126)
-                grid = math.ldexp(1.0, ev - f2)
-                r = math.floor(v / grid) * grid
-            out[i, j] = np.float32(r) + np.float32(0.0)
-            flags[i, j] = fl
+def _f32_add(x_bits: int, y_bits: int, fbuf: np.ndarray, ubuf: np.ndarray) -> int:
+    """float32 bits of ``x + y`` (float32 arithmetic, round to nearest even): Triton's promotion fadd."""
+    ubuf[0] = x_bits
+    x = fbuf[0]
+    ubuf[0] = y_bits
+    fbuf[0] = x + fbuf[0]
+    return np.int64(ubuf[0])
+
+
+@_inline
+def _drive(algorithm: int, a: np.ndarray, b: np.ndarray, paired: bool, la: tuple, lb: tuple, raw_a: np.ndarray,
+           raw_b: np.ndarray, sa: np.ndarray, sb: np.ndarray, scale_table: np.ndarray, model: tuple, promotion: int,
+           c_bits: np.ndarray, out_bits: np.ndarray, dep: np.ndarray) -> int:
+    """The chain of :func:`chain` (``model``: its ``params`` but promotion, as a tuple)."""
+    chunk, ik, f, g, zero_exp, drop_tiny_c, dep_specials, block, group, lift = model
+    fbuf = np.empty(1, np.float32)
+    ubuf = fbuf.view(np.uint32)
+    wbuf = np.empty(max(chunk // max(group, 1), 1), np.int64)
+    ebuf = np.empty_like(wbuf)
+    steps = a.shape[1] // ik
+    for i in range(a.shape[0]):
+        for j in range(out_bits.shape[1]):
+            jb = i if paired else j
+            total = np.int64(c_bits[i, j])
+            acc = np.int64(0) if promotion else total
+            special = False
+            for t in range(steps):
+                for s0 in range(t * ik, (t + 1) * ik, chunk):
+                    nan = False
+                    if algorithm == ALIGNED:
+                        se = 0
+                        if block:  # e8m0 scales: 2**(code - 127), 0xFF NaN
+                            ca, cb = np.int64(sa[i, s0 // block]), np.int64(sb[jb, s0 // block])
+                            se, nan = ca + cb - 254, ca == 0xFF or cb == 0xFF
+                        bits, flag = _aligned_step(a, i, b, jb, s0, chunk, la, lb, se, acc, f, g, zero_exp)
+                    elif algorithm == TWO_STAGE:
+                        bits, flag = _two_stage_step(a, i, b, jb, s0, chunk, la, lb, acc, f, g, drop_tiny_c,
+                                                     zero_exp, wbuf)
+                    else:
+                        bits, flag = _grouped_step(a, i, b, jb, s0, chunk, la, lb, sa, sb, block, group,
+                                                   scale_table, lift, acc, f, g, zero_exp, wbuf, ebuf)
+                        nan = (flag & 4) != 0
+                    if flag & 2:
+                        return 1
+                    if flag or nan:
+                        bits = _special_bits(a, i, b, jb, s0, chunk, raw_a, raw_b, acc, nan)
+                        special = True
+                    acc = bits
+                if promotion and ((t + 1) % promotion == 0 or t == steps - 1):
+                    total = _f32_add(total, acc, fbuf, ubuf)
+                    acc = 0
+            res = total if promotion else acc
+            out_bits[i, j] = _NAN_BITS if (res & 0x7FFFFFFF) > 0x7F800000 else res
+            dep[i, j] = special and dep_specials
+    return 0
+
+
+def _layout(lay: np.ndarray) -> tuple:
+    return tuple(_I(v) for v in lay)
+
+
+def _model(params: np.ndarray) -> tuple:
+    return (int(params[0]), int(params[1]), int(params[2]), int(params[3]), int(params[4]), bool(params[6]),
+            bool(params[7]), int(params[8]), int(params[9]), int(params[10]))
+
+
+@_jit
+def chain(algorithm: int, a: np.ndarray, b: np.ndarray, paired: bool, lay_a: np.ndarray, lay_b: np.ndarray,
+          raw_a: np.ndarray, raw_b: np.ndarray, sa: np.ndarray, sb: np.ndarray, scale_table: np.ndarray,
+          params: np.ndarray, c_bits: np.ndarray, out_bits: np.ndarray, dep: np.ndarray) -> int:
+    """Every output element ``(i, j)``: row ``i`` of the codes ``a`` (M, K) against row ``j`` of ``b`` (N, K)
+    (row ``i`` when ``paired``: ``dot_instances``) from the float32 bits ``c_bits[i, j]``: K in steps of
+    ``chunk``, instructions of ``instruction_k`` chained through the accumulator, every ``promotion``
+    instructions added into a float32 total (0: never). Writes ``out_bits`` (NaN as 0x7FFFFFFF) and ``dep``
+    (a special value met, where the model brackets them). ``lay_a``/``lay_b``: the formats' bit layouts,
+    ``raw_a``/``raw_b``: their values (NaN/Inf as such); scales: ``sa`` (M, K / block) and ``sb`` (N, K / block)
+    codes (``aligned``: e8m0; ``grouped``: through ``scale_table``). ``params``: chunk, instruction_k, f, g
+    (``two-stage``: f2), zero_exp, promotion, drop_tiny_c, dependent specials, block, group, lift.
+    Returns 0, or 1 when a code lies outside its format (nothing is judged: the caller decides)."""
+    la = (_I(lay_a[0]), _I(lay_a[1]), _I(lay_a[2]), _I(lay_a[3]), _I(lay_a[4]), _I(lay_a[5]), _I(lay_a[6]),
+          _I(lay_a[7]))
+    lb = (_I(lay_b[0]), _I(lay_b[1]), _I(lay_b[2]), _I(lay_b[3]), _I(lay_b[4]), _I(lay_b[5]), _I(lay_b[6]),
+          _I(lay_b[7]))
+    model = (params[0], params[1], params[2], params[3], params[4], params[6] != 0, params[7] != 0, params[8],
+             params[9], params[10])
+    return _drive(algorithm, a, b, paired, la, lb, raw_a, raw_b, sa, sb, scale_table, model, params[5], c_bits,
+                  out_bits, dep)
+
+
+_SPECIALISED: dict[tuple, Any] = {}
+
+
+def specialised(algorithm: int, lay_a: np.ndarray, lay_b: np.ndarray, params: np.ndarray) -> Any:
+    """:func:`chain` compiled for one instruction kind: its formats' layouts and its model's parameters as
+    constants (shifts by known amounts, 16-lane int32 vectors; about twice as fast, one compilation per kind,
+    cached on disk). Called as ``(a, b, paired, raw_a, raw_b, sa, sb, scale_table, promotion, c_bits,
+    out_bits, dep)``."""
+    key = (algorithm, tuple(lay_a.tolist()), tuple(lay_b.tolist()), tuple(params.tolist()))
+    if key not in _SPECIALISED:
+        _SPECIALISED[key] = _specialise(algorithm, _layout(lay_a), _layout(lay_b), _model(params))
+    return _SPECIALISED[key]
+
+
+def _specialise(algorithm: int, la: tuple, lb: tuple, model: tuple) -> Any:
+    def kind_chain(a: np.ndarray, b: np.ndarray, paired: bool, raw_a: np.ndarray, raw_b: np.ndarray, sa: np.ndarray,
+                   sb: np.ndarray, scale_table: np.ndarray, promotion: int, c_bits: np.ndarray,
+                   out_bits: np.ndarray, dep: np.ndarray) -> int:
+        return _drive(algorithm, a, b, paired, la, lb, raw_a, raw_b, sa, sb, scale_table, model, promotion, c_bits,
+                      out_bits, dep)
+    return _jit(kind_chain)

@@ -9,9 +9,11 @@ frozen record per target and operand kind) and computed by one NumPy implementat
 (:func:`mma`) whose every step is exact: products of the operands' float64 values (at most 8
 significant bits each, so exact), scaling by powers of two, ``trunc``/``floor`` of integers below
 2**53, and the final rounding from the float64 bit pattern. Where numba is installed (the ``fast``
-extra) the unscaled steps of formats of at most 256 codes run as one compiled pass per output
-element (:mod:`fp8check.matmul._compiled`, the same arithmetic, tested equal; ``FP8CHECK_NUMBA=0``
-turns it off).
+extra) every model measured by MMA-Sim whose operands have at most 256 codes (FP8, FP6, FP4, block
+scales included) runs as one compiled pass per output element over the whole K chain, in integers
+(:mod:`fp8check.matmul._compiled`, the same models, tested equal bit for bit; a call of 2**22 products
+or more through a kernel compiled for its kind; ``FP8CHECK_NUMBA=0`` turns it off); 16-bit operands
+and the gfx950 bracket run on NumPy.
 
 The agreement with MMA-Sim is tested in tests/test_matmul_tensorcore.py (random-bit instances of every
 instruction kind here against ``mmasim`` 2.1.1, 10^6 per FP8 kind in the slow lane, 0 mismatches) and
@@ -363,18 +365,25 @@ _Scales = tuple[np.ndarray, np.ndarray, np.ndarray]  # value, exponent, NaN; 3-D
 def _scale_terms(m: MMAModel, scales: Any, fmt: object, k_blocks: int, k_axis: int) -> _Scales:
     """(value, exponent, NaN) of block scales, K blocks moved to axis 1 of a 3-D array; ue4m3 scales
     ignore the sign bit (MMA-Sim's ``truncate_e4m3_to_ue4m3``)."""
-    name = _fmt_name(fmt)
-    if name not in m.scale_formats:
-        raise InvalidValueError(f"{m.name}: scales of {name} not supported ({', '.join(m.scale_formats)})")
-    codes = np.asarray(scales).astype(np.intp)
-    if codes.ndim != 2 or codes.shape[k_axis] != k_blocks:
-        raise InvalidValueError(f"{m.name}: {k_blocks} scale blocks along K expected, got scales of shape "
-                                f"{codes.shape}")
+    name, codes = _scale_codes(m, scales, fmt, k_blocks, k_axis)
+    codes = codes.astype(np.intp)
     if name == "e4m3fn":
         codes = codes & 0x7F
     codes = codes[:, :, None] if k_axis == 1 else codes[None, :, :]
     values, exps, special, _, _ = _tables(name)
     return values[codes], exps[codes], special[codes]
+
+
+def _scale_codes(m: MMAModel, scales: Any, fmt: object, k_blocks: int, k_axis: int) -> tuple[str, np.ndarray]:
+    """The scale format's name and the codes (2-D, ``k_blocks`` along ``k_axis``), checked."""
+    name = _fmt_name(fmt)
+    if name not in m.scale_formats:
+        raise InvalidValueError(f"{m.name}: scales of {name} not supported ({', '.join(m.scale_formats)})")
+    codes = np.asarray(scales)
+    if codes.ndim != 2 or codes.shape[k_axis] != k_blocks:
+        raise InvalidValueError(f"{m.name}: {k_blocks} scale blocks along K expected, got scales of shape "
+                                f"{codes.shape}")
+    return name, codes
 
 
 def _block(m: MMAModel, K: int, k_blocks: int, scale_fmt: object) -> int:
@@ -416,13 +425,21 @@ def mma(target_or_model: str | MMAModel, a_codes: Any, a_fmt: object, b_codes: A
     M, K = a.shape
     N = b.shape[1]
     c = np.zeros((M, N), dtype=np.float32) if acc is None else np.broadcast_to(_as_float32(acc), (M, N)).copy()
+    if m.scaled and (a_scales is None or b_scales is None):
+        raise InvalidValueError(f"{m.name} needs a_scales and b_scales")
+    _check_operands(m, (a_name, a), (b_name, b))
+    kb = np.shape(a_scales)[1] if m.scaled else 0
+    block = _block(m, K, kb, scale_fmt) if m.scaled else 0
+    if m.scaled:
+        sa, sb = _scale_codes(m, a_scales, scale_fmt, kb, 1)[1], _scale_codes(m, b_scales, scale_fmt, kb, 0)[1].T
+        fused = _fused(m, (a, a_name), (b.T, b_name), c, (sa, sb, _fmt_name(scale_fmt), block), promotion)
+    else:
+        fused = _fused(m, (a, a_name), (b.T, b_name), c, None, promotion)
+    if fused is not None:
+        return fused
     scales = None
     if m.scaled:
-        if a_scales is None or b_scales is None:
-            raise InvalidValueError(f"{m.name} needs a_scales and b_scales")
-        kb = np.shape(a_scales)[1]
-        scales = (_scale_terms(m, a_scales, scale_fmt, kb, 1), _scale_terms(m, b_scales, scale_fmt, kb, 0),
-                  _block(m, K, kb, scale_fmt))
+        scales = (_scale_terms(m, a_scales, scale_fmt, kb, 1), _scale_terms(m, b_scales, scale_fmt, kb, 0), block)
     return _run(m, (a[:, :, None], a_name), (b[None, :, :], b_name), c, scales, promotion)
 
 
@@ -435,13 +452,21 @@ def dot_instances(target_or_model: str | MMAModel, a_codes: Any, a_fmt: object, 
     m = target_or_model if isinstance(target_or_model, MMAModel) else model(target_or_model, a_name, b_name,
                                                                              scaled=a_scales is not None)
     a, b = np.asarray(a_codes), np.asarray(b_codes)
-    cc = _as_float32(c).reshape(-1, 1).copy()
-    scales = None
+    cc = _as_float32(c).reshape(-1, 1)
+    _check_operands(m, (a_name, a), (b_name, b))
+    kb = np.shape(a_scales)[1] if m.scaled else 0
+    block = _block(m, a.shape[1], kb, scale_fmt) if m.scaled else 0
     if m.scaled:
-        kb = np.shape(a_scales)[1]
-        scales = (_scale_terms(m, a_scales, scale_fmt, kb, 1), _scale_terms(m, b_scales, scale_fmt, kb, 1),
-                  _block(m, a.shape[1], kb, scale_fmt))
-    res = _run(m, (a[:, :, None], a_name), (b[:, :, None], b_name), cc, scales, None)
+        sa, sb = _scale_codes(m, a_scales, scale_fmt, kb, 1)[1], _scale_codes(m, b_scales, scale_fmt, kb, 1)[1]
+        res = _fused(m, (a, a_name), (b, b_name), cc, (sa, sb, _fmt_name(scale_fmt), block), None, paired=True)
+    else:
+        res = _fused(m, (a, a_name), (b, b_name), cc, None, None, paired=True)
+    if res is None:
+        scales = None
+        if m.scaled:
+            scales = (_scale_terms(m, a_scales, scale_fmt, kb, 1), _scale_terms(m, b_scales, scale_fmt, kb, 1),
+                      block)
+        res = _run(m, (a[:, :, None], a_name), (b[:, :, None], b_name), cc.copy(), scales, None)
     return MMAResult(res.values[:, 0], res.target_dependent[:, 0], m)
 
 
@@ -449,12 +474,6 @@ def _run(m: MMAModel, a: tuple[np.ndarray, str], b: tuple[np.ndarray, str], c: n
          scales: tuple[_Scales, _Scales, int] | None, promotion: int | None) -> MMAResult:
     """The chain along K: ``a`` (B, K, 1)-like and ``b`` (1, K, N)-like broadcastable code arrays."""
     (ac, an), (bc, bn) = a, b
-    for name, codes in ((an, ac), (bn, bc)):
-        if name not in m.operands:
-            raise InvalidValueError(f"{m.name} takes {', '.join(m.operands)} operands, not {name}")
-        if codes.dtype.kind not in "iub":
-            raise InvalidValueError(f"{m.name}: {name} operands are codes (integers; 16-bit formats as uint16 "
-                                    f"bit patterns), got an array of {codes.dtype}")
     at, bt = _tables(an), _tables(bn)
     K = ac.shape[1]
     # a product whose exponent can fall below the zero exponent needs the zero rule term by term
@@ -481,6 +500,15 @@ def _run(m: MMAModel, a: tuple[np.ndarray, str], b: tuple[np.ndarray, str], c: n
     return MMAResult(out, dependent, m)
 
 
+def _check_operands(m: MMAModel, *operands: tuple[str, np.ndarray]) -> None:
+    for name, codes in operands:
+        if name not in m.operands:
+            raise InvalidValueError(f"{m.name} takes {', '.join(m.operands)} operands, not {name}")
+        if codes.dtype.kind not in "iub":
+            raise InvalidValueError(f"{m.name}: {name} operands are codes (integers; 16-bit formats as uint16 "
+                                    f"bit patterns), got an array of {codes.dtype}")
+
+
 def _padded(codes: np.ndarray, s0: int, width: int) -> np.ndarray:
     """codes[:, s0:s0+width], zero codes (0: +0 in every format) past K."""
     part = codes[:, s0:s0 + width]
@@ -489,6 +517,8 @@ def _padded(codes: np.ndarray, s0: int, width: int) -> np.ndarray:
     pad = np.zeros(part.shape[:1] + (width - part.shape[1],) + part.shape[2:], dtype=part.dtype)
     return np.concatenate([part, pad], axis=1)
 
+
+# -- the compiled engine ------------------------------------------------------------------------------
 
 _COMPILED: list[Any] = []
 
@@ -509,6 +539,122 @@ def _compiled_step() -> Any:
                           "models run on NumPy", RuntimeWarning, stacklevel=2)
             _COMPILED.append(None)
     return _COMPILED[0]
+
+
+@lru_cache(maxsize=None)
+def _bit_layout(fmt_name: str) -> np.ndarray | None:
+    """How the compiled engine decodes a code of a format of at most 256 codes by its bit fields: (mantissa
+    bits, exponent mask, bias, sign shift, special mask, special value, code bits, magnitude mask), a code
+    being special (NaN/Inf) when ``code & mask == value``; checked here against the format's decode table
+    (None: a format the layout does not describe -- its models run on NumPy)."""
+    if fmt_name in SOURCE_FORMATS:
+        return None
+    fmt = get_format(fmt_name)
+    if not fmt.signed or fmt.min_exponent_field != 1 or fmt.bits > 8:
+        return None
+    exp_field = ((1 << fmt.exponent_bits) - 1) << fmt.mantissa_bits
+    special = {"ieee": (exp_field, exp_field), "all_ones": (fmt.magnitude_mask, fmt.magnitude_mask),
+               "negative_zero": ((1 << fmt.bits) - 1, fmt.sign_mask), "none": (0, 1)}[fmt.nan_encoding]
+    lay = np.array([fmt.mantissa_bits, (1 << fmt.exponent_bits) - 1, fmt.bias, fmt.bits - 1, *special, fmt.bits,
+                    fmt.magnitude_mask], dtype=np.int64)
+    values, exps, is_special, _, _ = _tables(fmt_name)
+    codes = np.arange(len(values), dtype=np.int64)
+    ef = (codes >> lay[0]) & lay[1]
+    sig = (codes & ((1 << lay[0]) - 1)) | ((ef != 0).astype(np.int64) << lay[0])
+    e = np.maximum(ef, 1) - lay[2]
+    decoded = np.where((codes >> lay[3]) & 1, -1.0, 1.0) * np.ldexp(sig.astype(np.float64), e - lay[0])
+    flagged = (codes & lay[4]) == lay[5]
+    nonzero = ~is_special & (values != 0)
+    finite = ~is_special
+    if not (np.array_equal(flagged, is_special) and np.array_equal(decoded[finite], values[finite])
+            and np.array_equal(e[nonzero], exps[nonzero])
+            and np.array_equal(((codes & lay[7]) != 0)[finite], nonzero[finite])):
+        return None
+    lay.setflags(write=False)
+    return lay
+
+
+@lru_cache(maxsize=None)
+def _scale_table(fmt_name: str) -> tuple[np.ndarray, int]:
+    """Per scale code: (significand, exponent, NaN) as int64 rows, ue4m3 reading e4m3 codes without their sign
+    bit; and the format's mantissa bits (a scale is ``sig * 2**(exponent - mantissa bits)``)."""
+    fmt = get_format(fmt_name)
+    values, exps, special, _, _ = _tables(fmt_name)
+    codes = np.arange(256) & (0x7F if fmt_name == "e4m3fn" else 0xFF)
+    sig = np.where(values[codes] == 0, 0, np.ldexp(values[codes], fmt.mantissa_bits - exps[codes]))
+    table = np.stack([sig.astype(np.int64), exps[codes].astype(np.int64), special[codes].astype(np.int64)])
+    if not np.array_equal(table[0], sig):  # an integer significand: always for fp8 scales
+        raise AssertionError(f"{fmt_name}: scale significands are not integers")
+    table.setflags(write=False)
+    return table, fmt.mantissa_bits
+
+
+def _as_codes(codes: np.ndarray, count: int) -> np.ndarray | None:
+    """Codes as a C-contiguous uint8 array, or None where some lie outside 0..255 (NumPy decides those)."""
+    if codes.dtype != np.uint8:
+        if codes.dtype.kind not in "iu" or (codes.size and (codes.min() < 0 or codes.max() >= count)):
+            return None
+        codes = codes.astype(np.uint8)
+    return np.ascontiguousarray(codes)
+
+
+_SPECIALISE_FROM = 1 << 22  # products of one call from which a kernel compiled for the kind pays for its compilation
+
+
+def _fused(m: MMAModel, a: tuple[np.ndarray, str], b: tuple[np.ndarray, str], c: np.ndarray,
+           scales: tuple[np.ndarray, np.ndarray, str, int] | None, promotion: int | None, *,
+           paired: bool = False) -> MMAResult | None:
+    """The whole chain by the compiled engine (:func:`fp8check.matmul._compiled.chain`): ``a`` (M, K) and
+    ``b`` (N, K) codes (row i of each when ``paired``), ``c`` (M, N); None where it does not apply (no
+    numba, a 16-bit format, a bracketed model, codes outside 0..255): the NumPy steps then run."""
+    compiled = _compiled_step()
+    lay_a, lay_b = _bit_layout(a[1]), _bit_layout(b[1])
+    if compiled is None or lay_a is None or lay_b is None or m.status != "mmasim":
+        return None
+    ac, bc = _as_codes(a[0], 256), _as_codes(b[0], 256)
+    if ac is None or bc is None:
+        return None
+    K = ac.shape[1]
+    pad = -K % m.instruction_k
+    if pad:  # zero codes past K (+0 in every format), as Triton's masked loads
+        ac, bc = np.pad(ac, ((0, 0), (0, pad))), np.pad(bc, ((0, 0), (0, pad)))
+    algorithm = {"aligned": compiled.ALIGNED, "two-stage": compiled.TWO_STAGE, "grouped-scaled": compiled.GROUPED}
+    g = m.second_fraction_bits if m.algorithm == "two-stage" else m.result_bits
+    lift = m.fraction_bits - lay_a[0] - lay_b[0]
+    sa = sb = np.zeros((1, 1), np.uint8)
+    block, table = 0, np.zeros((3, 1), np.int64)
+    if scales is not None:
+        sa, sb, scale_name, block = scales
+        sa, sb = _as_codes(sa, 256), _as_codes(sb, 256)
+        if sa is None or sb is None or sa.shape[1] * block < K + pad:
+            return None
+        table, scale_bits = _scale_table(scale_name)
+        if m.algorithm == "aligned" and (scale_name != "e8m0fnu" or block % m.chunk):
+            return None
+        if m.algorithm == "grouped-scaled":  # a group term's units: both operands' values made integers, both scales'
+            lift = m.fraction_bits - 2 * scale_bits - (lay_a[0] + lay_a[2] - 1) - (lay_b[0] + lay_b[2] - 1)
+    group = m.scale_group or 0
+    two_stage = m.algorithm == "two-stage"
+    if lift < 0 or (two_stage and (g + 1 < m.fraction_bits or not m.pairs)) or (group and m.chunk % group):
+        return None
+    if m.fraction_bits > 28 and not group:  # a truncated term must fit int32 (below 2**(f + 2))
+        return None
+    params = np.array([m.chunk, m.instruction_k, m.fraction_bits, g, m.zero_exponent, promotion or 0, m.drop_tiny_c,
+                       m.specials == "target-dependent", block, group, lift], dtype=np.int64)
+    out = np.empty(c.shape, np.float32)
+    dep = np.empty(c.shape, bool)
+    c_bits = np.ascontiguousarray(np.broadcast_to(c, out.shape), dtype=np.float32).view(np.uint32)
+    raw_a, raw_b = _tables(a[1])[3], _tables(b[1])[3]
+    if out.size * (K + pad) >= _SPECIALISE_FROM:  # a large call: the kind's own kernel (compiled once, cached)
+        kernel = compiled.specialised(algorithm[m.algorithm], lay_a, lay_b, params)
+        outside = kernel(ac, bc, paired, raw_a, raw_b, sa, sb, table, promotion or 0, c_bits, out.view(np.uint32),
+                         dep)
+    else:
+        outside = compiled.chain(algorithm[m.algorithm], ac, bc, paired, lay_a, lay_b, raw_a, raw_b, sa, sb, table,
+                                 params, c_bits, out.view(np.uint32), dep)
+    if outside:
+        return None  # a code outside its format: the NumPy steps say what that is
+    return MMAResult(out, dep, m)
 
 
 _NAN, _POS_INF, _NEG_INF = 1, 2, 4  # special flags of a product
@@ -559,22 +705,6 @@ def _chunk(m: MMAModel, c: np.ndarray, ai: np.ndarray, bi: np.ndarray, at: tuple
     if m.algorithm == "grouped-scaled":
         assert scales is not None
         return _grouped_chunk(m, c, at[0][ai.astype(np.intp)] * bt[0][bi.astype(np.intp)], scales, k0)
-    compiled = _compiled_step() if pair is not None and scales is None and m.status == "mmasim" else None
-    if compiled is not None:  # the same step as one compiled pass (fp8check.matmul._compiled)
-        shape = np.broadcast_shapes(ai.shape, bi.shape)
-        out = np.empty(c.shape, np.float32)
-        flags = np.empty(c.shape, np.uint8)
-        args = (np.broadcast_to(ai, shape), np.broadcast_to(bi, shape), pair[3], pair[0], pair[1], pair[2],
-                np.where(np.isfinite(c), c, np.float32(0)))
-        if m.algorithm == "aligned":
-            compiled.aligned_step(*args, m.fraction_bits, m.result_bits, m.zero_exponent, out, flags)
-        else:
-            compiled.two_stage_step(*args, m.fraction_bits, m.second_fraction_bits, m.pairs, m.drop_tiny_c, out,
-                                    flags)
-        special, special_value = _resolve_specials(flags, c)
-        out = np.where(special, special_value, out)
-        dep = special if m.specials == "target-dependent" else np.zeros(out.shape, dtype=bool)
-        return out, dep
     ai, bi = ai.astype(np.intp), bi.astype(np.intp)
     has_special = at[2][ai].any() or bt[2][bi].any()
     if pair is not None:  # one gather per table
