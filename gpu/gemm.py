@@ -52,7 +52,7 @@ def _differ(x: Any, y: Any) -> int:
 
 # the gemm kind's contiguous cases, and two larger ones (many K blocks: where accumulation order shows)
 EXTRA_CASES = ((256, 256, 1024), (128, 192, 2048))
-SEEDS = 3
+SEEDS = 2
 
 
 def _cases() -> list[Any]:
@@ -61,29 +61,69 @@ def _cases() -> list[Any]:
     return [c for c in gemm.GEMM_CASES if c.layout == "contiguous"] + [gemm.GemmCase(*s) for s in EXTRA_CASES]
 
 
+def _compiled(fn: Any, *args: Any) -> tuple[Any, list[int | None]]:
+    """The compiled call's output, and the index in its own list of the config each autotuned launch chose
+    (the interpreter then launches the same one: fp8check.triton.launch.pinned)."""
+    import torch
+    from triton.runtime.autotuner import Autotuner
+
+    chosen: list[int | None] = []
+    below = Autotuner.run
+
+    def run(self: Any, *a: Any, **k: Any) -> Any:
+        out = below(self, *a, **k)
+        names = [str(c) for c in self.configs]
+        chosen.append(names.index(str(self.best_config)) if str(self.best_config) in names else None)
+        return out
+
+    Autotuner.run = run
+    try:
+        out = fn(*(x.cuda() for x in args))
+        torch.cuda.synchronize()
+    finally:
+        Autotuner.run = below
+    return out, chosen
+
+
 def _one_case(fn: Any, case: Any, recipe: str, seed: int, epilogue: str | None) -> dict[str, Any]:
     import torch
 
     import fp8check.triton as ft
-    from fp8check.matmul import gemm
+    from fp8check.matmul import gemm, tensorcore
+    from fp8check.matmul.dot_scaled import lowerings
+    from fp8check.triton.launch import pinned
 
     a, sa, b, sb = gemm.gemm_inputs(case, "e4m3fn", recipe, seed)
     ta, tb = (torch.from_numpy(x).view(torch.float8_e4m3fn) for x in (a, b))
     tsa, tsb = torch.from_numpy(sa), torch.from_numpy(sb)
-    compiled = fn(ta.cuda(), tsa.cuda(), tb.cuda(), tsb.cuda())
-    torch.cuda.synchronize()
-    with ft.interpreting(), ft.faithful("sm90"):
+    compiled, chosen = _compiled(fn, ta, tsa, tb, tsb)
+    index = next((i for i in chosen if i is not None), 0)
+    with ft.interpreting(), ft.faithful("sm90"), pinned(index), tensorcore.dot_models() as dots, \
+            lowerings() as how:
         interpreted = fn(ta, tsa, tb, tsb)
-    try:  # the contrast: Triton's own interpreter (tl.dot in float32), which a test passing must not be
-        with ft.interpreting():
+    try:  # Triton's own interpreter (tl.dot in float32)
+        with ft.interpreting(), pinned(index):
             stock = _differ(_bits(compiled), _bits(fn(ta, tsa, tb, tsb)))
     except Exception as exc:
         stock = f"{type(exc).__name__}: {exc}"[:200]
-    values, dependent = gemm.gemm_reference("sm90", "e4m3fn", recipe, a, sa, b, sb, epilogue=epilogue)
+    model = next(iter(dots)) if len(dots) == 1 else None
+    lowering = next(iter(how)) if len(how) == 1 else None
+
+    def against(dot_model: str | None) -> int:
+        values, _ = gemm.gemm_reference("sm90", "e4m3fn", recipe, a, sa, b, sb, epilogue=epilogue, how=lowering,
+                                        dot_model=dot_model)
+        return _differ(_bits(compiled), _bits(torch.from_numpy(values).to(compiled.dtype)))
+
+    values, dependent = gemm.gemm_reference("sm90", "e4m3fn", recipe, a, sa, b, sb, epilogue=epilogue, how=lowering,
+                                            dot_model=model)
     expected = torch.from_numpy(values).to(compiled.dtype)
-    return {"case": case.describe(), "seed": seed, "elements": compiled.numel(),
+    # the contrast: the reference under sm90's other tl.dot instruction (wgmma <-> mma.sync), which must differ
+    other = {"sm90-wgmma-fp8": "sm90-mma-16bit", "sm90-mma-16bit": "sm90-wgmma-fp8"}.get(model or "")
+    return {"case": case.describe(), "seed": seed, "elements": compiled.numel(), "config": index,
+            "tl.dot": dict(dots), "tl.dot_scaled": dict(how),
             "compiled_vs_faithful": _differ(_bits(compiled), _bits(interpreted)),
             "compiled_vs_reference": _differ(_bits(compiled), _bits(expected)),
+            "compiled_vs_other_instruction": None if other is None else {other: against(other)},
             "compiled_vs_stock_interpreter": stock, "bracketed": int(dependent.sum())}
 
 

@@ -59,6 +59,9 @@ for m in mods:
             except Exception as exc:
                 built.append(f"{e.id}: {type(exc).__name__}: {exc}")
 files = sorted({os.path.abspath(f) for f in (getattr(v, "__file__", None) for v in list(sys.modules.values())) if f})
+# namespace packages (no __init__.py: SGLang's sglang.srt.layers) have no file, only their folders
+namespaces = sorted({os.path.abspath(p) for v in list(sys.modules.values())  # vars(): no lazy module's __getattr__
+                     if vars(v).get("__file__") is None for p in list(vars(v).get("__path__") or [])})
 import importlib.metadata as md
 dists = {}
 for top, names in md.packages_distributions().items():
@@ -67,7 +70,7 @@ for top, names in md.packages_distributions().items():
             dists[top] = f"{n}=={md.version(n)}"
         except Exception:
             pass
-print(json.dumps({"files": files, "built": built, "dists": dists}))
+print(json.dumps({"files": files, "namespaces": namespaces, "built": built, "dists": dists}))
 """
 
 
@@ -108,6 +111,11 @@ def cut(site: str, project: str, out: str, into: str | None = None) -> dict:
         if not os.path.exists(target):
             shutil.copy2(f, target)
             copied += 1
+    for folder in data["namespaces"]:  # a folder that is a package of its own (a placeholder keeps it carried)
+        if folder.startswith(root_abs + os.sep):
+            target = os.path.join(dest, os.path.relpath(folder, root_abs))
+            os.makedirs(target, exist_ok=True)
+            open(os.path.join(target, "NAMESPACE-PACKAGE"), "w").close()
     for rel in DATA.get(project, ()):
         src = os.path.join(root_abs, rel)
         if os.path.isdir(src):

@@ -57,7 +57,7 @@ def block_gemm(a: torch.Tensor, a_scales: torch.Tensor, b: torch.Tensor, b_scale
                bug: str = "none") -> torch.Tensor:
     M, K = a.shape
     N = b.shape[0]
-    c = torch.empty((M, N), dtype=torch.float32)
+    c = torch.empty((M, N), dtype=torch.float32, device=a.device)
     grid = (triton.cdiv(M, 32), triton.cdiv(N, 64))
     _block_kernel[grid](a, b, c, a_scales, b_scales, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
                         a_scales.stride(0), a_scales.stride(1), b_scales.stride(0), b_scales.stride(1),
@@ -96,7 +96,7 @@ def row_gemm(a: torch.Tensor, a_scales: torch.Tensor, b: torch.Tensor, b_scales:
              bug: str = "none") -> torch.Tensor:
     M, K = a.shape
     N = b.shape[0]
-    c = torch.empty((M, N), dtype=torch.float32)
+    c = torch.empty((M, N), dtype=torch.float32, device=a.device)
     grid = (triton.cdiv(M, 32), triton.cdiv(N, 64))
     _row_kernel[grid](a, b, c, a_scales.reshape(-1), b_scales.reshape(-1), M, N, K, a.stride(0), a.stride(1),
                       b.stride(0), b.stride(1), BM=32, BN=64, BK=64, BUG=BUGS[bug])
@@ -153,7 +153,7 @@ def mx_gemm(a: torch.Tensor, a_scales: torch.Tensor, b: torch.Tensor, b_scales: 
     with 128 rows, ones Triton lowers to sm100's block-scaled ``tcgen05`` MMA (64: decomposed)."""
     M, K = a.shape
     N = b.shape[0]
-    c = torch.empty((M, N), dtype=torch.float32)
+    c = torch.empty((M, N), dtype=torch.float32, device=a.device)
     grid = (triton.cdiv(M, block_m), triton.cdiv(N, 32))
     _mx_kernel[grid](a, b, c, a_scales, b_scales, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
                      a_scales.stride(0), a_scales.stride(1), b_scales.stride(0), b_scales.stride(1),

@@ -167,13 +167,15 @@ def _contracts(target: str) -> bool:
 
 
 def gemm_reference(target: str, fmt: str, recipe: str | GemmRecipe, a_codes: Any, a_scales: Any, b_codes: Any,
-                   b_scales: Any, *, epilogue: str | None = None,
-                   how: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+                   b_scales: Any, *, epilogue: str | None = None, how: str | None = None,
+                   dot_model: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The float32 (M, N) a correct kernel accumulates, and the mask of the elements ``target``'s model brackets.
 
     ``a_codes`` (M, K), ``b_codes`` (N, K): codes of ``fmt``; scales as :class:`GemmRecipe` shapes them;
     ``how``: the ``dot-scaled`` epilogue's lowering (``native``/``decomposed``; default: the target's native
-    one where it has one)."""
+    one where it has one); ``dot_model``: the instruction the kernel's ``tl.dot`` tiles got (a name of
+    :data:`~fp8check.matmul.tensorcore.MODELS`, as :func:`~fp8check.matmul.tensorcore.dot_models` recorded it;
+    default: the target's own model for ``fmt``)."""
     from fp8check.matmul import tensorcore
     from fp8check.triton import ops
 
@@ -188,6 +190,14 @@ def gemm_reference(target: str, fmt: str, recipe: str | GemmRecipe, a_codes: Any
         r = _dot_scaled(target, fmt, a, b, np.asarray(a_scales), np.asarray(b_scales), how)
         return r.values, r.target_dependent
     (ca, name), (cb, _) = _mma_operands(target, fmt, a), _mma_operands(target, fmt, b.T)
+    instruction: Any = target
+    if dot_model is not None:
+        instruction = tensorcore.MODELS[dot_model]
+        if name not in instruction.operands:  # Triton's fp16 upcast for the instruction (sm90's mma.sync)
+            from fp8check import reference
+
+            ca, cb = (reference.decode(x, name).astype(np.float16).view(np.uint16) for x in (ca, cb))
+            name = "float16"
     k_block = rec.k_block if epilogue == "k-block" else K
     kb = max(1, math.ceil(K / k_block))
     sa = _expand(rec, "a", _scale_values(rec, a_scales), M, kb, rec.k_block)
@@ -198,7 +208,7 @@ def gemm_reference(target: str, fmt: str, recipe: str | GemmRecipe, a_codes: Any
     with np.errstate(all="ignore"):
         for j in range(kb):
             ks = slice(j * k_block, min(K, (j + 1) * k_block))
-            d = tensorcore.mma(target, ca[:, ks], name, cb[ks, :], name)
+            d = tensorcore.mma(instruction, ca[:, ks], name, cb[ks, :], name)
             dependent |= d.target_dependent
             s_a, s_b = sa[:, j][:, None], sb[:, j][None, :]
             if epilogue == "end-product":
@@ -348,6 +358,8 @@ class _Run:
     nearest: dict[Any, Any] = field(default_factory=dict)  # the scale-pair search's per-(scales, index) tables
     lowerings: Counter[str] = field(default_factory=Counter)  # of the kernel's tl.dot_scaled calls, all cases
     how: str | None = None  # the lowering the last call's tl.dot_scaled got (None: not seen, or both)
+    dot_models: Counter[str] = field(default_factory=Counter)  # of the kernel's tl.dot calls, all cases
+    dot_model: str | None = None  # the model the last call's tl.dot tiles got (None: not seen, or several)
 
     def torch_dtype(self) -> Any:
         import torch
@@ -357,21 +369,26 @@ class _Run:
 
     def reference(self, a: np.ndarray, sa: np.ndarray, b: np.ndarray, sb: np.ndarray) -> tuple[np.ndarray, ...]:
         o = self.opts
-        return gemm_reference(o.target, o.fmt, o.recipe, a, sa, b, sb, epilogue=o.epilogue, how=self.how)
+        return gemm_reference(o.target, o.fmt, o.recipe, a, sa, b, sb, epilogue=o.epilogue, how=self.how,
+                              dot_model=self.dot_model)
 
     def outcome(self, case: GemmCase, a: np.ndarray, sa: np.ndarray, b: np.ndarray,
                 sb: np.ndarray) -> tuple[Any, ...] | str:
         """(actual values, expected values, differs mask, bracketed mask, actual bits, expected bits) of the
         kernel's output against the reference, or the kernel's refusal as text."""
         from fp8check.matmul.dot_scaled import lowerings
+        from fp8check.matmul.tensorcore import dot_models
 
         dt = self.torch_dtype()
         try:
-            with lowerings() as seen:  # what the faithful interpreter made of the kernel's tl.dot_scaled tiles
+            # what the faithful interpreter made of the kernel's tl.dot_scaled and tl.dot tiles
+            with lowerings() as seen, dot_models() as dots:
                 out = _call(self.opts, self.kernel, _laid_out(a, case.layout, dt), _scale_tensor(sa),
                             _laid_out(b, case.layout, dt), _scale_tensor(sb))
             self.lowerings.update(seen)
             self.how = next(iter(seen)) if len(seen) == 1 else None
+            self.dot_models.update(dots)
+            self.dot_model = next(iter(dots)) if len(dots) == 1 else None
             bits, dtype = _out_bits(out)
         except FP8CheckError as exc:
             if isinstance(exc, TypeError):  # the faithful interpreter: the target's compiler refuses what it does
@@ -597,8 +614,8 @@ def check_gemm(kernel: Callable[..., Any], *, recipe: str | GemmRecipe, format: 
         result.extra["profile_summary"] = f"{rec.description}; {target}'s tl.dot_scaled ({'; '.join(names)})"
     else:
         operand = _mma_operands(target, fmt, np.zeros((1, 1), np.uint8))[1]
-        result.extra["profile_summary"] = (f"{rec.description}; {target}'s tensor cores "
-                                           f"({tensorcore.model(target, operand, operand).name})")
+        names = sorted(run.dot_models) or [tensorcore.model(target, operand, operand).name]
+        result.extra["profile_summary"] = f"{rec.description}; {target}'s tensor cores ({'; '.join(names)})"
     result.extra["checked_means"] = "output elements"
     result.extra["gemm"] = {"recipe": rec.name, "epilogue": epilogue, "target": target, "cases": t.cases,
                             "bracketed": run.bracketed, "diverging": run.diverging}

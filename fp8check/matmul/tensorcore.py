@@ -75,11 +75,13 @@ this could differ, which is the bracket's premise, stated here).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any, Iterator, Literal
 
 import numpy as np
 
@@ -88,7 +90,7 @@ from fp8check.formats import SOURCE_FORMATS, Format, get as get_format
 from fp8check.reference import decode_table
 
 __all__ = ["MMAModel", "MMAResult", "MODELS", "TARGETS", "model", "models_for", "mma", "dot_instances",
-           "operand_values"]
+           "operand_values", "triton_dot", "dot_models", "record_dot_model"]
 
 MMASIM = "MMA-Sim (arXiv:2511.10909), package mmasim 2.1.1"
 Algorithm = Literal["aligned", "grouped-scaled", "two-stage"]
@@ -152,6 +154,11 @@ SM90_WGMMA_FP8 = _nv("sm90-wgmma-fp8", "sm90", "wgmma.mma_async.sp?.m64nNk32.f32
 SM90_WGMMA_16 = _nv("sm90-wgmma-16bit", "sm90", "wgmma.mma_async.m64nNk16.f32.{bf16,f16}", _WIDE,
                     16, 16, 25, 23, -133, "nv_ptx/sim.py WGMMA (F=25, RZ-FP32, L_max=16, e_zero=-133)",
                     "Hopper bf16/fp16: 16 products aligned, 25 fractional bits, truncated into float32")
+SM90_MMA_16 = replace(
+    SM90_WGMMA_16, name="sm90-mma-16bit", instruction="mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}.{bf16,f16}.f32",
+    source=f"{MMASIM}: nv_ptx/sim.py MMA, Hopper (F=25, RZ-FP32, L_max=32 bytes / 2 = 16, e_zero=-133)",
+    summary="Hopper mma.sync bf16/fp16 (Triton's MMAv2, for tiles wgmma does not take; fp8 operands upcast to fp16 "
+            "exactly): 16 products aligned, 25 fractional bits, truncated into float32")
 SM89_MMA_FP8 = _nv("sm89-mma-fp8", "sm89", "mma.sync.m16n8k32.f32.{e4m3,e5m2}.{e4m3,e5m2}.f32", _FP8_OCP,
                    32, 16, 13, 13, -132, "nv_ptx/sim.py MMA, Ada Lovelace FP8 (F=13, RZ-E8M13, L_max=16, e_zero=-132)",
                    "Ada FP8: two steps of 16 products per k32 instruction, 13 fractional bits, truncation")
@@ -213,10 +220,44 @@ GFX950_MFMA_SCALE = replace(
     summary="CDNA4 MXFP8/MXFP4: bracketed (CDNA3's datapath assumed; elements that depend on it target-dependent)")
 
 MODELS: dict[str, MMAModel] = {m.name: m for m in (
-    SM90_WGMMA_FP8, SM90_WGMMA_16, SM89_MMA_FP8, SM89_MMA_16, SM100_TCGEN05_F8F6F4, SM100_TCGEN05_16,
+    SM90_WGMMA_FP8, SM90_WGMMA_16, SM90_MMA_16, SM89_MMA_FP8, SM89_MMA_16, SM100_TCGEN05_F8F6F4, SM100_TCGEN05_16,
     SM100_TCGEN05_MXF8F6F4, SM100_TCGEN05_MXF4, GFX942_MFMA_FP8, GFX942_MFMA_16, GFX950_MFMA_FP8,
     GFX950_MFMA_SCALE)}
 TARGETS = ("sm89", "sm90", "sm100", "gfx942", "gfx950")
+
+
+def triton_dot(target: str, m: int, a_fmt: str, b_fmt: str) -> tuple[MMAModel, str, str] | None:
+    """The instruction compiled Triton gives a ``tl.dot`` of an (m, K) tile on ``target`` where it is not the
+    target's default model (:func:`model`), with the operand formats it runs on; None for the default.
+
+    sm90: wgmma (MMAv3) takes tiles whose M is a multiple of 64 (a warp group's 64 rows; num_warps a multiple of
+    4); any other tile gets MMAv2, ``mma.sync.m16n8k16`` -- with fp8 operands converted to fp16 (exactly): the
+    Triton 3.9 PTX of DeepSeek-V3's ``fp8_gemm_kernel`` at BLOCK_SIZE_M 16 and 32 (num_warps 8) is
+    ``mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32``, at 64 ``wgmma.mma_async...m64n64k32.f32.e4m3.e4m3``."""
+    if target == "sm90" and m % 64 != 0 and a_fmt in _FP8_OCP + _WIDE and b_fmt in _FP8_OCP + _WIDE:
+        wide = [f if f in _WIDE else "float16" for f in (a_fmt, b_fmt)]
+        return SM90_MMA_16, wide[0], wide[1]
+    return None
+
+
+_DOT_RECORDERS: list[Counter[str]] = []
+
+
+@contextlib.contextmanager
+def dot_models() -> Iterator[Counter[str]]:
+    """Count the models the faithful interpreter's ``tl.dot`` calls use inside the block (by name): the gemm
+    kind's reference then follows the instruction the kernel's tiles got."""
+    seen: Counter[str] = Counter()
+    _DOT_RECORDERS.append(seen)
+    try:
+        yield seen
+    finally:
+        _DOT_RECORDERS.remove(seen)
+
+
+def record_dot_model(name: str) -> None:
+    for seen in _DOT_RECORDERS:
+        seen[name] += 1
 
 
 def models_for(target: str) -> tuple[MMAModel, ...]:

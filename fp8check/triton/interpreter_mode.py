@@ -416,6 +416,13 @@ def _tensor_core_dot(target: str, a: Any, b: Any, d: Any, input_precision: Any =
         model = tensorcore.model(target, names[0], names[1])
     except InvalidValueError:
         return None
+    other = tensorcore.triton_dot(target, ca.shape[-2], names[0], names[1])  # e.g. sm90 tiles wgmma cannot take
+    if other is not None:
+        model, wide = other[0], other[1:]
+        ca, cb = (x if n == w else reference.decode(x, n).astype(np.float16).view(np.uint16)
+                  for x, n, w in zip((ca, cb), names, wide))
+        names = list(wide)
+    tensorcore.record_dot_model(model.name)
     acc = np.asarray(d.data, dtype=np.float32)
     imprecise = int(max_num_imprecise_acc or 0)
     promotion = -(-imprecise // 32) if model.name == "sm90-wgmma-fp8" and 0 < imprecise <= ca.shape[-1] else None
