@@ -127,7 +127,8 @@ def _one_case(fn: Any, case: Any, recipe: str, seed: int, epilogue: str | None) 
             "compiled_vs_stock_interpreter": stock, "bracketed": int(dependent.sum())}
 
 
-def run_one(name: str, adapter: str, recipe: str, epilogue: str | None) -> dict[str, Any]:
+def run_one(name: str, adapter: str, recipe: str, epilogue: str | None, only: list[int] | None = None,
+            seeds: int = SEEDS) -> dict[str, Any]:
     from fp8check.loader import load_callable
 
     try:
@@ -136,7 +137,9 @@ def run_one(name: str, adapter: str, recipe: str, epilogue: str | None) -> dict[
         return {"kernel": name, "skipped": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
     cases = []
     for i, case in enumerate(_cases()):
-        for seed in range(SEEDS):
+        if only and i not in only:
+            continue
+        for seed in range(seeds):
             try:
                 cases.append(_one_case(fn, case, recipe, 100 * i + seed, epilogue))
             except Exception as exc:  # the kernel refuses a case on both: recorded
@@ -153,6 +156,9 @@ def run_one(name: str, adapter: str, recipe: str, epilogue: str | None) -> dict[
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", default=None, help="write the results here")
+    parser.add_argument("--kernel", action="append", choices=sorted(KERNELS), help="only these (default: all)")
+    parser.add_argument("--case", action="append", type=int, help="only these cases, by index (default: all)")
+    parser.add_argument("--seeds", type=int, default=SEEDS, help=f"seeds per case (default {SEEDS})")
     args = parser.parse_args(argv)
     import torch
 
@@ -161,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     sys.path.insert(0, str(ROOT / "tests"))
     importlib.import_module("fp8check")
-    rows = [run_one(name, *spec) for name, spec in KERNELS.items()]
+    rows = [run_one(name, *spec, only=args.case, seeds=args.seeds) for name, spec in KERNELS.items()
+            if not args.kernel or name in args.kernel]
     for r in rows:
         print(f"{r['kernel']:45s} " + (f"skipped: {r['skipped']}" if "skipped" in r else
                                        f"{r['elements']:8d} elements, compiled vs faithful sm90: "
