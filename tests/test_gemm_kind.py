@@ -193,3 +193,25 @@ def test_the_command_line_finds_an_mx_kernel_reading_the_next_blocks_scale(tmp_p
     assert "scaled by a_scales[0, 0] x b_scales[0, 1] where a_scales[0, 0] x b_scales[0, 0] is declared" in printed
     r = json.loads(out.read_text())
     assert r["kind"] == "gemm" and r["categories"]["scale"] > 0 and r["categories"]["accuracy"] == 0
+
+
+def test_sm90_tiles_get_the_instruction_triton_compiles_them_to():
+    # Triton 3.9 PTX of DeepSeek-V3's fp8_gemm_kernel: M 16/32 tiles mma.sync m16n8k16 f16, M 64 wgmma e4m3
+    assert tc.triton_dot("sm90", 64, "e4m3fn", "e4m3fn") is None
+    assert tc.triton_dot("sm90", 128, "e5m2", "e4m3fn") is None
+    assert tc.triton_dot("sm90", 32, "e4m3fn", "e5m2") == (tc.MODELS["sm90-mma-16bit"], "float16", "float16")
+    assert tc.triton_dot("sm100", 32, "e4m3fn", "e4m3fn") is None
+    # the planted kernels' 32-row tiles: the check follows mma.sync and names it; a correct kernel conforms
+    r = checked(plants.block_gemm, "sm90")
+    assert r.passed and "sm90-mma-16bit" in r.extra["profile_summary"], r.extra["profile_summary"]
+    # ... and the instruction matters: the same kernel's output against the wgmma reference differs
+    case = gemm.GemmCase(32, 64, 256)
+    a, sa, b, sb = gemm.gemm_inputs(case, "e4m3fn", BLOCK, 7)
+    import torch
+
+    with ft.interpreting(), ft.faithful("sm90"):
+        out = plants.block_gemm(torch.from_numpy(a).view(torch.float8_e4m3fn), torch.from_numpy(sa),
+                                torch.from_numpy(b).view(torch.float8_e4m3fn), torch.from_numpy(sb)).numpy()
+    for model, equal in (("sm90-mma-16bit", True), ("sm90-wgmma-fp8", False)):
+        want, _ = gemm.gemm_reference("sm90", "e4m3fn", BLOCK, a, sa, b, sb, dot_model=model)
+        assert np.array_equal(out.view(np.uint32), want.view(np.uint32)) == equal, model

@@ -142,6 +142,25 @@ def _mma_operands(target: str, fmt: str, codes: np.ndarray) -> tuple[np.ndarray,
     return codes, fmt
 
 
+def _instruction(target: str, fmt: str, dot_model: str | None, a: np.ndarray,
+                 b_t: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray, str]:
+    """(the instruction for tensorcore.mma: the target, or the model the kernel's tl.dot tiles got, its A (M, K)
+    and B (K, N) codes, their format): the operands converted as Triton converts them for that instruction
+    (gfx942's OCP fp8 through f16; sm90's mma.sync fp8 through fp16)."""
+    from fp8check.matmul import tensorcore
+
+    (ca, name), (cb, _) = _mma_operands(target, fmt, a), _mma_operands(target, fmt, b_t)
+    if dot_model is None:
+        return target, ca, cb, name
+    instruction = tensorcore.MODELS[dot_model]
+    if name not in instruction.operands:
+        from fp8check import reference
+
+        ca, cb = (reference.decode(x, name).astype(np.float16).view(np.uint16) for x in (ca, cb))
+        name = "float16"
+    return instruction, ca, cb, name
+
+
 def _dot_scaled(target: str, fmt: str, a: np.ndarray, b: np.ndarray, a_scales: np.ndarray | None,
                 b_scales: np.ndarray | None, how: str | None = None) -> Any:
     """``tl.dot_scaled`` over all of K (the kernel's K steps chain through its accumulator as the instructions
@@ -189,15 +208,7 @@ def gemm_reference(target: str, fmt: str, recipe: str | GemmRecipe, a_codes: Any
     if epilogue == "dot-scaled":
         r = _dot_scaled(target, fmt, a, b, np.asarray(a_scales), np.asarray(b_scales), how)
         return r.values, r.target_dependent
-    (ca, name), (cb, _) = _mma_operands(target, fmt, a), _mma_operands(target, fmt, b.T)
-    instruction: Any = target
-    if dot_model is not None:
-        instruction = tensorcore.MODELS[dot_model]
-        if name not in instruction.operands:  # Triton's fp16 upcast for the instruction (sm90's mma.sync)
-            from fp8check import reference
-
-            ca, cb = (reference.decode(x, name).astype(np.float16).view(np.uint16) for x in (ca, cb))
-            name = "float16"
+    instruction, ca, cb, name = _instruction(target, fmt, dot_model, a, b.T)
     k_block = rec.k_block if epilogue == "k-block" else K
     kb = max(1, math.ceil(K / k_block))
     sa = _expand(rec, "a", _scale_values(rec, a_scales), M, kb, rec.k_block)
@@ -458,8 +469,8 @@ class _Run:
                 if o.epilogue == "dot-scaled":  # the same lowering with every scale 1.0
                     dot = _dot_scaled(o.target, o.fmt, keep, b, None, None, self.how).values.astype(np.float64)
                 else:
-                    (ca, name), (cb, _) = _mma_operands(o.target, o.fmt, keep), _mma_operands(o.target, o.fmt, b.T)
-                    dot = tensorcore.mma(o.target, ca, name, cb, name).values.astype(np.float64)
+                    instruction, ca, cb, name = _instruction(o.target, o.fmt, self.dot_model, keep, b.T)
+                    dot = tensorcore.mma(instruction, ca, name, cb, name).values.astype(np.float64)
             out[j] = (got[0], got[1], got[2], dot, _scale_values(o.recipe, sa), _scale_values(o.recipe, sb), keep, b)
         return out
 
