@@ -51,7 +51,7 @@ def test_an_fp8_gemm_under_sm90_is_hoppers_arithmetic_and_not_float32():
     qa[0, 0], qb[0, 0] = encode(np.float32([16.0, 16.0]), "e4m3fn")
     qa[0, 1:32] = encode(np.full(31, 2.0 ** -6, np.float32), "e4m3fn")
     qb[1:32, 0] = encode(np.ones(31, np.float32), "e4m3fn")
-    got = interpreted_gemm("sm90", qa, qb, "e4m3fn", BM=32, BN=16, BK=64)
+    got = interpreted_gemm("sm90", qa, qb, "e4m3fn", BM=64, BN=16, BK=64)  # 64 rows: wgmma (docs/triton.md)
     model = tc.mma("sm90", qa, "e4m3fn", qb, "e4m3fn")
     assert np.array_equal(got.view(np.uint32), model.bits)
     assert got[0, 0] == 256.0 and float32_dot(qa, qb, "e4m3fn")[0, 0] == 256.484375
@@ -65,7 +65,7 @@ def test_the_k_blocking_of_the_kernel_does_not_change_the_chain():
     qa = rng.integers(0, 256, size=(16, 80), dtype=np.uint8)
     qb = rng.integers(0, 256, size=(80, 16), dtype=np.uint8)
     qa[(qa & 0x7F) == 0x7F], qb[(qb & 0x7F) == 0x7F] = 0, 0
-    outs = [interpreted_gemm("sm90", qa, qb, "e4m3fn", BM=16, BN=16, BK=bk) for bk in (32, 64, 128)]
+    outs = [interpreted_gemm("sm90", qa, qb, "e4m3fn", BM=64, BN=16, BK=bk) for bk in (32, 64, 128)]
     assert all(np.array_equal(o.view(np.uint32), outs[0].view(np.uint32)) for o in outs[1:])
     assert np.array_equal(outs[0].view(np.uint32), tc.mma("sm90", qa, "e4m3fn", qb, "e4m3fn").bits)
 
@@ -112,7 +112,7 @@ def test_max_num_imprecise_acc_adds_the_chain_into_float32_every_so_many_instruc
     # 16 * 16 in the first k32 instruction, 31 products 2**-6 in the second: chained, the second
     # instruction drops them against 256 (256.0); with max_num_imprecise_acc=32 each instruction starts
     # from zero and is added into the float32 accumulator (256.484375), as Triton's WGMMA lowering does
-    M = N = 16
+    M, N = 64, 16  # a wgmma tile (docs/triton.md: sm90's other tiles get mma.sync, which has no such option)
     K = 64
     qa = np.zeros((M, K), np.uint8)
     qb = np.zeros((K, N), np.uint8)

@@ -19,7 +19,7 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 
 import fp8check.triton as ft  # noqa: E402
-from fp8check.triton import ops  # noqa: E402
+from fp8check.triton import nvidia_approx as na, ops  # noqa: E402
 
 if triton.__version__.split("+")[0] not in ft.SUPPORTED_TRITON_VERSIONS:
     pytest.skip(f"Triton {triton.__version__} is not one the faithful interpreter supports", allow_module_level=True)
@@ -74,7 +74,19 @@ def test_amd_divides_correctly_rounded():
         assert [f"{v:08X}" for v in scales] == [f"{v:08X}" for v in (AMAX / F(240)).view(np.uint32)]
 
 
-def test_a_chained_division_follows_the_same_model():
+def test_a_chained_division_is_exact_with_the_measured_table():
+    # every mantissa's reciprocal measured: 1.0 / (448 / amax) is one run for any amax
+    amax = np.array([0.7071, 3.3, 1.0], F)
+    runs = _scales("sm90", _rows(amax), chained=True)
+    inner = F(448) * _rcp(amax)
+    assert len(runs) == 1 and [f"{v:08X}" for v in runs[0]] == [f"{v:08X}" for v in (F(1) * _rcp(inner)).view(np.uint32)]
+
+
+def _rcp(b):
+    return na.mufu_rcp(np.asarray(b, F))[0].astype(F)
+
+
+def test_a_chained_division_follows_the_same_model(partial_reciprocals):
     # 1.0 / (448 / amax): two div.full.f32; exact where both reciprocals are known (amax a power of two:
     # 448 / 2^k = 1.75 * 2^(8-k), whose reciprocal mantissa the table has), bracketed otherwise
     amax = np.array([1.0, 4.0, 0.5, 1024.0], F)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from reciprocals import partial_reciprocal_table
 
 from fp8check.triton import nvidia_approx as na
 
@@ -62,21 +63,11 @@ def test_every_format_maximum_whose_reciprocal_was_measured_divides_exactly():
             assert not known.all(), name
 
 
-def _partial_table():
-    """The shipped table with only the mantissas 1.0, 1.5 and 1.75 known (what the stored `1.0 / b` of the op
-    table covered before every mantissa was measured)."""
-    full = na.reciprocal_table()
-    keep = np.full(full.offsets.shape, na.UNKNOWN, dtype=full.offsets.dtype)
-    for m in (0, 1 << 22, 3 << 21):
-        keep[m] = full.offsets[m]
-    return na.ReciprocalTable(offsets=keep, provenance="test: three mantissas")
-
-
 def test_which_format_maxima_are_known_at_run_time():
     # every mantissa measured on the H200: every format maximum divides exactly at run time
     assert {na.reciprocal_status(v) for v in na.FORMAT_MAXIMA.values()} == {"measured"}
     # where the table knows only 1.0, 1.5 and 1.75: 1.875 (240, 7.5) and 127's mantissas are bracketed
-    status = {k: na.reciprocal_status(v, _partial_table()) for k, v in na.FORMAT_MAXIMA.items()}
+    status = {k: na.reciprocal_status(v, partial_reciprocal_table()) for k, v in na.FORMAT_MAXIMA.items()}
     assert status == {"e4m3fn": "measured", "e4m3fnuz": "bracketed", "e5m2": "measured", "e5m2fnuz": "measured",
                       "e2m3fn": "bracketed", "e3m2fn": "measured", "e2m1fn": "measured", "int8": "bracketed"}
 
@@ -154,7 +145,7 @@ def test_an_unknown_reciprocal_brackets_the_quotient_within_one_ulp_of_the_recip
     rng = np.random.default_rng(3)
     a = rng.uniform(1, 2, 20000).astype(F) * F(0.5)
     b = np.full_like(a, F(127.0))
-    table = _partial_table()  # 127's reciprocal unknown
+    table = partial_reciprocal_table()  # 127's reciprocal unknown
     rn, known = na.div_full_f32(a, b, table)
     lo, _ = na.div_full_f32(a, b, table, "lo")
     hi, _ = na.div_full_f32(a, b, table, "hi")

@@ -306,7 +306,7 @@ def test_division_by_448_is_the_product_with_its_reciprocal_on_sm90():
     assert_bits(run("sm90", "div_rn", x, bits(448.0)), u32(0x3AA5B6DB))
 
 
-def test_division_of_loaded_values_on_sm90_is_the_product_with_the_hardware_reciprocal():
+def test_division_of_loaded_values_on_sm90_is_the_product_with_the_hardware_reciprocal(partial_reciprocals):
     # div.full.f32 is MUFU.RCP then one FMUL (the SASS; fp8check.triton.nvidia_approx): the H200 measured the
     # reciprocal of the mantissas 1.5 (3) and 1.75 (7), both fl(1/m): 1/3 and 10/7 are exact, one run.
     # 127's reciprocal was not measured: bracketed, its ends the products with fl(1/127) one ulp either way,
@@ -523,7 +523,7 @@ import triton_kernels as tk  # noqa: E402
 QUANT = dict(max_examples=8, seed=0, dtypes=("float32",), thorough=False)
 
 
-def test_codes_that_depend_on_div_full_are_target_dependent_not_divergences():
+def test_codes_that_depend_on_div_full_are_target_dependent_not_divergences(partial_reciprocals):
     from fp8check.quantizers.conformance import check_quantizer
 
     with ft.faithful("sm90"):
