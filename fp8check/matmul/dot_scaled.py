@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
-from typing import Any, Iterator, Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -72,20 +72,14 @@ def lowering(target: str, m: int, n: int, k: int, a_fmt: str, b_fmt: str, scaled
     return "decomposed"
 
 
-_RECORDERS: list[Counter[str]] = []
+_LOWERINGS = tensorcore.Recorder()
 
 
-@contextlib.contextmanager
-def lowerings() -> Iterator[Counter[str]]:
+def lowerings() -> contextlib.AbstractContextManager[Counter[str]]:
     """Count the lowerings (``native``/``decomposed``) of the :func:`dot_scaled` calls made inside the block --
     the faithful interpreter's, while a kernel runs: the gemm kind's reference then follows the lowering the
     kernel's tiles got."""
-    seen: Counter[str] = Counter()
-    _RECORDERS.append(seen)
-    try:
-        yield seen
-    finally:
-        _RECORDERS.remove(seen)
+    return _LOWERINGS.counting()
 
 
 def _scale_values(codes: np.ndarray, scale_fmt: str, code255: float = np.nan) -> np.ndarray:
@@ -157,8 +151,7 @@ def dot_scaled(target: str, a_codes: Any, a_fmt: str, b_codes: Any, b_fmt: str, 
     sa = None if a_scales is None else np.asarray(a_scales)
     sb = None if b_scales is None else np.asarray(b_scales).T  # (K / block, N)
     how = how or lowering(target, M, N, K, a_fmt, b_fmt, sa is not None and sb is not None)
-    for seen in _RECORDERS:
-        seen[how] += 1
+    _LOWERINGS.record(how)
     blocks = next((s.shape[1 - i] for i, s in enumerate((sa, sb)) if s is not None), 0)
     if blocks and (K % blocks or K // blocks not in (16, 32)):
         raise InvalidValueError(f"dot_scaled: K={K} with {blocks} scale blocks: blocks of 32 (MX) or 16 (NVFP4) "

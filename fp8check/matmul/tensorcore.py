@@ -90,7 +90,7 @@ from fp8check.formats import SOURCE_FORMATS, Format, get as get_format
 from fp8check.reference import decode_table
 
 __all__ = ["MMAModel", "MMAResult", "MODELS", "TARGETS", "model", "models_for", "mma", "dot_instances",
-           "operand_values", "triton_dot", "dot_models", "record_dot_model"]
+           "operand_values", "triton_dot", "Recorder", "dot_models", "record_dot_model"]
 
 MMASIM = "MMA-Sim (arXiv:2511.10909), package mmasim 2.1.1"
 Algorithm = Literal["aligned", "grouped-scaled", "two-stage"]
@@ -240,24 +240,38 @@ def triton_dot(target: str, m: int, a_fmt: str, b_fmt: str) -> tuple[MMAModel, s
     return None
 
 
-_DOT_RECORDERS: list[Counter[str]] = []
+class Recorder:
+    """What the faithful interpreter's matrix ops chose while a kernel ran (the instruction of each ``tl.dot``,
+    the lowering of each ``tl.dot_scaled``), counted by name inside :meth:`counting` blocks: the gemm kind's
+    reference then follows what the kernel's tiles got."""
+
+    def __init__(self) -> None:
+        self._open: list[Counter[str]] = []
+
+    @contextlib.contextmanager
+    def counting(self) -> Iterator[Counter[str]]:
+        seen: Counter[str] = Counter()
+        self._open.append(seen)
+        try:
+            yield seen
+        finally:
+            self._open.remove(seen)
+
+    def record(self, name: str) -> None:
+        for seen in self._open:
+            seen[name] += 1
 
 
-@contextlib.contextmanager
-def dot_models() -> Iterator[Counter[str]]:
-    """Count the models the faithful interpreter's ``tl.dot`` calls use inside the block (by name): the gemm
-    kind's reference then follows the instruction the kernel's tiles got."""
-    seen: Counter[str] = Counter()
-    _DOT_RECORDERS.append(seen)
-    try:
-        yield seen
-    finally:
-        _DOT_RECORDERS.remove(seen)
+DOT_MODELS = Recorder()  # the models of tl.dot calls
+
+
+def dot_models() -> contextlib.AbstractContextManager[Counter[str]]:
+    """Count the models the faithful interpreter's ``tl.dot`` calls use inside the block (by name)."""
+    return DOT_MODELS.counting()
 
 
 def record_dot_model(name: str) -> None:
-    for seen in _DOT_RECORDERS:
-        seen[name] += 1
+    DOT_MODELS.record(name)
 
 
 def models_for(target: str) -> tuple[MMAModel, ...]:
