@@ -320,9 +320,9 @@ OP_SOURCES = MappingProxyType({
             "(python gpu/approx_ops.py --sass): div.full.f32 is FSETP |b| > 2^126 / >= 2^-126, FMUL of both "
             "operands by 0.25 / 2^24, MUFU.RCP, FMUL; a compile-time divisor is folded to FMUL x, fl(1/C); "
             "rcp/sqrt/rsqrt/ex2/lg2.approx.ftz.f32 are one MUFU each",
-    "h200-rcp": "MUFU.RCP per divisor mantissa: fp8check/triton/data/sm90-rcp.npz, from the H200's compiled "
-                "`1.0 / b` of gpu/results/ops-table.json.gz (4,081 mantissas, among them 1.0, 1.5, 1.75: 448, 224, "
-                "57344, 28, 6, 3, powers of two); gpu/approx_ops.py measures every mantissa",
+    "h200-rcp": "MUFU.RCP per divisor mantissa: fp8check/triton/data/sm90-rcp.npz, every one of the 2^23 "
+                "mantissas measured on an H200 (gpu/approx_ops.py, 2026-12-05: rcp.approx.ftz.f32 of every float32, "
+                "0 off the table; div.full.f32 on 2^30 random pairs, 0 off the model; gpu/results/approx-ops.json)",
 })
 
 _PTX = OP_SOURCES["ptx-isa"]
