@@ -135,10 +135,11 @@ def _expand(recipe: GemmRecipe, operand: str, scales: np.ndarray, rows: int, kb:
 def _mma_operands(target: str, fmt: str, codes: np.ndarray) -> tuple[np.ndarray, str]:
     """The operand codes and format the target's tensor cores take: gfx942 runs OCP fp8 through its f16
     MFMA (Triton converts exactly), as the faithful interpreter's ``tl.dot`` does."""
-    if target == "gfx942" and fmt in ("e4m3fn", "e5m2"):
-        from fp8check import reference
+    from fp8check.matmul import tensorcore
 
-        return reference.decode(codes, fmt).astype(np.float16).view(np.uint16), "float16"
+    other = tensorcore.triton_dot(target, 64, fmt, fmt)  # a 64-row tile: the target's own instruction
+    if other is not None:
+        return tensorcore.float16_codes(codes, fmt), other[1]
     return codes, fmt
 
 
@@ -154,9 +155,7 @@ def _instruction(target: str, fmt: str, dot_model: str | None, a: np.ndarray,
         return target, ca, cb, name
     instruction = tensorcore.MODELS[dot_model]
     if name not in instruction.operands:
-        from fp8check import reference
-
-        ca, cb = (reference.decode(x, name).astype(np.float16).view(np.uint16) for x in (ca, cb))
+        ca, cb = (tensorcore.float16_codes(x, name) for x in (ca, cb))
         name = "float16"
     return instruction, ca, cb, name
 

@@ -90,7 +90,7 @@ from fp8check.formats import SOURCE_FORMATS, Format, get as get_format
 from fp8check.reference import decode_table
 
 __all__ = ["MMAModel", "MMAResult", "MODELS", "TARGETS", "model", "models_for", "mma", "dot_instances",
-           "operand_values", "triton_dot", "Recorder", "dot_models", "record_dot_model"]
+           "operand_values", "triton_dot", "float16_codes", "Recorder", "dot_models", "record_dot_model"]
 
 MMASIM = "MMA-Sim (arXiv:2511.10909), package mmasim 2.1.1"
 Algorithm = Literal["aligned", "grouped-scaled", "two-stage"]
@@ -228,16 +228,29 @@ TARGETS = ("sm89", "sm90", "sm100", "gfx942", "gfx950")
 
 def triton_dot(target: str, m: int, a_fmt: str, b_fmt: str) -> tuple[MMAModel, str, str] | None:
     """The instruction compiled Triton gives a ``tl.dot`` of an (m, K) tile on ``target`` where it is not the
-    target's default model (:func:`model`), with the operand formats it runs on; None for the default.
+    target's own model for the operands (:func:`model`), with the operand formats it runs on (convert with
+    :func:`float16_codes`); None where it is.
 
-    sm90: wgmma (MMAv3) takes tiles whose M is a multiple of 64 (a warp group's 64 rows; num_warps a multiple of
-    4); any other tile gets MMAv2, ``mma.sync.m16n8k16`` -- with fp8 operands converted to fp16 (exactly): the
-    Triton 3.9 PTX of DeepSeek-V3's ``fp8_gemm_kernel`` at BLOCK_SIZE_M 16 and 32 (num_warps 8) is
-    ``mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32``, at 64 ``wgmma.mma_async...m64n64k32.f32.e4m3.e4m3``."""
+    gfx942: CDNA3 has no OCP fp8 MFMA; Triton converts e4m3fn/e5m2 operands to float16 (exactly,
+    docs/triton.md) and runs the f16 MFMA. sm90: wgmma (MMAv3) takes tiles whose M is a multiple of 64 (a warp
+    group's 64 rows; num_warps a multiple of 4); any other tile gets MMAv2, ``mma.sync.m16n8k16`` -- with fp8
+    operands converted to fp16 (exactly): the Triton 3.9 PTX of DeepSeek-V3's ``fp8_gemm_kernel`` at
+    BLOCK_SIZE_M 16 and 32 (num_warps 8) is ``mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32``, at 64
+    ``wgmma.mma_async...m64n64k32.f32.e4m3.e4m3``."""
+    if target == "gfx942" and a_fmt in _FP8_OCP and b_fmt in _FP8_OCP:
+        return GFX942_MFMA_16, "float16", "float16"
     if target == "sm90" and m % 64 != 0 and a_fmt in _FP8_OCP + _WIDE and b_fmt in _FP8_OCP + _WIDE:
         wide = [f if f in _WIDE else "float16" for f in (a_fmt, b_fmt)]
         return SM90_MMA_16, wide[0], wide[1]
     return None
+
+
+def float16_codes(codes: np.ndarray, fmt: str) -> np.ndarray:
+    """fp8 ``codes`` of ``fmt`` as float16 bit patterns (uint16): the exact conversion Triton makes for an
+    instruction that takes fp16 operands (:func:`triton_dot`)."""
+    from fp8check.reference import decode
+
+    return decode(codes, fmt).astype(np.float16).view(np.uint16)
 
 
 class Recorder:

@@ -407,21 +407,18 @@ def _tensor_core_dot(target: str, a: Any, b: Any, d: Any, input_precision: Any =
         return None
     width = [np.uint16 if n in ("bfloat16", "float16") else np.uint8 for n in names]
     ca, cb = (np.ascontiguousarray(h.data).view(w) for h, w in zip((a, b), width))
-    if target == "gfx942" and set(names) <= {"e4m3fn", "e5m2"}:
-        # CDNA3 has no OCP fp8 MFMA: Triton converts the operands to float16 (exactly, docs/triton.md) and
-        # runs the f16 MFMA
-        ca, cb = (reference.decode(x, n).astype(np.float16).view(np.uint16) for x, n in zip((ca, cb), names))
-        names = ["float16", "float16"]
-    try:
-        model = tensorcore.model(target, names[0], names[1])
-    except InvalidValueError:
-        return None
-    other = tensorcore.triton_dot(target, ca.shape[-2], names[0], names[1])  # e.g. sm90 tiles wgmma cannot take
+    # the instruction Triton compiles this tile to where it is not the target's own for the operands (gfx942's
+    # f16 MFMA for OCP fp8, sm90's mma.sync for tiles wgmma cannot take), the operands converted for it
+    other = tensorcore.triton_dot(target, ca.shape[-2], names[0], names[1])
     if other is not None:
         model, wide = other[0], other[1:]
-        ca, cb = (x if n == w else reference.decode(x, n).astype(np.float16).view(np.uint16)
-                  for x, n, w in zip((ca, cb), names, wide))
+        ca, cb = (x if n == w else tensorcore.float16_codes(x, n) for x, n, w in zip((ca, cb), names, wide))
         names = list(wide)
+    else:
+        try:
+            model = tensorcore.model(target, names[0], names[1])
+        except InvalidValueError:
+            return None
     tensorcore.record_dot_model(model.name)
     acc = np.asarray(d.data, dtype=np.float32)
     imprecise = int(max_num_imprecise_acc or 0)
