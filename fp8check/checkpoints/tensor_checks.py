@@ -267,12 +267,17 @@ class TensorChecks:
             rec.unread = exc.reason
             cs.dequant_overflow = None
         self._magnitude(ck, rec, bound, cs.dequant_overflow, lambda at: self._exact_overflow(ck, rec, at))
-        if cs.dequant_overflow:
+        self._overflow_finding(ck, rec, cs.dequant_overflow, threshold)
+
+    @staticmethod
+    def _overflow_finding(ck: Checkpoint, rec: Record, overflow: int | None, threshold: float,
+                          extra: str = "") -> None:
+        """DEQUANT_OVERFLOW where some value x scale overflows the dequantized dtype."""
+        if overflow:
             rec.findings.append(findings.make(
-                "DEQUANT_OVERFLOW", cs.dequant_overflow,
-                f"{findings.plural(cs.dequant_overflow, 'value')} x scale "
-                f"overflow{'s' if cs.dequant_overflow == 1 else ''} {ck.dequant_dtype} "
-                f"(|v| >= {threshold:.6g})"))
+                "DEQUANT_OVERFLOW", overflow,
+                f"{findings.plural(overflow, 'value')} x scale overflow{'s' if overflow == 1 else ''} "
+                f"{ck.dequant_dtype} (|v| >= {threshold:.6g}{extra})"))
 
     def _finish_packed(self, ck: Checkpoint, rec: Record) -> None:
         """Packed e2m1 (FP4) data of a known layout: its 16 code counts, its block scale and (NVFP4) its
@@ -336,12 +341,7 @@ class TensorChecks:
             rec.unread = exc.reason
             return
         self._magnitude(ck, rec, cs.dequant_absmax_bound, cs.dequant_overflow, count)
-        if cs.dequant_overflow:
-            rec.findings.append(findings.make(
-                "DEQUANT_OVERFLOW", cs.dequant_overflow,
-                f"{findings.plural(cs.dequant_overflow, 'value')} x scale "
-                f"overflow{'s' if cs.dequant_overflow == 1 else ''} "
-                f"{ck.dequant_dtype} (|v| >= {threshold:.6g}; largest block scale {sc.stats.absmax:g})"))
+        self._overflow_finding(ck, rec, cs.dequant_overflow, threshold, f"; largest block scale {sc.stats.absmax:g}")
 
     def _block_plan(self, ck: Checkpoint, rec: Record, dst: formats.Format, natural: float,
                     whole: targets.ConversionPlan) -> targets.ConversionPlan:
