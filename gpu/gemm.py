@@ -53,6 +53,8 @@ def _differ(x: Any, y: Any) -> int:
 # the gemm kind's contiguous cases, and two larger ones (many K blocks: where accumulation order shows)
 EXTRA_CASES = ((256, 256, 1024), (128, 192, 2048))
 SEEDS = 2
+# compiled output bits of the cases that differ from the interpreter, by "adapter|case|seed" (--dump)
+DIVERGING: dict[str, Any] = {}
 
 
 def _cases() -> list[Any]:
@@ -119,6 +121,8 @@ def _one_case(fn: Any, case: Any, recipe: str, seed: int, epilogue: str | None) 
     expected = torch.from_numpy(values).to(compiled.dtype)
     # the contrast: the reference under sm90's other tl.dot instruction (wgmma <-> mma.sync), which must differ
     other = {"sm90-wgmma-fp8": "sm90-mma-16bit", "sm90-mma-16bit": "sm90-wgmma-fp8"}.get(model or "")
+    if _differ(_bits(compiled), _bits(interpreted)):  # kept for the analysis of the residual (--dump)
+        DIVERGING[f"{getattr(fn, '__name__', 'kernel')}|{case.describe()}|{seed}"] = _bits(compiled)[0]
     return {"case": case.describe(), "seed": seed, "elements": compiled.numel(), "config": index,
             "tl.dot": dict(dots), "tl.dot_scaled": dict(how),
             "compiled_vs_faithful": _differ(_bits(compiled), _bits(interpreted)),
@@ -159,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kernel", action="append", choices=sorted(KERNELS), help="only these (default: all)")
     parser.add_argument("--case", action="append", type=int, help="only these cases, by index (default: all)")
     parser.add_argument("--seeds", type=int, default=SEEDS, help=f"seeds per case (default {SEEDS})")
+    parser.add_argument("--dump", default=None, help="write the compiled bits of diverging cases here (.npz)")
     args = parser.parse_args(argv)
     import torch
 
@@ -175,6 +180,10 @@ def main(argv: list[str] | None = None) -> int:
                                        f"{r['compiled_vs_faithful']} differ, vs reference: "
                                        f"{r['compiled_vs_reference']} differ (Triton's interpreter: "
                                        f"{r['compiled_vs_stock_interpreter']} differ)"))
+    if args.dump and DIVERGING:
+        import numpy as np
+
+        np.savez_compressed(args.dump, **DIVERGING)
     if args.json:
         from fp8check.results import environment
 

@@ -10,7 +10,7 @@
 # under its own time limit, and one failing part does not stop the others.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-KNOWN=" environment suite tests-gpu recipes triton-faithful ops-table approx-ops zoo zoo-serving gemm training training-dist huge audit-bench "  # in the order they run
+KNOWN=" environment suite tests-gpu recipes triton-faithful ops-table approx-ops zoo zoo-serving mma-tiles gemm training training-dist huge audit-bench "  # in the order they run
 PARTS=" $* "
 for p in $PARTS; do
     if [[ "$KNOWN" != *" $p "* ]]; then
@@ -80,13 +80,18 @@ if { [ "$PARTS" = "  " ] || [[ "$PARTS" == *" zoo-serving "* ]] || [[ "$PARTS" =
 fi
 part zoo-serving 560 env PYTHONPATH="$PWD/.whl/serving/tree:$serving_site:$PYTHONPATH" \
     python3 gpu/zoo.py --max-examples 5 --budget "${ZOO_BUDGET:-500}" --package sglang --package vllm --json "$OUT/zoo-serving.json"
+# One tl.dot per program (mma.sync fp16/bf16 and fp8 through fp16, wgmma fp8 and fp16; K chained) compiled
+# against fp8check.matmul.tensorcore's models, 2^20 elements per configuration, NaN by class (< 2 min).
+# Commit $OUT/mma-tiles.json and .npz under gpu/results (tests/test_mma_tiles_gpu_results.py reads them).
+part mma-tiles 300 python3 gpu/mma_tiles.py --out "$OUT"
 # Verbatim Triton FP8 GEMMs (examples/real-kernels' sm90 ones, and the tests' planted block kernel as a
 # control) compiled against the faithful sm90 interpreter, bit for bit on the same codes and scales (issue 34,
 # item 5). Needs the projects on PYTHONPATH (SGLang's tree from .whl/serving, transformers 4.57, DeepSeek-V3's
 # inference/kernel.py as deepseek_v3_inference/kernel.py: fetch-packages.sh deepseek); an absent one is listed
 # as skipped. Commit $OUT/gemm.json as gpu/results/gemm.json (tests/test_gemm_gpu_results.py reads it).
 # (SGLang's tree last: transformers 4.57 of .whl/ first, whose w8a8_block_fp8_matmul_triton 5.17 no longer has)
-part gemm 420 env PYTHONPATH="$PYTHONPATH:$PWD/.whl/serving/tree:$serving_site" python3 gpu/gemm.py --json "$OUT/gemm.json" ${GEMM_ARGS:-}
+part gemm 420 env PYTHONPATH="$PYTHONPATH:$PWD/.whl/serving/tree:$serving_site" python3 gpu/gemm.py --json "$OUT/gemm.json" \
+    --dump "$OUT/gemm-diverging.npz" ${GEMM_ARGS:-}
 # fp8check.training with torchao's real float8 kernels: step conformance, loss
 # parity against BF16 and the CPU-emulated goldens, the device's golden file.
 part training 300 python3 gpu/training.py --out "$OUT/training"
