@@ -868,7 +868,9 @@ class FloatOps(BuilderOps):
     def _apply(how: Any, v: np.ndarray, exact: Callable[[np.ndarray], np.ndarray], op: str,
                model: str = "") -> np.ndarray:
         v = _ftz(v) if how.ftz else v
-        # the inputs whose result the target's model knows (sm90: ex2 of integers, sqrt/rsqrt of 4^k, ...)
+        if model == "sm90" and op in ("sqrt", "rsqrt"):  # MUFU.SQRT/RSQ measured for every input (H200)
+            return nvidia_approx.mufu_root(op, v)
+        # the inputs whose result the target's model knows (sm90: ex2 of integers, log2 of 2^k)
         known = nvidia_approx.EXACT_INPUTS[op](v) if model == "sm90" and op in nvidia_approx.EXACT_INPUTS else None
         return approximate(exact(v.astype(np.float64)), how.bound, op=op, ftz=how.ftz, known=known)
 

@@ -342,9 +342,11 @@ def _nvidia_ops(arch: str) -> OpRules:
         fdiv=ErrorBound(ulps=2, source=_PTX),
         fdiv_const="reciprocal", fdiv_const_bound=ErrorBound(ulps=2, source=_PTX + " (div.approx.f32 1.0, C)"),
         approx_model="sm90" if hopper else "",
-        sqrt=Approx("sqrt.approx.ftz.f32", ErrorBound(rel=2.0 ** -23, source=_PTX), ftz=True, status="bracketed"),
+        # sm90: MUFU.SQRT/RSQ measured for every input (nvidia_approx.mufu_root); elsewhere the PTX bound
+        sqrt=Approx("sqrt.approx.ftz.f32", ErrorBound(rel=2.0 ** -23, source=_PTX), ftz=True,
+                    status="pinned" if hopper else "bracketed"),
         rsqrt=Approx("rsqrt.approx.ftz.f32", ErrorBound(rel=2.0 ** -22.9, source=_PTX), ftz=True,
-                     status="bracketed"),
+                     status="pinned" if hopper else "bracketed"),
         exp2=Approx("ex2.approx.ftz.f32", ErrorBound(rel=2.0 ** -22.5, source=_PTX), ftz=True, status="bracketed"),
         exp=Approx("mul.f32 by log2(e), ex2.approx.f32", ErrorBound(rel=2.0 ** -22.5, source=_PTX),
                    status="bracketed"),
@@ -374,9 +376,11 @@ def _nvidia_ops(arch: str) -> OpRules:
                                 "Triton 3.9: div.approx.f32 1.0, C then mul.f32 (rn: x * fl(1/C)); 3.6, 3.8: "
                                 "div.full.f32"),
             "tl.div_rn": "div.rn.f32 (exact)",
-            "tl.sqrt": "sqrt.approx.ftz.f32 (MUFU.SQRT; exact for 4^k and specials, else bracketed)",
+            "tl.sqrt": ("sqrt.approx.ftz.f32 (MUFU.SQRT: every input measured on an H200, exact)" if hopper else
+                        "sqrt.approx.ftz.f32 (bracketed)"),
             "tl.sqrt_rn": "sqrt.rn.f32 (exact)",
-            "tl.rsqrt": "rsqrt.approx.ftz.f32 (MUFU.RSQ; exact for 4^k and specials, else bracketed)",
+            "tl.rsqrt": ("rsqrt.approx.ftz.f32 (MUFU.RSQ: every input measured on an H200, exact)" if hopper else
+                         "rsqrt.approx.ftz.f32 (bracketed)"),
             "tl.exp": "mul.f32 by log2(e), ex2.approx.f32 (bracketed)",
             "tl.exp2": "ex2.approx.ftz.f32 (MUFU.EX2; exact for integer inputs, else bracketed; subnormal results "
                        "flushed)",

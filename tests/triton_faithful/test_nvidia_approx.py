@@ -227,6 +227,39 @@ def test_the_inputs_called_exact_are_correctly_rounded_on_the_h200(stored, op, e
     assert not (mask & ~nan & (bits(ref) != got)).any()
 
 
+@pytest.mark.parametrize("op", ["sqrt", "rsqrt"])
+def test_the_root_tables_give_every_stored_h200_sqrt_and_rsqrt(stored, op):
+    # the op table is another run than the one the tables come from: 4,880 inputs, specials and subnormals too
+    _, data, compiled = stored
+    x = np.abs(data["a"].view(F))
+    got = compiled[op]
+    model = bits(na.mufu_root(op, x))
+    nan = np.isnan(got.view(F)) & np.isnan(model.view(F))
+    assert not (~nan & (model != got)).any()
+    # a table one ulp off at a mantissa the inputs use is caught
+    t = na.root_tables()
+    normal = (bits(x) >> 23 & 0xFF) - 1 < 254
+    i = int(np.flatnonzero(normal)[7])
+    m, row = int(bits(x)[i] & 0x7FFFFF), 1 - int(bits(x)[i] >> 23 & 1)
+    planted = {k: getattr(t, k).copy() for k in ("sqrt", "rsqrt")}
+    planted[op][row, m] += 1
+    wrong = bits(na.mufu_root(op, x, na.RootTables(provenance="planted", **planted)))
+    assert wrong[i] != got[i]
+
+
+def test_the_shipped_root_tables_are_the_gpu_runs():
+    with np.load(ROOT / "gpu" / "results" / "approx-ops-tables.npz") as z:
+        t = na.root_tables()
+        assert np.array_equal(z["sqrt"], t.sqrt) and np.array_equal(z["rsqrt"], t.rsqrt)
+        assert str(z["provenance"]) == t.provenance and "H200" in t.provenance
+    # the scaling the unit does: x * 4^k gives 2^k sqrt(x) and 2^-k rsqrt(x), whatever x's mantissa
+    x = np.random.default_rng(0).integers(0x00800000, 0x7F800000, size=20000, dtype=np.uint32).view(F)
+    four = (x * F(4)).astype(F)
+    ok = np.isfinite(four)
+    assert np.array_equal(bits(na.mufu_root("sqrt", four))[ok], bits(na.mufu_root("sqrt", x) * F(2))[ok])
+    assert np.array_equal(bits(na.mufu_root("rsqrt", four))[ok], bits(na.mufu_root("rsqrt", x) * F(0.5))[ok])
+
+
 def test_the_shipped_table_is_what_the_stored_outputs_give(tmp_path):
     if not OPS_TABLE.exists():
         pytest.skip("gpu/results/ops-table.json.gz is not in this checkout")
