@@ -38,13 +38,16 @@ CONFIGS: dict[str, tuple[str, int, int, int, int]] = {
     "mma16-float16-k16": ("float16", 16, 16, 16, 1),
     "mma16-bfloat16-k16": ("bfloat16", 16, 16, 16, 1),
     "mma16-float16-k64": ("float16", 16, 16, 64, 1),
+    "mma16-e4m3fn-k16": ("e4m3fn", 16, 16, 16, 1),
     "mma16-e4m3fn-k32": ("e4m3fn", 16, 16, 32, 1),
     "mma16-e4m3fn-k128": ("e4m3fn", 32, 32, 128, 4),
     "mma16-e5m2-k32": ("e5m2", 16, 16, 32, 1),
     "wgmma-e4m3fn-k32": ("e4m3fn", 64, 16, 32, 4),
     "wgmma-e4m3fn-k128": ("e4m3fn", 64, 32, 128, 4),
     "wgmma-float16-k32": ("float16", 64, 16, 32, 4),
+    "mma16-e4m3fn-e5m2-k64": ("e4m3fn", 16, 32, 64, 2),  # B is e5m2 (_B_FORMAT)
 }
+_B_FORMAT = {"mma16-e4m3fn-e5m2-k64": "e5m2"}
 _BITS = {"float16": (np.uint16, 5, 10), "bfloat16": (np.uint16, 8, 7), "e4m3fn": (np.uint8, 4, 3),
          "e5m2": (np.uint8, 5, 2)}
 
@@ -73,15 +76,20 @@ _SPECIALS = {  # ±0, ±smallest subnormal, ±max, ±Inf where there is one, NaN
 }
 
 
+def formats(name: str) -> tuple[str, str]:
+    """The formats of A and B of configuration ``name``."""
+    return CONFIGS[name][0], _B_FORMAT.get(name, CONFIGS[name][0])
+
+
 def tile_inputs(name: str, tiles: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A (T, M, K) and B (T, K, N) codes and C (T, M, N) float32 bits (uint32) of configuration ``name``:
     a tile's mode is ``t % 4`` for A/B (0 random bits, 1 moderate, 2 moderate with specials, 3 moderate in
     a narrow range, where every product is kept) and ``t // 4 % 3`` for C (random bits, moderate, ±0)."""
-    fmt, M, N, K, _ = CONFIGS[name]
-    dtype, e, m = _BITS[fmt]
+    _, M, N, K, _ = CONFIGS[name]
     rng = np.random.default_rng([seed, sum(map(ord, name))])
     out = []
-    for shape in ((tiles, M, K), (tiles, K, N)):
+    for shape, fmt in zip(((tiles, M, K), (tiles, K, N)), formats(name)):
+        dtype, e, m = _BITS[fmt]
         codes = rng.integers(0, 1 << (8 * np.dtype(dtype).itemsize), size=shape).astype(dtype)
         mode = np.arange(tiles) % 4
         wide = _moderate(rng, shape, fmt, 6 if e >= 5 else 3)
@@ -105,14 +113,15 @@ def model_outputs(name: str, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> tup
     """The float32 bits (T, M, N) of the model the interpreter picks for the configuration, and its name."""
     from fp8check.matmul import tensorcore
 
-    fmt, M, N, K, _ = CONFIGS[name]
-    chosen = tensorcore.triton_dot("sm90", M, fmt, fmt)
+    _, M, N, K, _ = CONFIGS[name]
+    fa, fb = formats(name)
+    chosen = tensorcore.triton_dot("sm90", M, fa, fb)
     if chosen is None:
-        model, fa, fb = tensorcore.model("sm90", fmt, fmt), fmt, fmt
-    else:
-        model, fa, fb = chosen
-        if fa != fmt:
-            a, b = tensorcore.float16_codes(a, fmt), tensorcore.float16_codes(b, fmt)
+        model = tensorcore.model("sm90", fa, fb)
+    else:  # converted and K ordered as Triton feeds the instruction
+        model = chosen.model
+        a, b = tensorcore.triton_operands(chosen, a, fa, b, fb)
+        fa, fb, K = chosen.a_fmt, chosen.b_fmt, a.shape[-1]
     T = a.shape[0]
     rows = np.broadcast_to(a[:, :, None, :], (T, M, N, K)).reshape(-1, K)
     cols = np.broadcast_to(np.swapaxes(b, 1, 2)[:, None, :, :], (T, M, N, K)).reshape(-1, K)
@@ -146,10 +155,9 @@ def device_outputs(name: str, a: np.ndarray, b: np.ndarray, c: np.ndarray, devic
     interpreter ("interpret")."""
     import torch
 
-    fmt, M, N, K, warps = CONFIGS[name]
-    dt = getattr(torch, _TORCH[fmt])
-    view = torch.int16 if a.dtype == np.uint16 else torch.uint8
-    ta, tb = (torch.from_numpy(x.view(np.int16) if x.dtype == np.uint16 else x).view(view).view(dt) for x in (a, b))
+    _, M, N, K, warps = CONFIGS[name]
+    ta, tb = (torch.from_numpy(x.view(np.int16) if x.dtype == np.uint16 else x).view(getattr(torch, _TORCH[f]))
+              for x, f in zip((a, b), formats(name)))
     tc = torch.from_numpy(c.view(np.float32))
     T = a.shape[0]
     kernel = _kernel()
@@ -212,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         examples = [{"tile": int(t), "row": int(i), "col": int(j), "got": f"{int(got[t, i, j]):08x}",
                      "model": f"{int(want[t, i, j]):08x}"} for t, i, j in idx]
         per_mode = [int(bad[m::4].sum()) for m in range(4)]
-        rows.append({"config": name, "format": CONFIGS[name][0], "tile": list(CONFIGS[name][1:4]),
+        rows.append({"config": name, "format": "x".join(formats(name)), "tile": list(CONFIGS[name][1:4]),
                      "num_warps": CONFIGS[name][4], "model": model, "instructions": INSTRUCTIONS.get(name, []),
                      "tiles": int(a.shape[0]), "elements": int(got.size), "mismatches": int(bad.sum()),
                      "mismatches_by_operand_mode": per_mode, "nan_outputs": int(((got & 0x7FFFFFFF) > 0x7F800000).sum()),

@@ -199,7 +199,14 @@ def test_sm90_tiles_get_the_instruction_triton_compiles_them_to():
     # Triton 3.9 PTX of DeepSeek-V3's fp8_gemm_kernel: M 16/32 tiles mma.sync m16n8k16 f16, M 64 wgmma e4m3
     assert tc.triton_dot("sm90", 64, "e4m3fn", "e4m3fn") is None
     assert tc.triton_dot("sm90", 128, "e5m2", "e4m3fn") is None
-    assert tc.triton_dot("sm90", 32, "e4m3fn", "e5m2") == (tc.MODELS["sm90-mma-16bit"], "float16", "float16")
+    assert tc.triton_dot("sm90", 32, "e4m3fn", "e5m2") == tc.TritonDot(tc.MODELS["sm90-mma-16bit"], "float16",
+                                                                         "float16", k_order=True)
+    assert not tc.triton_dot("sm90", 16, "bfloat16", "bfloat16").k_order  # 16-bit tiles: K in increasing order
+    # MMAv2's 8-bit K order (an H100's tiles: gpu/results/mma-tiles.json): per 32 k, the pairs (0, 1), (4, 5), ...
+    # to one instruction, (2, 3), (6, 7), ... to the next
+    order = tc.mma_k_order(64)
+    assert order[:6].tolist() == [0, 1, 4, 5, 8, 9] and order[16:20].tolist() == [2, 3, 6, 7] and order[32] == 32
+    assert sorted(tc.mma_k_order(100).tolist()) == list(range(128))  # a K tail padded to the group
     assert tc.triton_dot("sm100", 32, "e4m3fn", "e4m3fn") is None
     # the planted kernels' 32-row tiles: the check follows mma.sync and names it; a correct kernel conforms
     r = checked(plants.block_gemm, "sm90")

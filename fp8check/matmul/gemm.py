@@ -139,25 +139,27 @@ def _mma_operands(target: str, fmt: str, codes: np.ndarray) -> tuple[np.ndarray,
 
     other = tensorcore.triton_dot(target, 64, fmt, fmt)  # a 64-row tile: the target's own instruction
     if other is not None:
-        return tensorcore.float16_codes(codes, fmt), other[1]
+        return tensorcore.float16_codes(codes, fmt), other.a_fmt
     return codes, fmt
 
 
-def _instruction(target: str, fmt: str, dot_model: str | None, a: np.ndarray,
-                 b_t: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray, str]:
-    """(the instruction for tensorcore.mma: the target, or the model the kernel's tl.dot tiles got, its A (M, K)
-    and B (K, N) codes, their format): the operands converted as Triton converts them for that instruction
-    (gfx942's OCP fp8 through f16; sm90's mma.sync fp8 through fp16)."""
+def _tile_dot(target: str, fmt: str, dot_model: str | None, a: np.ndarray,
+              b_t: np.ndarray) -> Callable[[slice], Any]:
+    """The tensor-core product of a K slice of A (M, K) and B (K, N) (a kernel's ``tl.dot`` tile, from zero), as
+    the target's own instruction computes it or, given ``dot_model``, the one the kernel's tiles got, the
+    operands fed as Triton feeds them (gfx942's OCP fp8 through f16; sm90's mma.sync fp8 through fp16, K in
+    its 8-bit order: :func:`~fp8check.matmul.tensorcore.triton_operands`)."""
     from fp8check.matmul import tensorcore
 
     (ca, name), (cb, _) = _mma_operands(target, fmt, a), _mma_operands(target, fmt, b_t)
     if dot_model is None:
-        return target, ca, cb, name
-    instruction = tensorcore.MODELS[dot_model]
-    if name not in instruction.operands:
-        ca, cb = (tensorcore.float16_codes(x, name) for x in (ca, cb))
-        name = "float16"
-    return instruction, ca, cb, name
+        return lambda ks: tensorcore.mma(target, ca[:, ks], name, cb[ks, :], name)
+    dot = tensorcore.fed(tensorcore.MODELS[dot_model], fmt, fmt)
+
+    def product(ks: slice) -> Any:
+        x, y = tensorcore.triton_operands(dot, a[:, ks], fmt, b_t[ks, :], fmt)
+        return tensorcore.mma(dot.model, x, dot.a_fmt, y, dot.b_fmt)
+    return product
 
 
 def _dot_scaled(target: str, fmt: str, a: np.ndarray, b: np.ndarray, a_scales: np.ndarray | None,
@@ -207,7 +209,7 @@ def gemm_reference(target: str, fmt: str, recipe: str | GemmRecipe, a_codes: Any
     if epilogue == "dot-scaled":
         r = _dot_scaled(target, fmt, a, b, np.asarray(a_scales), np.asarray(b_scales), how)
         return r.values, r.target_dependent
-    instruction, ca, cb, name = _instruction(target, fmt, dot_model, a, b.T)
+    tile_dot = _tile_dot(target, fmt, dot_model, a, b.T)
     k_block = rec.k_block if epilogue == "k-block" else K
     kb = max(1, math.ceil(K / k_block))
     sa = _expand(rec, "a", _scale_values(rec, a_scales), M, kb, rec.k_block)
@@ -218,7 +220,7 @@ def gemm_reference(target: str, fmt: str, recipe: str | GemmRecipe, a_codes: Any
     with np.errstate(all="ignore"):
         for j in range(kb):
             ks = slice(j * k_block, min(K, (j + 1) * k_block))
-            d = tensorcore.mma(instruction, ca[:, ks], name, cb[ks, :], name)
+            d = tile_dot(ks)
             dependent |= d.target_dependent
             s_a, s_b = sa[:, j][:, None], sb[:, j][None, :]
             if epilogue == "end-product":
@@ -468,8 +470,7 @@ class _Run:
                 if o.epilogue == "dot-scaled":  # the same lowering with every scale 1.0
                     dot = _dot_scaled(o.target, o.fmt, keep, b, None, None, self.how).values.astype(np.float64)
                 else:
-                    instruction, ca, cb, name = _instruction(o.target, o.fmt, self.dot_model, keep, b.T)
-                    dot = tensorcore.mma(instruction, ca, name, cb, name).values.astype(np.float64)
+                    dot = _tile_dot(o.target, o.fmt, self.dot_model, keep, b.T)(slice(None)).values.astype(np.float64)
             out[j] = (got[0], got[1], got[2], dot, _scale_values(o.recipe, sa), _scale_values(o.recipe, sb), keep, b)
         return out
 

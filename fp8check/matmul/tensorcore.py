@@ -81,7 +81,7 @@ import warnings
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from typing import Any, Iterator, Literal
+from typing import Any, Iterator, Literal, NamedTuple
 
 import numpy as np
 
@@ -90,7 +90,8 @@ from fp8check.formats import SOURCE_FORMATS, Format, get as get_format
 from fp8check.reference import decode_table
 
 __all__ = ["MMAModel", "MMAResult", "MODELS", "TARGETS", "model", "models_for", "mma", "dot_instances",
-           "operand_values", "triton_dot", "float16_codes", "Recorder", "dot_models", "record_dot_model"]
+           "operand_values", "TritonDot", "triton_dot", "fed", "triton_operands", "mma_k_order", "float16_codes", "Recorder",
+           "dot_models", "record_dot_model"]
 
 MMASIM = "MMA-Sim (arXiv:2511.10909), package mmasim 2.1.1"
 Algorithm = Literal["aligned", "grouped-scaled", "two-stage"]
@@ -158,7 +159,7 @@ SM90_MMA_16 = replace(
     SM90_WGMMA_16, name="sm90-mma-16bit", instruction="mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}.{bf16,f16}.f32",
     source=f"{MMASIM}: nv_ptx/sim.py MMA, Hopper (F=25, RZ-FP32, L_max=32 bytes / 2 = 16, e_zero=-133)",
     summary="Hopper mma.sync bf16/fp16 (Triton's MMAv2, for tiles wgmma does not take; fp8 operands upcast to fp16 "
-            "exactly): 16 products aligned, 25 fractional bits, truncated into float32")
+            "exactly, K in MMAv2's 8-bit order): 16 products aligned, 25 fractional bits, truncated into float32")
 SM89_MMA_FP8 = _nv("sm89-mma-fp8", "sm89", "mma.sync.m16n8k32.f32.{e4m3,e5m2}.{e4m3,e5m2}.f32", _FP8_OCP,
                    32, 16, 13, 13, -132, "nv_ptx/sim.py MMA, Ada Lovelace FP8 (F=13, RZ-E8M13, L_max=16, e_zero=-132)",
                    "Ada FP8: two steps of 16 products per k32 instruction, 13 fractional bits, truncation")
@@ -226,23 +227,70 @@ MODELS: dict[str, MMAModel] = {m.name: m for m in (
 TARGETS = ("sm89", "sm90", "sm100", "gfx942", "gfx950")
 
 
-def triton_dot(target: str, m: int, a_fmt: str, b_fmt: str) -> tuple[MMAModel, str, str] | None:
+class TritonDot(NamedTuple):
+    """The instruction compiled Triton gives a ``tl.dot`` tile where it is not the target's own for the operands
+    (:func:`triton_dot`): its model, the formats it takes the operands in, and whether K reaches its chained
+    instructions in MMAv2's 8-bit order (:func:`mma_k_order`)."""
+
+    model: MMAModel
+    a_fmt: str
+    b_fmt: str
+    k_order: bool = False
+
+
+def triton_dot(target: str, m: int, a_fmt: str, b_fmt: str) -> TritonDot | None:
     """The instruction compiled Triton gives a ``tl.dot`` of an (m, K) tile on ``target`` where it is not the
     target's own model for the operands (:func:`model`), with the operand formats it runs on (convert with
-    :func:`float16_codes`); None where it is.
+    :func:`triton_operands`); None where it is.
 
     gfx942: CDNA3 has no OCP fp8 MFMA; Triton converts e4m3fn/e5m2 operands to float16 (exactly,
     docs/triton.md) and runs the f16 MFMA. sm90: wgmma (MMAv3) takes tiles whose M is a multiple of 64 (a warp
     group's 64 rows; num_warps a multiple of 4); any other tile gets MMAv2, ``mma.sync.m16n8k16`` -- with fp8
-    operands converted to fp16 (exactly): the Triton 3.9 PTX of DeepSeek-V3's ``fp8_gemm_kernel`` at
-    BLOCK_SIZE_M 16 and 32 (num_warps 8) is ``mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32``, at 64
-    ``wgmma.mma_async...m64n64k32.f32.e4m3.e4m3``."""
+    operands converted to fp16 (exactly), K fed in :func:`mma_k_order`: the Triton 3.9 PTX of DeepSeek-V3's
+    ``fp8_gemm_kernel`` at BLOCK_SIZE_M 16 and 32 (num_warps 8) is
+    ``mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32``, at 64 ``wgmma.mma_async...m64n64k32.f32.e4m3.e4m3``;
+    an H100 (Triton 3.6) gave this model's bits on 2^20 elements of each kind (gpu/results/mma-tiles.json)."""
     if target == "gfx942" and a_fmt in _FP8_OCP and b_fmt in _FP8_OCP:
-        return GFX942_MFMA_16, "float16", "float16"
+        return fed(GFX942_MFMA_16, a_fmt, b_fmt)
     if target == "sm90" and m % 64 != 0 and a_fmt in _FP8_OCP + _WIDE and b_fmt in _FP8_OCP + _WIDE:
-        wide = [f if f in _WIDE else "float16" for f in (a_fmt, b_fmt)]
-        return SM90_MMA_16, wide[0], wide[1]
+        return fed(SM90_MMA_16, a_fmt, b_fmt)
     return None
+
+
+def fed(model: MMAModel, a_fmt: str, b_fmt: str) -> TritonDot:
+    """How Triton feeds operands of ``a_fmt`` and ``b_fmt`` to ``model``'s instruction: fp8 operands of a 16-bit
+    instruction converted to float16, and, on sm90's MMAv2, K in :func:`mma_k_order` when one is 8-bit."""
+    wide = [f if f in model.operands else "float16" for f in (a_fmt, b_fmt)]
+    eight_bit = any(f not in _WIDE for f in (a_fmt, b_fmt))
+    return TritonDot(model, wide[0], wide[1], k_order=model is SM90_MMA_16 and eight_bit)
+
+
+def mma_k_order(k: int) -> np.ndarray:
+    """The order in which sm90's MMAv2 feeds a tile's K to its chained ``mma.sync.m16n8k16`` when the operands
+    are 8-bit, converted to fp16 in registers: K in groups of 32 (an 8-bit operand's register holds 4 k, of
+    which the first two go to one instruction and the last two to the next), the instruction of group g's
+    even pairs -- k (0, 1), (4, 5), ..., (28, 29) -- then that of its odd pairs, group by group. The fp16 tile
+    of the same values chains k in increasing order. Measured: on an H100 (Triton 3.6) this order gives
+    every one of 2^20 elements of e4m3 and e5m2 tiles at K = 32 and 128, the increasing order 5-10% of them
+    1 to 5 ulp off (gpu/results/mma-tiles.json). ``k`` is padded to a multiple of 32 (zero codes)."""
+    quads = np.arange(-(-k // 32) * 32).reshape(-1, 8, 4)
+    return np.concatenate([quads[:, :, :2].reshape(-1, 16), quads[:, :, 2:].reshape(-1, 16)], axis=1).ravel()
+
+
+def triton_operands(dot: TritonDot, a: np.ndarray, a_fmt: str, b: np.ndarray,
+                    b_fmt: str) -> tuple[np.ndarray, np.ndarray]:
+    """A (..., M, K) and B (..., K, N) codes as the instruction of ``dot`` takes them: converted to its formats
+    (:func:`float16_codes`) and, where ``dot.k_order``, K padded with zero codes and permuted to
+    :func:`mma_k_order` (the chain of instructions then sees K in the hardware's order)."""
+    a = a if a_fmt == dot.a_fmt else float16_codes(a, a_fmt)
+    b = b if b_fmt == dot.b_fmt else float16_codes(b, b_fmt)
+    if not dot.k_order:
+        return a, b
+    order = mma_k_order(a.shape[-1])
+    pad = len(order) - a.shape[-1]
+    a = np.concatenate([a, np.zeros(a.shape[:-1] + (pad,), a.dtype)], axis=-1) if pad else a
+    b = np.concatenate([b, np.zeros(b.shape[:-2] + (pad,) + b.shape[-1:], b.dtype)], axis=-2) if pad else b
+    return a[..., order], b[..., order, :]
 
 
 def float16_codes(codes: np.ndarray, fmt: str) -> np.ndarray:

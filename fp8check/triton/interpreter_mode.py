@@ -411,9 +411,9 @@ def _tensor_core_dot(target: str, a: Any, b: Any, d: Any, input_precision: Any =
     # f16 MFMA for OCP fp8, sm90's mma.sync for tiles wgmma cannot take), the operands converted for it
     other = tensorcore.triton_dot(target, ca.shape[-2], names[0], names[1])
     if other is not None:
-        model, wide = other[0], other[1:]
-        ca, cb = (x if n == w else tensorcore.float16_codes(x, n) for x, n, w in zip((ca, cb), names, wide))
-        names = list(wide)
+        model = other.model
+        ca, cb = tensorcore.triton_operands(other, ca, names[0], cb, names[1])
+        names = [other.a_fmt, other.b_fmt]
     else:
         try:
             model = tensorcore.model(target, names[0], names[1])

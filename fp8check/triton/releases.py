@@ -36,6 +36,7 @@ class FrontendFeature:
     releases: tuple[str, ...]  # the supported releases that run it
     refusal: str  # the message of the others' error (how a launch that stops on it is recognised)
     source: str  # where the releases' behaviour was read
+    raised_in: str = ""  # the function the refusal comes from, where its message alone is not specific
 
 
 FEATURES = (
@@ -45,6 +46,12 @@ FEATURES = (
     FrontendFeature(name="chained comparisons (a < b < c)", releases=("3.9.0",),
                     refusal="simultaneous multiple comparison is not supported",
                     source="triton/compiler/code_generator.py visit_Compare, 3.6.0, 3.8.0 and 3.9.0 wheels"),
+    # 3.6.0's interpreter passes the format strings unwrapped to semantic.dot_scaled, which reads .value
+    # (triton-lang/triton#6854), and its InterpreterBuilder has no create_dot_scaled (added by #10311)
+    FrontendFeature(name="tl.dot_scaled", releases=("3.8.0", "3.9.0"),
+                    refusal="'str' object has no attribute 'value'", raised_in="dot_scaled",
+                    source="triton/language/semantic.py dot_scaled and runtime/interpreter.py, 3.6.0, 3.8.0 and "
+                           "3.9.0 wheels"),
 )
 
 
@@ -66,7 +73,7 @@ def explain(exc: BaseException) -> Exception | None:
     while cause is not None and id(cause) not in seen:  # the innermost cause that names a refusal
         seen.add(id(cause))
         for feature in FEATURES:
-            if feature.refusal in str(cause) and not accepting(feature):
+            if feature.refusal in str(cause) and not accepting(feature) and _raised_in(cause, feature.raised_in):
                 found = (feature, cause)
         cause = cause.__cause__ or cause.__context__
     if found is None:
@@ -75,6 +82,15 @@ def explain(exc: BaseException) -> Exception | None:
     return TritonFeatureError(f"the kernel uses {feature.name}, which Triton {installed_triton_version()} does "
                               f"not run ({type(cause).__name__}: {feature.refusal}); fp8check runs it under "
                               f"Triton {' and '.join(feature.releases)}")
+
+
+def _raised_in(exc: BaseException, function: str) -> bool:
+    tb = exc.__traceback__
+    while function and tb is not None:
+        if tb.tb_frame.f_code.co_name == function:
+            return True
+        tb = tb.tb_next
+    return not function
 
 
 class _RemovedFeatures(Layer):

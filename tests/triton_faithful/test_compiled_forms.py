@@ -8,6 +8,7 @@ twin with the fault, which does."""
 from __future__ import annotations
 
 import importlib.util
+import sys
 
 import pytest
 
@@ -139,6 +140,43 @@ def test_block_pointers_under_a_release_without_them_are_one_line_naming_the_rel
     assert message.endswith("fp8check runs it under Triton 3.6.0 and 3.8.0")
     assert f"Triton {triton.__version__} does not run (NotImplementedError: Block pointers have been removed" \
         in message
+
+
+def test_dot_scaled_under_triton_3_6_is_one_line_naming_the_releases_that_run_it():
+    from pathlib import Path
+
+    from fp8check.matmul import gemm
+    from fp8check.triton import releases
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the planted GEMM kernels
+    import gemm_plants as plants
+
+    a, sa, b, sb = gemm.gemm_inputs(gemm.GemmCase(16, 32, 64), "e4m3fn", "mx", 0)
+    ta, tb = (torch.from_numpy(x).view(torch.float8_e4m3fn) for x in (a, b))
+    call = lambda: plants.mx_gemm(ta, torch.from_numpy(sa), tb, torch.from_numpy(sb))  # noqa: E731
+    if releases.accepting(releases.feature_named("tl.dot_scaled")):  # 3.8, 3.9: it runs
+        with ft.interpreting(), ft.faithful("sm90"):
+            assert call().shape == (16, 32)
+        return
+    with pytest.raises(ft.TritonFeatureError) as err, ft.interpreting(), ft.faithful("sm90"):
+        call()
+    assert str(err.value).endswith("fp8check runs it under Triton 3.8.0 and 3.9.0")
+
+
+def test_a_refusal_message_from_another_function_is_not_taken_for_the_feature():
+    from fp8check.triton import releases
+
+    def dot_scaled():
+        raise AttributeError("'str' object has no attribute 'value'")
+
+    def elsewhere():
+        raise AttributeError("'str' object has no attribute 'value'")
+
+    for fn, expected in ((dot_scaled, True), (elsewhere, False)):
+        try:
+            fn()
+        except AttributeError as exc:
+            assert releases._raised_in(exc, "dot_scaled") is expected
 
 
 # -- pointer hints on the target's addresses ---------------------------------------------------------------
