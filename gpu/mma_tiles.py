@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="gpu/out", help="write mma-tiles.json and mma-tiles.npz here")
     parser.add_argument("--elements", type=int, default=1 << 20,
                         help="output elements per configuration (default 2^20; tiles = elements / (M N))")
-    parser.add_argument("--keep", type=int, default=256, help="tiles whose output bits are stored (default 256)")
+    parser.add_argument("--keep", type=int, default=64, help="tiles whose output bits are stored (default 64)")
     parser.add_argument("--config", action="append", choices=sorted(CONFIGS), help="only these (default: all)")
     parser.add_argument("--interpret", action="store_true", help="the faithful sm90 interpreter, not the GPU")
     args = parser.parse_args(argv)
