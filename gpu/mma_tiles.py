@@ -48,6 +48,9 @@ CONFIGS: dict[str, tuple[str, int, int, int, int]] = {
     "mma16-e4m3fn-e5m2-k64": ("e4m3fn", 16, 32, 64, 2),  # B is e5m2 (_B_FORMAT)
 }
 _B_FORMAT = {"mma16-e4m3fn-e5m2-k64": "e5m2"}
+# configurations compiled Triton refuses, and why (the record expects the refusal)
+REFUSED = {"mma16-e4m3fn-k16": "8-bit operands need K >= 32 (triton/backends/nvidia/compiler.py min_dot_size, "
+                               "3.6.0 and 3.9.0)"}
 _BITS = {"float16": (np.uint16, 5, 10), "bfloat16": (np.uint16, 8, 7), "e4m3fn": (np.uint8, 4, 3),
          "e5m2": (np.uint8, 5, 2)}
 
