@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -388,11 +389,11 @@ class KernelDeclaration:
         if not self.triton_target:
             return fn
 
+        @functools.wraps(fn)  # the kernel's name and signature (inspect follows __wrapped__)
         def wrapped(*a: Any, **k: Any) -> Any:
             with self.context():
                 return fn(*a, **k)
 
-        wrapped.__name__ = getattr(fn, "__name__", "kernel")
         return wrapped
 
     def command(self, input_dtype: str | None = None, *, max_examples: int | None = None,

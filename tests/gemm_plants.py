@@ -9,7 +9,8 @@ rowwise kernel: ``axis`` (A's scales indexed by the output column and B's by the
 MX kernel (``tl.dot_scaled``, e8m0 scales per 32 along K): ``next-block`` (B's scales of the next K block).
 
 Each launcher takes ``(a, a_scales, b, b_scales)`` as :mod:`fp8check.matmul.gemm` passes them: a (M, K) and
-b (N, K) fp8 tensors of any strides, float32 scales (MX: uint8 e8m0 codes), and returns float32 (M, N).
+b (N, K) fp8 tensors of any strides, float32 scales (MX: uint8 e8m0 codes), and returns float32 (M, N) (the
+block kernel: ``out_dtype``, bfloat16 as DeepSeek-V3's).
 """
 
 from __future__ import annotations
@@ -54,10 +55,10 @@ def _block_kernel(a_ptr, b_ptr, c_ptr, as_ptr, bs_ptr, M, N, K, s_am, s_ak, s_bn
 
 
 def block_gemm(a: torch.Tensor, a_scales: torch.Tensor, b: torch.Tensor, b_scales: torch.Tensor, *,
-               bug: str = "none") -> torch.Tensor:
+               bug: str = "none", out_dtype: torch.dtype = torch.float32) -> torch.Tensor:
     M, K = a.shape
     N = b.shape[0]
-    c = torch.empty((M, N), dtype=torch.float32, device=a.device)
+    c = torch.empty((M, N), dtype=out_dtype, device=a.device)  # the store rounds to it (DeepSeek's: bfloat16)
     grid = (triton.cdiv(M, 32), triton.cdiv(N, 64))
     _block_kernel[grid](a, b, c, a_scales, b_scales, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
                         a_scales.stride(0), a_scales.stride(1), b_scales.stride(0), b_scales.stride(1),
@@ -165,3 +166,8 @@ def mx_gemm_next_block(a: torch.Tensor, a_scales: torch.Tensor, b: torch.Tensor,
                        b_scales: torch.Tensor) -> torch.Tensor:
     """The MX kernel with B's scales of the next K block (for the command line test)."""
     return mx_gemm(a, a_scales, b, b_scales, bug="next-block")
+
+
+def cast_shaped(x: torch.Tensor) -> torch.Tensor:
+    """A launcher of one argument (a cast's): declared as a gemm by mistake, a usage error."""
+    return x.to(torch.float8_e4m3fn)

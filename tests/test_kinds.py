@@ -86,6 +86,17 @@ def test_a_torch_decoder_with_a_nan_code_wrong_diverges_and_its_twin_conforms(pl
     assert c == cli.EXIT_OK and r["passed"] and r["checked"] == 512
 
 
+def test_a_decode_check_prints_each_category_with_its_codes(tmp_path, capsys):
+    # e4m3fnuz codes read as e4m3fn: 508 values off by their bias and the NaN code 0x80 as -0.0; the NaN line
+    # must show, not only the first eight subnormals
+    c, (r,) = _check(["kind_kernels:e4m3fn_decoder", "--kind", "decode", "--format", "e4m3fnuz"], tmp_path)
+    assert c == cli.EXIT_DIVERGED and r["categories"]["nan"] == 2 and r["categories"]["subnormal"] == 28
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    nan = next(i for i, line in enumerate(lines) if line.split()[:3] == ["nan", "2", "codes"])
+    assert lines[nan + 1].split()[:4] == ["code", "0x80", "[1", "0000"] and "(expected nan)" in lines[nan + 1]
+
+
 def test_a_decoder_is_called_the_ways_it_takes_codes_and_returns_its_declared_dtype(tmp_path, capsys):
     c, (r,) = _check(["kind_kernels:e4m3fn_decoder_bf16", "--kind", "decode", "--format", "e4m3fn"], tmp_path)
     assert c == cli.EXIT_OK and r["input_dtype"] == "float8_e4m3fn" and r["extra"]["output_dtype"] == "bfloat16"

@@ -32,6 +32,8 @@ no pair of scales does (the accumulation).
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 from collections import Counter
 from dataclasses import dataclass, field
@@ -337,6 +339,32 @@ def _call(opts: GemmOptions, kernel: Callable[..., Any], a: Any, sa: Any, b: Any
     return t.detach().cpu()
 
 
+def _check_signature(kernel: Callable[..., Any], name: str) -> None:
+    """A Python function that cannot be called as ``kernel(a, a_scales, b, b_scales)`` is a declaration
+    mistake (another kind's kernel, or a GEMM with its own signature and no ``args`` hook), not six refused
+    calls."""
+    if not (inspect.isfunction(kernel) or inspect.ismethod(kernel) or isinstance(kernel, functools.partial)):
+        return  # a Triton JITFunction or another callable object: its calls say
+    try:
+        signature = inspect.signature(kernel)
+    except (TypeError, ValueError):  # wraps something without one
+        return
+    try:
+        signature.bind(None, None, None, None)
+    except TypeError as exc:
+        raise InvalidValueError(f"{name}{signature} cannot be called as a gemm kernel, "
+                                f"kernel(a, a_scales, b, b_scales) ({exc}): give its own signature an args hook "
+                                "(--args MODULE:FUNC, or args = in the declaration)") from None
+
+
+def _rounding_slack(dtype: Any) -> float:
+    """The relative rounding of a stored ``dtype`` output (half an ulp at the bottom of a binade): the slack a
+    ratio of the kernel's output to the block's dot carries."""
+    import torch
+
+    return {torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}.get(dtype, 0.0)
+
+
 def _out_bits(t: Any) -> tuple[np.ndarray, Any]:
     import torch
 
@@ -372,6 +400,8 @@ class _Run:
     how: str | None = None  # the lowering the last call's tl.dot_scaled got (None: not seen, or both)
     dot_models: Counter[str] = field(default_factory=Counter)  # of the kernel's tl.dot calls, all cases
     dot_model: str | None = None  # the model the last call's tl.dot tiles got (None: not seen, or several)
+    out_rel: float = 0.0  # the relative rounding of the last call's output dtype (_rounding_slack)
+    examples: Counter[str] = field(default_factory=Counter)  # divergences listed so far, per category
 
     def torch_dtype(self) -> Any:
         import torch
@@ -402,6 +432,7 @@ class _Run:
             self.dot_models.update(dots)
             self.dot_model = next(iter(dots)) if len(dots) == 1 else None
             bits, dtype = _out_bits(out)
+            self.out_rel = _rounding_slack(dtype)
         except FP8CheckError as exc:
             if isinstance(exc, TypeError):  # the faithful interpreter: the target's compiler refuses what it does
                 return f"{type(exc).__name__}: {exc}"
@@ -438,10 +469,11 @@ class _Run:
         self.nearest = {}  # keyed by the blocks' scale arrays, alive until the next case
         listed = max(1, o.cap) if o.cap is not None else differs.size
         mask = (1 << (8 * bits.dtype.itemsize)) - 1  # the output's bit width (float32: 8 hex digits, 16-bit: 4)
-        for i, (m, n) in enumerate(np.argwhere(differs)):
+        for m, n in np.argwhere(differs):
             category, where = self.explain(blocks, int(m), int(n), actual_f, expected_f)
             div = None
-            if i < listed:
+            if self.examples[category] < listed:  # up to the cap per category: a rarer one is listed too
+                self.examples[category] += 1
                 div = Divergence(
                     category=category, input_hex=f"C[{m}, {n}]", expected_hex=f"{int(expected[m, n]) & mask:x}",
                     actual_hex=f"{int(bits[m, n]) & mask:x}", input_dtype=o.fmt,
@@ -491,13 +523,15 @@ class _Run:
                 what = "NaN where the reference has none" if np.isnan(got) else "a number where NaN is due"
                 return "nan", f"{ka}: {what}{_other_format_nan(fmt, keep[m], b[n])}"
             if got == 0 and dot[m, n] != 0:
-                return "accuracy", f"{ka}: its products are missing (0.0 where {due!r} is due)"
+                return "accuracy", (f"{ka}: 0.0 where {due!r} is due: its products are missing, or a scale was read "
+                                    "as 0 (a masked or out-of-bounds scale load)")
             ratio = got / dot[m, n] if dot[m, n] else math.nan
-            if math.isfinite(ratio) and abs(ratio / (sa[want_a] * np.float64(sb[want_b])) - 1) <= 2.0 ** -9:
+            slack = self.out_rel  # a bfloat16 or float16 output rounds the ratio too
+            if math.isfinite(ratio) and abs(ratio / (sa[want_a] * np.float64(sb[want_b])) - 1) <= 2.0 ** -9 + slack:
                 # within an accumulator's rounding of the declared scales: a sum, never blamed on another scale
                 return "accuracy", f"{ka}: the declared scales {declared}, a sum other than the target's"
-            pair = _scale_pair(ratio, sa, sb, want_a, want_b, self.nearest)
-            if pair is None and _format_swapped(ratio, sa[want_a] * np.float64(sb[want_b])):
+            pair = _scale_pair(ratio, sa, sb, want_a, want_b, self.nearest, slack)
+            if pair is None and _format_swapped(ratio, sa[want_a] * np.float64(sb[want_b]), slack):
                 return "scale", (f"{ka}: the block's value is {ratio / (sa[want_a] * np.float64(sb[want_b])):g}x "
                                  f"what {declared} gives: the operands read in a format of another exponent bias "
                                  f"than the declared {fmt} (e4m3fn for e4m3fnuz, or the reverse)")
@@ -537,10 +571,11 @@ def _other_format_nan(fmt: str, a_row: np.ndarray, b_row: np.ndarray) -> str:
             f"the codes read as {other}")
 
 
-def _format_swapped(ratio: float, declared: float) -> bool:
-    """Whether ``ratio`` is the declared scale times 2 or 1/2 (to 2^-8: a sum in another instruction): the
-    codes of e4m3fn and e4m3fnuz (e5m2 and e5m2fnuz) differ by their bias, one binade."""
-    return bool(math.isfinite(ratio) and declared and any(abs(ratio / (declared * f) - 1) <= 2.0 ** -8
+def _format_swapped(ratio: float, declared: float, slack: float = 0.0) -> bool:
+    """Whether ``ratio`` is the declared scale times 2 or 1/2 (to 2^-8: a sum in another instruction, plus the
+    output's rounding ``slack``): the codes of e4m3fn and e4m3fnuz (e5m2 and e5m2fnuz) differ by their bias,
+    one binade."""
+    return bool(math.isfinite(ratio) and declared and any(abs(ratio / (declared * f) - 1) <= 2.0 ** -8 + slack
                                                           for f in (2.0, 0.5)))
 
 
@@ -564,9 +599,11 @@ def _nearest_table(values: np.ndarray, shape: tuple[int, ...], want: tuple[int, 
 
 
 def _scale_pair(ratio: float, sa: np.ndarray, sb: np.ndarray, want_a: tuple[int, int], want_b: tuple[int, int],
-                memo: dict[Any, Any] | None = None) -> tuple[tuple[int, int], tuple[int, int]] | None:
+                memo: dict[Any, Any] | None = None,
+                slack: float = 0.0) -> tuple[tuple[int, int], tuple[int, int]] | None:
     """The pair of scale entries whose product is ``ratio`` (to 2^-21: the two float32 roundings of the
-    scaling), nearest the declared pair (the first in row-major order among the nearest); None when none is.
+    scaling, plus ``slack``: a 16-bit output's rounding), nearest the declared pair (the first in row-major
+    order among the nearest); None when none is.
     Distinct values are paired, not entries: MX scales repeat a few powers of two over thousands of
     entries."""
     if not math.isfinite(ratio) or ratio == 0:
@@ -575,7 +612,7 @@ def _scale_pair(ratio: float, sa: np.ndarray, sb: np.ndarray, want_a: tuple[int,
     ua, da, fa = _nearest_per_value(sa, want_a, memo)
     ub, db, fb = _nearest_per_value(sb, want_b, memo)
     with np.errstate(all="ignore"):
-        close = np.abs(np.multiply.outer(ua, ub) / ratio - 1) <= 2.0 ** -21
+        close = np.abs(np.multiply.outer(ua, ub) / ratio - 1) <= 2.0 ** -21 + slack
     pa, pb = np.nonzero(close)
     if not len(pa):
         return None
@@ -607,6 +644,8 @@ def check_gemm(kernel: Callable[..., Any], *, recipe: str | GemmRecipe, format: 
         raise InvalidValueError(f"GEMM target {target!r}: use one of {', '.join(tensorcore.TARGETS)}")
     opts = GemmOptions(name=kernel_name(kernel, name), seed=seed, cap=cap, supports=supports, recipe=rec, fmt=fmt,
                        target=target, epilogue=epilogue, args=args, cases=tuple(cases))
+    if args is None:
+        _check_signature(kernel, opts.name)
     run = _Run(opts, kernel, Tally(counts={c: 0 for c in ("scale", "nan") + MATMUL_CATEGORIES}))
     for i, case in enumerate(opts.cases):
         run.check(case, i)

@@ -220,9 +220,17 @@ def _target_dependent_lines(result: CheckResult) -> list[Line]:
 
 
 def _decode_body(result: CheckResult) -> list[Line]:
-    return [(f"  {d.category:<11} code {d.input_hex} [{d.input_value}] -> {d.actual_value} "
-             f"(expected {d.expected_value})" + (f"  {d.condition}" if d.condition else ""), "red")
-            for d in result.divergences[:8]]
+    """Per category the count and its first codes (a rarer category, such as fnuz's NaN code, is not hidden
+    behind eight subnormals)."""
+    lines: list[Line] = []
+    for cat, n in _counts(result).items():
+        if not n:
+            continue
+        lines.append((f"  {cat:<11} {n:,} {'code' if n == 1 else 'codes'}", "red"))
+        lines.extend((f"    code {d.input_hex} [{d.input_value}] -> {d.actual_value} (expected {d.expected_value})"
+                      + (f"  {d.condition}" if d.condition else ""), "red")
+                     for d in [d for d in result.divergences if d.category == cat][:3])
+    return lines
 
 
 def _dequant_body(result: CheckResult) -> list[Line]:
@@ -243,8 +251,12 @@ def _gemm_body(result: CheckResult) -> list[Line]:
     for cat, d in _first_by_category(result).items():
         if cat in KERNEL_FAULT_CATEGORIES:  # their own lines below
             continue
-        lines.append((f"  {cat:<10}{result.categories.get(cat, 0):>9,}  {d.input_hex}: expected {d.expected_value} "
-                      f"(0x{d.expected_hex}), got {d.actual_value} (0x{d.actual_hex}); {d.condition}", "red"))
+        count = f"  {cat:<10}{result.categories.get(cat, 0):>9,}  "
+        if d.input_hex == "-":  # a refused call: no element to show, the call and its error
+            lines.append((f"{count}{d.condition}", "red"))
+        else:
+            lines.append((f"{count}{d.input_hex}: expected {d.expected_value} (0x{d.expected_hex}), got "
+                          f"{d.actual_value} (0x{d.actual_hex}); {d.condition}", "red"))
         lines.append((f"{'':21}{d.detail}", ""))
     return lines
 
