@@ -108,6 +108,15 @@ def block_dequant_wrong_axis(codes, scales):
     return _block_dequant(codes, scales, DEQUANT_BLOCK[1], DEQUANT_BLOCK[0])
 
 
+def block_dequant_converting(codes, scales):
+    """DeepSeek-V3 weight_dequant as written (``x.to(tl.float32) * s``): given a uint8 tensor it converts the
+    bytes' integer values; it is called with fp8 tensors."""
+    x = codes.to(torch.float32)
+    i = (torch.arange(x.shape[0]) // DEQUANT_BLOCK[0]).clamp(max=scales.shape[0] - 1)
+    j = (torch.arange(x.shape[1]) // DEQUANT_BLOCK[1]).clamp(max=scales.shape[1] - 1)
+    return x * scales[i][:, j]
+
+
 def block_dequant_bf16(codes, scales):
     """block_dequant returning bfloat16 (the product rounded once more)."""
     return block_dequant(codes, scales).to(torch.bfloat16)

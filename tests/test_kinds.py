@@ -237,6 +237,18 @@ def test_a_block_dequant_on_the_wrong_axis_diverges_by_scale_and_its_twin_confor
     assert "times the scale (multiply), not divide" in r["divergences"][0]["detail"]
 
 
+def test_an_fp8_dequant_kernel_given_bytes_is_not_judged_on_their_integer_values(tmp_path):
+    # DeepSeek's weight_dequant converts its input's values: a uint8 tensor's bytes become integers. Not a way
+    # it takes codes (no false alarm); the fp8 way is judged, and declared uint8 codes are judged as declared
+    argv = ["kind_kernels:block_dequant_converting", "--kind", "dequant", "--format", "e4m3fn", "--block", "32x64"]
+    code, (r,) = _check(argv, tmp_path)
+    assert code == cli.EXIT_OK and r["extra"]["code_dtypes"] == ["fp8"], r["categories"]
+    assert r["checked"] == 64 * 192 + 65 * 131
+    assert any("integer values" in f["error"] and not f["declared"] for f in r["refusals"])
+    code, (r,) = _check([*argv, "--code-dtype", "uint8"], tmp_path, "declared.json")
+    assert code == cli.EXIT_DIVERGED and r["categories"]
+
+
 def test_a_dequant_to_bfloat16_is_judged_after_the_float32_product_is_rounded_to_it():
     report = fp8check.check_dequant("kind_kernels:block_dequant_bf16", format="e4m3fn", block=(32, 64))
     assert report.passed and report.results[0].extra["output_dtype"] == "bfloat16"

@@ -177,7 +177,7 @@ def check_dequant(kernel: Callable[..., Any], format: Any, *, block: Any = DEFAU
     cases = _cases(fmt, blk, seed)
     for code_dtype in wanted:
         k = _Kernel(kernel, label, code_dtype, device, output_dtype)
-        refused = []
+        refused, outputs = [], []
         for case in cases:
             try:
                 bits, got = k.call(case, fmt)
@@ -185,6 +185,17 @@ def check_dequant(kernel: Callable[..., Any], format: Any, *, block: Any = DEFAU
                 refused.append(Refusal(condition=f"{case.what}, {k._codes(fmt)}", error=str(exc),
                                        declared=bool(code_dtypes)))
                 continue
+            outputs.append((case, bits, got))
+        if code_dtype == "uint8" and not code_dtypes and outputs and all(
+                _reads_integers(case, bits, got, blk, apply) for case, bits, got in outputs):
+            # an fp8 kernel given bytes converts their integer values (x.to(tl.float32) of a uint8 tensor): it
+            # does not take codes this way, and nobody calls it so; declared code-dtype = "uint8" judges it
+            result.refusals.append(Refusal(
+                condition=f"{fmt.name} codes as uint8", declared=False,
+                error="the kernel dequantizes a uint8 tensor's integer values (each byte times its scale), not the "
+                      f"{fmt.name} codes: it takes fp8 tensors (declare code-dtype = \"uint8\" to judge this way)"))
+            continue
+        for case, bits, got in outputs:
             dest = got
             result.checked += case.codes.size
             _compare(result, case, bits, got, fmt, blk, apply, condition=k._codes(fmt), cap=cap)
@@ -203,6 +214,15 @@ def check_dequant(kernel: Callable[..., Any], format: Any, *, block: Any = DEFAU
         checked_means=f"elements dequantized ({', '.join(c.what for c in cases)}; every code in each), "
                       f"each way the kernel takes codes ({result.input_dtype})")
     return result
+
+
+def _reads_integers(case: _Case, actual: np.ndarray, dtype: str, block: tuple[int, int], apply: str) -> bool:
+    """Whether the kernel's output is each code's integer value (the byte) with its block's scale applied:
+    what an fp8 kernel converting its input's values makes of a uint8 tensor."""
+    ints = case.codes.astype(np.float32)
+    want = _to_dtype_bits(_apply(ints, _expand(case.scales, ints.shape, block), apply).astype(np.float32), dtype)
+    w, a = _bits_to_float(want, dtype), _bits_to_float(actual, dtype)
+    return bool(((want == actual) | (np.isnan(w) & np.isnan(a))).all())
 
 
 def _compare(result: CheckResult, case: _Case, actual: np.ndarray, dtype: str, fmt: Format,
