@@ -43,6 +43,18 @@ def test_a_cast_rounding_float64_twice_is_caught_by_default(tmp_path, capsys):
     assert not f64["passed"] and f64["categories"].get("rounding", 0) > 0
     assert all(c["passed"] for c in checks[:3])
     assert "--input-dtype float64" in f64["command"]
+    # the divergences are named for what they are: the input rounded to float32 first
+    assert any("rounded to float32 first (double rounding" in n for n in f64["extra"]["notes"])
+    assert "note: every float64 divergence listed is the satfinite cast of the input rounded to float32 first" \
+        in capsys.readouterr().out
+
+
+def test_a_float64_divergence_of_another_cause_is_not_called_double_rounding(tmp_path):
+    # clamping at 224 (not 240) diverges from float64 inputs too, but not as a float32 intermediate would
+    code, checks = _check(["kind_kernels:clamp_224_e4m3fnuz", "--format", "e4m3fnuz", "--profile", "satfinite",
+                           "--input-dtype", "float64"], tmp_path)
+    assert code == cli.EXIT_DIVERGED
+    assert not any("double rounding" in n for n in checks[0]["extra"].get("notes", []))
 
 
 def test_its_twin_rounding_float64_once_conforms_by_default(tmp_path, capsys):

@@ -490,7 +490,26 @@ def run_check(kernel: Any, fmt: object, profile: object | None = None, *, input_
     if thorough:
         result.add_note(harness.large_numel(device)[1])
         result.add_note(huge_note)
+    result.add_note(_through_float32(result, f, p, input_dtype))
     return result, rec
+
+
+def _through_float32(result: Any, fmt: Format, profile: Profile, input_dtype: str) -> str | None:
+    """Where every listed float64 divergence is what the cast gives after rounding its input to float32 first
+    (``x.to(torch.float32)`` in the kernel: a double rounding), the words that say so."""
+    from fp8check import reference
+
+    listed = [d for d in result.divergences if d.input_hex.startswith("0x") and d.actual_hex.startswith("0x")]
+    if input_dtype != "float64" or result.passed or not listed:
+        return None
+    x = np.array([int(d.input_hex, 16) for d in listed], dtype=np.uint64).view(np.float64)
+    with np.errstate(all="ignore"):
+        codes = reference.encode(x.astype(np.float32), fmt, profile)
+    if any(int(c) != int(d.actual_hex, 16) for c, d in zip(codes, listed)):
+        return None
+    return (f"every float64 divergence listed is the {profile.name} cast of the input rounded to float32 first "
+            "(double rounding, as x.to(torch.float32) before the cast gives): cast from float64 in one rounding, or "
+            "leave float64 out of the kernel's input-dtypes if its callers never pass it")
 
 
 def _huge_calls(kernel: Any, fmt: Format, profile: Profile, input_dtype: str, bits: np.ndarray, rec: Divergences,
