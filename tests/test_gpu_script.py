@@ -24,7 +24,7 @@ def test_an_unknown_part_is_refused_in_one_line(tmp_path):
     proc = _run(tmp_path, "environment", "recipe")
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.strip().splitlines() == [
-        "error: unknown part recipe (parts: environment suite tests-gpu recipes triton-faithful ops-table approx-ops zoo zoo-serving gemm training training-dist huge audit-bench)"]
+        "error: unknown part recipe (parts: environment suite tests-gpu recipes triton-faithful ops-table approx-ops zoo zoo-serving mma-tiles gemm training training-dist huge audit-bench)"]
 
 
 @pytest.mark.skipif((ROOT / ".whl").is_dir(), reason="installing the carried wheels is not what this checks")
