@@ -21,10 +21,10 @@ from fp8check.terminal import format_bytes
 
 _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
 _VERDICT_STYLE = {"runs_as_is": "bold green", "runs_after_conversion": "bold yellow", "runs_emulated": "bold yellow",
-                  "cannot_run": "bold red", "unknown": "bold magenta"}
+                  "does_not_load_correctly": "bold red", "cannot_run": "bold red", "unknown": "bold magenta"}
 _VERDICT_TEXT = {"runs_as_is": "runs natively", "runs_after_conversion": "runs after conversion",
                  "runs_emulated": "runs emulated (no native matmul for it)",
-                 "cannot_run": "cannot run", "unknown": "unknown (not everything was read or understood)"}
+                 "does_not_load_correctly": "does not load correctly", "cannot_run": "cannot run", "unknown": "unknown (not everything was read or understood)"}
 
 
 def clean(text: object, limit: int = 200) -> str:
@@ -143,8 +143,10 @@ def print_report(result: AuditResult, *, file: TextIO | None = None, show_all: b
 
     for p in result.portability:
         style = _VERDICT_STYLE[p.verdict]
+        errors = (f": {_n(sum(p.errors.values()), 'error')} ({', '.join(p.errors)})"
+                  if p.verdict == "does_not_load_correctly" else "")
         console.print(f"[bold]{escape(p.target)}[/] ({escape(', '.join(p.formats))}): "
-                      f"[{style}]{_VERDICT_TEXT[p.verdict]}[/]")
+                      f"[{style}]{_VERDICT_TEXT[p.verdict]}{errors}[/]")
         reasons = p.reasons if verbose else p.reasons[:6]
         for r in reasons:
             console.print(f"    {clean(r, 300)}")
