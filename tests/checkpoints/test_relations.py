@@ -528,3 +528,84 @@ def test_an_error_of_the_fnuz_load_path_breaks_only_fnuz_targets():
         tally.add_findings("w", [error])
         got[name] = tally.result().verdict
     assert plan.exact and got == {"h100": "runs_as_is", "mi300": "does_not_load_correctly"}
+
+
+# -- the terminal: each finding's own message, names whole on a narrow console -----------------------------------
+
+
+class _Terminal:
+    """A text stream that says it is a terminal (the console then takes COLUMNS as its width)."""
+
+    def __init__(self):
+        import io
+
+        self.buffer = io.StringIO()
+
+    def write(self, text):
+        return self.buffer.write(text)
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return True
+
+
+def _printed(tmp_path, tensors, configs, monkeypatch, columns, **options):
+    from fp8check.checkpoints.audit import AuditOptions, audit as run_audit
+    from fp8check.terminal.checkpoints import print_report
+
+    d = tmp_path / f"ck{columns}"
+    d.mkdir(parents=True)
+    save_st(str(d / "model.safetensors"), tensors)
+    for file, doc in configs.items():
+        write_json(str(d / file), doc)
+    monkeypatch.setenv("COLUMNS", str(columns))
+    monkeypatch.setenv("TERM", "dumb")
+    monkeypatch.setenv("NO_COLOR", "1")
+    result = run_audit([str(d)], AuditOptions(jobs=1))
+    try:
+        out = _Terminal()
+        print_report(result, file=out, **options)
+        return result.to_dict(), out.buffer.getvalue()
+    finally:
+        result.close()
+
+
+def _unwrapped(text):
+    """The terminal's words in order, table borders and line breaks removed."""
+    import re
+
+    return " ".join(re.sub(r"\x1b\[[0-9;]*m|[│┃┏┓┗┛┡┩└┘┌┐━─╇╈┳┻┼┣┫]", " ", text).split())
+
+
+@pytest.mark.parametrize("columns", [80, 160])
+@pytest.mark.parametrize("verbose", [False, True])
+def test_the_terminal_prints_each_finding_message_with_names_whole(tmp_path, monkeypatch, columns, verbose):
+    tensors, configs, _ = model("modelopt-fp8")
+    plant("input_scale_o_proj", "modelopt-fp8", tensors)
+    name = L1 + "self_attn.o_proj.weight"
+    doc, text = _printed(tmp_path, tensors, configs, monkeypatch, columns, verbose=verbose)
+    message = found_message(doc, name, "INPUT_SCALE_MISSING")
+    assert "lowest value" in message and " ".join(message.split()) in _unwrapped(text), text
+    lines = text.splitlines()
+    # every tensor name and the message's own tensor name sit whole on one line, never folded mid-word
+    for whole in (name, L1 + "self_attn.o_proj.input_scale"):
+        assert any(whole in line for line in lines), text
+    import re
+
+    assert max(len(re.sub(r"\x1b\[[0-9;]*m", "", line).rstrip()) for line in lines if "│" in line) <= columns
+
+
+def test_the_terminal_shows_ten_messages_unless_verbose(tmp_path, monkeypatch):
+    tensors, configs, _ = model("modelopt-fp8")
+    scales = [k for k in tensors if k.endswith(".input_scale")]
+    for k in scales:
+        del tensors[k]
+    assert len(scales) == 14
+    doc, text = _printed(tmp_path, tensors, configs, monkeypatch, 160)
+    shown = [t["name"] for t in doc["tensors"] if any(f["severity"] != "info" for f in t["findings"])]
+    assert len(shown) == 14
+    assert _unwrapped(text).count("input_scale is missing") == 10 and "… 4 more (-v shows every one" in text
+    doc, text = _printed(tmp_path / "v", tensors, configs, monkeypatch, 160, verbose=True)
+    assert _unwrapped(text).count("input_scale is missing") == 14 and "more (-v" not in text
