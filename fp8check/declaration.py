@@ -204,13 +204,13 @@ def _check_gemm_keys(d: KernelDeclaration) -> None:
         if d.epilogue is not None:
             raise InvalidValueError(f"{d.label}: 'epilogue' is for GEMM kernels ([[tool.fp8check.gemm]])")
         return
+    from fp8check.matmul.gemm import check_epilogue, default_epilogue, gemm_recipe
+
+    check_epilogue(gemm_recipe(d.recipe), d.epilogue or default_epilogue(d.recipe))
     if not d.triton_target and d.device != "cuda":  # checked now, not when its test runs
         raise InvalidValueError(f"{d.label}: a GEMM kernel on the CPU needs 'triton-target' (the tensor cores whose "
                                 "arithmetic judges it: sm89, sm90, sm100, gfx942, gfx950); with device = \"cuda\", "
                                 "the GPU's own")
-    from fp8check.matmul.gemm import check_epilogue, default_epilogue, gemm_recipe
-
-    check_epilogue(gemm_recipe(d.recipe), d.epilogue or default_epilogue(d.recipe))
 
 
 def _check_device(d: KernelDeclaration) -> None:
