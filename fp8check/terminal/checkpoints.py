@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import unicodedata
-from typing import TextIO
+from typing import Any, TextIO
 
 from rich.markup import escape
 
@@ -24,7 +24,8 @@ _VERDICT_STYLE = {"runs_as_is": "bold green", "runs_after_conversion": "bold yel
                   "does_not_load_correctly": "bold red", "cannot_run": "bold red", "unknown": "bold magenta"}
 _VERDICT_TEXT = {"runs_as_is": "runs natively", "runs_after_conversion": "runs after conversion",
                  "runs_emulated": "runs emulated (no native matmul for it)",
-                 "does_not_load_correctly": "does not load correctly", "cannot_run": "cannot run", "unknown": "unknown (not everything was read or understood)"}
+                 "does_not_load_correctly": "does not load correctly", "cannot_run": "cannot run",
+                 "unknown": "unknown (not everything was read or understood)"}
 
 
 def clean(text: object, limit: int = 200) -> str:
@@ -149,7 +150,7 @@ _OPTIONAL_COLUMNS = ("codes used", "zero share", "at ±max", "shape", "file", "s
 MESSAGES_SHOWN = 10  # finding messages printed without -v (every shown row's with it)
 
 
-def _tensor_table(console: object, rows: list[TensorResult], *, title: str, shown: tuple[str, ...]) -> None:
+def _tensor_table(console: Any, rows: list[TensorResult], *, title: str, shown: tuple[str, ...]) -> None:
     """The tensor table, its columns chosen so that tensor names are never broken mid-word: on a narrow
     console the optional columns go first (the JSON keeps them); a name wider than the console still folds."""
     from rich.table import Table
@@ -180,28 +181,29 @@ def _tensor_table(console: object, rows: list[TensorResult], *, title: str, show
 
     total = 1 + sum(width(c) for c in columns)
     for col in _OPTIONAL_COLUMNS:
-        if total <= console.width:  # type: ignore[attr-defined]
+        if total <= console.width:
             break
         total -= width(col)
         del columns[col]
     # what is left for the names: all of them when it fits, else they fold (a name wider than the console)
-    room = console.width - (total - width("tensor")) - 3  # type: ignore[attr-defined]
+    room = console.width - (total - width("tensor")) - 3
     table = Table(title=title, title_justify="left", show_lines=False, header_style="bold")
     for col in columns:
-        kw: dict[str, object] = {"justify": "right"} if col in ("codes used", "zero share", "at ±max") else {}
+        kw: dict[str, Any] = {"justify": "right"} if col in ("codes used", "zero share", "at ±max") else {}
         if col == "tensor":
             kw = {"overflow": "fold", "min_width": max(6, min(width(col) - 3, room, 120)), "max_width": 120}
         elif col == "file":
             kw = {"overflow": "fold", "max_width": 40}
         elif col in ("format", "shape", "scale"):
             kw = {"no_wrap": True}
-        table.add_column(col, **kw)  # type: ignore[arg-type]
+        table.add_column(col, **kw)
     for i in range(len(rows)):
         table.add_row(*(columns[c][i][0] for c in columns))
-    console.print(table)  # type: ignore[attr-defined]
+    console.print(table)
 
 
-def _finding_messages(console: object, rows: list[TensorResult], *, shown: tuple[str, ...], limit: int | None) -> None:
+def _finding_messages(console: Any, rows: list[TensorResult], *, shown: tuple[str, ...],
+                      limit: int | None) -> None:
     """Each shown finding's own message (what the JSON holds: the tensor, the values, what a loader does), under
     its tensor's name, wrapped at spaces with a hanging indent; at most ``limit`` of them."""
     from rich.table import Table
@@ -209,7 +211,7 @@ def _finding_messages(console: object, rows: list[TensorResult], *, shown: tuple
     total = sum(1 for t in rows for f in t.findings if f.severity in shown)
     if not total:
         return
-    console.print("[bold]what the findings say[/]")  # type: ignore[attr-defined]
+    console.print("[bold]what the findings say[/]")
     left = total if limit is None else limit
     for t in rows:
         mine = [f for f in t.findings if f.severity in shown][:left]
@@ -221,10 +223,10 @@ def _finding_messages(console: object, rows: list[TensorResult], *, shown: tuple
         grid.add_column(overflow="fold")  # the message: wrapped at spaces, folded only for a word wider than it
         for f in mine:
             grid.add_row(f"  [{_SEVERITY_STYLE[f.severity]}]{f.code}[/]", clean(f.message, 1000))
-        console.print(f"[bold]{clean(t.name, 400)}[/]")  # type: ignore[attr-defined]
-        console.print(grid)  # type: ignore[attr-defined]
+        console.print(f"[bold]{clean(t.name, 400)}[/]")
+        console.print(grid)
     if limit is not None and total > limit:
-        console.print(f"  … {total - limit} more (-v shows every one; --json)")  # type: ignore[attr-defined]
+        console.print(f"  … {total - limit} more (-v shows every one; --json)")
 
 
 def _no_scale(t: TensorResult) -> str:
