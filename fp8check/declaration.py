@@ -44,6 +44,7 @@ class KernelKind:
     arguments: Callable[[KernelDeclaration], list[str]]  # its part of the reproduce line
     required: tuple[tuple[str, str], ...] = ()  # (key, the error's text after "LABEL: ") for each key it needs
     per_input_dtype: bool = True  # checked once per input dtype (a quantizer: every dtype in one check)
+    unread: tuple[str, ...] = ()  # keys its check never reads: given, they are an error, not silently ignored
 
 
 def _quantizer_arguments(d: KernelDeclaration) -> list[str]:
@@ -118,14 +119,15 @@ KERNEL_KINDS: dict[str, KernelKind] = {k.table: k for k in (
                (("format", _NEEDS_FORMAT),)),
     # codes -> values: every code, each way the kernel takes them, in one check
     KernelKind("decode", "decode", "fp8check.running:run_decode", _decode_arguments, (("format", _NEEDS_FORMAT),),
-               per_input_dtype=False),
+               per_input_dtype=False, unread=("recipe", "reference", "args", "ulps", "profile", "input_dtypes")),
     # (codes, block scales) -> values: every code in whole and ragged blocks
     KernelKind("dequant", "dequant", "fp8check.running:run_dequant", _dequant_arguments,
-               (("format", _NEEDS_FORMAT),), per_input_dtype=False),
+               (("format", _NEEDS_FORMAT),), per_input_dtype=False,
+               unread=("recipe", "reference", "args", "ulps", "profile", "input_dtypes")),
     KernelKind("gemm", "gemm", "fp8check.running:run_gemm", _gemm_arguments,
                (("format", _NEEDS_FORMAT), ("recipe", "a GEMM kernel needs 'recipe' (its scales: tensorwise, rowwise, "
                                                       "block-1x128-128x128, block-128x128, mx)")),
-               per_input_dtype=False),
+               per_input_dtype=False, unread=("reference", "ulps", "profile", "input_dtypes")),
 )}
 KINDS = tuple(KERNEL_KINDS)
 
@@ -142,6 +144,16 @@ def _check_kind(d: KernelDeclaration) -> None:
         value = getattr(d, key)
         if value is None or (isinstance(value, str) and not value):
             raise InvalidValueError(f"{d.label}: {text.format(kind=d.kind)}")
+
+
+def _check_unread_keys(d: KernelDeclaration) -> None:
+    """A key the kind's check never reads (a recipe on a decode kernel, a reference on a GEMM) is an error."""
+    for key in d.kind_row.unread:
+        value = getattr(d, key)
+        default = DEFAULT_INPUT_DTYPES if key == "input_dtypes" else (0 if key == "ulps" else None)
+        if value != default:
+            raise InvalidValueError(f"{d.label}: '{key.replace('_', '-')}' is not read by a {d.kind} kernel's check "
+                                    "(see docs/kernel-repo.md for its keys)")
 
 
 def _check_recipe(d: KernelDeclaration) -> None:
@@ -172,7 +184,8 @@ def _check_dequant_keys(d: KernelDeclaration) -> None:
     if d.apply is not None and d.apply not in APPLY:
         raise InvalidValueError(f"{d.label}: apply = {d.apply!r}: a dequant kernel applies its scale by "
                                 f"{', '.join(APPLY)}")
-    block_of(d.block, d.label)
+    if d.block is not None:  # default: DEFAULT_BLOCK (block_shape)
+        block_of(d.block, d.label)
 
 
 def _check_decode_keys(d: KernelDeclaration) -> None:
@@ -195,6 +208,10 @@ def _check_gemm_keys(d: KernelDeclaration) -> None:
     from fp8check.matmul.gemm import check_epilogue, default_epilogue, gemm_recipe
 
     check_epilogue(gemm_recipe(d.recipe), d.epilogue or default_epilogue(d.recipe))
+    if not d.triton_target and d.device != "cuda":  # checked now, not when its test runs
+        raise InvalidValueError(f"{d.label}: a GEMM kernel on the CPU needs 'triton-target' (the tensor cores whose "
+                                "arithmetic judges it: sm89, sm90, sm100, gfx942, gfx950); with device = \"cuda\", "
+                                "the GPU's own")
 
 
 def _check_device(d: KernelDeclaration) -> None:
@@ -267,6 +284,7 @@ def _check_supports(d: KernelDeclaration) -> None:
 
 KEY_RULES: tuple[Callable[[KernelDeclaration], None], ...] = (
     _check_kind,
+    _check_unread_keys,
     _check_recipe,
     _check_static_keys,
     _check_format,

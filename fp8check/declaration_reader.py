@@ -15,8 +15,10 @@ from fp8check.pyproject import read_fp8check_table
 
 __all__ = ["cast_kernel", "quantizer_kernel", "fused_kernel", "static_quantizer", "decode_kernel",
            "dequant_kernel", "from_table", "from_pyproject",
-           "table_keys", "first_duplicate", "TABLE_KEYS", "gemm_kernel"]
+           "table_keys", "first_duplicate", "TABLE_KEYS", "SETTINGS_TABLES", "gemm_kernel"]
 
+# [tool.fp8check] tables besides the kernel kinds: declared recipes, training models, gates
+SETTINGS_TABLES = {"recipe", "training", "gate"}
 TABLE_KEYS = {"name", "kernel", "format", "profile", "input-dtypes", "device", "recipe", "reference", "args", "ulps",
               "triton-target", "supports", "apply", "scale", "isolate", "requires", "known-divergence",
               "max-examples", "code-dtypes", "output-dtype", "block", "epilogue"}
@@ -124,6 +126,11 @@ def from_pyproject(path: str | Path, *, invalid_ok: bool = False) -> tuple[list[
 
     table = read_fp8check_table(path, invalid_ok=invalid_ok)
     where = str(path)
+    unknown = sorted(set(table) - set(KINDS) - SETTINGS_TABLES)
+    if unknown:  # a misspelt table would otherwise declare nothing, silently
+        raise InvalidValueError(f"{where}: unknown table(s) {', '.join(f'tool.fp8check.{t}' for t in unknown)} "
+                                f"(unknown table(s) {', '.join(unknown)}); known: "
+                                f"{', '.join(sorted(set(KINDS) | SETTINGS_TABLES))}")
     recipes = declared_recipes(table.get("recipe"), where)
     out = []
     for kind in KERNEL_KINDS:

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from fp8check.errors import KernelLoadError
 
-__all__ = ["load_callable"]
+__all__ = ["load_callable", "without_triton"]
 
 
 def _one_line(exc: BaseException) -> str:
@@ -50,7 +50,9 @@ def load_callable(spec: str) -> Callable[..., Any]:
     except BaseException as exc:  # an import runs user code: anything can go wrong
         if isinstance(exc, KeyboardInterrupt):
             raise
-        raise KernelLoadError(f"cannot import kernel {spec!r}: {_one_line(exc)}") from None
+        err = KernelLoadError(f"cannot import kernel {spec!r}: {_one_line(exc)}")
+        err.name = getattr(exc, "name", None)  # the module that was missing, for without_triton
+        raise err from None
     target: Any = module
     for part in attr.split("."):
         try:
@@ -60,3 +62,12 @@ def load_callable(spec: str) -> Callable[..., Any]:
     if not callable(target):
         raise KernelLoadError(f"cannot load kernel {spec!r}: {attr!r} is a {type(target).__name__}, not callable")
     return target
+
+
+def without_triton(exc: BaseException) -> str:
+    """Why a kernel is not checked here when ``exc`` (raised loading or running it) says Triton itself is not
+    installed ("" otherwise: a kernel module's own import error is no reason to skip)."""
+    name = getattr(exc, "name", None) if isinstance(exc, ImportError) else None
+    if not name or name.split(".")[0] != "triton":
+        return ""
+    return f"without Triton, these kernels' tests are skipped ({_one_line(exc)})"

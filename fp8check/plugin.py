@@ -335,7 +335,8 @@ def build_targets(declared: Any, *, builtin: bool = False, collector: Any = None
     from fp8check import formats, profiles
     from fp8check.casts import adapters
     from fp8check.casts.adapters.user import wrap_callable
-    from fp8check.errors import FP8CheckError
+    from fp8check.errors import FP8CheckError, KernelLoadError
+    from fp8check.loader import without_triton
     from fp8check.suite import FNUZ, DeclaredTarget, DecodeTarget, Target, exact_variant, targets_for
 
     cast_targets, f64, all_kernels = [], [], []
@@ -343,7 +344,13 @@ def build_targets(declared: Any, *, builtin: bool = False, collector: Any = None
         for d in declared:
             if d.kind != "cast" or d.isolate or d.requires:  # those are checked whole (a child process, a skip)
                 continue
-            kernel = wrap_callable(d.call_with_context(d.resolve(d.kernel)), name=d.name, device=d.device,
+            try:
+                fn = d.resolve(d.kernel)
+            except KernelLoadError as exc:
+                if without_triton(exc):  # its whole check (fp8_call_target) skips, saying why
+                    continue
+                raise
+            kernel = wrap_callable(d.call_with_context(fn), name=d.name, device=d.device,
                                    profile=d.profile or "ieee", input_dtypes=d.input_dtypes)
             fmt, profile = formats.get(d.format), profiles.get(d.profile or "ieee")
             profile.resolve(fmt)
@@ -522,6 +529,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     # A host whose own collection failed stops there (as without fp8check): the suite is not added to it.
     stopping = session.testsfailed and not config.getoption("continue_on_collection_errors", False)
     if not stopping and (_declarations(config) or _training(config) or _gates(config)):
+        _check_importable(_declarations(config))  # once, before the suite is collected over them
         _register_generic_markers(config)  # after the host's own modules: their marks were checked without
         # A repository that already collects the suite (a star-import of it) does not get it twice.
         collected = {getattr(item, "function", None) for item in items}
@@ -532,6 +540,31 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         skip = pytest.mark.skip(reason="needs a CUDA device (none found)")
         for item in gpu_items:
             item.add_marker(skip)
+
+
+def _check_importable(declared: list[Any]) -> None:
+    """Every declared kernel (and its reference and args) imports: one usage error, a line per declaration
+    that does not, rather than a collection error per test module. A kernel that needs Triton where Triton is
+    not installed is left to its test, which skips; an isolated kernel is imported in its own process."""
+    from fp8check.errors import KernelLoadError
+    from fp8check.loader import without_triton
+    from fp8check.running import missing_requirement
+
+    problems = []
+    for d in declared:
+        if d.isolate or missing_requirement(d):
+            continue
+        for what in (d.kernel, d.reference, d.args):
+            if not isinstance(what, str):
+                continue
+            try:
+                d.resolve(what)
+            except KernelLoadError as exc:
+                if not without_triton(exc):
+                    problems.append(f"fp8check: {d.label} ([[tool.fp8check.{d.kind}]]): {exc}")
+                break
+    if problems:
+        raise pytest.UsageError(*problems)
 
 
 def _shipped_suite_items(session: pytest.Session) -> list[pytest.Item]:

@@ -287,3 +287,38 @@ def test_survey_reports_a_stack_that_raises_for_one_format_and_goes_on():
     by_format = {r["format"].name: r for r in rows}
     assert "fail to convert fp8e4b8" in by_format["e4m3fnuz"]["unsupported"]
     assert by_format["e4m3fn"]["unsupported"] is None and by_format["e4m3fn"]["checks"]
+
+
+def test_check_help_names_every_kind_each_option_serves():
+    # a user read "--recipe ... (--kind quantize)" and "--args: --kind fused or quantize" and missed gemm
+    from fp8check.matmul.gemm import GEMM_RECIPES
+
+    check = cli.build_parser()._subparsers._group_actions[0].choices["check"]
+    helps = {a.dest: " ".join((a.help or "").split()) for a in check._actions}
+    assert "--kind gemm" in helps["recipe"] and "--kind quantize" in helps["recipe"]
+    assert all(name in helps["recipe"] for name in GEMM_RECIPES), helps["recipe"]
+    assert "--kind gemm" in helps["args"] and "(a, a_scales, b, b_scales)" in helps["args"]
+    assert "--kind gemm" in helps["triton_target"]
+    assert all(kind in helps["format"] for kind in ("decode", "dequant", "gemm")), helps["format"]
+
+
+def test_the_gemm_table_keys_are_documented_and_the_readme_installs_triton():
+    # docs/kernel-repo.md documented every kind's keys but [[tool.fp8check.gemm]]'s; the README never said that
+    # Triton kernels need Triton installed
+    from pathlib import Path
+
+    from fp8check.declaration import KERNEL_KINDS
+    from fp8check.declaration_reader import TABLE_KEYS
+    from fp8check.matmul.gemm import EPILOGUES, GEMM_RECIPES
+
+    root = Path(__file__).resolve().parents[1]
+    doc = (root / "docs" / "kernel-repo.md").read_text()
+    start = doc.index("### GEMM kernels")
+    section = doc[start:doc.index("\n#", start + 1)]
+    assert "[[tool.fp8check.gemm]]" in section
+    read = TABLE_KEYS - {k.replace("_", "-") for k in KERNEL_KINDS["gemm"].unread} - {
+        "apply", "scale", "block", "code-dtypes", "output-dtype"}  # other kinds' keys, refused on a gemm
+    for key in read | set(GEMM_RECIPES) | set(EPILOGUES):
+        assert f"`{key}`" in section or f"{key} =" in section, key
+    readme = (root / "README.md").read_text()
+    assert "pip install triton" in readme

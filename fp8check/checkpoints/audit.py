@@ -382,6 +382,9 @@ class Auditor:
                 rows.append(row)
                 summary.count(row)
                 failing = failing or any(findings.reaches(f.severity, self.o.fail_on) for f in row.findings)
+                if row.findings:
+                    for tally in tallies:
+                        tally.add_findings(row.name, row.findings)
                 unknown.add(rec)
                 if rec.entry is not None:
                     summary.tensors += 1

@@ -38,7 +38,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from fp8check import formats
-from fp8check.checkpoints import conventions, dtypes, granularity, safetensors_writer, stats, targets
+from fp8check.checkpoints import conventions, dtypes, findings, granularity, safetensors_writer, stats, targets
 from fp8check.checkpoints.audit import AuditOptions, Auditor
 from fp8check.checkpoints.records import Checkpoint, Record
 from fp8check.progress import ProgressSink
@@ -159,6 +159,7 @@ class Converter:
         self.configs: list[str] = []  # config files written beside the shards (rewritten)
         self.copied_files: list[str] = []  # other files of the source folder copied (tokenizer, ...)
         self.src_is_folder = False
+        self.carried: list[dict[str, str]] = []  # the source's error findings: name, code, message
         if options.activation_scales not in ("scale", "keep"):
             raise InvalidValueError(f"--activation-scales must be scale or keep, got {options.activation_scales!r}")
         if any(f in targets.FNUZ for f in self.targets) and dtypes.safetensors_version() < dtypes.FNUZ_MIN_SAFETENSORS:
@@ -179,8 +180,10 @@ class Converter:
             aud.prepare([src])
             if len(aud.checkpoints) > 1:
                 raise InvalidValueError(f"{src}: convert takes one checkpoint (a file, a directory or an index)")
-            for _ in aud.finished():  # counts every FP8 tensor: the conversion plans
-                pass
+            for _, rec in aud.finished():  # counts every FP8 tensor: the conversion plans
+                # errors the conversion carries over unchanged (it converts formats, it fixes no defect)
+                self.carried.extend({"name": rec.key[1], "code": f.code, "message": f.message}
+                                    for f in rec.findings if f.severity == findings.ERROR)
             problems = [f for f in aud.files.values() if f.status == "error"]
             if problems or not aud.checkpoints:
                 return self._failed(src, dst, problems)
@@ -573,6 +576,7 @@ class Converter:
                 "exit_code": 1 if bad else 0,
             },
             "problems": [],
+            "carried_errors": list(self.carried),
             "configs": list(self.configs),
             "files_copied": list(self.copied_files),
             "tensors": tensors,

@@ -42,12 +42,19 @@ SIBLINGS_MIN = 3
 FUSED_RATIO_ERROR = 2.0
 
 
+# Which targets an error of a code breaks (DESIGN rule 16: an error is a defect after which a loader computes wrong
+# values): every target, only fnuz ones (a loader's fn -> fnuz path), or none beyond what the verdict judges itself
+# (the exactness of a conversion, the format's support: the verdict already says "cannot run" where they hold).
+ALL_TARGETS, FNUZ_TARGETS, VERDICT_OWN = "all", "fnuz", "verdict"
+
+
 @dataclass(frozen=True)
 class FindingCode:
     code: str
     severity: str  # the default; portability codes depend on --target
     title: str
     rule: str
+    breaks: str = ALL_TARGETS  # the targets an error of this code makes load wrong (ALL_TARGETS, FNUZ_TARGETS, ...)
 
 
 CODES: dict[str, FindingCode] = {c.code: c for c in (
@@ -63,10 +70,10 @@ CODES: dict[str, FindingCode] = {c.code: c for c in (
                 "count of elements of e4m3fn/e5m2 data that the conversion to the fnuz counterpart cannot "
                 "represent exactly (scale x 2 when the scale allows it, else the same scale): values beyond "
                 "±240 without a scale to absorb them, Inf; fires when > 0; error when a fnuz target is given, "
-                "info otherwise"),
+                "info otherwise", breaks=VERDICT_OWN),
     FindingCode("OCP_RANGE", ERROR, "values an OCP target cannot hold",
                 "as FNUZ_RANGE for e4m3fnuz/e5m2fnuz data converted to e4m3fn/e5m2 (scale / 2, or the same "
-                "scale); error when an OCP target is given, info otherwise"),
+                "scale); error when an OCP target is given, info otherwise", breaks=VERDICT_OWN),
     FindingCode("SATURATION", WARNING, "clipped values piled up at ±max",
                 "let k = count of ±max codes minus one per scale element (0 without a scale) and n = count of "
                 f"the two codes one step below ±max; fires when k >= {SATURATION_MIN_COUNT}, k / numel > "
@@ -119,7 +126,7 @@ CODES: dict[str, FindingCode] = {c.code: c for c in (
                 "(it may be packed fp4 or e8m0 bytes); not audited as FP8"),
     FindingCode("TARGET_FORMAT", ERROR, "format the target cannot run",
                 "--target given and the tensor's format is neither native there nor exactly convertible to a "
-                "native counterpart (fn <-> fnuz of the same widths); count = numel"),
+                "native counterpart (fn <-> fnuz of the same widths); count = numel", breaks=VERDICT_OWN),
     FindingCode("INDEX_MISSING_TENSOR", ERROR, "index names a tensor its shard lacks",
                 "the index's weight_map maps a tensor to a shard that does not hold it; count = 1"),
     # Rules between tensors, scale encodings, magnitude and the fnuz load paths (issue 33). Severity by consequence:
@@ -174,7 +181,7 @@ CODES: dict[str, FindingCode] = {c.code: c for c in (
                 "elements of the e4m3fn tensor sit under a scale element whose double overflows its dtype "
                 "(float32 or bfloat16 above 1.7e38, float16 from 32768): vLLM's normalize_e4m3fn_to_e4m3fnuz and Quark's "
                 "e4m3fn_to_e4m3fnuz double the scale in place, so it becomes Inf and the outputs Inf/NaN; error "
-                "with a fnuz target, warning otherwise; count = data elements under such scales"),
+                "with a fnuz target, warning otherwise; count = data elements under such scales", breaks=FNUZ_TARGETS),
 )}
 
 
@@ -213,6 +220,14 @@ def worst(findings: list[Finding]) -> str | None:
     if not findings:
         return None
     return max(findings, key=lambda f: SEVERITY_RANK[f.severity]).severity
+
+
+def breaks(finding: Finding, fnuz_target: bool) -> bool:
+    """Whether an error ``finding`` makes a target's loaders compute wrong values (its code's ``breaks``)."""
+    if finding.severity != ERROR:
+        return False
+    scope = CODES[finding.code].breaks
+    return scope == ALL_TARGETS or (scope == FNUZ_TARGETS and fnuz_target)
 
 
 def reaches(severity: str, fail_on: str) -> bool:

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from fp8check import formats
+from fp8check.checkpoints.findings import Finding, breaks
 from fp8check.checkpoints.stats import code_values
 from fp8check.errors import InvalidValueError
 from fp8check.formats import Format
@@ -31,9 +32,11 @@ from fp8check import reference
 RUNS_AS_IS = "runs_as_is"  # natively: the target's matmul executes this format and scaling
 AFTER_CONVERSION = "runs_after_conversion"
 EMULATED = "runs_emulated"  # no matmul of this kind: a loader must dequantize (or apply block scales itself)
+# an error finding whose defect breaks this target's loaders (NaN/Inf/zero/garbage values): whatever the formats allow
+LOADS_WRONG = "does_not_load_correctly"
 CANNOT_RUN = "cannot_run"
 UNKNOWN = "unknown"  # something was not read: no verdict can be given
-VERDICT_RANK = {RUNS_AS_IS: 0, AFTER_CONVERSION: 1, EMULATED: 2, CANNOT_RUN: 3, UNKNOWN: 4}
+VERDICT_RANK = {RUNS_AS_IS: 0, AFTER_CONVERSION: 1, EMULATED: 2, LOADS_WRONG: 3, CANNOT_RUN: 4, UNKNOWN: 5}
 
 COUNTERPART: dict[Format, Format] = {
     formats.E4M3FN: formats.E4M3FNUZ, formats.E4M3FNUZ: formats.E4M3FN,
@@ -255,19 +258,20 @@ class Verdict:
     target: str
     description: str
     formats: list[str]
-    verdict: str  # runs_as_is | runs_after_conversion | cannot_run | unknown
+    verdict: str  # runs_as_is | runs_after_conversion | runs_emulated | does_not_load_correctly | cannot_run | unknown
     reasons: list[str]
     conversions: list[dict[str, Any]]
-    tensors: dict[str, int]  # as_is, after_conversion, cannot_run
+    tensors: dict[str, int]  # as_is, after_conversion, emulated, cannot_run
     blocked: list[dict[str, str]]  # name, file, why
     complete: bool = True
     load_paths: dict[str, Any] = field(default_factory=dict)  # fnuz targets: what each load path does instead
+    errors: dict[str, int] = field(default_factory=dict)  # code -> error findings that break this target's loaders
 
     def to_dict(self) -> dict[str, Any]:
         return {"target": self.target, "description": self.description, "formats": list(self.formats),
                 "verdict": self.verdict, "reasons": list(self.reasons), "conversions": list(self.conversions),
                 "tensors": dict(self.tensors), "blocked": list(self.blocked), "complete": self.complete,
-                "load_paths": dict(self.load_paths)}
+                "load_paths": dict(self.load_paths), "errors": dict(self.errors)}
 
 
 def verdict(target: Target, tensors: list[TensorPortability]) -> Verdict:
@@ -296,6 +300,14 @@ class VerdictTally:
         self.emulated: dict[str, int] = {}  # kind -> tensors that need it emulated here
         # e4m3fn tensors on an e4m3fnuz target: tensors, beyond ±240, NaN codes, scale x 2 overflow, convert's losses
         self.load = [0, 0, 0, 0, 0]
+        self.errors: dict[str, list[Any]] = {}  # finding code -> [findings, first tensor] of errors that break it
+
+    def add_findings(self, tensor: str, found: list[Finding]) -> None:
+        """Count the error findings of one tensor whose defect breaks this target's loaders."""
+        for f in found:
+            if breaks(f, fnuz_target=self.target.fnuz):
+                seen = self.errors.setdefault(f.code, [0, tensor])
+                seen[0] += 1
 
     def add(self, t: TensorPortability) -> None:
         target = self.target
@@ -438,8 +450,16 @@ class VerdictTally:
         if self.n_blocked > 20:
             more = self.n_blocked - 20
             reasons.append(f"... and {more} more {'tensor that cannot' if more == 1 else 'tensors that cannot'} run")
+        if self.errors:
+            n = sum(c for c, _ in self.errors.values())
+            reasons.insert(0, f"{_n(n, 'error finding')} {'makes' if n == 1 else 'make'} its loaders compute NaN, Inf, "
+                              "zeros or wrong values (see the findings): " + ", ".join(
+                                  f"{code} ({first}{f' and {c - 1} more' if c > 1 else ''})"
+                                  for code, (c, first) in sorted(self.errors.items())))
         if self.n_blocked:
             v = CANNOT_RUN
+        elif self.errors:
+            v = LOADS_WRONG
         elif self.emulated:
             v = EMULATED
         elif self.convertible:
@@ -451,4 +471,5 @@ class VerdictTally:
             verdict=v, reasons=reasons, conversions=conversions,
             tensors={"as_is": self.as_is, "after_conversion": sum(c[0] for c in self.convertible.values()),
                      "emulated": sum(self.emulated.values()), "cannot_run": self.n_blocked},
-            blocked=list(self.blocked), load_paths=paths)
+            blocked=list(self.blocked), load_paths=paths,
+            errors={code: c for code, (c, _) in sorted(self.errors.items())})

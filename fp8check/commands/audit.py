@@ -35,7 +35,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="threads share one process (default, measured faster); processes audit one file each")
     p.add_argument("--all", action="store_true", help="list every FP8 tensor, not only those with findings")
     p.add_argument("--max-rows", type=int, default=50, metavar="N", help="rows of the tensor table (default 50)")
-    p.add_argument("-v", "--verbose", action="store_true", help="show info findings and every verdict reason")
+    p.add_argument("-v", "--verbose", action="store_true", help="show info findings, every shown finding's message (10 without -v) and every verdict "
+                        "reason")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no table (exit code and --json only)")
     p.set_defaults(run=run)
 

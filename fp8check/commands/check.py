@@ -27,8 +27,9 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("kernel", metavar="MODULE:FUNC", help=KERNEL_HELP)
     p.add_argument("--format", metavar="FMT",
-                   help="the target format: e4m3fn, e4m3fnuz, e5m2, e5m2fnuz, ... (required for a cast; a quantizer's "
-                   "recipe names its own unless this overrides it)")
+                   help="the target format: e4m3fn, e4m3fnuz, e5m2, e5m2fnuz, ... (required for a cast, fused, static, "
+                   "decode, dequant and gemm kernel: a gemm's operands, a decoder's codes; a quantizer's recipe names "
+                   "its own unless this overrides it)")
     p.add_argument("--profile", metavar="NAME", default=None,
                    help="the profile the kernel claims (default: ieee; for a built-in adapter, what it claims)")
     p.add_argument("--kind", choices=("cast", "quantize", "fused", "static", "decode", "dequant", "gemm"),
@@ -52,8 +53,9 @@ def register(subparsers: Any) -> None:
                    "acc * (a_s * b_s) (end-product), or inside tl.dot_scaled as the target does (dot-scaled, "
                    "recipe mx)")
     p.add_argument("--recipe", metavar="NAME", default=None,
-                   help="the scaling recipe (--kind quantize): a built-in one or one this repository's pyproject.toml "
-                   "declares in [tool.fp8check.recipe.NAME]")
+                   help="--kind quantize: the scaling recipe, a built-in one or one this repository's pyproject.toml "
+                   "declares in [tool.fp8check.recipe.NAME]; --kind gemm (required): the GEMM's scales, tensorwise, "
+                   "rowwise, block-1x128-128x128, block-128x128 or mx")
     p.add_argument("--recipe-field", action="append", default=[], metavar="KEY=VALUE",
                    help="--kind quantize: change one field of --recipe (a key of [tool.fp8check.recipe.NAME]: "
                    "apply=multiply-reciprocal, eps=none, amax=skip-nan, ...); repeatable")
@@ -66,7 +68,8 @@ def register(subparsers: Any) -> None:
                    help="--kind fused: (x, *args) -> the values just before the kernel's cast (float32/float64); "
                    "with --kind quantize, the values before a fused quantizer's quantization")
     p.add_argument("--args", metavar="MODULE:FUNC", default=None,
-                   help="--kind fused or quantize: x -> tuple of the kernel's other arguments")
+                   help="--kind fused or quantize: x -> tuple of the kernel's other arguments; --kind gemm: "
+                   "(a, a_scales, b, b_scales) -> the kernel's own arguments")
     p.add_argument("--ulps", type=int, default=0, metavar="K",
                    help="--kind fused, quantize or static: the value before the cast may differ from the reference's by "
                    "K ulps (quantize: the scale too; default 0: bit for bit)")
@@ -76,7 +79,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the input tensors live")
     p.add_argument("--triton-target", metavar="TARGET", default=None,
                    help="run a Triton kernel in fp8check's faithful interpreter with this GPU's FP8 semantics "
-                   "(sm90, sm89, sm100, gfx942, gfx950): interpreter mode is switched on for you")
+                   "(sm90, sm89, sm100, gfx942, gfx950): interpreter mode is switched on for you; --kind gemm on the "
+                   "CPU needs one (its tensor cores judge the GEMM)")
     p.add_argument("--contiguous-only", action="store_true",
                    help="declare that the kernel takes contiguous input only (non-contiguous calls are not tried)")
     p.add_argument("--numel-multiple-of", type=int, default=1, metavar="N",

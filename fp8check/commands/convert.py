@@ -83,6 +83,13 @@ def run(args: argparse.Namespace) -> int:
                           f"scale (fnuz's bottom binade): a loader that casts the tensors into {src_fmt} parameters by "
                           "value (transformers' compressed-tensors integration does) rounds them; loaders that take "
                           "the stored dtype (transformers' fp8 dequantize, torchao) do not")
+    carried = report.get("carried_errors") or []
+    if carried:  # one line, whatever -q: the conversion fixes formats, not these
+        codes = sorted({c["code"] for c in carried})
+        first = carried[0]
+        print(f"fp8check: warning: {plain(args.src)} has {len(carried)} error "
+              f"{'finding' if len(carried) == 1 else 'findings'} that DST carries over unchanged ({', '.join(codes)}; "
+              f"{plain(first['name'])}: {plain(first['message'], 300)}); fp8check audit SRC lists them", file=sys.stderr)
     for t in report["tensors"]:
         if not t["exact"]:
             print(f"fp8check: not exact: {plain(t['name'])}: {plain(t['reason'])}", file=sys.stderr)

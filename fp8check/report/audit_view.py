@@ -25,6 +25,7 @@ VERDICT = {  # portability verdict -> (status class, words)
     "runs_as_is": ("pass", "runs natively"),
     "runs_after_conversion": ("known", "runs after conversion"),
     "runs_emulated": ("known", "runs emulated: no native matmul for it"),
+    "does_not_load_correctly": ("fail", "does not load correctly"),
     "cannot_run": ("fail", "cannot run"),
     "unknown": ("fail", "unknown: not everything was read or understood"),
 }

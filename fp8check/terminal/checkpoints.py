@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import unicodedata
-from typing import TextIO
+from typing import Any, TextIO
 
 from rich.markup import escape
 
@@ -21,10 +21,11 @@ from fp8check.terminal import format_bytes
 
 _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
 _VERDICT_STYLE = {"runs_as_is": "bold green", "runs_after_conversion": "bold yellow", "runs_emulated": "bold yellow",
-                  "cannot_run": "bold red", "unknown": "bold magenta"}
+                  "does_not_load_correctly": "bold red", "cannot_run": "bold red", "unknown": "bold magenta"}
 _VERDICT_TEXT = {"runs_as_is": "runs natively", "runs_after_conversion": "runs after conversion",
                  "runs_emulated": "runs emulated (no native matmul for it)",
-                 "cannot_run": "cannot run", "unknown": "unknown (not everything was read or understood)"}
+                 "does_not_load_correctly": "does not load correctly", "cannot_run": "cannot run",
+                 "unknown": "unknown (not everything was read or understood)"}
 
 
 def clean(text: object, limit: int = 200) -> str:
@@ -104,28 +105,11 @@ def print_report(result: AuditResult, *, file: TextIO | None = None, show_all: b
             picked.append(i)
     rows: list[TensorResult] = result.tensors.get(picked)
     if rows:
-        table = Table(title="tensors" if show_all else "tensors with findings", title_justify="left",
-                      show_lines=False, header_style="bold")
-        for col, kw in (("tensor", {"overflow": "fold", "max_width": 60}), ("file", {"max_width": 28}),
-                        ("format", {}), ("shape", {}), ("scale", {"no_wrap": True}), ("codes used", {"justify": "right"}),
-                        ("zero share", {"justify": "right"}), ("at ±max", {"justify": "right"}), ("findings", {})):
-            table.add_column(col, **kw)
-        for t in rows:
-            s = t.stats
-            gran = t.scale.granularity.name if t.scale is not None and t.scale.granularity is not None else None
-            found = ", ".join(
-                f"[{_SEVERITY_STYLE[f.severity]}]{f.code}[/] {f.count}"
-                for f in t.findings if f.severity in shown_severities or show_all)
-            table.add_row(
-                clean(t.name, 120), clean(os.path.basename(t.file), 40), clean(t.format or t.dtype or "-"),
-                clean(list(t.shape) if t.shape is not None else None),
-                clean(gran or _no_scale(t)),
-                f"{s.codes_used}" if s else "-", _pct(s.zero_share) if s else "-",
-                f"{s.saturated}" if s else "-", found or ("[magenta]not read[/]" if t.note else "[green]ok[/]"),
-            )
-        console.print(table)
+        _tensor_table(console, rows, title="tensors" if show_all else "tensors with findings",
+                      shown=shown_severities)
         if n_rows > max_rows:
             console.print(f"  … {n_rows - max_rows} more (see --json; --max-rows N)")
+        _finding_messages(console, rows, shown=shown_severities, limit=None if verbose else MESSAGES_SHOWN)
 
     by_code = summary.findings_by_code
     if by_code:
@@ -143,8 +127,10 @@ def print_report(result: AuditResult, *, file: TextIO | None = None, show_all: b
 
     for p in result.portability:
         style = _VERDICT_STYLE[p.verdict]
+        errors = (f": {_n(sum(p.errors.values()), 'error')} ({', '.join(p.errors)})"
+                  if p.verdict == "does_not_load_correctly" else "")
         console.print(f"[bold]{escape(p.target)}[/] ({escape(', '.join(p.formats))}): "
-                      f"[{style}]{_VERDICT_TEXT[p.verdict]}[/]")
+                      f"[{style}]{_VERDICT_TEXT[p.verdict]}{errors}[/]")
         reasons = p.reasons if verbose else p.reasons[:6]
         for r in reasons:
             console.print(f"    {clean(r, 300)}")
@@ -157,6 +143,90 @@ def print_report(result: AuditResult, *, file: TextIO | None = None, show_all: b
         f"[{style}]{_n(summary.errors, 'error')}, {_n(summary.warnings, 'warning')}, {_n(summary.infos, 'info')}; "
         f"{_n(summary.unreadable_files, 'unreadable file')}"
         + ("; verdict unknown" if summary.unknown else "") + f"; exit {code}[/]")
+
+
+# the tensor table's columns, dropped in this order where the console is too narrow for the names to stay whole
+_OPTIONAL_COLUMNS = ("codes used", "zero share", "at ±max", "shape", "file", "scale", "format")
+MESSAGES_SHOWN = 10  # finding messages printed without -v (every shown row's with it)
+
+
+def _tensor_table(console: Any, rows: list[TensorResult], *, title: str, shown: tuple[str, ...]) -> None:
+    """The tensor table, its columns chosen so that tensor names are never broken mid-word: on a narrow
+    console the optional columns go first (the JSON keeps them); a name wider than the console still folds."""
+    from rich.table import Table
+
+    columns: dict[str, list[tuple[str, str]]] = {c: [] for c in (
+        "tensor", "file", "format", "shape", "scale", "codes used", "zero share", "at ±max", "findings")}
+    for t in rows:
+        s = t.stats
+        gran = t.scale.granularity.name if t.scale is not None and t.scale.granularity is not None else None
+        found = [(f"[{_SEVERITY_STYLE[f.severity]}]{f.code}[/] {f.count}", f"{f.code} {f.count}")
+                 for f in t.findings if f.severity in shown]
+        shape = str(list(t.shape)) if t.shape is not None else "None"
+        for col, cell in (
+                ("tensor", (clean(t.name, 120), plain(t.name, 120))),
+                ("file", (clean(os.path.basename(t.file), 40), plain(os.path.basename(t.file), 40))),
+                ("format", (clean(t.format or t.dtype or "-"), plain(t.format or t.dtype or "-"))),
+                ("shape", (clean(shape), shape)), ("scale", (clean(gran or _no_scale(t)), gran or _no_scale(t))),
+                ("codes used", (f"{s.codes_used}" if s else "-",) * 2),
+                ("zero share", (_pct(s.zero_share) if s else "-",) * 2),
+                ("at ±max", (f"{s.saturated}" if s else "-",) * 2),
+                ("findings", (", ".join(r for r, _ in found), max((p for _, p in found), key=len, default="ok"))
+                 if found else (("[magenta]not read[/]", "not read") if t.note else ("[green]ok[/]", "ok")))):
+            columns[col].append(cell)
+
+    def width(col: str) -> int:  # the narrowest the column can be without breaking a word of it
+        words = [w for _, text in columns[col] for w in (text.split() if col not in ("tensor", "file") else [text])]
+        return max(len(w) for w in words + col.split()) + 3  # padding and the border
+
+    total = 1 + sum(width(c) for c in columns)
+    for col in _OPTIONAL_COLUMNS:
+        if total <= console.width:
+            break
+        total -= width(col)
+        del columns[col]
+    # what is left for the names: all of them when it fits, else they fold (a name wider than the console)
+    room = console.width - (total - width("tensor")) - 3
+    table = Table(title=title, title_justify="left", show_lines=False, header_style="bold")
+    for col in columns:
+        kw: dict[str, Any] = {"justify": "right"} if col in ("codes used", "zero share", "at ±max") else {}
+        if col == "tensor":
+            kw = {"overflow": "fold", "min_width": max(6, min(width(col) - 3, room, 120)), "max_width": 120}
+        elif col == "file":
+            kw = {"overflow": "fold", "max_width": 40}
+        elif col in ("format", "shape", "scale"):
+            kw = {"no_wrap": True}
+        table.add_column(col, **kw)
+    for i in range(len(rows)):
+        table.add_row(*(columns[c][i][0] for c in columns))
+    console.print(table)
+
+
+def _finding_messages(console: Any, rows: list[TensorResult], *, shown: tuple[str, ...],
+                      limit: int | None) -> None:
+    """Each shown finding's own message (what the JSON holds: the tensor, the values, what a loader does), under
+    its tensor's name, wrapped at spaces with a hanging indent; at most ``limit`` of them."""
+    from rich.table import Table
+
+    total = sum(1 for t in rows for f in t.findings if f.severity in shown)
+    if not total:
+        return
+    console.print("[bold]what the findings say[/]")
+    left = total if limit is None else limit
+    for t in rows:
+        mine = [f for f in t.findings if f.severity in shown][:left]
+        if not mine:
+            continue
+        left -= len(mine)
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(no_wrap=True)  # the codes, two spaces in
+        grid.add_column(overflow="fold")  # the message: wrapped at spaces, folded only for a word wider than it
+        for f in mine:
+            grid.add_row(f"  [{_SEVERITY_STYLE[f.severity]}]{f.code}[/]", clean(f.message, 1000))
+        console.print(f"[bold]{clean(t.name, 400)}[/]")
+        console.print(grid)
+    if limit is not None and total > limit:
+        console.print(f"  … {total - limit} more (-v shows every one; --json)")
 
 
 def _no_scale(t: TensorResult) -> str:

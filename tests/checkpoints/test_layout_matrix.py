@@ -30,6 +30,7 @@ MXFP4 = {"h100": "runs_emulated", "b200": "runs_as_is", "mi300": "runs_emulated"
 MXFP8 = MXFP4
 NVFP4 = {"h100": "runs_emulated", "b200": "runs_as_is", "mi300": "runs_emulated", "mi355": "runs_emulated"}
 NOWHERE = dict.fromkeys(FP8, "cannot_run")
+LOADS_WRONG = dict.fromkeys(FP8, "does_not_load_correctly")  # an error finding whose defect breaks every loader
 UNKNOWN = dict.fromkeys(FP8, "unknown")
 
 QUARK_FP8 = {"quantization_config": {"quant_method": "quark", "global_quant_config": {
@@ -189,16 +190,16 @@ def expected(layout, defect, clean, data_bytes):
     if defect == "missing":
         return 1, NOWHERE, {"SCALE_MISSING": ("error", 1)}
     if defect == "scale_nan":
-        return 1, clean, {"SCALE_NONFINITE": ("error", 1)}
+        return 1, LOADS_WRONG, {"SCALE_NONFINITE": ("error", 1)}
     if defect == "scale_inf":
-        return 1, clean, {"SCALE_NONFINITE": ("error", 1)}
+        return 1, LOADS_WRONG, {"SCALE_NONFINITE": ("error", 1)}
     if defect == "scale_zero":
         if layout in E8M0_NAMES:  # e8m0 0x00 is 2^-127: no zero, a subnormal in float32, which zeroes its block
-            return 1, clean, {"SCALE_SUBNORMAL": ("warning", 1), "BLOCK_ZEROED": ("error", block_nonzero(layout,
+            return 1, LOADS_WRONG, {"SCALE_SUBNORMAL": ("warning", 1), "BLOCK_ZEROED": ("error", block_nonzero(layout,
                                                                                                         data_bytes))}
-        return 1, clean, {"SCALE_NONPOSITIVE": ("error", 1)}
+        return 1, LOADS_WRONG, {"SCALE_NONPOSITIVE": ("error", 1)}
     if defect == "scale_254":  # every value of the first block with |v| x 2^127 >= bf16's overflow
-        return 1, clean, {"DEQUANT_OVERFLOW": ("error", block_overflow(layout, data_bytes))}
+        return 1, LOADS_WRONG, {"DEQUANT_OVERFLOW": ("error", block_overflow(layout, data_bytes))}
     if defect == "beyond_240":  # scaled: convert is exact (scale x 2), the plain fnuz cast makes them NaN
         return 0, clean, {}
     if defect == "neg_zero":

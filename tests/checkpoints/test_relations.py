@@ -277,6 +277,8 @@ def test_a_planted_defect_is_found_and_its_clean_twin_is_silent(tmp_path, defect
         clean = dict(tensors)
     rc, r = audit(tmp_path / "clean", clean, configs, "--target", TARGETS)
     assert rc == 0 and not_info(r) == {}, not_info(r)
+    clean_verdicts = r["summary"]["verdicts"]
+    assert not set(clean_verdicts.values()) & {"does_not_load_correctly", "cannot_run", "unknown"}, clean_verdicts
     planted = {k: v.clone() for k, v in tensors.items()}
     plant(defect, layout, planted)
     rc, r = audit(tmp_path / "planted", planted, configs, "--target", TARGETS)
@@ -287,6 +289,16 @@ def test_a_planted_defect_is_found_and_its_clean_twin_is_silent(tmp_path, defect
     # the finding names the tensor it is about; nothing else in the checkpoint is accused of this defect
     others = {k for k, s in not_info(r).items() if k[0] != name and k[1] in want}
     assert _explained(defect, others), others
+    # no "runs" verdict on a target whose loaders the error breaks (every target; FNUZ_SCALE_OVERFLOW: the fnuz one),
+    # the clean twin's verdict wherever nothing breaks
+    broken = {t for (_, code), severity in not_info(r).items() if severity == "error"
+              for t in (("mi300",) if code == "FNUZ_SCALE_OVERFLOW" else TARGETS.split(","))}
+    assert broken >= ({"mi300"} if rc_want else set())
+    for target, verdict in r["summary"]["verdicts"].items():
+        if target in broken:
+            assert verdict in ("does_not_load_correctly", "cannot_run"), (target, verdict)
+        else:
+            assert verdict == clean_verdicts[target], (target, verdict, clean_verdicts[target])
 
 
 def _explained(defect: str, others: set[tuple[str, str]]) -> bool:
@@ -460,3 +472,140 @@ def test_a_resave_without_scales_and_quantization_config_is_an_error(tmp_path, l
     rc, r = audit(tmp_path / "fp8_model", resaved, fp8_model, "--target", TARGETS)
     assert rc == 0 and not_info(r) == {(w, "SCALE_MISSING"): "warning" for w in weights}, not_info(r)
     assert r["summary"]["verdicts"]["h100"] == "runs_as_is"
+
+
+# -- an error finding and the verdicts: a user's report ------------------------------------------------------------
+# ModelOpt FP8 (static activations) with one module's input_scale dropped: INPUT_SCALE_MISSING error, yet the verdicts
+# said "mi300: runs after conversion" and "h100: runs natively", and convert said nothing. Written before the run:
+# every target "does not load correctly: 1 error (INPUT_SCALE_MISSING)" (JSON does_not_load_correctly, errors
+# {INPUT_SCALE_MISSING: 1}), the reason naming the tensor; convert exits 0 (DST is exact) with one warning line.
+
+
+def test_an_input_scale_missing_gives_no_runs_verdict_and_convert_warns(tmp_path, capsys):
+    tensors, configs, _ = model("modelopt-fp8")
+    plant("input_scale_o_proj", "modelopt-fp8", tensors)
+    name = L1 + "self_attn.o_proj.weight"
+    d = tmp_path / "ck"
+    d.mkdir()
+    save_st(str(d / "model.safetensors"), tensors)
+    for file, doc in configs.items():
+        write_json(str(d / file), doc)
+    for targets, want in ((["--target", "mi300"], ["mi300"]), ([], ["h100", "b200", "mi300", "mi355"])):
+        out = tmp_path / "a.json"
+        rc = main(["audit", str(d), "--jobs", "1", "--json", str(out), *targets])
+        terminal = capsys.readouterr().out
+        r = json.loads(out.read_text())
+        assert rc == 1 and r["summary"]["verdicts"] == dict.fromkeys(want, "does_not_load_correctly"), r["summary"]
+        for v in r["portability"]:
+            assert v["errors"] == {"INPUT_SCALE_MISSING": 1} and name in v["reasons"][0], v["reasons"]
+            line = f"{v['target']} ({', '.join(v['formats'])}): does not load correctly: 1 error (INPUT_SCALE_MISSING)"
+            assert line in terminal, terminal
+        assert "runs natively" not in terminal and "runs after conversion\n" not in terminal
+    rc = main(["convert", str(d), str(tmp_path / "fnuz"), "--to", "e4m3fnuz", "-q", "--json", str(tmp_path / "c.json")])
+    err = capsys.readouterr().err
+    assert rc == 0
+    (line,) = [x for x in err.splitlines() if x.startswith("fp8check: warning:")]
+    assert "1 error finding" in line and "INPUT_SCALE_MISSING" in line and name in line and "lowest value" in line
+    carried = json.loads((tmp_path / "c.json").read_text())["carried_errors"]
+    assert [(c["name"], c["code"]) for c in carried] == [(name, "INPUT_SCALE_MISSING")]
+
+
+def test_an_error_of_the_fnuz_load_path_breaks_only_fnuz_targets():
+    # FNUZ_SCALE_OVERFLOW: vLLM/Quark double the scale in place on MI300 only; elsewhere the same bytes load right
+    from fp8check import formats
+    from fp8check.checkpoints import findings, targets
+
+    hist = np.zeros(256, dtype=np.int64)
+    hist[0x38] = 4  # four 1.0s: exact in e4m3fnuz at the doubled scale
+    plan = targets.plan_conversion(formats.E4M3FN, formats.E4M3FNUZ, hist, scaled=True, factor_exact={"2": True})
+    tensor = targets.TensorPortability(name="w", file="f", format=formats.E4M3FN, numel=4, nan=0,
+                                       plans={"e4m3fnuz": plan})
+    error = findings.make("FNUZ_SCALE_OVERFLOW", 4, "planted", severity="error")
+    got = {}
+    for name in ("h100", "mi300"):
+        tally = targets.VerdictTally(targets.get_target(name))
+        tally.add(tensor)
+        tally.add_findings("w", [error])
+        got[name] = tally.result().verdict
+    assert plan.exact and got == {"h100": "runs_as_is", "mi300": "does_not_load_correctly"}
+
+
+# -- the terminal: each finding's own message, names whole on a narrow console -----------------------------------
+
+
+class _Terminal:
+    """A text stream that says it is a terminal (the console then takes COLUMNS as its width)."""
+
+    def __init__(self):
+        import io
+
+        self.buffer = io.StringIO()
+
+    def write(self, text):
+        return self.buffer.write(text)
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return True
+
+
+def _printed(tmp_path, tensors, configs, monkeypatch, columns, **options):
+    from fp8check.checkpoints.audit import AuditOptions, audit as run_audit
+    from fp8check.terminal.checkpoints import print_report
+
+    d = tmp_path / f"ck{columns}"
+    d.mkdir(parents=True)
+    save_st(str(d / "model.safetensors"), tensors)
+    for file, doc in configs.items():
+        write_json(str(d / file), doc)
+    monkeypatch.setenv("COLUMNS", str(columns))
+    monkeypatch.setenv("TERM", "dumb")
+    monkeypatch.setenv("NO_COLOR", "1")
+    result = run_audit([str(d)], AuditOptions(jobs=1))
+    try:
+        out = _Terminal()
+        print_report(result, file=out, **options)
+        return result.to_dict(), out.buffer.getvalue()
+    finally:
+        result.close()
+
+
+def _unwrapped(text):
+    """The terminal's words in order, table borders and line breaks removed."""
+    import re
+
+    return " ".join(re.sub(r"\x1b\[[0-9;]*m|[│┃┏┓┗┛┡┩└┘┌┐━─╇╈┳┻┼┣┫]", " ", text).split())
+
+
+@pytest.mark.parametrize("columns", [80, 160])
+@pytest.mark.parametrize("verbose", [False, True])
+def test_the_terminal_prints_each_finding_message_with_names_whole(tmp_path, monkeypatch, columns, verbose):
+    tensors, configs, _ = model("modelopt-fp8")
+    plant("input_scale_o_proj", "modelopt-fp8", tensors)
+    name = L1 + "self_attn.o_proj.weight"
+    doc, text = _printed(tmp_path, tensors, configs, monkeypatch, columns, verbose=verbose)
+    message = found_message(doc, name, "INPUT_SCALE_MISSING")
+    assert "lowest value" in message and " ".join(message.split()) in _unwrapped(text), text
+    lines = text.splitlines()
+    # every tensor name and the message's own tensor name sit whole on one line, never folded mid-word
+    for whole in (name, L1 + "self_attn.o_proj.input_scale"):
+        assert any(whole in line for line in lines), text
+    import re
+
+    assert max(len(re.sub(r"\x1b\[[0-9;]*m", "", line).rstrip()) for line in lines if "│" in line) <= columns
+
+
+def test_the_terminal_shows_ten_messages_unless_verbose(tmp_path, monkeypatch):
+    tensors, configs, _ = model("modelopt-fp8")
+    scales = [k for k in tensors if k.endswith(".input_scale")]
+    for k in scales:
+        del tensors[k]
+    assert len(scales) == 14
+    doc, text = _printed(tmp_path, tensors, configs, monkeypatch, 160)
+    shown = [t["name"] for t in doc["tensors"] if any(f["severity"] != "info" for f in t["findings"])]
+    assert len(shown) == 14
+    assert _unwrapped(text).count("input_scale is missing") == 10 and "… 4 more (-v shows every one" in text
+    doc, text = _printed(tmp_path / "v", tensors, configs, monkeypatch, 160, verbose=True)
+    assert _unwrapped(text).count("input_scale is missing") == 14 and "more (-v" not in text

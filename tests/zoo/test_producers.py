@@ -373,8 +373,9 @@ def test_compressed_tensors_converted_loads_with_from_pretrained(scheme, tmp_pat
 # -- the producers' own files, with each defect planted in them --------------------------------------------------
 #
 # The same defects as tests/checkpoints/test_layout_matrix.py, planted in what llmcompressor wrote (FP8 per
-# channel and in 128x128 blocks, NVFP4): the verdicts are the clean file's, or cannot_run everywhere where no
-# loader can apply the scale, or unknown where the file cannot be read; every count is made again here.
+# channel and in 128x128 blocks, NVFP4): the verdicts are the clean file's, does_not_load_correctly everywhere for a
+# NaN, Inf or zero scale, cannot_run everywhere where no loader can apply the scale, or unknown where the file cannot
+# be read; every count is made again here.
 
 CLEAN = {"FP8_DYNAMIC": {"h100": "runs_as_is", "b200": "runs_as_is", "mi300": "runs_after_conversion",
                          "mi355": "runs_as_is"},
@@ -456,11 +457,12 @@ def with_each_defect(src, scheme, tmp_path, capsys, *, data=None):
             assert rc == 1 and found[code][0] == "error" and set(verdicts.values()) == {"cannot_run"}, (defect, found)
             assert "SATURATION" not in found
             continue
-        assert verdicts == CLEAN[scheme], (defect, verdicts)
-        if defect.startswith("scale_"):
+        if defect.startswith("scale_"):  # an error every loader computes wrong with: no "runs" verdict anywhere
             code = "SCALE_NONPOSITIVE" if defect == "scale_zero" else "SCALE_NONFINITE"
             assert rc == 1 and found[code] == ("error", 1), (defect, found)
+            assert set(verdicts.values()) == {"does_not_load_correctly"}, (defect, verdicts)
             continue
+        assert verdicts == CLEAN[scheme], (defect, verdicts)
         raw = codes.view(torch.uint8).numpy()
         if nvfp4:  # the 16 e2m1 code counts, counted here (low nibble first)
             nib = np.stack([raw & 0x0F, raw >> 4], axis=-1).reshape(-1)
