@@ -653,7 +653,7 @@ def check_gemm(kernel: Callable[..., Any], *, recipe: str | GemmRecipe, format: 
     diverged = [c for c, n in t.counts.items() if n]
     result = CheckResult(kernel=opts.name, format=fmt, profile=f"{rec.name}, epilogue {epilogue}",
                          passed=t.passed, checked=t.checked, categories={c: n for c, n in t.counts.items()},
-                         divergences=t.listed(cap, diverged) if diverged else [], kind="gemm",
+                         divergences=t.listed(cap, diverged) if diverged else [], kind="gemm", input_dtype=fmt,
                          seed=seed, refusals=t.refusals, target_dependent=run.bracketed)
     if epilogue == "dot-scaled":
         names = []
