@@ -9,7 +9,8 @@ code once per pass and keeping everything in registers: no table gathers, no tem
   kernel runs), so the inner loops are straight integer arithmetic that the compiler vectorises.
 - Arithmetic: integers only. A product is ``sig_a * sig_b * 2**(e_a + e_b - Q)``; truncating it
   toward zero to ``2**(E - F)`` is a shift of its magnitude (``(sig << (F - Q)) >> (E - e)``, in
-  int32), the truncated terms sum exactly in int64 (below 2**50 in every model), rounding down
+  int32), the truncated terms sum exactly (in int32 runs short enough to stay below 2**31 -- 16 lanes
+  per vector, not int64's 8 -- the runs in int64; below 2**50 in every model), rounding down
   (CDNA3) is an arithmetic shift, and the result's float32 bits are assembled from the integer sum
   (truncation, or CDNA3's floor then round to nearest even, with selects rather than branches).
 - Special values (NaN/Inf codes, NaN scales, a non-finite accumulator) leave the fast loop: the step's
@@ -229,16 +230,19 @@ def _aligned_step(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, L: int
     lift = _I(f - la[0] - lb[0])  # a product's significand is in units of 2**(e - mantissa bits of both)
     total = _signed(_shifted(c_sig, ec - 23 + f - top), c_sign)
     top_p = _I(top - se)
-    for k in range(L):  # the truncated terms, summed exactly
-        x, y = _I(a[i, base + np.uint64(k)]), _I(b[jb, base + np.uint64(k)])
-        total += _truncated_term(x, y, la, lb, lift, top_p)
+    run = min(L, 1 << (29 - f))  # terms below 2**(f + 2): runs of them sum in int32 (16 lanes per vector, not 8)
+    for r0 in range(0, L, run):
+        terms = _I(0)
+        for k in range(r0, min(r0 + run, L)):  # the truncated terms, summed exactly
+            x, y = _I(a[i, base + np.uint64(k)]), _I(b[jb, base + np.uint64(k)])
+            terms = _I(terms + _truncated_term(x, y, la, lb, lift, top_p))
+        total += terms
     return _truncated_bits(total, top - f, g), np.int64(0)
 
 
 @_inline
 def _two_stage_step(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, L: int, la: tuple, lb: tuple,
-                    cbits: int, f: int, f2: int, drop_tiny_c: bool, zero_exp: int,
-                    terms: np.ndarray) -> tuple[int, int]:
+                    cbits: int, f: int, f2: int, drop_tiny_c: bool, zero_exp: int) -> tuple[int, int]:
     """``two-stage`` (CDNA3 FP8): the even and the odd products apart truncated toward zero to ``2**(E_g - f)``
     and summed, the two rounded down to ``f`` bits below the larger, that dot rounded down to ``f2 + 1`` bits
     and ``c`` to ``f`` below ``max(dot, c)``, the sum rounded down to ``f2`` bits and to nearest even."""
@@ -247,28 +251,24 @@ def _two_stage_step(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, L: i
     base = np.uint64(s0)
     top0 = top1 = _I(-(1 << 30))
     zero_p = _I(zero_exp)
-    for k in range(L):  # one pass over k, the group by parity: the compiler keeps it a vector loop
-        x, y = _I(a[i, base + np.uint64(k)]), _I(b[jb, base + np.uint64(k)])
-        special |= _special(x, la) | _special(y, lb)
+    for q in range(L // 2):  # k in pairs: each group's largest exponent and sum in registers
+        k0, k1 = base + np.uint64(2 * q), base + np.uint64(2 * q + 1)
+        x0, y0, x1, y1 = _I(a[i, k0]), _I(b[jb, k0]), _I(a[i, k1]), _I(b[jb, k1])
+        special |= _special(x0, la) | _special(y0, lb) | _special(x1, la) | _special(y1, lb)
         if narrow:
-            outside |= _I(_I(x >> la[6]) | _I(y >> lb[6]))
-        e = _product_exponent(x, y, la, lb, zero_p)
-        if k & 1:
-            top1 = max(top1, e)
-        else:
-            top0 = max(top0, e)
+            outside |= _I(_I(x0 >> la[6]) | _I(y0 >> lb[6]) | _I(x1 >> la[6]) | _I(y1 >> lb[6]))
+        top0 = max(top0, _product_exponent(x0, y0, la, lb, zero_p))
+        top1 = max(top1, _product_exponent(x1, y1, la, lb, zero_p))
     if special or outside:
         return 0, _flags(special, outside)
     lift = _I(f - la[0] - lb[0])
-    for k in range(L):  # the terms (in units of 2**(top - f) of their group), then each group's sum
-        x, y = _I(a[i, base + np.uint64(k)]), _I(b[jb, base + np.uint64(k)])
-        terms[k] = _truncated_term(x, y, la, lb, lift, top1 if k & 1 else top0)
-    part0 = part1 = np.int64(0)
-    for k in range(L // 2):
-        part0 += terms[2 * k]
-        part1 += terms[2 * k + 1]
+    part0 = part1 = _I(0)  # L / 2 terms below 2**(f + 2) each: int32 (checked by the caller)
+    for q in range(L // 2):
+        k0, k1 = base + np.uint64(2 * q), base + np.uint64(2 * q + 1)
+        part0 = _I(part0 + _truncated_term(_I(a[i, k0]), _I(b[jb, k0]), la, lb, lift, top0))
+        part1 = _I(part1 + _truncated_term(_I(a[i, k1]), _I(b[jb, k1]), la, lb, lift, top1))
     e_dot = np.int64(max(top0, top1))  # the groups rounded down (floor: arithmetic shifts) at the larger exponent
-    s_dot = (part0 >> min(e_dot - top0, 63)) + (part1 >> min(e_dot - top1, 63))
+    s_dot = (np.int64(part0) >> min(e_dot - top0, 63)) + (np.int64(part1) >> min(e_dot - top1, 63))
     e_max = max(e_dot, ec)
     up = e_dot - e_max + f2 + 1 - f
     sd = s_dot << up if up >= 0 else s_dot >> min(-up, 63)  # units of 2**(e_max - f2 - 1)
@@ -361,7 +361,7 @@ def _drive(algorithm: int, a: np.ndarray, b: np.ndarray, paired: bool, la: tuple
                         bits, flag = _aligned_step(a, i, b, jb, s0, chunk, la, lb, se, acc, f, g, zero_exp)
                     elif algorithm == TWO_STAGE:
                         bits, flag = _two_stage_step(a, i, b, jb, s0, chunk, la, lb, acc, f, g, drop_tiny_c,
-                                                     zero_exp, wbuf)
+                                                     zero_exp)
                     else:
                         bits, flag = _grouped_step(a, i, b, jb, s0, chunk, la, lb, sa, sb, block, group,
                                                    scale_table, lift, acc, f, g, zero_exp, wbuf, ebuf)

@@ -707,6 +707,8 @@ def _fused(m: MMAModel, a: tuple[np.ndarray, str], b: tuple[np.ndarray, str], c:
         return None
     if m.fraction_bits > 28 and not group:  # a truncated term must fit int32 (below 2**(f + 2))
         return None
+    if two_stage and (m.chunk // 2) << (m.fraction_bits + 2) > 1 << 31:  # and a group's sum of chunk / 2 of them
+        return None
     params = np.array([m.chunk, m.instruction_k, m.fraction_bits, g, m.zero_exponent, promotion or 0, m.drop_tiny_c,
                        m.specials == "target-dependent", block, group, lift], dtype=np.int64)
     out = np.empty(c.shape, np.float32)
