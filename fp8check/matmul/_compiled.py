@@ -31,7 +31,10 @@ from typing import Any
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba.core import types
 from numba.cpython.unsafe.numbers import leading_zeros
+from numba.extending import intrinsic
 
 __all__ = ["chain", "specialised", "ALIGNED", "TWO_STAGE", "GROUPED", "VERSION"]
 
@@ -158,8 +161,31 @@ def _truncated_bits(total: int, u: int, g: int) -> int:
     return (sign << 31) | (mag << (u + 149))
 
 
+@intrinsic
+def _f32_bits(typingctx: Any, x: Any) -> Any:
+    """The bits of a float32 as an int32 (a register move)."""
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        return builder.bitcast(args[0], ir.IntType(32))
+    return types.int32(types.float32), codegen
+
+
 @_inline
 def _floor_rne_bits(total: int, u: int, f2: int) -> int:
+    """CDNA3's last rounding (:func:`_floor_rne_any`); a result inside float32's normal range (nearly all) through
+    the FPU: after the floor to ``f2 + 1`` significant bits, the integer's conversion to float32 is its rounding
+    to nearest even to 24 bits, and ``2**u`` an exponent shift."""
+    mag = -total if total < 0 else total
+    nb = 64 - leading_zeros(np.uint64(mag))
+    drop = max(nb - f2 - 1, 0)
+    bits = np.int64(_f32_bits(np.float32(total >> drop)))  # floor, then to nearest even
+    field = ((bits >> 23) & 0xFF) + u + drop
+    if total == 0 or u + nb - 1 < -126 or field < 1 or field > 254:
+        return _floor_rne_any(total, u, f2)
+    return (bits + ((u + drop) << 23)) & 0xFFFFFFFF
+
+
+@_inline
+def _floor_rne_any(total: int, u: int, f2: int) -> int:
     """CDNA3's last rounding: ``total * 2**u`` rounded down (floor) to ``f2`` fractional bits at its own
     exponent (clamped to -126), then to nearest even into float32 (past its range: Inf); zero is +0. Written
     with selects, not branches: the rounding decisions are data, and mispredicted branches cost more than
