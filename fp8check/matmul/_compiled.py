@@ -18,7 +18,7 @@ code once per pass and keeping everything in registers: no table gathers, no tem
 - :func:`chain` takes the formats' layouts and the model's parameters as arguments (one compilation
   for every kind); :func:`specialised` compiles the same code for one kind with them as constants
   (known shifts and masks: about twice as fast), which ``tensorcore`` uses for calls of 2**22
-  products or more.
+  products or more and, once made, for every call of the kind.
 
 Same models, same bits as the NumPy engine of tensorcore.py (tests/test_matmul_tensorcore.py compares
 them on every instruction kind, edge cases included). Imported only when numba is installed (the
@@ -442,15 +442,15 @@ def chain(algorithm: int, a: np.ndarray, b: np.ndarray, paired: bool, lay_a: np.
 _SPECIALISED: dict[tuple, Any] = {}
 
 
-def specialised(algorithm: int, lay_a: np.ndarray, lay_b: np.ndarray, params: np.ndarray) -> Any:
+def specialised(algorithm: int, lay_a: np.ndarray, lay_b: np.ndarray, params: np.ndarray, make: bool = True) -> Any:
     """:func:`chain` compiled for one instruction kind: its formats' layouts and its model's parameters as
     constants (shifts by known amounts, 16-lane int32 vectors; about twice as fast, one compilation per kind,
-    cached on disk). Called as ``(a, b, paired, raw_a, raw_b, sa, sb, scale_table, promotion, c_bits,
-    out_bits, dep)``."""
+    cached on disk); ``make=False``: only one this process has already made (else None). Called as ``(a, b,
+    paired, raw_a, raw_b, sa, sb, scale_table, promotion, c_bits, out_bits, dep)``."""
     key = (algorithm, tuple(lay_a.tolist()), tuple(lay_b.tolist()), tuple(params.tolist()))
-    if key not in _SPECIALISED:
+    if key not in _SPECIALISED and make:
         _SPECIALISED[key] = _specialise(algorithm, _layout(lay_a), _layout(lay_b), _model(params))
-    return _SPECIALISED[key]
+    return _SPECIALISED.get(key)
 
 
 def _specialise(algorithm: int, la: tuple, lb: tuple, model: tuple) -> Any:

@@ -12,7 +12,8 @@ significant bits each, so exact), scaling by powers of two, ``trunc``/``floor`` 
 extra) every model measured by MMA-Sim whose operands have at most 256 codes (FP8, FP6, FP4, block
 scales included) runs as one compiled pass per output element over the whole K chain, in integers
 (:mod:`fp8check.matmul._compiled`, the same models, tested equal bit for bit; a call of 2**22 products
-or more through a kernel compiled for its kind; ``FP8CHECK_NUMBA=0`` turns it off); 16-bit operands
+or more through a kernel compiled for its kind, and every later call of that kind in the process;
+``FP8CHECK_NUMBA=0`` turns it off); 16-bit operands
 and the gfx950 bracket run on NumPy.
 
 The agreement with MMA-Sim is tested in tests/test_matmul_tensorcore.py (random-bit instances of every
@@ -715,8 +716,10 @@ def _fused(m: MMAModel, a: tuple[np.ndarray, str], b: tuple[np.ndarray, str], c:
     dep = np.empty(c.shape, bool)
     c_bits = np.ascontiguousarray(np.broadcast_to(c, out.shape), dtype=np.float32).view(np.uint32)
     raw_a, raw_b = _tables(a[1])[3], _tables(b[1])[3]
-    if out.size * (K + pad) >= _SPECIALISE_FROM:  # a large call: the kind's own kernel (compiled once, cached)
-        kernel = compiled.specialised(algorithm[m.algorithm], lay_a, lay_b, params)
+    # a large call: the kind's own kernel (compiled once, cached); a small one: that kernel where this process has it
+    kernel = compiled.specialised(algorithm[m.algorithm], lay_a, lay_b, params, make=out.size * (K + pad) >=
+                                  _SPECIALISE_FROM)
+    if kernel is not None:
         outside = kernel(ac, bc, paired, raw_a, raw_b, sa, sb, table, promotion or 0, c_bits, out.view(np.uint32),
                          dep)
     else:
