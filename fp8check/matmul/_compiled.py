@@ -108,10 +108,11 @@ def _signed(mag: int, sign: int) -> int:
 
 
 @_inline
-def _special_bits(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, L: int, raw_a: np.ndarray,
-                  raw_b: np.ndarray, cbits: int, nan: bool) -> int:
+def _special_bits(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, L: int, la: tuple, lb: tuple, cbits: int,
+                  nan: bool) -> int:
     """A step with a special operand, scale or accumulator: what a float sum of its products and ``c`` gives
-    (finite products cannot overflow float64): NaN, +Inf or -Inf."""
+    (finite products cannot overflow float64): NaN, +Inf or -Inf. From the codes' bits: a product is NaN where an
+    operand is NaN or Inf meets zero, else Inf of the operands' sign where one is Inf."""
     pos = neg = False
     if ((cbits >> 23) & 0xFF) == 0xFF:
         if cbits & 0x7FFFFF:
@@ -123,12 +124,20 @@ def _special_bits(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, L: int
     if nan:  # a NaN stays NaN (a chain past its first special step mostly)
         return _NAN_BITS
     base = np.uint64(s0)
+    nan_p = pos_p = neg_p = _I(0)
     for k in range(L):
-        p = raw_a[a[i, base + np.uint64(k)]] * raw_b[b[jb, base + np.uint64(k)]]
-        nan |= p != p
-        pos |= p == np.inf
-        neg |= p == -np.inf
-    if nan or (pos and neg):
+        x, y = _I(a[i, base + np.uint64(k)]), _I(b[jb, base + np.uint64(k)])
+        sx, sy = _I(_special(x, la)), _I(_special(y, lb))
+        ix, iy = _I(_I(x & la[8]) == la[9]), _I(_I(y & lb[8]) == lb[9])
+        zx, zy = _I(_I(_I(x & la[7]) == 0) & _I(1 - sx)), _I(_I(_I(y & lb[7]) == 0) & _I(1 - sy))
+        p_nan = _I(_I(sx & _I(1 - ix)) | _I(sy & _I(1 - iy)) | _I(ix & zy) | _I(zx & iy))
+        p_inf = _I(_I(ix | iy) & _I(1 - p_nan))
+        sign = _I(_I(_I(x >> la[3]) ^ _I(y >> lb[3])) & 1)
+        nan_p = _I(nan_p | p_nan)
+        pos_p = _I(pos_p | _I(p_inf & _I(1 - sign)))
+        neg_p = _I(neg_p | _I(p_inf & sign))
+    pos, neg = pos or pos_p != 0, neg or neg_p != 0
+    if nan_p or (pos and neg):
         return _NAN_BITS
     return _POS_INF_BITS if pos else _NEG_INF_BITS
 
@@ -360,9 +369,9 @@ def _f32_add(x_bits: int, y_bits: int, fbuf: np.ndarray, ubuf: np.ndarray) -> in
 
 
 @_inline
-def _drive(algorithm: int, a: np.ndarray, b: np.ndarray, paired: bool, la: tuple, lb: tuple, raw_a: np.ndarray,
-           raw_b: np.ndarray, sa: np.ndarray, sb: np.ndarray, scale_table: np.ndarray, model: tuple, promotion: int,
-           c_bits: np.ndarray, out_bits: np.ndarray, dep: np.ndarray) -> int:
+def _drive(algorithm: int, a: np.ndarray, b: np.ndarray, paired: bool, la: tuple, lb: tuple, sa: np.ndarray,
+           sb: np.ndarray, scale_table: np.ndarray, model: tuple, promotion: int, c_bits: np.ndarray,
+           out_bits: np.ndarray, dep: np.ndarray) -> int:
     """The chain of :func:`chain` (``model``: its ``params`` but promotion, as a tuple)."""
     chunk, ik, f, g, zero_exp, drop_tiny_c, dep_specials, block, group, lift = model
     fbuf = np.empty(1, np.float32)
@@ -395,7 +404,7 @@ def _drive(algorithm: int, a: np.ndarray, b: np.ndarray, paired: bool, la: tuple
                     if flag & 2:
                         return 1
                     if flag or nan:
-                        bits = _special_bits(a, i, b, jb, s0, chunk, raw_a, raw_b, acc, nan)
+                        bits = _special_bits(a, i, b, jb, s0, chunk, la, lb, acc, nan)
                         special = True
                     acc = bits
                 if promotion and ((t + 1) % promotion == 0 or t == steps - 1):
@@ -418,24 +427,23 @@ def _model(params: np.ndarray) -> tuple:
 
 @_jit
 def chain(algorithm: int, a: np.ndarray, b: np.ndarray, paired: bool, lay_a: np.ndarray, lay_b: np.ndarray,
-          raw_a: np.ndarray, raw_b: np.ndarray, sa: np.ndarray, sb: np.ndarray, scale_table: np.ndarray,
-          params: np.ndarray, c_bits: np.ndarray, out_bits: np.ndarray, dep: np.ndarray) -> int:
+          sa: np.ndarray, sb: np.ndarray, scale_table: np.ndarray, params: np.ndarray, c_bits: np.ndarray,
+          out_bits: np.ndarray, dep: np.ndarray) -> int:
     """Every output element ``(i, j)``: row ``i`` of the codes ``a`` (M, K) against row ``j`` of ``b`` (N, K)
     (row ``i`` when ``paired``: ``dot_instances``) from the float32 bits ``c_bits[i, j]``: K in steps of
     ``chunk``, instructions of ``instruction_k`` chained through the accumulator, every ``promotion``
     instructions added into a float32 total (0: never). Writes ``out_bits`` (NaN as 0x7FFFFFFF) and ``dep``
-    (a special value met, where the model brackets them). ``lay_a``/``lay_b``: the formats' bit layouts,
-    ``raw_a``/``raw_b``: their values (NaN/Inf as such); scales: ``sa`` (M, K / block) and ``sb`` (N, K / block)
-    codes (``aligned``: e8m0; ``grouped``: through ``scale_table``). ``params``: chunk, instruction_k, f, g
+    (a special value met, where the model brackets them). ``lay_a``/``lay_b``: the formats' bit layouts
+    (``tensorcore._bit_layout``); scales: ``sa`` (M, K / block) and ``sb`` (N, K / block) codes (``aligned``: e8m0; ``grouped``: through ``scale_table``). ``params``: chunk, instruction_k, f, g
     (``two-stage``: f2), zero_exp, promotion, drop_tiny_c, dependent specials, block, group, lift.
     Returns 0, or 1 when a code lies outside its format (nothing is judged: the caller decides)."""
     la = (_I(lay_a[0]), _I(lay_a[1]), _I(lay_a[2]), _I(lay_a[3]), _I(lay_a[4]), _I(lay_a[5]), _I(lay_a[6]),
-          _I(lay_a[7]))
+          _I(lay_a[7]), _I(lay_a[8]), _I(lay_a[9]))
     lb = (_I(lay_b[0]), _I(lay_b[1]), _I(lay_b[2]), _I(lay_b[3]), _I(lay_b[4]), _I(lay_b[5]), _I(lay_b[6]),
-          _I(lay_b[7]))
+          _I(lay_b[7]), _I(lay_b[8]), _I(lay_b[9]))
     model = (params[0], params[1], params[2], params[3], params[4], params[6] != 0, params[7] != 0, params[8],
              params[9], params[10])
-    return _drive(algorithm, a, b, paired, la, lb, raw_a, raw_b, sa, sb, scale_table, model, params[5], c_bits,
+    return _drive(algorithm, a, b, paired, la, lb, sa, sb, scale_table, model, params[5], c_bits,
                   out_bits, dep)
 
 
@@ -446,7 +454,7 @@ def specialised(algorithm: int, lay_a: np.ndarray, lay_b: np.ndarray, params: np
     """:func:`chain` compiled for one instruction kind: its formats' layouts and its model's parameters as
     constants (shifts by known amounts, 16-lane int32 vectors; about twice as fast, one compilation per kind,
     cached on disk); ``make=False``: only one this process has already made (else None). Called as ``(a, b,
-    paired, raw_a, raw_b, sa, sb, scale_table, promotion, c_bits, out_bits, dep)``."""
+    paired, sa, sb, scale_table, promotion, c_bits, out_bits, dep)``."""
     key = (algorithm, tuple(lay_a.tolist()), tuple(lay_b.tolist()), tuple(params.tolist()))
     if key not in _SPECIALISED and make:
         _SPECIALISED[key] = _specialise(algorithm, _layout(lay_a), _layout(lay_b), _model(params))
@@ -454,9 +462,8 @@ def specialised(algorithm: int, lay_a: np.ndarray, lay_b: np.ndarray, params: np
 
 
 def _specialise(algorithm: int, la: tuple, lb: tuple, model: tuple) -> Any:
-    def kind_chain(a: np.ndarray, b: np.ndarray, paired: bool, raw_a: np.ndarray, raw_b: np.ndarray, sa: np.ndarray,
-                   sb: np.ndarray, scale_table: np.ndarray, promotion: int, c_bits: np.ndarray,
-                   out_bits: np.ndarray, dep: np.ndarray) -> int:
-        return _drive(algorithm, a, b, paired, la, lb, raw_a, raw_b, sa, sb, scale_table, model, promotion, c_bits,
-                      out_bits, dep)
+    def kind_chain(a: np.ndarray, b: np.ndarray, paired: bool, sa: np.ndarray, sb: np.ndarray,
+                   scale_table: np.ndarray, promotion: int, c_bits: np.ndarray, out_bits: np.ndarray,
+                   dep: np.ndarray) -> int:
+        return _drive(algorithm, a, b, paired, la, lb, sa, sb, scale_table, model, promotion, c_bits, out_bits, dep)
     return _jit(kind_chain)

@@ -613,9 +613,10 @@ def _compiled_step() -> Any:
 @lru_cache(maxsize=None)
 def _bit_layout(fmt_name: str) -> np.ndarray | None:
     """How the compiled engine decodes a code of a format of at most 256 codes by its bit fields: (mantissa
-    bits, exponent mask, bias, sign shift, special mask, special value, code bits, magnitude mask), a code
-    being special (NaN/Inf) when ``code & mask == value``; checked here against the format's decode table
-    (None: a format the layout does not describe -- its models run on NumPy)."""
+    bits, exponent mask, bias, sign shift, special mask, special value, code bits, magnitude mask, Inf mask,
+    Inf value), a code being special (NaN/Inf) when ``code & mask == value``, Inf when ``code & Inf mask == Inf
+    value``; checked here against the format's decode table (None: a format the layout does not describe -- its
+    models run on NumPy)."""
     if fmt_name in SOURCE_FORMATS:
         return None
     fmt = get_format(fmt_name)
@@ -624,20 +625,24 @@ def _bit_layout(fmt_name: str) -> np.ndarray | None:
     exp_field = ((1 << fmt.exponent_bits) - 1) << fmt.mantissa_bits
     special = {"ieee": (exp_field, exp_field), "all_ones": (fmt.magnitude_mask, fmt.magnitude_mask),
                "negative_zero": ((1 << fmt.bits) - 1, fmt.sign_mask), "none": (0, 1)}[fmt.nan_encoding]
+    inf = (fmt.magnitude_mask, exp_field) if fmt.nan_encoding == "ieee" else (0, 1)
     lay = np.array([fmt.mantissa_bits, (1 << fmt.exponent_bits) - 1, fmt.bias, fmt.bits - 1, *special, fmt.bits,
-                    fmt.magnitude_mask], dtype=np.int64)
-    values, exps, is_special, _, _ = _tables(fmt_name)
+                    fmt.magnitude_mask, *inf], dtype=np.int64)
+    values, exps, is_special, raw, _ = _tables(fmt_name)
     codes = np.arange(len(values), dtype=np.int64)
     ef = (codes >> lay[0]) & lay[1]
     sig = (codes & ((1 << lay[0]) - 1)) | ((ef != 0).astype(np.int64) << lay[0])
     e = np.maximum(ef, 1) - lay[2]
     decoded = np.where((codes >> lay[3]) & 1, -1.0, 1.0) * np.ldexp(sig.astype(np.float64), e - lay[0])
     flagged = (codes & lay[4]) == lay[5]
+    infinite = (codes & lay[8]) == lay[9]
     nonzero = ~is_special & (values != 0)
     finite = ~is_special
     if not (np.array_equal(flagged, is_special) and np.array_equal(decoded[finite], values[finite])
             and np.array_equal(e[nonzero], exps[nonzero])
-            and np.array_equal(((codes & lay[7]) != 0)[finite], nonzero[finite])):
+            and np.array_equal(((codes & lay[7]) != 0)[finite], nonzero[finite])
+            and np.array_equal(infinite, np.isinf(raw))
+            and np.array_equal(((codes >> lay[3]) & 1)[infinite] == 1, raw[infinite] < 0)):
         return None
     lay.setflags(write=False)
     return lay
@@ -715,16 +720,14 @@ def _fused(m: MMAModel, a: tuple[np.ndarray, str], b: tuple[np.ndarray, str], c:
     out = np.empty(c.shape, np.float32)
     dep = np.empty(c.shape, bool)
     c_bits = np.ascontiguousarray(np.broadcast_to(c, out.shape), dtype=np.float32).view(np.uint32)
-    raw_a, raw_b = _tables(a[1])[3], _tables(b[1])[3]
     # a large call: the kind's own kernel (compiled once, cached); a small one: that kernel where this process has it
     kernel = compiled.specialised(algorithm[m.algorithm], lay_a, lay_b, params, make=out.size * (K + pad) >=
                                   _SPECIALISE_FROM)
     if kernel is not None:
-        outside = kernel(ac, bc, paired, raw_a, raw_b, sa, sb, table, promotion or 0, c_bits, out.view(np.uint32),
-                         dep)
+        outside = kernel(ac, bc, paired, sa, sb, table, promotion or 0, c_bits, out.view(np.uint32), dep)
     else:
-        outside = compiled.chain(algorithm[m.algorithm], ac, bc, paired, lay_a, lay_b, raw_a, raw_b, sa, sb, table,
-                                 params, c_bits, out.view(np.uint32), dep)
+        outside = compiled.chain(algorithm[m.algorithm], ac, bc, paired, lay_a, lay_b, sa, sb, table, params, c_bits,
+                                 out.view(np.uint32), dep)
     if outside:
         return None  # a code outside its format: the NumPy steps say what that is
     return MMAResult(out, dep, m)
