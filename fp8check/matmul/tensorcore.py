@@ -87,7 +87,7 @@ from typing import Any, Iterator, Literal
 import numpy as np
 
 from fp8check.errors import InvalidValueError
-from fp8check.formats import SOURCE_FORMATS, Format, get as get_format
+from fp8check.formats import SOURCE_FORMATS, Format, get as get_format, names as format_names
 from fp8check.reference import decode_table
 
 __all__ = ["MMAModel", "MMAResult", "MODELS", "TARGETS", "model", "models_for", "mma", "dot_instances",
@@ -311,8 +311,11 @@ def model(target: str, a_fmt: object, b_fmt: object, *, scaled: bool = False) ->
 
 # -- operands ----------------------------------------------------------------------------------------
 
+_NAMES = frozenset(SOURCE_FORMATS) | frozenset(format_names())
+
+
 def _fmt_name(fmt: object) -> str:
-    if isinstance(fmt, str) and fmt in SOURCE_FORMATS:
+    if isinstance(fmt, str) and fmt in _NAMES:  # already a name (the common call): no lookup
         return fmt
     return get_format(fmt).name
 
