@@ -12,9 +12,11 @@ code once per pass and keeping everything in registers: no table gathers, no tem
   int32), the truncated terms sum exactly (in int32 runs short enough to stay below 2**31 -- 16 lanes
   per vector, not int64's 8 -- the runs in int64; below 2**50 in every model), rounding down
   (CDNA3) is an arithmetic shift, and the result's float32 bits are assembled from the integer sum
-  (truncation, or CDNA3's floor then round to nearest even, with selects rather than branches).
+  (truncation; CDNA3's floor then round to nearest even: the floored integer converted to float32
+  where the result is a normal float32, else with selects).
 - Special values (NaN/Inf codes, NaN scales, a non-finite accumulator) leave the fast loop: the step's
-  value is what a float sum of the products and ``c`` gives, as in the NumPy engine.
+  value is what a float sum of the products and ``c`` gives, as in the NumPy engine, told from the
+  codes' bits (the layouts name the Inf codes).
 - :func:`chain` takes the formats' layouts and the model's parameters as arguments (one compilation
   for every kind); :func:`specialised` compiles the same code for one kind with them as constants
   (known shifts and masks: about twice as fast), which ``tensorcore`` uses for calls of 2**22
