@@ -436,8 +436,9 @@ def chain(algorithm: int, a: np.ndarray, b: np.ndarray, paired: bool, lay_a: np.
     ``chunk``, instructions of ``instruction_k`` chained through the accumulator, every ``promotion``
     instructions added into a float32 total (0: never). Writes ``out_bits`` (NaN as 0x7FFFFFFF) and ``dep``
     (a special value met, where the model brackets them). ``lay_a``/``lay_b``: the formats' bit layouts
-    (``tensorcore._bit_layout``); scales: ``sa`` (M, K / block) and ``sb`` (N, K / block) codes (``aligned``: e8m0; ``grouped``: through ``scale_table``). ``params``: chunk, instruction_k, f, g
-    (``two-stage``: f2), zero_exp, promotion, drop_tiny_c, dependent specials, block, group, lift.
+    (``tensorcore._bit_layout``); scales: ``sa`` (M, K / block) and ``sb`` (N, K / block) codes (``aligned``:
+    e8m0; ``grouped``: through ``scale_table``). ``params``: chunk, instruction_k, f, g (``two-stage``: f2),
+    zero_exp, promotion, drop_tiny_c, dependent specials, block, group, lift.
     Returns 0, or 1 when a code lies outside its format (nothing is judged: the caller decides)."""
     la = (_I(lay_a[0]), _I(lay_a[1]), _I(lay_a[2]), _I(lay_a[3]), _I(lay_a[4]), _I(lay_a[5]), _I(lay_a[6]),
           _I(lay_a[7]), _I(lay_a[8]), _I(lay_a[9]))
@@ -445,8 +446,7 @@ def chain(algorithm: int, a: np.ndarray, b: np.ndarray, paired: bool, lay_a: np.
           _I(lay_b[7]), _I(lay_b[8]), _I(lay_b[9]))
     model = (params[0], params[1], params[2], params[3], params[4], params[6] != 0, params[7] != 0, params[8],
              params[9], params[10])
-    return _drive(algorithm, a, b, paired, la, lb, sa, sb, scale_table, model, params[5], c_bits,
-                  out_bits, dep)
+    return _drive(algorithm, a, b, paired, la, lb, sa, sb, scale_table, model, params[5], c_bits, out_bits, dep)
 
 
 _SPECIALISED: dict[tuple, Any] = {}

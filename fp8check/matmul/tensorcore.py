@@ -13,8 +13,7 @@ extra) every model measured by MMA-Sim whose operands have at most 256 codes (FP
 scales included) runs as one compiled pass per output element over the whole K chain, in integers
 (:mod:`fp8check.matmul._compiled`, the same models, tested equal bit for bit; a call of 2**22 products
 or more through a kernel compiled for its kind, and every later call of that kind in the process;
-``FP8CHECK_NUMBA=0`` turns it off); 16-bit operands
-and the gfx950 bracket run on NumPy.
+``FP8CHECK_NUMBA=0`` turns it off); 16-bit operands and the gfx950 bracket run on NumPy.
 
 The agreement with MMA-Sim is tested in tests/test_matmul_tensorcore.py (random-bit instances of every
 instruction kind here against ``mmasim`` 2.1.1, 10^6 per FP8 kind in the slow lane, 0 mismatches) and
