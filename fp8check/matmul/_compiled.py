@@ -340,7 +340,8 @@ def _grouped_step(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, L: int
             special |= _special(x, la) | _special(y, lb)
             if narrow:
                 outside |= _I(_I(x >> la[6]) | _I(y >> lb[6]))
-            p = _I(_I(mx << _I(ex + up_a)) * _I(my << _I(ey + up_b)))  # below 2**(2 (m + 1) + 2 (emax - emin))
+            # below 2**(2 (m + 1) + 2 (emax - emin)); int32 shifts (numba's << widens to int64): int32 lanes
+            p = _I(np.left_shift(mx, _I(ex + up_a)) * np.left_shift(my, _I(ey + up_b)))
             nonzero |= p
             part = _I(part + _I(_I(p ^ _I(-_I(sx ^ sy))) + _I(sx ^ sy)))
         ca, cb = sa[i, k0 // block], sb[jb, k0 // block]
