@@ -18,7 +18,8 @@ timed), on whatever machine runs it: compare the columns of one run. Both sides 
 (decoding is timed) and give every output element. MMA-Sim runs with one torch thread by default
 (``--threads``), as fp8check runs on one core; fp8check's models are compiled by numba where it is
 installed (``FP8CHECK_NUMBA=0``: NumPy only): one fused pass per output element over the K chain, a
-call of 2**22 products or more through a kernel compiled for its instruction kind.
+call of 2**22 products or more through a kernel compiled for its instruction kind (and, once it exists,
+every call of that kind: the tiles run the kernels the instances made).
 """
 
 from __future__ import annotations

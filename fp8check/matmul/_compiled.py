@@ -9,15 +9,18 @@ code once per pass and keeping everything in registers: no table gathers, no tem
   kernel runs), so the inner loops are straight integer arithmetic that the compiler vectorises.
 - Arithmetic: integers only. A product is ``sig_a * sig_b * 2**(e_a + e_b - Q)``; truncating it
   toward zero to ``2**(E - F)`` is a shift of its magnitude (``(sig << (F - Q)) >> (E - e)``, in
-  int32), the truncated terms sum exactly in int64 (below 2**50 in every model), rounding down
+  int32), the truncated terms sum exactly (in int32 runs short enough to stay below 2**31 -- 16 lanes
+  per vector, not int64's 8 -- the runs in int64; below 2**50 in every model), rounding down
   (CDNA3) is an arithmetic shift, and the result's float32 bits are assembled from the integer sum
-  (truncation, or CDNA3's floor then round to nearest even, with selects rather than branches).
+  (truncation; CDNA3's floor then round to nearest even: the floored integer converted to float32
+  where the result is a normal float32, else with selects).
 - Special values (NaN/Inf codes, NaN scales, a non-finite accumulator) leave the fast loop: the step's
-  value is what a float sum of the products and ``c`` gives, as in the NumPy engine.
+  value is what a float sum of the products and ``c`` gives, as in the NumPy engine, told from the
+  codes' bits (the layouts name the Inf codes).
 - :func:`chain` takes the formats' layouts and the model's parameters as arguments (one compilation
   for every kind); :func:`specialised` compiles the same code for one kind with them as constants
   (known shifts and masks: about twice as fast), which ``tensorcore`` uses for calls of 2**22
-  products or more.
+  products or more and, once made, for every call of the kind.
 
 Same models, same bits as the NumPy engine of tensorcore.py (tests/test_matmul_tensorcore.py compares
 them on every instruction kind, edge cases included). Imported only when numba is installed (the
@@ -30,7 +33,10 @@ from typing import Any
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba.core import types
 from numba.cpython.unsafe.numbers import leading_zeros
+from numba.extending import intrinsic
 
 __all__ = ["chain", "specialised", "ALIGNED", "TWO_STAGE", "GROUPED", "VERSION"]
 
@@ -104,10 +110,11 @@ def _signed(mag: int, sign: int) -> int:
 
 
 @_inline
-def _special_bits(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, L: int, raw_a: np.ndarray,
-                  raw_b: np.ndarray, cbits: int, nan: bool) -> int:
+def _special_bits(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, L: int, la: tuple, lb: tuple, cbits: int,
+                  nan: bool) -> int:
     """A step with a special operand, scale or accumulator: what a float sum of its products and ``c`` gives
-    (finite products cannot overflow float64): NaN, +Inf or -Inf."""
+    (finite products cannot overflow float64): NaN, +Inf or -Inf. From the codes' bits: a product is NaN where an
+    operand is NaN or Inf meets zero, else Inf of the operands' sign where one is Inf."""
     pos = neg = False
     if ((cbits >> 23) & 0xFF) == 0xFF:
         if cbits & 0x7FFFFF:
@@ -119,12 +126,20 @@ def _special_bits(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, L: int
     if nan:  # a NaN stays NaN (a chain past its first special step mostly)
         return _NAN_BITS
     base = np.uint64(s0)
+    nan_p = pos_p = neg_p = _I(0)
     for k in range(L):
-        p = raw_a[a[i, base + np.uint64(k)]] * raw_b[b[jb, base + np.uint64(k)]]
-        nan |= p != p
-        pos |= p == np.inf
-        neg |= p == -np.inf
-    if nan or (pos and neg):
+        x, y = _I(a[i, base + np.uint64(k)]), _I(b[jb, base + np.uint64(k)])
+        sx, sy = _I(_special(x, la)), _I(_special(y, lb))
+        ix, iy = _I(_I(x & la[8]) == la[9]), _I(_I(y & lb[8]) == lb[9])
+        zx, zy = _I(_I(_I(x & la[7]) == 0) & _I(1 - sx)), _I(_I(_I(y & lb[7]) == 0) & _I(1 - sy))
+        p_nan = _I(_I(sx & _I(1 - ix)) | _I(sy & _I(1 - iy)) | _I(ix & zy) | _I(zx & iy))
+        p_inf = _I(_I(ix | iy) & _I(1 - p_nan))
+        sign = _I(_I(_I(x >> la[3]) ^ _I(y >> lb[3])) & 1)
+        nan_p = _I(nan_p | p_nan)
+        pos_p = _I(pos_p | _I(p_inf & _I(1 - sign)))
+        neg_p = _I(neg_p | _I(p_inf & sign))
+    pos, neg = pos or pos_p != 0, neg or neg_p != 0
+    if nan_p or (pos and neg):
         return _NAN_BITS
     return _POS_INF_BITS if pos else _NEG_INF_BITS
 
@@ -157,8 +172,31 @@ def _truncated_bits(total: int, u: int, g: int) -> int:
     return (sign << 31) | (mag << (u + 149))
 
 
+@intrinsic
+def _f32_bits(typingctx: Any, x: Any) -> Any:
+    """The bits of a float32 as an int32 (a register move)."""
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        return builder.bitcast(args[0], ir.IntType(32))
+    return types.int32(types.float32), codegen
+
+
 @_inline
 def _floor_rne_bits(total: int, u: int, f2: int) -> int:
+    """CDNA3's last rounding (:func:`_floor_rne_any`); a result inside float32's normal range (nearly all) through
+    the FPU: after the floor to ``f2 + 1`` significant bits, the integer's conversion to float32 is its rounding
+    to nearest even to 24 bits, and ``2**u`` an exponent shift."""
+    mag = -total if total < 0 else total
+    nb = 64 - leading_zeros(np.uint64(mag))
+    drop = max(nb - f2 - 1, 0)
+    bits = np.int64(_f32_bits(np.float32(total >> drop)))  # floor, then to nearest even
+    field = ((bits >> 23) & 0xFF) + u + drop
+    if total == 0 or u + nb - 1 < -126 or field < 1 or field > 254:
+        return _floor_rne_any(total, u, f2)
+    return (bits + ((u + drop) << 23)) & 0xFFFFFFFF
+
+
+@_inline
+def _floor_rne_any(total: int, u: int, f2: int) -> int:
     """CDNA3's last rounding: ``total * 2**u`` rounded down (floor) to ``f2`` fractional bits at its own
     exponent (clamped to -126), then to nearest even into float32 (past its range: Inf); zero is +0. Written
     with selects, not branches: the rounding decisions are data, and mispredicted branches cost more than
@@ -229,16 +267,19 @@ def _aligned_step(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, L: int
     lift = _I(f - la[0] - lb[0])  # a product's significand is in units of 2**(e - mantissa bits of both)
     total = _signed(_shifted(c_sig, ec - 23 + f - top), c_sign)
     top_p = _I(top - se)
-    for k in range(L):  # the truncated terms, summed exactly
-        x, y = _I(a[i, base + np.uint64(k)]), _I(b[jb, base + np.uint64(k)])
-        total += _truncated_term(x, y, la, lb, lift, top_p)
+    run = min(L, 1 << (29 - f))  # terms below 2**(f + 2): runs of them sum in int32 (16 lanes per vector, not 8)
+    for r0 in range(0, L, run):
+        terms = _I(0)
+        for k in range(r0, min(r0 + run, L)):  # the truncated terms, summed exactly
+            x, y = _I(a[i, base + np.uint64(k)]), _I(b[jb, base + np.uint64(k)])
+            terms = _I(terms + _truncated_term(x, y, la, lb, lift, top_p))
+        total += terms
     return _truncated_bits(total, top - f, g), np.int64(0)
 
 
 @_inline
 def _two_stage_step(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, L: int, la: tuple, lb: tuple,
-                    cbits: int, f: int, f2: int, drop_tiny_c: bool, zero_exp: int,
-                    terms: np.ndarray) -> tuple[int, int]:
+                    cbits: int, f: int, f2: int, drop_tiny_c: bool, zero_exp: int) -> tuple[int, int]:
     """``two-stage`` (CDNA3 FP8): the even and the odd products apart truncated toward zero to ``2**(E_g - f)``
     and summed, the two rounded down to ``f`` bits below the larger, that dot rounded down to ``f2 + 1`` bits
     and ``c`` to ``f`` below ``max(dot, c)``, the sum rounded down to ``f2`` bits and to nearest even."""
@@ -247,28 +288,24 @@ def _two_stage_step(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, L: i
     base = np.uint64(s0)
     top0 = top1 = _I(-(1 << 30))
     zero_p = _I(zero_exp)
-    for k in range(L):  # one pass over k, the group by parity: the compiler keeps it a vector loop
-        x, y = _I(a[i, base + np.uint64(k)]), _I(b[jb, base + np.uint64(k)])
-        special |= _special(x, la) | _special(y, lb)
+    for q in range(L // 2):  # k in pairs: each group's largest exponent and sum in registers
+        k0, k1 = base + np.uint64(2 * q), base + np.uint64(2 * q + 1)
+        x0, y0, x1, y1 = _I(a[i, k0]), _I(b[jb, k0]), _I(a[i, k1]), _I(b[jb, k1])
+        special |= _special(x0, la) | _special(y0, lb) | _special(x1, la) | _special(y1, lb)
         if narrow:
-            outside |= _I(_I(x >> la[6]) | _I(y >> lb[6]))
-        e = _product_exponent(x, y, la, lb, zero_p)
-        if k & 1:
-            top1 = max(top1, e)
-        else:
-            top0 = max(top0, e)
+            outside |= _I(_I(x0 >> la[6]) | _I(y0 >> lb[6]) | _I(x1 >> la[6]) | _I(y1 >> lb[6]))
+        top0 = max(top0, _product_exponent(x0, y0, la, lb, zero_p))
+        top1 = max(top1, _product_exponent(x1, y1, la, lb, zero_p))
     if special or outside:
         return 0, _flags(special, outside)
     lift = _I(f - la[0] - lb[0])
-    for k in range(L):  # the terms (in units of 2**(top - f) of their group), then each group's sum
-        x, y = _I(a[i, base + np.uint64(k)]), _I(b[jb, base + np.uint64(k)])
-        terms[k] = _truncated_term(x, y, la, lb, lift, top1 if k & 1 else top0)
-    part0 = part1 = np.int64(0)
-    for k in range(L // 2):
-        part0 += terms[2 * k]
-        part1 += terms[2 * k + 1]
+    part0 = part1 = _I(0)  # L / 2 terms below 2**(f + 2) each: int32 (checked by the caller)
+    for q in range(L // 2):
+        k0, k1 = base + np.uint64(2 * q), base + np.uint64(2 * q + 1)
+        part0 = _I(part0 + _truncated_term(_I(a[i, k0]), _I(b[jb, k0]), la, lb, lift, top0))
+        part1 = _I(part1 + _truncated_term(_I(a[i, k1]), _I(b[jb, k1]), la, lb, lift, top1))
     e_dot = np.int64(max(top0, top1))  # the groups rounded down (floor: arithmetic shifts) at the larger exponent
-    s_dot = (part0 >> min(e_dot - top0, 63)) + (part1 >> min(e_dot - top1, 63))
+    s_dot = (np.int64(part0) >> min(e_dot - top0, 63)) + (np.int64(part1) >> min(e_dot - top1, 63))
     e_max = max(e_dot, ec)
     up = e_dot - e_max + f2 + 1 - f
     sd = s_dot << up if up >= 0 else s_dot >> min(-up, 63)  # units of 2**(e_max - f2 - 1)
@@ -303,7 +340,8 @@ def _grouped_step(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, L: int
             special |= _special(x, la) | _special(y, lb)
             if narrow:
                 outside |= _I(_I(x >> la[6]) | _I(y >> lb[6]))
-            p = _I(_I(mx << _I(ex + up_a)) * _I(my << _I(ey + up_b)))  # below 2**(2 (m + 1) + 2 (emax - emin))
+            # below 2**(2 (m + 1) + 2 (emax - emin)); int32 shifts (numba's << widens to int64): int32 lanes
+            p = _I(np.left_shift(mx, _I(ex + up_a)) * np.left_shift(my, _I(ey + up_b)))
             nonzero |= p
             part = _I(part + _I(_I(p ^ _I(-_I(sx ^ sy))) + _I(sx ^ sy)))
         ca, cb = sa[i, k0 // block], sb[jb, k0 // block]
@@ -334,9 +372,9 @@ def _f32_add(x_bits: int, y_bits: int, fbuf: np.ndarray, ubuf: np.ndarray) -> in
 
 
 @_inline
-def _drive(algorithm: int, a: np.ndarray, b: np.ndarray, paired: bool, la: tuple, lb: tuple, raw_a: np.ndarray,
-           raw_b: np.ndarray, sa: np.ndarray, sb: np.ndarray, scale_table: np.ndarray, model: tuple, promotion: int,
-           c_bits: np.ndarray, out_bits: np.ndarray, dep: np.ndarray) -> int:
+def _drive(algorithm: int, a: np.ndarray, b: np.ndarray, paired: bool, la: tuple, lb: tuple, sa: np.ndarray,
+           sb: np.ndarray, scale_table: np.ndarray, model: tuple, promotion: int, c_bits: np.ndarray,
+           out_bits: np.ndarray, dep: np.ndarray) -> int:
     """The chain of :func:`chain` (``model``: its ``params`` but promotion, as a tuple)."""
     chunk, ik, f, g, zero_exp, drop_tiny_c, dep_specials, block, group, lift = model
     fbuf = np.empty(1, np.float32)
@@ -361,7 +399,7 @@ def _drive(algorithm: int, a: np.ndarray, b: np.ndarray, paired: bool, la: tuple
                         bits, flag = _aligned_step(a, i, b, jb, s0, chunk, la, lb, se, acc, f, g, zero_exp)
                     elif algorithm == TWO_STAGE:
                         bits, flag = _two_stage_step(a, i, b, jb, s0, chunk, la, lb, acc, f, g, drop_tiny_c,
-                                                     zero_exp, wbuf)
+                                                     zero_exp)
                     else:
                         bits, flag = _grouped_step(a, i, b, jb, s0, chunk, la, lb, sa, sb, block, group,
                                                    scale_table, lift, acc, f, g, zero_exp, wbuf, ebuf)
@@ -369,7 +407,7 @@ def _drive(algorithm: int, a: np.ndarray, b: np.ndarray, paired: bool, la: tuple
                     if flag & 2:
                         return 1
                     if flag or nan:
-                        bits = _special_bits(a, i, b, jb, s0, chunk, raw_a, raw_b, acc, nan)
+                        bits = _special_bits(a, i, b, jb, s0, chunk, la, lb, acc, nan)
                         special = True
                     acc = bits
                 if promotion and ((t + 1) % promotion == 0 or t == steps - 1):
@@ -392,45 +430,43 @@ def _model(params: np.ndarray) -> tuple:
 
 @_jit
 def chain(algorithm: int, a: np.ndarray, b: np.ndarray, paired: bool, lay_a: np.ndarray, lay_b: np.ndarray,
-          raw_a: np.ndarray, raw_b: np.ndarray, sa: np.ndarray, sb: np.ndarray, scale_table: np.ndarray,
-          params: np.ndarray, c_bits: np.ndarray, out_bits: np.ndarray, dep: np.ndarray) -> int:
+          sa: np.ndarray, sb: np.ndarray, scale_table: np.ndarray, params: np.ndarray, c_bits: np.ndarray,
+          out_bits: np.ndarray, dep: np.ndarray) -> int:
     """Every output element ``(i, j)``: row ``i`` of the codes ``a`` (M, K) against row ``j`` of ``b`` (N, K)
     (row ``i`` when ``paired``: ``dot_instances``) from the float32 bits ``c_bits[i, j]``: K in steps of
     ``chunk``, instructions of ``instruction_k`` chained through the accumulator, every ``promotion``
     instructions added into a float32 total (0: never). Writes ``out_bits`` (NaN as 0x7FFFFFFF) and ``dep``
-    (a special value met, where the model brackets them). ``lay_a``/``lay_b``: the formats' bit layouts,
-    ``raw_a``/``raw_b``: their values (NaN/Inf as such); scales: ``sa`` (M, K / block) and ``sb`` (N, K / block)
-    codes (``aligned``: e8m0; ``grouped``: through ``scale_table``). ``params``: chunk, instruction_k, f, g
-    (``two-stage``: f2), zero_exp, promotion, drop_tiny_c, dependent specials, block, group, lift.
+    (a special value met, where the model brackets them). ``lay_a``/``lay_b``: the formats' bit layouts
+    (``tensorcore._bit_layout``); scales: ``sa`` (M, K / block) and ``sb`` (N, K / block) codes (``aligned``:
+    e8m0; ``grouped``: through ``scale_table``). ``params``: chunk, instruction_k, f, g (``two-stage``: f2),
+    zero_exp, promotion, drop_tiny_c, dependent specials, block, group, lift.
     Returns 0, or 1 when a code lies outside its format (nothing is judged: the caller decides)."""
     la = (_I(lay_a[0]), _I(lay_a[1]), _I(lay_a[2]), _I(lay_a[3]), _I(lay_a[4]), _I(lay_a[5]), _I(lay_a[6]),
-          _I(lay_a[7]))
+          _I(lay_a[7]), _I(lay_a[8]), _I(lay_a[9]))
     lb = (_I(lay_b[0]), _I(lay_b[1]), _I(lay_b[2]), _I(lay_b[3]), _I(lay_b[4]), _I(lay_b[5]), _I(lay_b[6]),
-          _I(lay_b[7]))
+          _I(lay_b[7]), _I(lay_b[8]), _I(lay_b[9]))
     model = (params[0], params[1], params[2], params[3], params[4], params[6] != 0, params[7] != 0, params[8],
              params[9], params[10])
-    return _drive(algorithm, a, b, paired, la, lb, raw_a, raw_b, sa, sb, scale_table, model, params[5], c_bits,
-                  out_bits, dep)
+    return _drive(algorithm, a, b, paired, la, lb, sa, sb, scale_table, model, params[5], c_bits, out_bits, dep)
 
 
 _SPECIALISED: dict[tuple, Any] = {}
 
 
-def specialised(algorithm: int, lay_a: np.ndarray, lay_b: np.ndarray, params: np.ndarray) -> Any:
+def specialised(algorithm: int, lay_a: np.ndarray, lay_b: np.ndarray, params: np.ndarray, make: bool = True) -> Any:
     """:func:`chain` compiled for one instruction kind: its formats' layouts and its model's parameters as
     constants (shifts by known amounts, 16-lane int32 vectors; about twice as fast, one compilation per kind,
-    cached on disk). Called as ``(a, b, paired, raw_a, raw_b, sa, sb, scale_table, promotion, c_bits,
-    out_bits, dep)``."""
+    cached on disk); ``make=False``: only one this process has already made (else None). Called as ``(a, b,
+    paired, sa, sb, scale_table, promotion, c_bits, out_bits, dep)``."""
     key = (algorithm, tuple(lay_a.tolist()), tuple(lay_b.tolist()), tuple(params.tolist()))
-    if key not in _SPECIALISED:
+    if key not in _SPECIALISED and make:
         _SPECIALISED[key] = _specialise(algorithm, _layout(lay_a), _layout(lay_b), _model(params))
-    return _SPECIALISED[key]
+    return _SPECIALISED.get(key)
 
 
 def _specialise(algorithm: int, la: tuple, lb: tuple, model: tuple) -> Any:
-    def kind_chain(a: np.ndarray, b: np.ndarray, paired: bool, raw_a: np.ndarray, raw_b: np.ndarray, sa: np.ndarray,
-                   sb: np.ndarray, scale_table: np.ndarray, promotion: int, c_bits: np.ndarray,
-                   out_bits: np.ndarray, dep: np.ndarray) -> int:
-        return _drive(algorithm, a, b, paired, la, lb, raw_a, raw_b, sa, sb, scale_table, model, promotion, c_bits,
-                      out_bits, dep)
+    def kind_chain(a: np.ndarray, b: np.ndarray, paired: bool, sa: np.ndarray, sb: np.ndarray,
+                   scale_table: np.ndarray, promotion: int, c_bits: np.ndarray, out_bits: np.ndarray,
+                   dep: np.ndarray) -> int:
+        return _drive(algorithm, a, b, paired, la, lb, sa, sb, scale_table, model, promotion, c_bits, out_bits, dep)
     return _jit(kind_chain)

@@ -12,8 +12,8 @@ significant bits each, so exact), scaling by powers of two, ``trunc``/``floor`` 
 extra) every model measured by MMA-Sim whose operands have at most 256 codes (FP8, FP6, FP4, block
 scales included) runs as one compiled pass per output element over the whole K chain, in integers
 (:mod:`fp8check.matmul._compiled`, the same models, tested equal bit for bit; a call of 2**22 products
-or more through a kernel compiled for its kind; ``FP8CHECK_NUMBA=0`` turns it off); 16-bit operands
-and the gfx950 bracket run on NumPy.
+or more through a kernel compiled for its kind, and every later call of that kind in the process;
+``FP8CHECK_NUMBA=0`` turns it off); 16-bit operands and the gfx950 bracket run on NumPy.
 
 The agreement with MMA-Sim is tested in tests/test_matmul_tensorcore.py (random-bit instances of every
 instruction kind here against ``mmasim`` 2.1.1, 10^6 per FP8 kind in the slow lane, 0 mismatches) and
@@ -86,7 +86,7 @@ from typing import Any, Iterator, Literal, NamedTuple
 import numpy as np
 
 from fp8check.errors import InvalidValueError
-from fp8check.formats import SOURCE_FORMATS, Format, get as get_format
+from fp8check.formats import SOURCE_FORMATS, Format, get as get_format, names as format_names
 from fp8check.reference import decode_table
 
 __all__ = ["MMAModel", "MMAResult", "MODELS", "TARGETS", "model", "models_for", "mma", "dot_instances",
@@ -358,8 +358,11 @@ def model(target: str, a_fmt: object, b_fmt: object, *, scaled: bool = False) ->
 
 # -- operands ----------------------------------------------------------------------------------------
 
+_NAMES = frozenset(SOURCE_FORMATS) | frozenset(format_names())
+
+
 def _fmt_name(fmt: object) -> str:
-    if isinstance(fmt, str) and fmt in SOURCE_FORMATS:
+    if isinstance(fmt, str) and fmt in _NAMES:  # already a name (the common call): no lookup
         return fmt
     return get_format(fmt).name
 
@@ -660,9 +663,10 @@ def _compiled_step() -> Any:
 @lru_cache(maxsize=None)
 def _bit_layout(fmt_name: str) -> np.ndarray | None:
     """How the compiled engine decodes a code of a format of at most 256 codes by its bit fields: (mantissa
-    bits, exponent mask, bias, sign shift, special mask, special value, code bits, magnitude mask), a code
-    being special (NaN/Inf) when ``code & mask == value``; checked here against the format's decode table
-    (None: a format the layout does not describe -- its models run on NumPy)."""
+    bits, exponent mask, bias, sign shift, special mask, special value, code bits, magnitude mask, Inf mask,
+    Inf value), a code being special (NaN/Inf) when ``code & mask == value``, Inf when ``code & Inf mask == Inf
+    value``; checked here against the format's decode table (None: a format the layout does not describe -- its
+    models run on NumPy)."""
     if fmt_name in SOURCE_FORMATS:
         return None
     fmt = get_format(fmt_name)
@@ -671,20 +675,24 @@ def _bit_layout(fmt_name: str) -> np.ndarray | None:
     exp_field = ((1 << fmt.exponent_bits) - 1) << fmt.mantissa_bits
     special = {"ieee": (exp_field, exp_field), "all_ones": (fmt.magnitude_mask, fmt.magnitude_mask),
                "negative_zero": ((1 << fmt.bits) - 1, fmt.sign_mask), "none": (0, 1)}[fmt.nan_encoding]
+    inf = (fmt.magnitude_mask, exp_field) if fmt.nan_encoding == "ieee" else (0, 1)
     lay = np.array([fmt.mantissa_bits, (1 << fmt.exponent_bits) - 1, fmt.bias, fmt.bits - 1, *special, fmt.bits,
-                    fmt.magnitude_mask], dtype=np.int64)
-    values, exps, is_special, _, _ = _tables(fmt_name)
+                    fmt.magnitude_mask, *inf], dtype=np.int64)
+    values, exps, is_special, raw, _ = _tables(fmt_name)
     codes = np.arange(len(values), dtype=np.int64)
     ef = (codes >> lay[0]) & lay[1]
     sig = (codes & ((1 << lay[0]) - 1)) | ((ef != 0).astype(np.int64) << lay[0])
     e = np.maximum(ef, 1) - lay[2]
     decoded = np.where((codes >> lay[3]) & 1, -1.0, 1.0) * np.ldexp(sig.astype(np.float64), e - lay[0])
     flagged = (codes & lay[4]) == lay[5]
+    infinite = (codes & lay[8]) == lay[9]
     nonzero = ~is_special & (values != 0)
     finite = ~is_special
     if not (np.array_equal(flagged, is_special) and np.array_equal(decoded[finite], values[finite])
             and np.array_equal(e[nonzero], exps[nonzero])
-            and np.array_equal(((codes & lay[7]) != 0)[finite], nonzero[finite])):
+            and np.array_equal(((codes & lay[7]) != 0)[finite], nonzero[finite])
+            and np.array_equal(infinite, np.isinf(raw))
+            and np.array_equal(((codes >> lay[3]) & 1)[infinite] == 1, raw[infinite] < 0)):
         return None
     lay.setflags(write=False)
     return lay
@@ -755,19 +763,21 @@ def _fused(m: MMAModel, a: tuple[np.ndarray, str], b: tuple[np.ndarray, str], c:
         return None
     if m.fraction_bits > 28 and not group:  # a truncated term must fit int32 (below 2**(f + 2))
         return None
+    if two_stage and (m.chunk // 2) << (m.fraction_bits + 2) > 1 << 31:  # and a group's sum of chunk / 2 of them
+        return None
     params = np.array([m.chunk, m.instruction_k, m.fraction_bits, g, m.zero_exponent, promotion or 0, m.drop_tiny_c,
                        m.specials == "target-dependent", block, group, lift], dtype=np.int64)
     out = np.empty(c.shape, np.float32)
     dep = np.empty(c.shape, bool)
     c_bits = np.ascontiguousarray(np.broadcast_to(c, out.shape), dtype=np.float32).view(np.uint32)
-    raw_a, raw_b = _tables(a[1])[3], _tables(b[1])[3]
-    if out.size * (K + pad) >= _SPECIALISE_FROM:  # a large call: the kind's own kernel (compiled once, cached)
-        kernel = compiled.specialised(algorithm[m.algorithm], lay_a, lay_b, params)
-        outside = kernel(ac, bc, paired, raw_a, raw_b, sa, sb, table, promotion or 0, c_bits, out.view(np.uint32),
-                         dep)
+    # a large call: the kind's own kernel (compiled once, cached); a small one: that kernel where this process has it
+    kernel = compiled.specialised(algorithm[m.algorithm], lay_a, lay_b, params, make=out.size * (K + pad) >=
+                                  _SPECIALISE_FROM)
+    if kernel is not None:
+        outside = kernel(ac, bc, paired, sa, sb, table, promotion or 0, c_bits, out.view(np.uint32), dep)
     else:
-        outside = compiled.chain(algorithm[m.algorithm], ac, bc, paired, lay_a, lay_b, raw_a, raw_b, sa, sb, table,
-                                 params, c_bits, out.view(np.uint32), dep)
+        outside = compiled.chain(algorithm[m.algorithm], ac, bc, paired, lay_a, lay_b, sa, sb, table, params, c_bits,
+                                 out.view(np.uint32), dep)
     if outside:
         return None  # a code outside its format: the NumPy steps say what that is
     return MMAResult(out, dep, m)
