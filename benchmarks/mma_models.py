@@ -76,12 +76,15 @@ def instances(n: int) -> list[str]:
 def tiles(count: int) -> list[str]:
     import torch
     from mmasim.amd import MFMA
-    from mmasim.nv_ptx import WGMMA
+    from mmasim.nv_ptx import MMA, WGMMA, TCGen05MMA
 
     lines = []
     rng = np.random.default_rng(4)
     for target, fmt, tdt, sim, (m, n, k) in (
             ("sm90", "e4m3fn", torch.float8_e4m3fn, WGMMA("Hopper", "m64n8k32.f32.e4m3.e4m3"), (64, 8, 32)),
+            ("sm89", "e4m3fn", torch.float8_e4m3fn, MMA("Ada Lovelace", "m16n8k32.f32.e4m3.e4m3.f32"), (16, 8, 32)),
+            ("sm100", "e4m3fn", torch.float8_e4m3fn, TCGen05MMA("Blackwell", "m128n8k32.kind::f8f6f4.f32.e4m3.e4m3"),
+             (128, 8, 32)),
             ("gfx942", "e4m3fnuz", torch.float8_e4m3fnuz, MFMA("CDNA3", "f32_16x16x32_fp8_fp8"), (16, 16, 32))):
         qa = rng.integers(0, 256, size=(count, m, k), dtype=np.uint8)
         qb = rng.integers(0, 256, size=(count, k, n), dtype=np.uint8)
