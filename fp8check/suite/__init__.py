@@ -340,6 +340,7 @@ class DeclaredTarget:
         ``requires`` cannot be imported skips; one with a ``known_divergence`` fails outright (``pytest.fail``,
         not an AssertionError) on a divergence of another category."""
         from fp8check.declarations import missing_requirement
+        from fp8check.errors import KernelError
         from fp8check.loader import without_triton
         from fp8check.terminal.divergences import result_text
 
@@ -351,6 +352,7 @@ class DeclaredTarget:
         why = missing_requirement(decl)
         if why:
             pytest.skip(why)
+        known = decl.known_divergence
         try:
             result = self._run(max_examples)
         except ImportError as exc:  # Triton not installed: docs/kernel-repo.md says these tests skip
@@ -358,7 +360,10 @@ class DeclaredTarget:
             if not why:
                 raise
             pytest.skip(f"{decl.label}: {why}")
-        known = decl.known_divergence
+        except KernelError as exc:  # no call could be judged (every one refused, or none could be made): one line
+            beyond = (f"diverges beyond its known divergence ({', '.join(known['categories'])}: {known['reason']}): "
+                      if known is not None else "")
+            pytest.fail(f"{decl.label}: {beyond}{exc}", pytrace=False)
         if known is not None and not result.passed:
             other = sorted(c for c, n in result.categories.items() if n and c not in known["categories"])
             if other:
