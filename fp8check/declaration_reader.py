@@ -126,7 +126,9 @@ def from_pyproject(path: str | Path, *, invalid_ok: bool = False) -> tuple[list[
 
     table = read_fp8check_table(path, invalid_ok=invalid_ok)
     where = str(path)
-    unknown = sorted(set(table) - set(KINDS) - SETTINGS_TABLES)
+    # tables and arrays of tables only: scalar keys are the pytest plugin's options (hypothesis-profile, ...)
+    tables = {k for k, v in table.items() if isinstance(v, (dict, list))}
+    unknown = sorted(tables - set(KINDS) - SETTINGS_TABLES)
     if unknown:  # a misspelt table would otherwise declare nothing, silently
         raise InvalidValueError(f"{where}: unknown table(s) {', '.join(f'tool.fp8check.{t}' for t in unknown)} "
                                 f"(unknown table(s) {', '.join(unknown)}); known: "
