@@ -134,17 +134,6 @@ def _expand(recipe: GemmRecipe, operand: str, scales: np.ndarray, rows: int, kb:
     return s[ri][:, ki]
 
 
-def _mma_operands(target: str, fmt: str, codes: np.ndarray) -> tuple[np.ndarray, str]:
-    """The operand codes and format the target's tensor cores take: gfx942 runs OCP fp8 through its f16
-    MFMA (Triton converts exactly), as the faithful interpreter's ``tl.dot`` does."""
-    from fp8check.matmul import tensorcore
-
-    other = tensorcore.triton_dot(target, 64, fmt, fmt)  # a 64-row tile: the target's own instruction
-    if other is not None:
-        return tensorcore.float16_codes(codes, fmt), other.a_fmt
-    return codes, fmt
-
-
 def _tile_dot(target: str, fmt: str, dot_model: str | None, a: np.ndarray,
               b_t: np.ndarray) -> Callable[[slice], Any]:
     """The tensor-core product of a K slice of A (M, K) and B (K, N) (a kernel's ``tl.dot`` tile, from zero), as
@@ -153,10 +142,11 @@ def _tile_dot(target: str, fmt: str, dot_model: str | None, a: np.ndarray,
     its 8-bit order: :func:`~fp8check.matmul.tensorcore.triton_operands`)."""
     from fp8check.matmul import tensorcore
 
-    (ca, name), (cb, _) = _mma_operands(target, fmt, a), _mma_operands(target, fmt, b_t)
-    if dot_model is None:
-        return lambda ks: tensorcore.mma(target, ca[:, ks], name, cb[ks, :], name)
-    dot = tensorcore.fed(tensorcore.MODELS[dot_model], fmt, fmt)
+    # the recorded instruction, or the target's own for a 64-row tile (gfx942: OCP fp8 through the f16 MFMA)
+    dot = tensorcore.fed(tensorcore.MODELS[dot_model], fmt, fmt) if dot_model else tensorcore.triton_dot(
+        target, 64, fmt, fmt)
+    if dot is None:
+        return lambda ks: tensorcore.mma(target, a[:, ks], fmt, b_t[ks, :], fmt)
 
     def product(ks: slice) -> Any:
         x, y = tensorcore.triton_operands(dot, a[:, ks], fmt, b_t[ks, :], fmt)
@@ -663,8 +653,8 @@ def check_gemm(kernel: Callable[..., Any], *, recipe: str | GemmRecipe, format: 
             names.append(model.name + ("" if model.scaled else ", the operands upcast to bfloat16 with their scales"))
         result.extra["profile_summary"] = f"{rec.description}; {target}'s tl.dot_scaled ({'; '.join(names)})"
     else:
-        operand = _mma_operands(target, fmt, np.zeros((1, 1), np.uint8))[1]
-        names = sorted(run.dot_models) or [tensorcore.model(target, operand, operand).name]
+        own = tensorcore.triton_dot(target, 64, fmt, fmt)
+        names = sorted(run.dot_models) or [own.model.name if own else tensorcore.model(target, fmt, fmt).name]
         result.extra["profile_summary"] = f"{rec.description}; {target}'s tensor cores ({'; '.join(names)})"
     result.extra["checked_means"] = "output elements"
     result.extra["gemm"] = {"recipe": rec.name, "epilogue": epilogue, "target": target, "cases": t.cases,
