@@ -95,9 +95,7 @@ def tiles(count: int) -> list[str]:
         got, t_each = best(lambda: [tc.mma(target, qa[i], fmt, qb[i], fmt, acc=c[i]) for i in range(count)])
         values = np.stack([g.values for g in got])
         judged = ~np.stack([g.target_dependent for g in got])
-        # all tiles in one call: each output element is a dot product of a row of A and a column of B
-        rows = np.repeat(qa, n, axis=1).reshape(-1, k)
-        cols = np.tile(np.swapaxes(qb, 1, 2), (1, m, 1)).reshape(-1, k)
+        rows, cols = tc.tile_instances(qa, qb)  # all tiles in one call
         one, t_one = best(lambda: tc.dot_instances(target, rows, fmt, cols, fmt, c.reshape(-1)))
         bad = same(want, values, judged) + same(want.reshape(-1), one.values, ~one.target_dependent)
         if bad:

@@ -116,7 +116,7 @@ def model_outputs(name: str, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> tup
     """The float32 bits (T, M, N) of the model the interpreter picks for the configuration, and its name."""
     from fp8check.matmul import tensorcore
 
-    _, M, N, K, _ = CONFIGS[name]
+    _, M, N, _, _ = CONFIGS[name]
     fa, fb = formats(name)
     chosen = tensorcore.triton_dot("sm90", M, fa, fb)
     if chosen is None:
@@ -124,12 +124,10 @@ def model_outputs(name: str, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> tup
     else:  # converted and K ordered as Triton feeds the instruction
         model = chosen.model
         a, b = tensorcore.triton_operands(chosen, a, fa, b, fb)
-        fa, fb, K = chosen.a_fmt, chosen.b_fmt, a.shape[-1]
-    T = a.shape[0]
-    rows = np.broadcast_to(a[:, :, None, :], (T, M, N, K)).reshape(-1, K)
-    cols = np.broadcast_to(np.swapaxes(b, 1, 2)[:, None, :, :], (T, M, N, K)).reshape(-1, K)
+        fa, fb = chosen.a_fmt, chosen.b_fmt
+    rows, cols = tensorcore.tile_instances(a, b)
     res = tensorcore.dot_instances(model, rows, fa, cols, fb, c.reshape(-1).view(np.float32))
-    return res.values.astype(np.float32).view(np.uint32).reshape(T, M, N), model.name
+    return res.values.astype(np.float32).view(np.uint32).reshape(a.shape[0], M, N), model.name
 
 
 def _kernel() -> Any:

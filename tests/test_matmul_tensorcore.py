@@ -269,6 +269,26 @@ def test_mmasim_tiles_equal_the_gemm_api():
         assert np.array_equal(want.view(np.uint32), got.view(np.uint32)), target
 
 
+@pytest.mark.parametrize("target, fmt, shape", [("sm90", "e4m3fn", (64, 8, 32)), ("gfx942", "e4m3fnuz", (16, 16, 32)),
+                                                ("sm89", "e5m2", (16, 8, 64))])
+def test_tiles_as_instances_equal_each_tile_through_the_gemm_api(target, fmt, shape):
+    # T tiles in one dot_instances call (tile_instances) give what mma gives tile by tile, element for element
+    (m, n, k), T = shape, 3
+    rng = np.random.default_rng(6)
+    qa = rng.integers(0, 256, size=(T, m, k), dtype=np.uint8)
+    qb = rng.integers(0, 256, size=(T, k, n), dtype=np.uint8)
+    c = (rng.standard_normal((T, m, n)) * 64).astype(np.float32)
+    rows, cols = tc.tile_instances(qa, qb)
+    one = tc.dot_instances(target, rows, fmt, cols, fmt, c.reshape(-1))
+    got = one.values.reshape(T, m, n).view(np.uint32)
+    for t in range(T):
+        want = tc.mma(target, qa[t], fmt, qb[t], fmt, acc=c[t])
+        assert np.array_equal(one.target_dependent.reshape(T, m, n)[t], want.target_dependent)
+        assert np.array_equal(got[t], want.values.view(np.uint32)), (target, t)
+    with pytest.raises(InvalidValueError, match=r"\(T, M, K\)"):
+        tc.tile_instances(qa[0], qb[0])
+
+
 @needs_mmasim
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", [k.name for k in mo.KINDS])

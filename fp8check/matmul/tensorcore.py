@@ -589,6 +589,21 @@ def dot_instances(target_or_model: str | MMAModel, a_codes: Any, a_fmt: object, 
     return MMAResult(res.values[:, 0], res.target_dependent[:, 0], m)
 
 
+def tile_instances(a_codes: Any, b_codes: Any) -> tuple[np.ndarray, np.ndarray]:
+    """A batch of independent tiles, ``a_codes`` (T, M, K) and ``b_codes`` (T, K, N), as the rows of
+    :func:`dot_instances`: (T * M * N, K) each, output element (t, i, j) at row ``(t * M + i) * N + j``
+    (row i of tile t's A against its column j of B); pass the accumulators as ``c.reshape(-1)`` and
+    reshape the values to (T, M, N)."""
+    a, b = np.asarray(a_codes), np.asarray(b_codes)
+    if a.ndim != 3 or b.ndim != 3 or a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
+        raise InvalidValueError(f"tile_instances: A (T, M, K) and B (T, K, N) expected, got shapes {a.shape} and "
+                                f"{b.shape}")
+    (T, M, K), N = a.shape, b.shape[2]
+    rows = np.broadcast_to(a[:, :, None, :], (T, M, N, K)).reshape(-1, K)
+    cols = np.broadcast_to(np.swapaxes(b, 1, 2)[:, None, :, :], (T, M, N, K)).reshape(-1, K)
+    return rows, cols
+
+
 def _run(m: MMAModel, a: tuple[np.ndarray, str], b: tuple[np.ndarray, str], c: np.ndarray,
          scales: tuple[_Scales, _Scales, int] | None, promotion: int | None) -> MMAResult:
     """The chain along K: ``a`` (B, K, 1)-like and ``b`` (1, K, N)-like broadcastable code arrays."""
