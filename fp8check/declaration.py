@@ -31,7 +31,7 @@ __all__ = ["KernelDeclaration", "KernelKind", "KERNEL_KINDS", "KINDS", "KEY_RULE
            "declare", "recipe_arguments", "default_name"]
 
 DEFAULT_INPUT_DTYPES = ("float32", "float16", "bfloat16")  # a cast's, a fused kernel's, a static quantizer's
-_SUPPORTS_KEYS = {"input_dtypes", "contiguous_only", "numel_multiple_of", "max_numel"}
+_SUPPORTS_KEYS = {"input_dtypes", "contiguous_only", "numel_multiple_of", "max_numel", "k_multiple_of"}
 
 
 @dataclass(frozen=True)
@@ -280,6 +280,12 @@ def _check_supports(d: KernelDeclaration) -> None:
     unknown = set(d.supports) - _SUPPORTS_KEYS
     if unknown:
         raise InvalidValueError(f"{d.label}: unknown 'supports' key(s) {', '.join(sorted(unknown))}")
+    if "k_multiple_of" in d.supports:
+        k = d.supports["k_multiple_of"]
+        if d.kind != "gemm":
+            raise InvalidValueError(f"{d.label}: 'supports' key k-multiple-of is for gemm kernels (K of A @ B)")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise InvalidValueError(f"{d.label}: k-multiple-of = {k!r}: a whole number >= 1")
 
 
 KEY_RULES: tuple[Callable[[KernelDeclaration], None], ...] = (
@@ -377,7 +383,8 @@ class KernelDeclaration:
         dtypes = s.get("input_dtypes")
         return Supports(input_dtypes=tuple(dtypes) if dtypes is not None else None,
                         contiguous_only=bool(s.get("contiguous_only", False)),
-                        numel_multiple_of=int(s.get("numel_multiple_of", 1)), max_numel=s.get("max_numel"))
+                        numel_multiple_of=int(s.get("numel_multiple_of", 1)), max_numel=s.get("max_numel"),
+                        k_multiple_of=int(s.get("k_multiple_of", 1)))
 
     def resolve(self, what: Any) -> Any:
         if what is None or callable(what):
@@ -434,6 +441,8 @@ class KernelDeclaration:
                 parts += ["--numel-multiple-of", str(value)]
             elif key == "max_numel":
                 parts += ["--max-numel", str(value)]
+            elif key == "k_multiple_of":
+                parts += ["--k-multiple-of", str(value)]
         if max_examples is not None:
             parts += ["--max-examples", str(max_examples)]
         if seed is not None:

@@ -24,7 +24,8 @@ BUGS = {"none": 0, "tail": 1, "next-block": 2, "acc10": 3, "ocp": 4, "axis": 5}
 
 @triton.jit
 def _block_kernel(a_ptr, b_ptr, c_ptr, as_ptr, bs_ptr, M, N, K, s_am, s_ak, s_bn, s_bk, s_asm, s_ask, s_bsn, s_bsk,
-                  KB, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, BUG: tl.constexpr):
+                  KB, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, BUG: tl.constexpr,
+                  B_ROWS: tl.constexpr):
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     rm = pid_m * BM + tl.arange(0, BM)
@@ -47,7 +48,7 @@ def _block_kernel(a_ptr, b_ptr, c_ptr, as_ptr, bs_ptr, M, N, K, s_am, s_ak, s_bn
         b_kb = kb
         if BUG == 2:
             b_kb = tl.minimum(kb + 1, KB - 1)
-        b_s = tl.load(bs_ptr + (rn // 128) * s_bsn + b_kb * s_bsk, mask=rn < N, other=0.0)
+        b_s = tl.load(bs_ptr + (rn // B_ROWS) * s_bsn + b_kb * s_bsk, mask=rn < N, other=0.0)
         acc += tl.dot(a, b) * a_s[:, None] * b_s[None, :]
         if BUG == 3:
             acc = (acc.to(tl.uint32, bitcast=True) & 0xFFFFE000).to(tl.float32, bitcast=True)
@@ -55,14 +56,15 @@ def _block_kernel(a_ptr, b_ptr, c_ptr, as_ptr, bs_ptr, M, N, K, s_am, s_ak, s_bn
 
 
 def block_gemm(a: torch.Tensor, a_scales: torch.Tensor, b: torch.Tensor, b_scales: torch.Tensor, *,
-               bug: str = "none", out_dtype: torch.dtype = torch.float32) -> torch.Tensor:
+               bug: str = "none", out_dtype: torch.dtype = torch.float32, b_rows: int = 128) -> torch.Tensor:
+    """B's scales per ``b_rows`` x 128 block: 128 (DeepSeek-V3's weights), 1 (a weight gradient's 1x128 groups)."""
     M, K = a.shape
     N = b.shape[0]
     c = torch.empty((M, N), dtype=out_dtype, device=a.device)  # the store rounds to it (DeepSeek's: bfloat16)
     grid = (triton.cdiv(M, 32), triton.cdiv(N, 64))
     _block_kernel[grid](a, b, c, a_scales, b_scales, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
                         a_scales.stride(0), a_scales.stride(1), b_scales.stride(0), b_scales.stride(1),
-                        a_scales.shape[1], BM=32, BN=64, BK=128, BUG=BUGS[bug])
+                        a_scales.shape[1], BM=32, BN=64, BK=128, BUG=BUGS[bug], B_ROWS=b_rows)
     return c
 
 

@@ -31,6 +31,7 @@ from fp8check import cli  # noqa: E402
 from fp8check.declarations import from_table  # noqa: E402
 from fp8check.errors import InvalidValueError  # noqa: E402
 from fp8check.matmul import gemm  # noqa: E402
+from fp8check.casts.harness import Supports  # noqa: E402
 from fp8check.matmul import tensorcore as tc  # noqa: E402
 
 BLOCK = "block-1x128-128x128"
@@ -91,6 +92,41 @@ def test_a_kernel_that_cannot_take_the_gemm_arguments_is_one_line_and_exit_2(cap
     assert cli.main(["check", "gemm_plants:cast_shaped", *base]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "cannot be called as a gemm kernel, kernel(a, a_scales, b, b_scales)" in err, err
+
+
+@pytest.mark.parametrize("target", ["sm90", "gfx942"])
+def test_both_operands_per_1x128_group_is_a_recipe_of_its_own(target):
+    # a weight gradient's GEMM (torchao's 1x128_128x1): B's scales per row and K block, not per 128x128 block
+    ones = functools.partial(plants.block_gemm, b_rows=1)
+    assert checked(ones, target, "block-1x128-1x128").passed
+    wrong = checked(plants.block_gemm, target, "block-1x128-1x128", cap=2)  # reads them per 128 rows
+    assert not wrong.passed and wrong.categories["scale"] >= 0.9 * sum(wrong.categories.values())
+    assert "b_scales[0, 0]" in next(d for d in wrong.divergences if d.category == "scale").detail
+
+
+def test_a_declared_k_granularity_rounds_each_cases_k_up_and_keeps_its_m_and_n():
+    # a kernel that does not mask a K tail (its callers' quantizers assert K % 128 == 0) declares it
+    tail = functools.partial(plants.block_gemm, bug="tail")
+    r = checked(tail, "sm90", supports=Supports(k_multiple_of=128))
+    assert r.passed and r.extra["gemm"]["cases"] == len(gemm.GEMM_CASES)
+    assert not checked(tail, "sm90", supports=Supports(k_multiple_of=64)).passed  # K=320 stays a tail of 64
+    wrong = checked(functools.partial(plants.block_gemm, bug="next-block"), "sm90", supports=Supports(k_multiple_of=128))
+    named = set(wrong.extra["gemm"]["diverging"])  # K=128 is one K block: a next-block read changes nothing there
+    assert "M=50 N=130 K=384" in named and not any(k.endswith(("K=320", "K=100")) for k in named), named
+
+
+def test_k_multiple_of_is_a_gemm_declaration_and_a_gemm_flag(capsys):
+    base = ["--recipe", BLOCK, "--format", "e4m3fn", "--triton-target", "sm90", "--k-multiple-of", "128"]
+    assert cli.main(["check", "gemm_plants:cast_shaped", "--kind", "cast", *base[2:]]) == 2
+    assert "--k-multiple-of is only for --kind gemm" in capsys.readouterr().err
+    with pytest.raises(InvalidValueError, match="k-multiple-of is for gemm kernels"):
+        fp8check.cast_kernel("gemm_plants:cast_shaped", format="e4m3fn", supports={"k_multiple_of": 128})
+    with pytest.raises(InvalidValueError, match="a whole number >= 1"):
+        fp8check.gemm_kernel("gemm_plants:block_gemm", recipe=BLOCK, format="e4m3fn", triton_target="sm90",
+                             supports={"k_multiple_of": 0})
+    d = fp8check.gemm_kernel("gemm_plants:block_gemm", recipe=BLOCK, format="e4m3fn", triton_target="sm90",
+                             supports={"k_multiple_of": 128})
+    assert "--k-multiple-of 128" in d.command()
 
 
 def test_the_k_tail_is_found_only_on_shapes_with_a_tail():

@@ -2,7 +2,8 @@
 
 And their FP8 GEMMs: DeepSeek-V3's ``fp8_gemm``, transformers' and SGLang's
 block-scaled ``w8a8_block_fp8_matmul``, SGLang's ``triton_scaled_mm``, aiter's
-``gemm_a8w8`` and ``gemm_a8w8_blockscale`` (the gemm kind).
+``gemm_a8w8`` and ``gemm_a8w8_blockscale``, torchao's blockwise training GEMMs
+(the gemm kind).
 
 Each is declared twice where its project runs it on both: under ``sm90``
 (e4m3fn, NVIDIA Hopper) and ``gfx942`` (e4m3fnuz, AMD MI300), in
@@ -98,6 +99,12 @@ KERNELS = {
                                           ("_gemm_a8w8_blockscale_kernel",)),
     "aiter_gemm_a8w8_gfx942": ("aiter", "gemm", "fp8check.zoo.gemm:aiter_a8w8", "rowwise", "e4m3fnuz", "gfx942",
                                ("_gemm_a8w8_kernel",)),
+    # torchao's blockwise FP8 training GEMMs (torchao is pip-installed, not unpacked): forward and weight gradient
+    "torchao_blockwise_gemm_sm90": ("torchao", "gemm", "fp8check.zoo.gemm:torchao_blockwise", "block-1x128-128x128",
+                                    "e4m3fn", "sm90", ("triton_fp8_gemm_1x128_128x128_kernel",)),
+    "torchao_blockwise_gemm_1x128_128x1_sm90": ("torchao", "gemm", "fp8check.zoo.gemm:torchao_blockwise_1x128_128x1",
+                                                "block-1x128-1x128", "e4m3fn", "sm90",
+                                                ("triton_fp8_gemm_1x128_128x1_kernel",)),
 }
 
 #: a GEMM's declared keys beyond its recipe: its epilogue (default: k-block for block scales, else end) and the
@@ -111,6 +118,9 @@ GEMM_KEYS: dict[str, dict] = {
     "sglang_scaled_mm_gfx942": {"supports": {"contiguous_only": True}},
     "aiter_gemm_a8w8_blockscale_gfx942": {"supports": {"contiguous_only": True}},
     "aiter_gemm_a8w8_gfx942": {"epilogue": "end-product"},
+    # the K tail is not masked (its mask never moves with k): K a multiple of 128, as torchao's quantizers assert
+    "torchao_blockwise_gemm_sm90": {"supports": {"contiguous_only": True, "k_multiple_of": 128}},
+    "torchao_blockwise_gemm_1x128_128x1_sm90": {"supports": {"contiguous_only": True, "k_multiple_of": 128}},
 }
 
 _STRIDE = {"out_of_bounds", "race"}  # aiter indexes its output with the input's row stride
@@ -145,6 +155,8 @@ EXPECTED: dict[str, frozenset[str]] = {name: frozenset(cats) for name, cats in {
     "sglang_scaled_mm_gfx942": set(),
     "aiter_gemm_a8w8_blockscale_gfx942": {"false_hint", "refused"},
     "aiter_gemm_a8w8_gfx942": {"out_of_bounds"},
+    "torchao_blockwise_gemm_sm90": {"out_of_bounds"},
+    "torchao_blockwise_gemm_1x128_128x1_sm90": {"out_of_bounds"},
 }.items()}
 
 

@@ -70,6 +70,7 @@ class Supports:
     contiguous_only: bool = False
     numel_multiple_of: int = 1
     max_numel: int | None = None
+    k_multiple_of: int = 1  # GEMMs: the K the kernel takes (block-scaled kernels that do not mask a K tail)
 
     def allows(self, call: Call) -> bool:
         if self.input_dtypes is not None and call.dtype not in self.input_dtypes:

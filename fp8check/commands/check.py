@@ -55,7 +55,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--recipe", metavar="NAME", default=None,
                    help="--kind quantize: the scaling recipe, a built-in one or one this repository's pyproject.toml "
                    "declares in [tool.fp8check.recipe.NAME]; --kind gemm (required): the GEMM's scales, tensorwise, "
-                   "rowwise, block-1x128-128x128, block-128x128 or mx")
+                   "rowwise, block-1x128-128x128, block-128x128, block-1x128-1x128 or mx")
     p.add_argument("--recipe-field", action="append", default=[], metavar="KEY=VALUE",
                    help="--kind quantize: change one field of --recipe (a key of [tool.fp8check.recipe.NAME]: "
                    "apply=multiply-reciprocal, eps=none, amax=skip-nan, ...); repeatable")
@@ -85,6 +85,9 @@ def register(subparsers: Any) -> None:
                    help="declare that the kernel takes contiguous input only (non-contiguous calls are not tried)")
     p.add_argument("--numel-multiple-of", type=int, default=1, metavar="N",
                    help="declare that the kernel takes inputs whose size is a multiple of N only")
+    p.add_argument("--k-multiple-of", type=int, default=1, metavar="N",
+                   help="--kind gemm: declare that the kernel takes K a multiple of N only (each case's K is rounded "
+                   "up to one)")
     p.add_argument("--max-numel", type=int, default=None, metavar="N",
                    help="declare the largest input the kernel takes (the large call shrinks to it)")
     p.add_argument("--isolate", action="store_true",
@@ -109,6 +112,10 @@ def run(args: argparse.Namespace) -> int:
     check_outputs_and_examples(args)
     if args.numel_multiple_of < 1:
         raise InvalidValueError(f"--numel-multiple-of {args.numel_multiple_of}: must be >= 1")
+    if args.k_multiple_of < 1:
+        raise InvalidValueError(f"--k-multiple-of {args.k_multiple_of}: must be >= 1")
+    if args.k_multiple_of > 1 and args.kind != "gemm":
+        raise InvalidValueError("--k-multiple-of is only for --kind gemm")
     if args.recipe_field and args.kind != "quantize":
         raise InvalidValueError("--recipe-field is only for --kind quantize")
     if args.recipe and args.kind not in ("quantize", "gemm"):
@@ -181,6 +188,8 @@ def _supports(args: argparse.Namespace) -> dict[str, Any]:
         s["numel_multiple_of"] = args.numel_multiple_of
     if args.max_numel is not None:
         s["max_numel"] = args.max_numel
+    if args.k_multiple_of > 1:
+        s["k_multiple_of"] = args.k_multiple_of
     return s
 
 

@@ -36,7 +36,7 @@ import functools
 import inspect
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -82,6 +82,9 @@ GEMM_RECIPES: dict[str, GemmRecipe] = {r.name: r for r in (
                description="DeepSeek-V3: A per 1x128 group, B per 128x128 block"),
     GemmRecipe(name="block-128x128", a_block=(128, 128), b_block=(128, 128),
                description="both operands per 128x128 block"),
+    GemmRecipe(name="block-1x128-1x128", a_block=(1, 128), b_block=(1, 128),
+               description="both operands per 1x128 group along K (blockwise training's weight gradient: "
+                           "torchao's 1x128_128x1, DeepGEMM's 1D1D)"),
     GemmRecipe(name="mx", a_block=(1, 32), b_block=(1, 32), scale_format="e8m0fnu",
                description="MX: e8m0 scales per 32 elements along K (uint8 codes)"),
 )}
@@ -441,6 +444,9 @@ class _Run:
         o = self.opts
         if case.layout != "contiguous" and o.supports is not None and o.supports.contiguous_only:
             return
+        step = getattr(o.supports, "k_multiple_of", 1) or 1
+        if case.k % step:  # a declared K granularity: the case keeps its M and N, its K rounded up to one
+            case = replace(case, k=-(-case.k // step) * step)
         a, sa, b, sb = gemm_inputs(case, o.fmt, o.recipe, (o.seed or 0) * 1000 + index)
         got = self.outcome(case, a, sa, b, sb)
         self.tally.cases += 1

@@ -20,7 +20,13 @@ the declared target's machine answers:
   and ``gemm_a8w8`` (per-token x per-channel, ``w_scale`` (1, N)) -> ``_gemm_a8w8_kernel``;
 - DeepSeek-V3 ``inference/kernel.py`` (commit 9b4e978, the file unchanged since adecc0e):
   ``fp8_gemm`` -> ``fp8_gemm_kernel`` (autotuned over 36 configs, each checked), its output in the default
-  dtype, bfloat16 as DeepSeek's ``generate.py`` sets it.
+  dtype, bfloat16 as DeepSeek's ``generate.py`` sets it;
+- torchao 0.18 ``torchao/prototype/blockwise_fp8_training/kernels.py`` (blockwise FP8 training's forward and
+  weight-gradient GEMMs): ``triton_fp8_gemm_1x128_128x128`` -> ``triton_fp8_gemm_1x128_128x128_kernel`` and
+  ``triton_fp8_gemm_1x128_128x1`` (both operands per 1x128 group along K) ->
+  ``triton_fp8_gemm_1x128_128x1_kernel``, each autotuned over 6 configs. Their launchers take ``b`` (K, N)
+  column-major and the scales in the layouts they assert (``a_s`` column-major; ``b_s`` column-major for
+  the first, row-major for the second): the adapter hands them the same values so laid out.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from typing import Any, Iterator
 from fp8check.zoo._adapters import import_package, import_skipping_init
 
 __all__ = ["transformers_block", "sglang_block", "sglang_scaled_mm", "aiter_blockscale", "aiter_a8w8",
-           "deepseek_fp8_gemm"]
+           "deepseek_fp8_gemm", "torchao_blockwise", "torchao_blockwise_1x128_128x1"]
 
 _BLOCK = [128, 128]
 
@@ -109,3 +115,25 @@ def aiter_a8w8(a: Any, a_scales: Any, b: Any, b_scales: Any) -> Any:
     m = import_skipping_init("aiter.ops.triton.gemm_a8w8", "aiter", "amd-aiter")
     with _set(arch, get_arch=lambda: "gfx942"):
         return m.gemm_a8w8(a, b, a_scales, b_scales.reshape(1, -1), dtype=torch.bfloat16)
+
+
+def _torchao_blockwise() -> Any:
+    return import_package("torchao.prototype.blockwise_fp8_training.kernels", "torchao")
+
+
+def _column_major(x: Any) -> Any:
+    return x.t().contiguous().t()
+
+
+def torchao_blockwise(a: Any, a_scales: Any, b: Any, b_scales: Any) -> Any:
+    """``a`` per 1x128 group, ``b`` per 128x128 block (``b_scales`` (N / 128, K / 128), given to torchao as
+    its (K / 128, N / 128))."""
+    m = _torchao_blockwise()
+    return m.triton_fp8_gemm_1x128_128x128(a, b.t(), _column_major(a_scales), b_scales.t())
+
+
+def torchao_blockwise_1x128_128x1(a: Any, a_scales: Any, b: Any, b_scales: Any) -> Any:
+    """Both operands per 1x128 group along K (``b_scales`` (N, K / 128), given to torchao as its row-major
+    (K / 128, N))."""
+    m = _torchao_blockwise()
+    return m.triton_fp8_gemm_1x128_128x1(a, b.t(), _column_major(a_scales), b_scales.t().contiguous())

@@ -1,12 +1,12 @@
 """Verbatim public Triton FP8 kernels through ``pytest -m ocp`` / ``-m fnuz``, as a repository using them would.
 
-``examples/real-kernels`` declares AMD aiter's, FBGEMM's, SGLang's and
-transformers' (DeepSeek's) Triton FP8 kernels under ``sm90`` and ``gfx942``;
-this test copies it out of the tree and runs ``pytest -m ocp`` and ``pytest
--m fnuz`` there for each project whose unpacked packages are in
+``examples/real-kernels`` declares AMD aiter's, FBGEMM's, SGLang's,
+transformers' (DeepSeek's) and torchao's Triton FP8 kernels under ``sm90`` and
+``gfx942``; this test copies it out of the tree and runs ``pytest -m ocp`` and
+``pytest -m fnuz`` there for each project whose unpacked packages are in
 ``$FP8CHECK_ZOO_SITE`` (a folder made by
 ``examples/real-kernels/fetch-packages.sh``; a project missing there is a
-skip naming it). Asserted from the run's JUnit XML and ``--fp8check-json``:
+skip naming it), and for torchao, installed as a test dependency. Asserted from the run's JUnit XML and ``--fp8check-json``:
 the run ends (no crash, exit 0: every finding is a strict xfail), every
 declared kernel of the project was checked, and each kernel's findings are
 exactly the categories docs/zoo.md explains for it (``EXPECTED`` in the
@@ -30,7 +30,8 @@ from tests.test_kernel_repo import _junit, _token
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "real-kernels"
 SITE = "FP8CHECK_ZOO_SITE"
-PROJECTS = ("aiter", "fbgemm", "sglang", "transformers", "vllm", "deepseek")
+PROJECTS = ("aiter", "fbgemm", "sglang", "transformers", "vllm", "deepseek", "torchao")
+INSTALLED = ("torchao",)  # a test dependency pip installs (CI's lanes have it), not a folder of $FP8CHECK_ZOO_SITE
 
 
 def _example() -> object:
@@ -61,14 +62,18 @@ def test_every_declared_kernel_has_its_findings_written_down() -> None:
 def test_verbatim_kernels_reach_their_documented_verdicts(project: str, tmp_path: Path) -> None:
     site = os.environ.get(SITE, "")
     where = Path(site) / project if site else None
-    if where is None or not where.is_dir():
+    if project in INSTALLED:
+        if importlib.util.find_spec(project) is None:
+            pytest.skip(f"{project} is not installed")
+        where = None
+    elif where is None or not where.is_dir():
         pytest.skip(f"{project}: set {SITE} to a folder made by examples/real-kernels/fetch-packages.sh "
                     f"(it has no {project}/ folder)")
     conf = _example()
     repo = tmp_path / "real-kernels"
     shutil.copytree(EXAMPLE, repo, ignore=shutil.ignore_patterns("__pycache__", ".hypothesis", "*.json", "*.xml"))
     mine = {n: spec for n, spec in conf.KERNELS.items() if n.startswith(project + "_")}
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(where), str(ROOT)]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(p) for p in (where, ROOT) if p is not None]))
     for marker, formats in (("ocp", ("e4m3fn", "e5m2")), ("fnuz", ("e4m3fnuz", "e5m2fnuz"))):
         wanted = {n for n, spec in mine.items() if spec[4] in formats}
         if not wanted:
