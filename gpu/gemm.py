@@ -3,7 +3,8 @@
     PYTHONPATH=.:<the unpacked projects> python gpu/gemm.py --json gemm.json
 
 For every GEMM of ``examples/real-kernels`` declared under sm90 whose package imports here (DeepSeek-V3's
-``fp8_gemm``, transformers' and SGLang's ``w8a8_block_fp8_matmul``, SGLang's ``triton_scaled_mm``), the
+``fp8_gemm``, transformers' and SGLang's ``w8a8_block_fp8_matmul``, SGLang's ``triton_scaled_mm``, torchao's
+blockwise training GEMMs, their K rounded up to 128 as declared), the
 planted block kernel of the tests (a control) and its MX kernel (``tl.dot_scaled`` of e4m3 with e8m0 scales,
 which sm90 compiles as an upcast to bfloat16 and a bfloat16 wgmma): the gemm kind's contiguous cases
 (:data:`fp8check.matmul.gemm.GEMM_CASES`, the same codes and scales on both sides) run compiled on the CUDA
@@ -20,6 +21,7 @@ import argparse
 import importlib
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +34,12 @@ KERNELS = {
     "sglang_w8a8_block_fp8_matmul_sm90": ("fp8check.zoo.gemm:sglang_block", "block-1x128-128x128", None),
     "sglang_scaled_mm_sm90": ("fp8check.zoo.gemm:sglang_scaled_mm", "rowwise", None),
     "planted_mx_gemm_dot_scaled": ("gemm_plants:mx_gemm", "mx", "dot-scaled"),
+    "torchao_blockwise_gemm_sm90": ("fp8check.zoo.gemm:torchao_blockwise", "block-1x128-128x128", None),
+    "torchao_blockwise_gemm_1x128_128x1_sm90": ("fp8check.zoo.gemm:torchao_blockwise_1x128_128x1",
+                                                "block-1x128-1x128", None),
 }
+# the K granularity a kernel declares in examples/real-kernels (k-multiple-of): its cases' K rounded up to it
+K_MULTIPLE_OF = {"torchao_blockwise_gemm_sm90": 128, "torchao_blockwise_gemm_1x128_128x1_sm90": 128}
 
 
 def _bits(t: Any) -> Any:
@@ -140,9 +147,11 @@ def run_one(name: str, adapter: str, recipe: str, epilogue: str | None, only: li
     except Exception as exc:  # a project not carried here: listed, not a failure
         return {"kernel": name, "skipped": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
     cases = []
+    step = K_MULTIPLE_OF.get(name, 1)
     for i, case in enumerate(_cases()):
         if only and i not in only:
             continue
+        case = replace(case, k=-(-case.k // step) * step)
         for seed in range(seeds):
             try:
                 cases.append(_one_case(fn, case, recipe, 100 * i + seed, epilogue))
