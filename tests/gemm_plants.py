@@ -19,7 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
-BUGS = {"none": 0, "tail": 1, "next-block": 2, "acc10": 3, "ocp": 4, "axis": 5}
+BUGS = {"none": 0, "tail": 1, "next-block": 2, "acc10": 3, "ocp": 4, "axis": 5, "inverted-ratio": 6}
 
 
 @triton.jit
@@ -103,6 +103,52 @@ def row_gemm(a: torch.Tensor, a_scales: torch.Tensor, b: torch.Tensor, b_scales:
     grid = (triton.cdiv(M, 32), triton.cdiv(N, 64))
     _row_kernel[grid](a, b, c, a_scales.reshape(-1), b_scales.reshape(-1), M, N, K, a.stride(0), a.stride(1),
                       b.stride(0), b.stride(1), BM=32, BN=64, BK=64, BUG=BUGS[bug])
+    return c
+
+
+@triton.jit
+def _rescaled_kernel(a_ptr, b_ptr, c_ptr, as_ptr, bs_ptr, M, N, K, s_am, s_ak, s_bn, s_bk, s_asm, s_ask, s_bsn,
+                     s_bsk, KB, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, BUG: tl.constexpr):
+    # FBGEMM's fast-accumulation block GEMM, in kind: one dot chained over K, the accumulator rescaled from
+    # each K block's scale to the next's, and times the last one at the end
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for kb in range(0, KB):
+        k = kb * BK + rk
+        a = tl.load(a_ptr + rm[:, None] * s_am + k[None, :] * s_ak, mask=(rm[:, None] < M) & (k[None, :] < K),
+                    other=0.0)
+        b = tl.load(b_ptr + rn[None, :] * s_bn + k[:, None] * s_bk, mask=(rn[None, :] < N) & (k[:, None] < K),
+                    other=0.0)
+        acc = tl.dot(a, b, acc)
+        a_s = tl.load(as_ptr + rm * s_asm + kb * s_ask, mask=rm < M, other=1.0)
+        b_s = tl.load(bs_ptr + (rn // 128) * s_bsn + kb * s_bsk, mask=rn < N, other=1.0)
+        scale = a_s[:, None] * b_s[None, :]
+        ratio = scale
+        if kb + 1 < KB:
+            a_n = tl.load(as_ptr + rm * s_asm + (kb + 1) * s_ask, mask=rm < M, other=1.0)
+            b_n = tl.load(bs_ptr + (rn // 128) * s_bsn + (kb + 1) * s_bsk, mask=rn < N, other=1.0)
+            if BUG == 6:
+                ratio = (a_n[:, None] * b_n[None, :]) / scale
+            else:
+                ratio = scale / (a_n[:, None] * b_n[None, :])
+        acc = acc * ratio
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def rescaled_gemm(a: torch.Tensor, a_scales: torch.Tensor, b: torch.Tensor, b_scales: torch.Tensor, *,
+                  bug: str = "none") -> torch.Tensor:
+    """The block recipe's scales applied by rescaling one chained accumulator (the ``rescaled`` epilogue)."""
+    M, K = a.shape
+    N = b.shape[0]
+    c = torch.empty((M, N), dtype=torch.float32, device=a.device)
+    grid = (triton.cdiv(M, 32), triton.cdiv(N, 64))
+    _rescaled_kernel[grid](a, b, c, a_scales, b_scales, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                           a_scales.stride(0), a_scales.stride(1), b_scales.stride(0), b_scales.stride(1),
+                           a_scales.shape[1], BM=32, BN=64, BK=128, BUG=BUGS[bug])
     return c
 
 

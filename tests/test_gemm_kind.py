@@ -95,6 +95,27 @@ def test_a_kernel_that_cannot_take_the_gemm_arguments_is_one_line_and_exit_2(cap
 
 
 @pytest.mark.parametrize("target", ["sm90", "gfx942"])
+def test_a_rescaled_accumulator_is_an_epilogue_of_its_own(target):
+    # FBGEMM's fast-accumulation block GEMM and lmdeploy's keep one chained accumulator in units of each K
+    # block's scale: bit for bit under epilogue rescaled, and neither twin passes under the other's epilogue
+    r = checked(plants.rescaled_gemm, target, epilogue="rescaled")
+    assert r.passed, [d.detail for d in r.divergences[:3]]
+    assert r.checked > 20000 and r.extra["gemm"]["epilogue"] == "rescaled"
+    assert not checked(plants.rescaled_gemm, target, cap=1).passed  # under k-block
+    assert not checked(plants.block_gemm, target, epilogue="rescaled", cap=1).passed
+    inverted = checked(functools.partial(plants.rescaled_gemm, bug="inverted-ratio"), target, epilogue="rescaled",
+                       cap=1)
+    assert not inverted.passed and "M=50 N=130 K=320" in inverted.extra["gemm"]["diverging"]
+
+
+def test_epilogue_rescaled_needs_float32_scales_per_k_block():
+    with pytest.raises(InvalidValueError, match="needs float32 scales per K block"):
+        gemm.check_epilogue(gemm.gemm_recipe("rowwise"), "rescaled")
+    with pytest.raises(InvalidValueError, match="needs float32 scales per K block"):
+        gemm.check_epilogue(gemm.gemm_recipe("mx"), "rescaled")
+
+
+@pytest.mark.parametrize("target", ["sm90", "gfx942"])
 def test_both_operands_per_1x128_group_is_a_recipe_of_its_own(target):
     # a weight gradient's GEMM (torchao's 1x128_128x1): B's scales per row and K block, not per 128x128 block
     ones = functools.partial(plants.block_gemm, b_rows=1)

@@ -15,6 +15,10 @@ target rounds it (its fma contraction of ``acc + t * s``,
   ``acc = acc + (dot(A_kb, B_kb) * a_s) * b_s``, the dot from zero;
 - ``end``: ``(dot(A, B) * a_s) * b_s`` once, the dot chained over all of K;
 - ``end-product``: ``dot(A, B) * (a_s * b_s)`` (FBGEMM's ``acc *= a_s * b_s``);
+- ``rescaled`` (FBGEMM's block GEMM with fast accumulation, lmdeploy's ``blocked_gemm_fp8``): one dot chained
+  through the accumulator over all of K, the accumulator kept in units of the current K block's scale:
+  after block ``j``, ``acc = acc * (s_j / s_(j+1))`` with ``s_j = a_s * b_s`` (the division as the target
+  divides), after the last ``acc * s_last``;
 - ``dot-scaled`` (the ``mx`` recipe): ``acc = tl.dot_scaled(a, a_s, b, b_s, acc)`` over K, the scales applied
   as the target applies them (:func:`fp8check.matmul.dot_scaled.dot_scaled`: sm100's block-scaled
   ``tcgen05`` MMA, or the operands upcast to bfloat16 with their scales and the bfloat16 ``tl.dot``: the
@@ -48,7 +52,7 @@ from fp8check.results import CheckResult, Divergence
 __all__ = ["GemmRecipe", "GEMM_RECIPES", "EPILOGUES", "GemmCase", "GEMM_CASES", "gemm_recipe", "gemm_reference",
            "gemm_inputs", "check_gemm", "check_epilogue", "default_epilogue", "TILE"]
 
-EPILOGUES = ("k-block", "end", "end-product", "dot-scaled")
+EPILOGUES = ("k-block", "end", "end-product", "rescaled", "dot-scaled")
 TILE = 64  # the output tile a divergence is named by (the smallest tl.dot tile the kernels here use)
 
 
@@ -111,10 +115,13 @@ def check_epilogue(recipe: GemmRecipe, epilogue: str) -> None:
             raise InvalidValueError(f"epilogue dot-scaled (tl.dot_scaled) takes e8m0 scales per 1x32 (recipe mx), "
                                     f"not recipe {recipe.name}")
         return
-    if epilogue != "k-block" and recipe.k_block:
-        raise InvalidValueError(f"recipe {recipe.name} scales per K block: its epilogue is k-block or dot-scaled "
-                                f"(MX), not {epilogue}")
-    if epilogue == "k-block" and recipe.a_block[1] != recipe.b_block[1]:
+    if epilogue not in ("k-block", "rescaled") and recipe.k_block:
+        raise InvalidValueError(f"recipe {recipe.name} scales per K block: its epilogue is k-block, rescaled or "
+                                f"dot-scaled (MX), not {epilogue}")
+    if epilogue == "rescaled" and (not recipe.k_block or recipe.scale_format != "float32"):
+        raise InvalidValueError(f"epilogue rescaled keeps the accumulator in units of each K block's scale: it needs "
+                                f"float32 scales per K block, which recipe {recipe.name} has not")
+    if epilogue in ("k-block", "rescaled") and recipe.a_block[1] != recipe.b_block[1]:
         raise InvalidValueError(f"recipe {recipe.name}: A and B scale blocks differ along K")
 
 
@@ -138,8 +145,9 @@ def _expand(recipe: GemmRecipe, operand: str, scales: np.ndarray, rows: int, kb:
 
 
 def _tile_dot(target: str, fmt: str, dot_model: str | None, a: np.ndarray,
-              b_t: np.ndarray) -> Callable[[slice], Any]:
-    """The tensor-core product of a K slice of A (M, K) and B (K, N) (a kernel's ``tl.dot`` tile, from zero), as
+              b_t: np.ndarray) -> Callable[..., Any]:
+    """The tensor-core product of a K slice of A (M, K) and B (K, N) (a kernel's ``tl.dot`` tile, from zero or
+    from a float32 accumulator ``acc``), as
     the target's own instruction computes it or, given ``dot_model``, the one the kernel's tiles got, the
     operands fed as Triton feeds them (gfx942's OCP fp8 through f16; sm90's mma.sync fp8 through fp16, K in
     its 8-bit order: :func:`~fp8check.matmul.tensorcore.triton_operands`)."""
@@ -149,11 +157,11 @@ def _tile_dot(target: str, fmt: str, dot_model: str | None, a: np.ndarray,
     dot = tensorcore.fed(tensorcore.MODELS[dot_model], fmt, fmt) if dot_model else tensorcore.triton_dot(
         target, 64, fmt, fmt)
     if dot is None:
-        return lambda ks: tensorcore.mma(target, a[:, ks], fmt, b_t[ks, :], fmt)
+        return lambda ks, acc=None: tensorcore.mma(target, a[:, ks], fmt, b_t[ks, :], fmt, acc=acc)
 
-    def product(ks: slice) -> Any:
+    def product(ks: slice, acc: np.ndarray | None = None) -> Any:
         x, y = tensorcore.triton_operands(dot, a[:, ks], fmt, b_t[ks, :], fmt)
-        return tensorcore.mma(dot.model, x, dot.a_fmt, y, dot.b_fmt)
+        return tensorcore.mma(dot.model, x, dot.a_fmt, y, dot.b_fmt, acc=acc)
     return product
 
 
@@ -172,6 +180,30 @@ def _dot_scaled(target: str, fmt: str, a: np.ndarray, b: np.ndarray, a_scales: n
     how = how or ("native" if target in ("sm100", "gfx950") else "decomposed")
     return dot_scaled(target, np.pad(a, pad), fmt, np.pad(b, pad).T, fmt, a_scales=sa, b_scales=sb,
                       how=how)  # type: ignore[arg-type]
+
+
+def _rescaled(target: str, tile_dot: Callable[..., Any], sa: np.ndarray, sb: np.ndarray, kb: int, k_block: int,
+              K: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``rescaled`` epilogue: the dot chained over all of K through an accumulator kept in units of the
+    current block's scale ``s_j = a_s * b_s`` (one float32 product), multiplied by ``s_j / s_(j+1)`` after block
+    ``j`` and by ``s_last`` after the last. Elements whose ratio the target's division leaves unknown are
+    bracketed."""
+    from fp8check.triton import ops
+
+    acc = np.zeros((sa.shape[0], sb.shape[0]), dtype=np.float32)
+    dependent = np.zeros(acc.shape, dtype=bool)
+    with np.errstate(all="ignore"):
+        scale = [(sa[:, j][:, None] * sb[:, j][None, :]).astype(np.float32) for j in range(kb)]
+        for j in range(kb):
+            d = tile_dot(slice(j * k_block, min(K, (j + 1) * k_block)), acc)
+            dependent |= d.target_dependent
+            if j + 1 < kb:
+                ratio, known = ops.divide_f32(scale[j], scale[j + 1], target)
+                dependent |= ~known
+            else:
+                ratio = scale[j]
+            acc = (d.values * ratio).astype(np.float32)
+    return acc, dependent
 
 
 def _contracts(target: str) -> bool:
@@ -205,10 +237,12 @@ def gemm_reference(target: str, fmt: str, recipe: str | GemmRecipe, a_codes: Any
         r = _dot_scaled(target, fmt, a, b, np.asarray(a_scales), np.asarray(b_scales), how)
         return r.values, r.target_dependent
     tile_dot = _tile_dot(target, fmt, dot_model, a, b.T)
-    k_block = rec.k_block if epilogue == "k-block" else K
+    k_block = rec.k_block if epilogue in ("k-block", "rescaled") else K
     kb = max(1, math.ceil(K / k_block))
     sa = _expand(rec, "a", _scale_values(rec, a_scales), M, kb, rec.k_block)
     sb = _expand(rec, "b", _scale_values(rec, b_scales), N, kb, rec.k_block)
+    if epilogue == "rescaled":
+        return _rescaled(target, tile_dot, sa, sb, kb, k_block, K)
     fused = _contracts(target)
     acc = np.zeros((M, N), dtype=np.float32)
     dependent = np.zeros((M, N), dtype=bool)

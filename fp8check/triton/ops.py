@@ -52,7 +52,7 @@ from fp8check.triton.layer import BuilderOps
 
 __all__ = ["FloatOps", "bracket", "bracket_mode", "BRACKET_MODES", "fma", "round_bf16", "widen_bf16",
            "approximate", "minmax", "clamp", "med3", "xorsign_clamp", "reduce_minmax", "argminmax",
-           "canonical_nans", "divide_by_constant", "bracketed_runs"]
+           "canonical_nans", "divide_by_constant", "bracketed_runs", "divide_f32"]
 
 #: ``rn``: every unspecified result is the correctly rounded one; ``lo``/``hi``:
 #: the lowest/highest result the target's documented error bound allows.
@@ -477,6 +477,24 @@ def approximate(exact: np.ndarray, bound: Any, *, op: str = "", ftz: bool = Fals
                 keep = ~np.isfinite(rn) | (rn == 0) | (False if known is None else known)
                 rn = np.where(keep, rn, out).astype(np.float32)
     return _ftz(rn) if ftz else rn
+
+
+def divide_f32(x: np.ndarray, y: np.ndarray, target: str) -> tuple[np.ndarray, np.ndarray]:
+    """A run-time float32 ``x / y`` as ``target``'s compiled Triton computes it, for a reference outside the
+    interpreter: the quotients and the mask of those known bit for bit (sm90's div.full.f32 through its
+    measured reciprocals; AMD's correctly rounded division; another NVIDIA target's, bounded, not known unless
+    zero, infinite or NaN)."""
+    from fp8check.triton import targets
+
+    x, y = np.broadcast_arrays(np.asarray(x, dtype=np.float32), np.asarray(y, dtype=np.float32))
+    rules = targets.get(target).ops
+    with np.errstate(all="ignore"):
+        q = np.divide(x, y).astype(np.float32)
+    if rules is None or rules.fdiv is None:
+        return q, np.ones(q.shape, dtype=bool)
+    if rules.approx_model == "sm90":
+        return nvidia_approx.div_full_f32(x, y)
+    return q, ~np.isfinite(q) | (q == 0)
 
 
 def divide_by_constant(x: np.ndarray, c: float, rule: str, bound: Any, fdiv: Any) -> np.ndarray:
