@@ -34,6 +34,7 @@ KERNELS = {
     "sglang_w8a8_block_fp8_matmul_sm90": ("fp8check.zoo.gemm:sglang_block", "block-1x128-128x128", None),
     "sglang_scaled_mm_sm90": ("fp8check.zoo.gemm:sglang_scaled_mm", "rowwise", None),
     "planted_mx_gemm_dot_scaled": ("gemm_plants:mx_gemm", "mx", "dot-scaled"),
+    "planted_rescaled_gemm": ("gemm_plants:rescaled_gemm", "block-1x128-128x128", "rescaled"),
     "torchao_blockwise_gemm_sm90": ("fp8check.zoo.gemm:torchao_blockwise", "block-1x128-128x128", None),
     "torchao_blockwise_gemm_1x128_128x1_sm90": ("fp8check.zoo.gemm:torchao_blockwise_1x128_128x1",
                                                 "block-1x128-1x128", None),

@@ -13,17 +13,20 @@ HERE = Path(__file__).resolve().parents[1] / "gpu" / "results"
 
 
 # gemm.json: the run the K-order rule was made from; the rerun, at a later commit, got other autotuner configs;
-# the torchao run: its two blockwise training GEMMs (K rounded up to 128, as declared) beside the control
-@pytest.mark.parametrize("name,verbatim", [("gemm.json", 4), ("gemm-h100-rerun-9a3f802.json", 4),
-                                           ("gemm-h100-torchao.json", 2)])
-def test_compiled_gemms_equal_the_faithful_interpreter_bit_for_bit(name, verbatim):
+# the torchao run: its two blockwise training GEMMs (K rounded up to 128, as declared) beside the control;
+# the rescaled run: the planted kernel of the rescaled epilogue (its ratios through sm90's div.full.f32)
+@pytest.mark.parametrize("name,verbatim,control", [("gemm.json", 4, "planted_block_gemm"),
+                                                   ("gemm-h100-rerun-9a3f802.json", 4, "planted_block_gemm"),
+                                                   ("gemm-h100-torchao.json", 2, "planted_block_gemm"),
+                                                   ("gemm-h200-rescaled.json", 0, "planted_rescaled_gemm")])
+def test_compiled_gemms_equal_the_faithful_interpreter_bit_for_bit(name, verbatim, control):
     results = HERE / name
     if not results.exists():
         pytest.skip(f"gpu/results/{name} not committed yet (run gpu/run_all.sh gemm on a CUDA machine)")
     data = json.loads(results.read_text())
     assert "H100" in data["device"] or "H200" in data["device"], data["device"]
     ran = [k for k in data["kernels"] if "skipped" not in k and k["elements"]]
-    assert any(k["kernel"] == "planted_block_gemm" for k in ran), "the control kernel did not run"
+    assert any(k["kernel"] == control for k in ran), "the control kernel did not run"
     assert len([k for k in ran if not k["kernel"].startswith("planted")]) >= verbatim, "too few verbatim GEMMs ran"
     for k in ran:
         assert k["compiled_vs_faithful"] == 0, (k["kernel"], k["cases"])
