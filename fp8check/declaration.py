@@ -279,7 +279,9 @@ def _check_triton_target(d: KernelDeclaration) -> None:
 def _check_supports(d: KernelDeclaration) -> None:
     unknown = set(d.supports) - _SUPPORTS_KEYS
     if unknown:
-        raise InvalidValueError(f"{d.label}: unknown 'supports' key(s) {', '.join(sorted(unknown))}")
+        raise InvalidValueError(f"{d.label}: unknown 'supports' key(s) "
+                                f"{', '.join(sorted(k.replace('_', '-') for k in unknown))}; known: "
+                                f"{', '.join(sorted(k.replace('_', '-') for k in _SUPPORTS_KEYS))}")
     if "k_multiple_of" in d.supports:
         k = d.supports["k_multiple_of"]
         if d.kind != "gemm":
@@ -457,6 +459,8 @@ def declare(kind: str, **keys: Any) -> KernelDeclaration:
     function's by default."""
     requires = keys.get("requires", ())
     keys["requires"] = tuple(str(m) for m in ((requires,) if isinstance(requires, str) else requires))
+    if isinstance(keys.get("supports"), dict):  # spelled as in pyproject.toml (dashes) or with underscores
+        keys["supports"] = {str(k).replace("-", "_"): v for k, v in keys["supports"].items()}
     if "code_dtypes" in keys:
         code_dtypes = keys["code_dtypes"] or ()
         keys["code_dtypes"] = (code_dtypes,) if isinstance(code_dtypes, str) else tuple(code_dtypes)

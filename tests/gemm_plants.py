@@ -19,7 +19,8 @@ import torch
 import triton
 import triton.language as tl
 
-BUGS = {"none": 0, "tail": 1, "next-block": 2, "acc10": 3, "ocp": 4, "axis": 5, "inverted-ratio": 6}
+BUGS = {"none": 0, "tail": 1, "next-block": 2, "acc10": 3, "ocp": 4, "axis": 5, "inverted-ratio": 6,
+        "unmasked-tail": 7}
 
 
 @triton.jit
@@ -37,9 +38,12 @@ def _block_kernel(a_ptr, b_ptr, c_ptr, as_ptr, bs_ptr, M, N, K, s_am, s_ak, s_bn
         n_blocks = K // BK
     for kb in range(0, n_blocks):
         k = kb * BK + rk
-        a = tl.load(a_ptr + rm[:, None] * s_am + k[None, :] * s_ak, mask=(rm[:, None] < M) & (k[None, :] < K),
+        k_in = k
+        if BUG == 7:  # the K mask built from the block's own offsets, never advanced (torchao 0.18's)
+            k_in = rk
+        a = tl.load(a_ptr + rm[:, None] * s_am + k[None, :] * s_ak, mask=(rm[:, None] < M) & (k_in[None, :] < K),
                     other=0.0)
-        b = tl.load(b_ptr + rn[None, :] * s_bn + k[:, None] * s_bk, mask=(rn[None, :] < N) & (k[:, None] < K),
+        b = tl.load(b_ptr + rn[None, :] * s_bn + k[:, None] * s_bk, mask=(rn[None, :] < N) & (k_in[:, None] < K),
                     other=0.0)
         if BUG == 4:
             a = a.to(tl.uint8, bitcast=True).to(tl.float8e4nv, bitcast=True)

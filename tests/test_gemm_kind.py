@@ -55,7 +55,8 @@ def test_the_correct_twins_conform_bit_for_bit(launcher, recipe, target):
 
 # bug, launcher, recipe, target, the category, what the first listed divergence says
 PLANTED = [
-    ("tail", plants.block_gemm, BLOCK, "sm90", "accuracy", ["K block 2 (k 256..383)", "products are missing"]),
+    ("tail", plants.block_gemm, BLOCK, "sm90", "accuracy", ["K block 2 (k 256..319: the K tail)",
+                                                           "products are missing"]),
     ("next-block", plants.block_gemm, BLOCK, "sm90", "scale",
      ["K block 0", "b_scales[0, 1] where a_scales[0, 0] x b_scales[0, 0] is declared"]),
     ("acc10", plants.block_gemm, BLOCK, "sm90", "accuracy",
@@ -113,6 +114,8 @@ def test_epilogue_rescaled_needs_float32_scales_per_k_block():
         gemm.check_epilogue(gemm.gemm_recipe("rowwise"), "rescaled")
     with pytest.raises(InvalidValueError, match="needs float32 scales per K block"):
         gemm.check_epilogue(gemm.gemm_recipe("mx"), "rescaled")
+    with pytest.raises(InvalidValueError, match="its epilogue is k-block or rescaled, not end"):
+        gemm.check_epilogue(gemm.gemm_recipe(BLOCK), "end")
 
 
 @pytest.mark.parametrize("target", ["sm90", "gfx942"])
@@ -136,6 +139,22 @@ def test_a_declared_k_granularity_rounds_each_cases_k_up_and_keeps_its_m_and_n()
     assert "M=50 N=130 K=384" in named and not any(k.endswith(("K=320", "K=100")) for k in named), named
 
 
+def test_an_unmasked_k_tail_is_named_as_one_and_the_declaration_that_fits_it():
+    unmasked = functools.partial(plants.block_gemm, bug="unmasked-tail")
+    r = checked(unmasked, "sm90", cap=3)
+    assert not r.passed and set(r.extra["gemm"]["diverging"]) == {"M=50 N=130 K=320"}, r.extra["gemm"]
+    # the case's blocks each look like some scale pair (the next row's codes leak into every one): the note says
+    # what they share, once
+    note = next(n for n in r.extra["notes"] if "every divergence is in a case whose K is not a multiple of 128" in n)
+    assert "M=50 N=130 K=320" in note and "--k-multiple-of 128" in note, note
+    fine = checked(unmasked, "sm90", supports=Supports(k_multiple_of=128))
+    assert fine.passed and fine.extra["gemm"]["k_multiple_of"] == 128
+    assert any("rounded up to a multiple of 128" in n for n in fine.extra["notes"])
+    # a bug in every case gets no such note
+    acc10 = checked(functools.partial(plants.block_gemm, bug="acc10"), "sm90", cap=1)
+    assert not acc10.passed and not any("K tail" in n for n in acc10.extra.get("notes", []))
+
+
 def test_k_multiple_of_is_a_gemm_declaration_and_a_gemm_flag(capsys):
     base = ["--recipe", BLOCK, "--format", "e4m3fn", "--triton-target", "sm90", "--k-multiple-of", "128"]
     assert cli.main(["check", "gemm_plants:cast_shaped", "--kind", "cast", *base[2:]]) == 2
@@ -146,8 +165,17 @@ def test_k_multiple_of_is_a_gemm_declaration_and_a_gemm_flag(capsys):
         fp8check.gemm_kernel("gemm_plants:block_gemm", recipe=BLOCK, format="e4m3fn", triton_target="sm90",
                              supports={"k_multiple_of": 0})
     d = fp8check.gemm_kernel("gemm_plants:block_gemm", recipe=BLOCK, format="e4m3fn", triton_target="sm90",
-                             supports={"k_multiple_of": 128})
+                             supports={"k-multiple-of": 128})  # the pyproject spelling works in the API too
     assert "--k-multiple-of 128" in d.command()
+    with pytest.raises(InvalidValueError, match="unknown 'supports' key.s. k-multiple-off; known: "):
+        fp8check.gemm_kernel("gemm_plants:block_gemm", recipe=BLOCK, format="e4m3fn", triton_target="sm90",
+                             supports={"k-multiple-off": 128})
+    # flags a GEMM's check does not read are a usage error, not silently ignored
+    for extra in (["--profile", "satfinite"], ["--ulps", "2"], ["--input-dtype", "float16"],
+                  ["--numel-multiple-of", "16"], ["--max-numel", "100"]):
+        assert cli.main(["check", "gemm_plants:block_gemm", "--kind", "gemm", *base, *extra]) == 2
+        err = capsys.readouterr().err
+        assert f"{extra[0]}: not read by --kind gemm" in err and "\n" not in err.strip(), err
 
 
 def test_the_k_tail_is_found_only_on_shapes_with_a_tail():

@@ -137,6 +137,13 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidValueError("--reference and --args are for --kind fused (or a fused quantizer)")
     if args.kind not in ("decode", "dequant") and (args.code_dtype or args.output_dtype):
         raise InvalidValueError("--code-dtype and --output-dtype are for --kind decode or dequant")
+    if args.kind == "gemm":  # a GEMM's check reads none of these: silently ignoring one would mislead
+        unread = [flag for flag, given in (("--profile", args.profile), ("--input-dtype", args.input_dtype),
+                                           ("--ulps", args.ulps), ("--numel-multiple-of", args.numel_multiple_of > 1),
+                                           ("--max-numel", args.max_numel is not None)) if given]
+        if unread:
+            raise InvalidValueError(f"{', '.join(unread)}: not read by --kind gemm (its operands are --format codes "
+                                    "and its domain --contiguous-only, --k-multiple-of)")
     out = console()
     with _triton_watch(args, out):
         results = (_quantize(args) if args.kind == "quantize" else _fused(args) if args.kind == "fused"

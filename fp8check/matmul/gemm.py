@@ -116,8 +116,9 @@ def check_epilogue(recipe: GemmRecipe, epilogue: str) -> None:
                                     f"not recipe {recipe.name}")
         return
     if epilogue not in ("k-block", "rescaled") and recipe.k_block:
-        raise InvalidValueError(f"recipe {recipe.name} scales per K block: its epilogue is k-block, rescaled or "
-                                f"dot-scaled (MX), not {epilogue}")
+        other = "dot-scaled" if recipe.scale_format == "e8m0fnu" else "rescaled"
+        raise InvalidValueError(f"recipe {recipe.name} scales per K block: its epilogue is k-block or {other}, "
+                                f"not {epilogue}")
     if epilogue == "rescaled" and (not recipe.k_block or recipe.scale_format != "float32"):
         raise InvalidValueError(f"epilogue rescaled keeps the accumulator in units of each K block's scale: it needs "
                                 f"float32 scales per K block, which recipe {recipe.name} has not")
@@ -422,6 +423,7 @@ class _Run:
     tally: Tally
     bracketed: int = 0
     diverging: dict[str, int] = field(default_factory=dict)  # case -> diverging elements
+    k_of: dict[str, int] = field(default_factory=dict)  # case -> its K, for every case judged
     nearest: dict[Any, Any] = field(default_factory=dict)  # the scale-pair search's per-(scales, index) tables
     lowerings: Counter[str] = field(default_factory=Counter)  # of the kernel's tl.dot_scaled calls, all cases
     how: str | None = None  # the lowering the last call's tl.dot_scaled got (None: not seen, or both)
@@ -490,6 +492,7 @@ class _Run:
                 self.tally.add("refused", 1, (index, 0, 0), div)
             return
         actual_f, expected_f, differs, dependent, bits, expected = got
+        self.k_of[case.describe()] = case.k
         self.tally.checked += differs.size - int(dependent.sum())
         self.bracketed += int(dependent.sum())
         if not differs.any():
@@ -544,7 +547,9 @@ class _Run:
         for j, (act, exp, differs, dot, sa, sb, keep, b) in blocks.items():
             if not differs[m, n]:
                 continue
-            ka = f"K block {j} (k {j * step}..{(j + 1) * step - 1})"
+            K = keep.shape[1]
+            tail = (j + 1) * step > K  # a partial last block
+            ka = f"K block {j} (k {j * step}..{min(K, (j + 1) * step) - 1}{': the K tail' if tail else ''})"
             want_a = _index(rec, "a", m, j * step, sa.shape)
             want_b = _index(rec, "b", n, j * step, sb.shape)
             declared = f"a_scales{list(want_a)} x b_scales{list(want_b)}"
@@ -566,8 +571,10 @@ class _Run:
                                  f"what {declared} gives: the operands read in a format of another exponent bias "
                                  f"than the declared {fmt} (e4m3fn for e4m3fnuz, or the reverse)")
             if pair is None:
+                rescaled = ", or the ratio s_j / s_(j+1) it rescales by between K blocks" \
+                    if self.opts.epilogue == "rescaled" else ""
                 return "accuracy", (f"{ka}: no pair of scales explains {got!r} ({due!r} due under {declared}): "
-                                    "the accumulation")
+                                    f"the accumulation{rescaled}")
             if pair == (want_a, want_b):
                 return "accuracy", f"{ka}: the declared scales {declared}, a sum other than the target's"
             return "scale", (f"{ka}: scaled by a_scales{list(pair[0])} x b_scales{list(pair[1])} where "
@@ -702,4 +709,26 @@ def check_gemm(kernel: Callable[..., Any], *, recipe: str | GemmRecipe, format: 
     if run.bracketed:
         result.add_note(f"{run.bracketed} elements bracketed by the {target} model (AMD NaN/Inf or gfx950): "
                         "counted, not judged")
+    tail_note = _k_tail_note(run, rec.k_block or 128)
+    if tail_note:
+        result.add_note(tail_note)
+    step = getattr(supports, "k_multiple_of", 1) or 1
+    if step > 1:
+        result.extra["gemm"]["k_multiple_of"] = step
+        result.add_note(f"each case's K rounded up to a multiple of {step} (declared k-multiple-of): K tails of "
+                        f"finer grain were not tried")
     return result
+
+
+def _k_tail_note(run: _Run, step: int) -> str | None:
+    """When every diverging case has a K that is not a multiple of ``step`` and a case that has one conforms:
+    the K tail, said once for the whole check (an unmasked tail load reads codes of the next row or past the
+    tensor, so each K block's own value can look like any scale pair's)."""
+    tails = [c for c, k in run.k_of.items() if k % step]
+    whole = [c for c, k in run.k_of.items() if not k % step]
+    if not run.diverging or not set(run.diverging) <= set(tails) or not any(c not in run.diverging for c in whole):
+        return None
+    return (f"every divergence is in a case whose K is not a multiple of {step} ({', '.join(run.diverging)}): the "
+            f"kernel mishandles the K tail (a K mask that does not move with k reads the next row's codes or past "
+            f"the tensor; a dropped tail loses its products). If its callers only ever give K a multiple of "
+            f"{step}, declare k-multiple-of = {step} (--k-multiple-of {step})")
