@@ -52,6 +52,8 @@ MARKERS = {
     "fp8check": "fp8check: a property of fp8check's shipped suite run on a declared kernel",
     "fp8check_hazards": "fp8check_hazards(*names): the hazard sets (fp8check.hazards.HAZARDS) a property "
     "covers; known upstream divergences on them make the property a strict xfail",
+    "fp8check_nothing_declared": "fp8check_nothing_declared: a property of a kind nothing was declared for "
+    "(deselected)",
 }
 # Generic names fp8check's own tests carry. Registered only when fp8check's own tests are collected, after
 # the host's modules (see pytest_configure): a `--strict-markers` host keeps its collection error for an
@@ -496,6 +498,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                 if reason:
                     marks.append(pytest.mark.xfail(strict=True, reason=reason))
             params.append(pytest.param(t, id=t.id, marks=marks))
+        if not params:  # nothing of this kind declared: one placeholder, deselected at collection's end (pytest's
+            # empty parameter set would be a skip per test, or a collection error under fail_at_collect)
+            params = [pytest.param(None, id="none", marks=pytest.mark.fp8check_nothing_declared)]
         metafunc.parametrize(name, params)
 
 
@@ -534,6 +539,10 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         # A repository that already collects the suite (a star-import of it) does not get it twice.
         collected = {getattr(item, "function", None) for item in items}
         items.extend(x for x in _shipped_suite_items(session) if getattr(x, "function", None) not in collected)
+    placeholders = [item for item in items if item.get_closest_marker("fp8check_nothing_declared")]
+    if placeholders:  # the suite's tests of a kind nothing was declared for: not run, said as deselected
+        items[:] = [item for item in items if not item.get_closest_marker("fp8check_nothing_declared")]
+        config.hook.pytest_deselected(items=placeholders)
     # Only fp8check's own targets: another project's `gpu` marker means what it says there.
     gpu_items = [item for item in items if item.get_closest_marker("gpu") and _target_of(item) is not None]
     if gpu_items and not _cuda_available():

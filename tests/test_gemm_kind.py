@@ -204,8 +204,12 @@ def test_the_command_line_checks_a_gemm_kernel(tmp_path, capsys):
     assert cli.main(["check", "gemm_plants:block_gemm", *base]) == 0, capsys.readouterr()
     out = tmp_path / "g.json"
     capsys.readouterr()
-    assert cli.main(["check", "gemm_plants:block_gemm_next_block", *base, "--json", str(out)]) == 1
+    html = tmp_path / "g.html"
+    assert cli.main(["check", "gemm_plants:block_gemm_next_block", *base, "--json", str(out), "--html", str(html)]) == 1
     printed = capsys.readouterr().out
+    page = html.read_text()  # a GEMM's words: output elements against the reference, float32 bit fields
+    assert re.search(r"[\d,]+</strong> of [\d,]+ output elements diverge from the reference of", page), page[:3000]
+    assert "(e4m3fn operands; float32 out)" in page and "inputs diverge" not in page
     assert re.search(r"DIVERGES: [\d,]+ output elements differ", printed) and "output tile (0, 0)" in printed, printed
     assert "scaled by a_scales[0, 0] x b_scales[0, 1] where a_scales[0, 0] x b_scales[0, 0] is declared" in printed
     r = json.loads(out.read_text())

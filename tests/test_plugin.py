@@ -198,6 +198,17 @@ def test_a_declared_bug_fails_and_the_correct_kernels_pass(repo):
     assert {c["kernel"] for c in checks if not c["passed"]} == {"buggy"}
 
 
+def test_kinds_nothing_was_declared_for_are_deselected_not_skipped_or_errors(repo):
+    # a repository declaring casts only: the suite's quantizer, GEMM, ... properties have no kernel; pytest's
+    # empty parameter set would be a skip per test, or a collection error under fail_at_collect
+    (repo.path / "pytest.ini").write_text("[pytest]\nempty_parameter_set_mark = fail_at_collect\n")
+    result = repo.runpytest("-p", "no:cacheprovider", "--collect-only", "-q")
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    ids = _ids(result)
+    assert ids and not any("[NOTSET]" in i or "[none]" in i for i in ids)
+    assert "deselected" in result.stdout.str()
+
+
 def test_a_repository_declaring_nothing_gets_no_fp8check_tests(pytester):
     pytester.makepyfile(test_mine="def test_own():\n    assert True\n")
     result = pytester.runpytest("-p", "no:cacheprovider", "--collect-only", "-q")

@@ -430,6 +430,7 @@ class _Run:
     dot_models: Counter[str] = field(default_factory=Counter)  # of the kernel's tl.dot calls, all cases
     dot_model: str | None = None  # the model the last call's tl.dot tiles got (None: not seen, or several)
     out_rel: float = 0.0  # the relative rounding of the last call's output dtype (_rounding_slack)
+    out_dtype: str = "float32"  # the last call's output dtype (the report shows its bit fields)
     examples: Counter[str] = field(default_factory=Counter)  # divergences listed so far, per category
 
     def torch_dtype(self) -> Any:
@@ -462,6 +463,7 @@ class _Run:
             self.dot_model = next(iter(dots)) if len(dots) == 1 else None
             bits, dtype = _out_bits(out)
             self.out_rel = _rounding_slack(dtype)
+            self.out_dtype = str(dtype).removeprefix("torch.")
         except FP8CheckError as exc:
             if isinstance(exc, TypeError):  # the faithful interpreter: the target's compiler refuses what it does
                 return f"{type(exc).__name__}: {exc}"
@@ -704,6 +706,7 @@ def check_gemm(kernel: Callable[..., Any], *, recipe: str | GemmRecipe, format: 
         names = sorted(run.dot_models) or [own.model.name if own else tensorcore.model(target, fmt, fmt).name]
         result.extra["profile_summary"] = f"{rec.description}; {target}'s tensor cores ({'; '.join(names)})"
     result.extra["checked_means"] = "output elements"
+    result.extra["output_dtype"] = run.out_dtype
     result.extra["gemm"] = {"recipe": rec.name, "epilogue": epilogue, "target": target, "cases": t.cases,
                             "bracketed": run.bracketed, "diverging": run.diverging}
     if run.bracketed:

@@ -201,6 +201,8 @@ def _divergence_view(c: CheckResult, d: Divergence, fmt: Format | None, full: bo
         in_fmt, out_fmt = fmt, formats.FLOAT32
     elif c.kind == "dequant":  # a code in, a value of the kernel's output dtype out
         in_fmt, out_fmt = fmt, formats.SOURCE_FORMATS.get(c.extra.get("output_dtype", ""), formats.FLOAT32)
+    elif c.kind == "gemm":  # an output element C[m, n] of the kernel's output dtype, no input code
+        in_fmt, out_fmt = None, formats.SOURCE_FORMATS.get(c.extra.get("output_dtype", ""), formats.FLOAT32)
     else:
         in_fmt = _fmt_for_hex(d.input_hex, src, formats.FLOAT32)
         out_fmt = _fmt_for_hex(d.expected_hex, fmt)
