@@ -224,6 +224,23 @@ def test_the_command_line_checks_a_gemm_kernel(tmp_path, capsys):
     assert len(err) == 2 and "no-such-recipe" in err[1], err
 
 
+def test_a_first_gemm_check_says_it_compiles_before_its_silent_minute(capsys, monkeypatch):
+    from fp8check.matmul import tensorcore
+
+    compiled = tensorcore._compiled_step()
+    if compiled is None:
+        pytest.skip("numba (the fast extra) is not installed")
+    assert compiled.cached() in (True, False, None)
+    base = ["check", "gemm_plants:block_gemm", "--kind", "gemm", "--recipe", BLOCK, "--format", "e4m3fn",
+            "--triton-target", "sm90"]
+    monkeypatch.setattr(compiled, "cached", lambda: False)  # as in a fresh install
+    assert cli.main(base) == 0
+    assert capsys.readouterr().out.startswith("note: compiling fp8check's tensor-core models")
+    monkeypatch.setattr(compiled, "cached", lambda: True)
+    assert cli.main(base) == 0
+    assert "compiling" not in capsys.readouterr().out
+
+
 def test_a_pyproject_table_and_the_api_declare_a_gemm_kernel():
     decl = from_table("gemm", {"kernel": "gemm_plants:row_gemm", "recipe": "rowwise", "format": "e4m3fnuz",
                                "triton-target": "gfx942", "epilogue": "end"})

@@ -145,6 +145,8 @@ def run(args: argparse.Namespace) -> int:
             raise InvalidValueError(f"{', '.join(unread)}: not read by --kind gemm (its operands are --format codes "
                                     "and its domain --contiguous-only, --k-multiple-of)")
     out = console()
+    if args.kind == "gemm":
+        _say_if_compiling(out)
     with _triton_watch(args, out):
         results = (_quantize(args) if args.kind == "quantize" else _fused(args) if args.kind == "fused"
                    else _static(args) if args.kind == "static" else _decode(args) if args.kind == "decode"
@@ -186,6 +188,18 @@ class _triton_watch:
             from rich.text import Text
 
             self.out.print(Text(f"warning: {warning}", style="yellow"))
+
+
+def _say_if_compiling(out: Any) -> None:
+    """One line before a first GEMM check's silent minute: numba compiles the tensor-core models once."""
+    from rich.text import Text
+
+    from fp8check.matmul.tensorcore import _compiled_step
+
+    compiled = _compiled_step()
+    if compiled is not None and compiled.cached() is False:
+        out.print(Text("note: compiling fp8check's tensor-core models (numba, once: about a minute on two cores; "
+                       "cached on disk for later runs)", style="dim"))
 
 
 def _supports(args: argparse.Namespace) -> dict[str, Any]:

@@ -38,7 +38,7 @@ from numba.core import types
 from numba.cpython.unsafe.numbers import leading_zeros
 from numba.extending import intrinsic
 
-__all__ = ["chain", "specialised", "ALIGNED", "TWO_STAGE", "GROUPED", "VERSION"]
+__all__ = ["chain", "specialised", "cached", "ALIGNED", "TWO_STAGE", "GROUPED", "VERSION"]
 
 VERSION = numba.__version__
 ALIGNED, TWO_STAGE, GROUPED = 0, 1, 2  # the algorithms (tensorcore.MMAModel.algorithm)
@@ -448,6 +448,17 @@ def chain(algorithm: int, a: np.ndarray, b: np.ndarray, paired: bool, lay_a: np.
     model = (params[0], params[1], params[2], params[3], params[4], params[6] != 0, params[7] != 0, params[8],
              params[9], params[10])
     return _drive(algorithm, a, b, paired, la, lb, sa, sb, scale_table, model, params[5], c_bits, out_bits, dep)
+
+
+def cached() -> bool | None:
+    """Whether :func:`chain` has a compilation on disk from an earlier process (False: this process compiles it,
+    about a minute on two cores); None where this numba does not say (its cache's layout is its own)."""
+    import os
+
+    try:
+        return os.path.exists(chain._cache._cache_file._index_path)
+    except AttributeError:
+        return None
 
 
 _SPECIALISED: dict[tuple, Any] = {}
