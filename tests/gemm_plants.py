@@ -23,6 +23,15 @@ BUGS = {"none": 0, "tail": 1, "next-block": 2, "acc10": 3, "ocp": 4, "axis": 5, 
         "unmasked-tail": 7}
 
 
+def _output(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype = torch.float32, block_n: int = 64,
+            block_m: int = 32) -> tuple[int, int, int, torch.Tensor, tuple[int, int]]:
+    """M, N, K, the output C (M, N) and the launch grid of a (M, K) x (N, K) GEMM with BM x BN tiles."""
+    M, K = a.shape
+    N = b.shape[0]
+    return M, N, K, torch.empty((M, N), dtype=dtype, device=a.device), (triton.cdiv(M, block_m),
+                                                                         triton.cdiv(N, block_n))
+
+
 @triton.jit
 def _block_kernel(a_ptr, b_ptr, c_ptr, as_ptr, bs_ptr, M, N, K, s_am, s_ak, s_bn, s_bk, s_asm, s_ask, s_bsn, s_bsk,
                   KB, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, BUG: tl.constexpr,
@@ -62,10 +71,7 @@ def _block_kernel(a_ptr, b_ptr, c_ptr, as_ptr, bs_ptr, M, N, K, s_am, s_ak, s_bn
 def block_gemm(a: torch.Tensor, a_scales: torch.Tensor, b: torch.Tensor, b_scales: torch.Tensor, *,
                bug: str = "none", out_dtype: torch.dtype = torch.float32, b_rows: int = 128) -> torch.Tensor:
     """B's scales per ``b_rows`` x 128 block: 128 (DeepSeek-V3's weights), 1 (a weight gradient's 1x128 groups)."""
-    M, K = a.shape
-    N = b.shape[0]
-    c = torch.empty((M, N), dtype=out_dtype, device=a.device)  # the store rounds to it (DeepSeek's: bfloat16)
-    grid = (triton.cdiv(M, 32), triton.cdiv(N, 64))
+    M, N, K, c, grid = _output(a, b, out_dtype)  # the store rounds to out_dtype (DeepSeek's: bfloat16)
     _block_kernel[grid](a, b, c, a_scales, b_scales, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
                         a_scales.stride(0), a_scales.stride(1), b_scales.stride(0), b_scales.stride(1),
                         a_scales.shape[1], BM=32, BN=64, BK=128, BUG=BUGS[bug], B_ROWS=b_rows)
@@ -101,10 +107,7 @@ def _row_kernel(a_ptr, b_ptr, c_ptr, as_ptr, bs_ptr, M, N, K, s_am, s_ak, s_bn, 
 
 def row_gemm(a: torch.Tensor, a_scales: torch.Tensor, b: torch.Tensor, b_scales: torch.Tensor, *,
              bug: str = "none") -> torch.Tensor:
-    M, K = a.shape
-    N = b.shape[0]
-    c = torch.empty((M, N), dtype=torch.float32, device=a.device)
-    grid = (triton.cdiv(M, 32), triton.cdiv(N, 64))
+    M, N, K, c, grid = _output(a, b)
     _row_kernel[grid](a, b, c, a_scales.reshape(-1), b_scales.reshape(-1), M, N, K, a.stride(0), a.stride(1),
                       b.stride(0), b.stride(1), BM=32, BN=64, BK=64, BUG=BUGS[bug])
     return c
@@ -146,10 +149,7 @@ def _rescaled_kernel(a_ptr, b_ptr, c_ptr, as_ptr, bs_ptr, M, N, K, s_am, s_ak, s
 def rescaled_gemm(a: torch.Tensor, a_scales: torch.Tensor, b: torch.Tensor, b_scales: torch.Tensor, *,
                   bug: str = "none") -> torch.Tensor:
     """The block recipe's scales applied by rescaling one chained accumulator (the ``rescaled`` epilogue)."""
-    M, K = a.shape
-    N = b.shape[0]
-    c = torch.empty((M, N), dtype=torch.float32, device=a.device)
-    grid = (triton.cdiv(M, 32), triton.cdiv(N, 64))
+    M, N, K, c, grid = _output(a, b)
     _rescaled_kernel[grid](a, b, c, a_scales, b_scales, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
                            a_scales.stride(0), a_scales.stride(1), b_scales.stride(0), b_scales.stride(1),
                            a_scales.shape[1], BM=32, BN=64, BK=128, BUG=BUGS[bug])
@@ -204,10 +204,7 @@ def mx_gemm(a: torch.Tensor, a_scales: torch.Tensor, b: torch.Tensor, b_scales: 
             bug: str = "none", block_m: int = 128) -> torch.Tensor:
     """An MXFP8 GEMM with ``tl.dot_scaled`` (e4m3 operands, e8m0 scales per 32 along K), tiles of block_m x 32 x 64:
     with 128 rows, ones Triton lowers to sm100's block-scaled ``tcgen05`` MMA (64: decomposed)."""
-    M, K = a.shape
-    N = b.shape[0]
-    c = torch.empty((M, N), dtype=torch.float32, device=a.device)
-    grid = (triton.cdiv(M, block_m), triton.cdiv(N, 32))
+    M, N, K, c, grid = _output(a, b, block_n=32, block_m=block_m)
     _mx_kernel[grid](a, b, c, a_scales, b_scales, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
                      a_scales.stride(0), a_scales.stride(1), b_scales.stride(0), b_scales.stride(1),
                      a_scales.shape[1], BM=block_m, BN=32, BK=64, BUG=BUGS[bug])
