@@ -282,6 +282,10 @@ def _check_supports(d: KernelDeclaration) -> None:
         raise InvalidValueError(f"{d.label}: unknown 'supports' key(s) "
                                 f"{', '.join(sorted(k.replace('_', '-') for k in unknown))}; known: "
                                 f"{', '.join(sorted(k.replace('_', '-') for k in _SUPPORTS_KEYS))}")
+    if d.kind == "gemm" and set(d.supports) - {"contiguous_only", "k_multiple_of"}:
+        unread = sorted(k.replace("_", "-") for k in set(d.supports) - {"contiguous_only", "k_multiple_of"})
+        raise InvalidValueError(f"{d.label}: 'supports' key(s) {', '.join(unread)} are not read by a gemm kernel's "
+                                "check (its keys: contiguous-only, k-multiple-of)")
     if "k_multiple_of" in d.supports:
         k = d.supports["k_multiple_of"]
         if d.kind != "gemm":

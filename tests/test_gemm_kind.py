@@ -167,6 +167,9 @@ def test_k_multiple_of_is_a_gemm_declaration_and_a_gemm_flag(capsys):
     d = fp8check.gemm_kernel("gemm_plants:block_gemm", recipe=BLOCK, format="e4m3fn", triton_target="sm90",
                              supports={"k-multiple-of": 128})  # the pyproject spelling works in the API too
     assert "--k-multiple-of 128" in d.command()
+    with pytest.raises(InvalidValueError, match="numel-multiple-of are not read by a gemm kernel's check"):
+        fp8check.gemm_kernel("gemm_plants:block_gemm", recipe=BLOCK, format="e4m3fn", triton_target="sm90",
+                             supports={"numel-multiple-of": 16})
     with pytest.raises(InvalidValueError, match="unknown 'supports' key.s. k-multiple-off; known: "):
         fp8check.gemm_kernel("gemm_plants:block_gemm", recipe=BLOCK, format="e4m3fn", triton_target="sm90",
                              supports={"k-multiple-off": 128})
