@@ -57,10 +57,11 @@ def _block_kernel(a_ptr, b_ptr, c_ptr, as_ptr, bs_ptr, M, N, K, s_am, s_ak, s_bn
         if BUG == 4:
             a = a.to(tl.uint8, bitcast=True).to(tl.float8e4nv, bitcast=True)
             b = b.to(tl.uint8, bitcast=True).to(tl.float8e4nv, bitcast=True)
-        a_s = tl.load(as_ptr + rm * s_asm + kb * s_ask, mask=rm < M, other=0.0)
-        b_kb = kb
+        a_kb = kb * BK // 128  # the scales' K block of this K tile (BK 64: two tiles per block)
+        a_s = tl.load(as_ptr + rm * s_asm + a_kb * s_ask, mask=rm < M, other=0.0)
+        b_kb = a_kb
         if BUG == 2:
-            b_kb = tl.minimum(kb + 1, KB - 1)
+            b_kb = tl.minimum(a_kb + 1, KB - 1)
         b_s = tl.load(bs_ptr + (rn // B_ROWS) * s_bsn + b_kb * s_bsk, mask=rn < N, other=0.0)
         acc += tl.dot(a, b) * a_s[:, None] * b_s[None, :]
         if BUG == 3:
@@ -69,12 +70,14 @@ def _block_kernel(a_ptr, b_ptr, c_ptr, as_ptr, bs_ptr, M, N, K, s_am, s_ak, s_bn
 
 
 def block_gemm(a: torch.Tensor, a_scales: torch.Tensor, b: torch.Tensor, b_scales: torch.Tensor, *,
-               bug: str = "none", out_dtype: torch.dtype = torch.float32, b_rows: int = 128) -> torch.Tensor:
-    """B's scales per ``b_rows`` x 128 block: 128 (DeepSeek-V3's weights), 1 (a weight gradient's 1x128 groups)."""
+               bug: str = "none", out_dtype: torch.dtype = torch.float32, b_rows: int = 128,
+               block_k: int = 128) -> torch.Tensor:
+    """B's scales per ``b_rows`` x 128 block: 128 (DeepSeek-V3's weights), 1 (a weight gradient's 1x128 groups);
+    ``block_k``: the K tile of each scaled ``tl.dot`` (64: two per scales' block, each scaled on its own)."""
     M, N, K, c, grid = _output(a, b, out_dtype)  # the store rounds to out_dtype (DeepSeek's: bfloat16)
     _block_kernel[grid](a, b, c, a_scales, b_scales, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
                         a_scales.stride(0), a_scales.stride(1), b_scales.stride(0), b_scales.stride(1),
-                        a_scales.shape[1], BM=32, BN=64, BK=128, BUG=BUGS[bug], B_ROWS=b_rows)
+                        a_scales.shape[1], BM=32, BN=64, BK=block_k, BUG=BUGS[bug], B_ROWS=b_rows)
     return c
 
 

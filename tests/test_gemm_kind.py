@@ -96,6 +96,20 @@ def test_a_kernel_that_cannot_take_the_gemm_arguments_is_one_line_and_exit_2(cap
 
 
 @pytest.mark.parametrize("target", ["sm90", "gfx942"])
+def test_k_tiles_shorter_than_the_scale_block_are_summed_as_the_kernel_sums_them(target, monkeypatch):
+    # acc += tl.dot(a, b) * a_s * b_s over 64-wide K tiles of 128-wide scale blocks: each tile's dot from zero,
+    # scaled and added on its own (the interpreter records the tiles' K); a correct kernel, not an accuracy finding
+    tiles64 = functools.partial(plants.block_gemm, block_k=64)
+    r = checked(tiles64, target)
+    assert r.passed, [d.detail for d in r.divergences[:3]]
+    next_block = checked(functools.partial(plants.block_gemm, block_k=64, bug="next-block"), target, cap=1)
+    assert not next_block.passed and next_block.categories["scale"] > 0
+    # without the recorded tiles the reference sums per 128-wide block: another sum, a false accuracy finding
+    monkeypatch.setattr(tc, "record_dot_step", lambda k, from_zero: None)
+    assert not checked(tiles64, target, cap=1).passed
+
+
+@pytest.mark.parametrize("target", ["sm90", "gfx942"])
 def test_a_rescaled_accumulator_is_an_epilogue_of_its_own(target):
     # FBGEMM's fast-accumulation block GEMM and lmdeploy's keep one chained accumulator in units of each K
     # block's scale: bit for bit under epilogue rescaled, and neither twin passes under the other's epilogue

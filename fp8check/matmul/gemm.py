@@ -216,14 +216,16 @@ def _contracts(target: str) -> bool:
 
 def gemm_reference(target: str, fmt: str, recipe: str | GemmRecipe, a_codes: Any, a_scales: Any, b_codes: Any,
                    b_scales: Any, *, epilogue: str | None = None, how: str | None = None,
-                   dot_model: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+                   dot_model: str | None = None, dot_k: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The float32 (M, N) a correct kernel accumulates, and the mask of the elements ``target``'s model brackets.
 
     ``a_codes`` (M, K), ``b_codes`` (N, K): codes of ``fmt``; scales as :class:`GemmRecipe` shapes them;
     ``how``: the ``dot-scaled`` epilogue's lowering (``native``/``decomposed``; default: the target's native
     one where it has one); ``dot_model``: the instruction the kernel's ``tl.dot`` tiles got (a name of
     :data:`~fp8check.matmul.tensorcore.MODELS`, as :func:`~fp8check.matmul.tensorcore.dot_models` recorded it;
-    default: the target's own model for ``fmt``)."""
+    default: the target's own model for ``fmt``); ``dot_k``: the K tile of the kernel's ``tl.dot`` calls where each
+    starts from zero (:func:`~fp8check.matmul.tensorcore.dot_steps`): under ``k-block``, a tile shorter than the
+    scales' K block that divides it is each scaled and added on its own, as such a kernel does."""
     from fp8check.matmul import tensorcore
     from fp8check.triton import ops
 
@@ -244,12 +246,13 @@ def gemm_reference(target: str, fmt: str, recipe: str | GemmRecipe, a_codes: Any
     sb = _expand(rec, "b", _scale_values(rec, b_scales), N, kb, rec.k_block)
     if epilogue == "rescaled":
         return _rescaled(target, tile_dot, sa, sb, kb, k_block, K)
+    step = dot_k if epilogue == "k-block" and dot_k and dot_k < k_block and not k_block % dot_k else k_block
     fused = _contracts(target)
     acc = np.zeros((M, N), dtype=np.float32)
     dependent = np.zeros((M, N), dtype=bool)
     with np.errstate(all="ignore"):
-        for j in range(kb):
-            ks = slice(j * k_block, min(K, (j + 1) * k_block))
+        for i in range(max(1, math.ceil(K / step))):
+            ks, j = slice(i * step, min(K, (i + 1) * step)), i * step // k_block  # the dot's tile, its scales' block
             d = tile_dot(ks)
             dependent |= d.target_dependent
             s_a, s_b = sa[:, j][:, None], sb[:, j][None, :]
@@ -429,6 +432,7 @@ class _Run:
     how: str | None = None  # the lowering the last call's tl.dot_scaled got (None: not seen, or both)
     dot_models: Counter[str] = field(default_factory=Counter)  # of the kernel's tl.dot calls, all cases
     dot_model: str | None = None  # the model the last call's tl.dot tiles got (None: not seen, or several)
+    dot_k: int | None = None  # the K tile of the last call's tl.dot calls, where every one starts from zero
     out_rel: float = 0.0  # the relative rounding of the last call's output dtype (_rounding_slack)
     out_dtype: str = "float32"  # the last call's output dtype (the report shows its bit fields)
     examples: Counter[str] = field(default_factory=Counter)  # divergences listed so far, per category
@@ -442,25 +446,27 @@ class _Run:
     def reference(self, a: np.ndarray, sa: np.ndarray, b: np.ndarray, sb: np.ndarray) -> tuple[np.ndarray, ...]:
         o = self.opts
         return gemm_reference(o.target, o.fmt, o.recipe, a, sa, b, sb, epilogue=o.epilogue, how=self.how,
-                              dot_model=self.dot_model)
+                              dot_model=self.dot_model, dot_k=self.dot_k)
 
     def outcome(self, case: GemmCase, a: np.ndarray, sa: np.ndarray, b: np.ndarray,
                 sb: np.ndarray) -> tuple[Any, ...] | str:
         """(actual values, expected values, differs mask, bracketed mask, actual bits, expected bits) of the
         kernel's output against the reference, or the kernel's refusal as text."""
         from fp8check.matmul.dot_scaled import lowerings
-        from fp8check.matmul.tensorcore import dot_models
+        from fp8check.matmul.tensorcore import dot_models, dot_steps
 
         dt = self.torch_dtype()
         try:
             # what the faithful interpreter made of the kernel's tl.dot_scaled and tl.dot tiles
-            with lowerings() as seen, dot_models() as dots:
+            with lowerings() as seen, dot_models() as dots, dot_steps() as steps:
                 out = _call(self.opts, self.kernel, _laid_out(a, case.layout, dt), _scale_tensor(sa),
                             _laid_out(b, case.layout, dt), _scale_tensor(sb))
             self.lowerings.update(seen)
             self.how = next(iter(seen)) if len(seen) == 1 else None
             self.dot_models.update(dots)
             self.dot_model = next(iter(dots)) if len(dots) == 1 else None
+            tiles = {int(s[1:]) for s in steps if s != "chained"}
+            self.dot_k = tiles.pop() if len(tiles) == 1 and "chained" not in steps else None
             bits, dtype = _out_bits(out)
             self.out_rel = _rounding_slack(dtype)
             self.out_dtype = str(dtype).removeprefix("torch.")

@@ -91,7 +91,7 @@ from fp8check.reference import decode_table
 
 __all__ = ["MMAModel", "MMAResult", "MODELS", "TARGETS", "model", "models_for", "mma", "dot_instances",
            "operand_values", "TritonDot", "triton_dot", "fed", "triton_operands", "mma_k_order", "float16_codes", "Recorder",
-           "dot_models", "record_dot_model"]
+           "dot_models", "record_dot_model", "dot_steps", "record_dot_step"]
 
 MMASIM = "MMA-Sim (arXiv:2511.10909), package mmasim 2.1.1"
 Algorithm = Literal["aligned", "grouped-scaled", "two-stage"]
@@ -324,6 +324,7 @@ class Recorder:
 
 
 DOT_MODELS = Recorder()  # the models of tl.dot calls
+DOT_STEPS = Recorder()  # the K extent of tl.dot calls from a zero accumulator ("k64"), and "chained" for the others
 
 
 def dot_models() -> contextlib.AbstractContextManager[Counter[str]]:
@@ -333,6 +334,17 @@ def dot_models() -> contextlib.AbstractContextManager[Counter[str]]:
 
 def record_dot_model(name: str) -> None:
     DOT_MODELS.record(name)
+
+
+def dot_steps() -> contextlib.AbstractContextManager[Counter[str]]:
+    """Count the K extents of the faithful interpreter's ``tl.dot`` calls from a zero accumulator (``"k64"``),
+    and the calls that chain an accumulator (``"chained"``), inside the block: a GEMM whose scaled dots are
+    each one ``tl.dot(a, b)`` over a K tile shorter than its scales' block sums them tile by tile."""
+    return DOT_STEPS.counting()
+
+
+def record_dot_step(k: int, from_zero: bool) -> None:
+    DOT_STEPS.record(f"k{k}" if from_zero else "chained")
 
 
 def models_for(target: str) -> tuple[MMAModel, ...]:

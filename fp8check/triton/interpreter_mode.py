@@ -421,6 +421,7 @@ def _tensor_core_dot(target: str, a: Any, b: Any, d: Any, input_precision: Any =
             return None
     tensorcore.record_dot_model(model.name)
     acc = np.asarray(d.data, dtype=np.float32)
+    tensorcore.record_dot_step(int(ca.shape[-1]), not acc.any())
     imprecise = int(max_num_imprecise_acc or 0)
     promotion = -(-imprecise // 32) if model.name == "sm90-wgmma-fp8" and 0 < imprecise <= ca.shape[-1] else None
     return _by_gemm("tl.dot", lambda x, y, z: tensorcore.mma(model, x, names[0], y, names[1], acc=z,
