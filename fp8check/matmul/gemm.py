@@ -12,7 +12,8 @@ target rounds it (its fma contraction of ``acc + t * s``,
 :mod:`fp8check.triton.ops`):
 
 - ``k-block`` (DeepSeek-V3, vLLM, SGLang): for each K block of the recipe,
-  ``acc = acc + (dot(A_kb, B_kb) * a_s) * b_s``, the dot from zero;
+  ``acc = acc + (dot(A_kb, B_kb) * a_s) * b_s``, the dot from zero (per ``tl.dot`` tile where the kernel's tiles,
+  each from zero, are shorter than the block: as the faithful interpreter recorded them);
 - ``end``: ``(dot(A, B) * a_s) * b_s`` once, the dot chained over all of K;
 - ``end-product``: ``dot(A, B) * (a_s * b_s)`` (FBGEMM's ``acc *= a_s * b_s``);
 - ``rescaled`` (FBGEMM's block GEMM with fast accumulation, lmdeploy's ``blocked_gemm_fp8``): one dot chained
