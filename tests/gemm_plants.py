@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 
 BUGS = {"none": 0, "tail": 1, "next-block": 2, "acc10": 3, "ocp": 4, "axis": 5, "inverted-ratio": 6,
-        "unmasked-tail": 7}
+        "unmasked-tail": 7, "product-first": 8}
 
 
 def _output(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype = torch.float32, block_n: int = 64,
@@ -63,7 +63,10 @@ def _block_kernel(a_ptr, b_ptr, c_ptr, as_ptr, bs_ptr, M, N, K, s_am, s_ak, s_bn
         if BUG == 2:
             b_kb = tl.minimum(a_kb + 1, KB - 1)
         b_s = tl.load(bs_ptr + (rn // B_ROWS) * s_bsn + b_kb * s_bsk, mask=rn < N, other=0.0)
-        acc += tl.dot(a, b) * a_s[:, None] * b_s[None, :]
+        if BUG == 8:  # not a bug: the scales' product first (FBGEMM's acc += dot * scale), another rounding
+            acc += tl.dot(a, b) * (a_s[:, None] * b_s[None, :])
+        else:
+            acc += tl.dot(a, b) * a_s[:, None] * b_s[None, :]
         if BUG == 3:
             acc = (acc.to(tl.uint32, bitcast=True) & 0xFFFFE000).to(tl.float32, bitcast=True)
     tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))

@@ -110,6 +110,15 @@ def test_k_tiles_shorter_than_the_scale_block_are_summed_as_the_kernel_sums_them
 
 
 @pytest.mark.parametrize("target", ["sm90", "gfx942"])
+def test_the_scales_product_first_is_the_k_block_product_epilogue(target):
+    product = functools.partial(plants.block_gemm, bug="product-first")
+    assert checked(product, target, epilogue="k-block-product").passed
+    other_order = checked(product, target, cap=1)  # (dot * a_s) * b_s rounds otherwise: the note says which
+    assert not other_order.passed and any("epilogue k-block-product" in n for n in other_order.extra["notes"])
+    assert not checked(plants.block_gemm, target, epilogue="k-block-product", cap=1).passed
+
+
+@pytest.mark.parametrize("target", ["sm90", "gfx942"])
 def test_a_rescaled_accumulator_is_an_epilogue_of_its_own(target):
     # FBGEMM's fast-accumulation block GEMM and lmdeploy's keep one chained accumulator in units of each K
     # block's scale: bit for bit under epilogue rescaled, and neither twin passes under the other's epilogue
@@ -128,7 +137,7 @@ def test_epilogue_rescaled_needs_float32_scales_per_k_block():
         gemm.check_epilogue(gemm.gemm_recipe("rowwise"), "rescaled")
     with pytest.raises(InvalidValueError, match="needs float32 scales per K block"):
         gemm.check_epilogue(gemm.gemm_recipe("mx"), "rescaled")
-    with pytest.raises(InvalidValueError, match="its epilogue is k-block or rescaled, not end"):
+    with pytest.raises(InvalidValueError, match="its epilogue is k-block or k-block-product or rescaled, not end"):
         gemm.check_epilogue(gemm.gemm_recipe(BLOCK), "end")
 
 

@@ -47,9 +47,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--output-dtype", metavar="DTYPE", default=None, choices=("float32", "float16", "bfloat16"),
                    help="--kind decode or dequant: the dtype the kernel must return (default: any of float32, "
                    "float16, bfloat16)")
-    p.add_argument("--epilogue", choices=("k-block", "end", "end-product", "rescaled", "dot-scaled"), default=None,
+    p.add_argument("--epilogue", choices=("k-block", "k-block-product", "end", "end-product", "rescaled", "dot-scaled"),
+                   default=None,
                    help="--kind gemm: where the scales are applied: to each K block's dot (k-block, the default for "
-                   "block scales), after the K loop as (acc * a_s) * b_s (end, the default otherwise), as "
+                   "block scales; k-block-product: times a_s * b_s), after the K loop as (acc * a_s) * b_s (end, the default otherwise), as "
                    "acc * (a_s * b_s) (end-product), to one dot over K kept in units of each K block's scale (rescaled: "
                    "acc *= s_j / s_j+1 between blocks, FBGEMM's block GEMM, lmdeploy's), or inside tl.dot_scaled as "
                    "the target does (dot-scaled, recipe mx)")

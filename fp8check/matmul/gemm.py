@@ -14,6 +14,8 @@ target rounds it (its fma contraction of ``acc + t * s``,
 - ``k-block`` (DeepSeek-V3, vLLM, SGLang): for each K block of the recipe,
   ``acc = acc + (dot(A_kb, B_kb) * a_s) * b_s``, the dot from zero (per ``tl.dot`` tile where the kernel's tiles,
   each from zero, are shorter than the block: as the faithful interpreter recorded them);
+- ``k-block-product`` (FBGEMM's block GEMM without fast accumulation): ``acc = acc + dot(A_kb, B_kb) * (a_s *
+  b_s)``, the scales' product first;
 - ``end``: ``(dot(A, B) * a_s) * b_s`` once, the dot chained over all of K;
 - ``end-product``: ``dot(A, B) * (a_s * b_s)`` (FBGEMM's ``acc *= a_s * b_s``);
 - ``rescaled`` (FBGEMM's block GEMM with fast accumulation, lmdeploy's ``blocked_gemm_fp8``): one dot chained
@@ -53,7 +55,8 @@ from fp8check.results import CheckResult, Divergence
 __all__ = ["GemmRecipe", "GEMM_RECIPES", "EPILOGUES", "GemmCase", "GEMM_CASES", "gemm_recipe", "gemm_reference",
            "gemm_inputs", "check_gemm", "check_epilogue", "default_epilogue", "TILE"]
 
-EPILOGUES = ("k-block", "end", "end-product", "rescaled", "dot-scaled")
+EPILOGUES = ("k-block", "k-block-product", "end", "end-product", "rescaled", "dot-scaled")
+_PER_K_BLOCK = ("k-block", "k-block-product", "rescaled")  # the epilogues that scale each K block
 TILE = 64  # the output tile a divergence is named by (the smallest tl.dot tile the kernels here use)
 
 
@@ -116,14 +119,14 @@ def check_epilogue(recipe: GemmRecipe, epilogue: str) -> None:
             raise InvalidValueError(f"epilogue dot-scaled (tl.dot_scaled) takes e8m0 scales per 1x32 (recipe mx), "
                                     f"not recipe {recipe.name}")
         return
-    if epilogue not in ("k-block", "rescaled") and recipe.k_block:
-        other = "dot-scaled" if recipe.scale_format == "e8m0fnu" else "rescaled"
+    if epilogue not in _PER_K_BLOCK and recipe.k_block:
+        other = "dot-scaled" if recipe.scale_format == "e8m0fnu" else "k-block-product or rescaled"
         raise InvalidValueError(f"recipe {recipe.name} scales per K block: its epilogue is k-block or {other}, "
                                 f"not {epilogue}")
     if epilogue == "rescaled" and (not recipe.k_block or recipe.scale_format != "float32"):
         raise InvalidValueError(f"epilogue rescaled keeps the accumulator in units of each K block's scale: it needs "
                                 f"float32 scales per K block, which recipe {recipe.name} has not")
-    if epilogue in ("k-block", "rescaled") and recipe.a_block[1] != recipe.b_block[1]:
+    if epilogue in _PER_K_BLOCK and recipe.a_block[1] != recipe.b_block[1]:
         raise InvalidValueError(f"recipe {recipe.name}: A and B scale blocks differ along K")
 
 
@@ -241,13 +244,14 @@ def gemm_reference(target: str, fmt: str, recipe: str | GemmRecipe, a_codes: Any
         r = _dot_scaled(target, fmt, a, b, np.asarray(a_scales), np.asarray(b_scales), how)
         return r.values, r.target_dependent
     tile_dot = _tile_dot(target, fmt, dot_model, a, b.T)
-    k_block = rec.k_block if epilogue in ("k-block", "rescaled") else K
+    k_block = rec.k_block if epilogue in _PER_K_BLOCK else K
     kb = max(1, math.ceil(K / k_block))
     sa = _expand(rec, "a", _scale_values(rec, a_scales), M, kb, rec.k_block)
     sb = _expand(rec, "b", _scale_values(rec, b_scales), N, kb, rec.k_block)
     if epilogue == "rescaled":
         return _rescaled(target, tile_dot, sa, sb, kb, k_block, K)
-    step = dot_k if epilogue == "k-block" and dot_k and dot_k < k_block and not k_block % dot_k else k_block
+    step = dot_k if epilogue in ("k-block", "k-block-product") and dot_k and dot_k < k_block and not k_block % dot_k \
+        else k_block
     fused = _contracts(target)
     acc = np.zeros((M, N), dtype=np.float32)
     dependent = np.zeros((M, N), dtype=bool)
@@ -259,6 +263,9 @@ def gemm_reference(target: str, fmt: str, recipe: str | GemmRecipe, a_codes: Any
             s_a, s_b = sa[:, j][:, None], sb[:, j][None, :]
             if epilogue == "end-product":
                 acc = d.values * (s_a * s_b)
+                continue
+            if epilogue == "k-block-product":
+                acc = ops.fma(d.values, s_a * s_b, acc, "float32") if fused else acc + d.values * (s_a * s_b)
                 continue
             t = d.values * s_a
             if epilogue == "end":
@@ -428,6 +435,7 @@ class _Run:
     bracketed: int = 0
     diverging: dict[str, int] = field(default_factory=dict)  # case -> diverging elements
     k_of: dict[str, int] = field(default_factory=dict)  # case -> its K, for every case judged
+    declared_sums: int = 0  # diverging elements within a rounding of their declared scales (each block, or the sum)
     nearest: dict[Any, Any] = field(default_factory=dict)  # the scale-pair search's per-(scales, index) tables
     lowerings: Counter[str] = field(default_factory=Counter)  # of the kernel's tl.dot_scaled calls, all cases
     how: str | None = None  # the lowering the last call's tl.dot_scaled got (None: not seen, or both)
@@ -573,6 +581,7 @@ class _Run:
             slack = self.out_rel  # a bfloat16 or float16 output rounds the ratio too
             if math.isfinite(ratio) and abs(ratio / (sa[want_a] * np.float64(sb[want_b])) - 1) <= 2.0 ** -9 + slack:
                 # within an accumulator's rounding of the declared scales: a sum, never blamed on another scale
+                self.declared_sums += 1
                 return "accuracy", f"{ka}: the declared scales {declared}, a sum other than the target's"
             pair = _scale_pair(ratio, sa, sb, want_a, want_b, self.nearest, slack)
             if pair is None and _format_swapped(ratio, sa[want_a] * np.float64(sb[want_b]), slack):
@@ -585,12 +594,14 @@ class _Run:
                 return "accuracy", (f"{ka}: no pair of scales explains {got!r} ({due!r} due under {declared}): "
                                     f"the accumulation{rescaled}")
             if pair == (want_a, want_b):
+                self.declared_sums += 1
                 return "accuracy", f"{ka}: the declared scales {declared}, a sum other than the target's"
             return "scale", (f"{ka}: scaled by a_scales{list(pair[0])} x b_scales{list(pair[1])} where "
                              f"{declared} is declared")
         if np.isnan(actual_f[m, n]) != np.isnan(expected_f[m, n]):
             nan = bool(np.isnan(actual_f[m, n]))
             return "nan", "NaN where the reference has none" if nan else "a number where NaN is due"
+        self.declared_sums += 1
         return "accuracy", "every single K block conforms: the blocks' sum differs (their order or accumulation)"
 
 
@@ -722,6 +733,10 @@ def check_gemm(kernel: Callable[..., Any], *, recipe: str | GemmRecipe, format: 
     tail_note = _k_tail_note(run, rec.k_block or 128)
     if tail_note:
         result.add_note(tail_note)
+    elif epilogue in ("k-block", "k-block-product") and run.declared_sums and run.declared_sums == sum(t.counts.values()):
+        other = "k-block-product (dot * (a_s * b_s))" if epilogue == "k-block" else "k-block ((dot * a_s) * b_s)"
+        result.add_note(f"every divergence keeps its K block's declared scales to a rounding: the scales applied "
+                        f"in another order (epilogue {other}?) or another accumulation of the blocks")
     step = getattr(supports, "k_multiple_of", 1) or 1
     if step > 1:
         result.extra["gemm"]["k_multiple_of"] = step
