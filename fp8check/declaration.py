@@ -209,9 +209,9 @@ def _check_gemm_keys(d: KernelDeclaration) -> None:
 
     check_epilogue(gemm_recipe(d.recipe), d.epilogue or default_epilogue(d.recipe))
     if not d.triton_target and d.device != "cuda":  # checked now, not when its test runs
-        raise InvalidValueError(f"{d.label}: a GEMM kernel on the CPU needs 'triton-target' (the tensor cores whose "
-                                "arithmetic judges it: sm89, sm90, sm100, gfx942, gfx950); with device = \"cuda\", "
-                                "the GPU's own")
+        raise InvalidValueError(f"{d.label}: a GEMM kernel on the CPU needs 'triton-target' (--triton-target: the "
+                                "tensor cores whose arithmetic judges it, sm89, sm90, sm100, gfx942 or gfx950); on a "
+                                "CUDA device (device = \"cuda\", --device cuda), the GPU's own")
 
 
 def _check_device(d: KernelDeclaration) -> None:
