@@ -35,6 +35,9 @@ KERNELS = {
     "sglang_scaled_mm_sm90": ("fp8check.zoo.gemm:sglang_scaled_mm", "rowwise", None),
     "planted_mx_gemm_dot_scaled": ("gemm_plants:mx_gemm", "mx", "dot-scaled"),
     "planted_rescaled_gemm": ("gemm_plants:rescaled_gemm", "block-1x128-128x128", "rescaled"),
+    "planted_block_gemm_k64": ("gemm_plants:block_gemm_k64", "block-1x128-128x128", None),
+    "planted_block_gemm_product_first": ("gemm_plants:block_gemm_product_first", "block-1x128-128x128",
+                                         "k-block-product"),
     "torchao_blockwise_gemm_sm90": ("fp8check.zoo.gemm:torchao_blockwise", "block-1x128-128x128", None),
     "torchao_blockwise_gemm_1x128_128x1_sm90": ("fp8check.zoo.gemm:torchao_blockwise_1x128_128x1",
                                                 "block-1x128-1x128", None),
@@ -109,7 +112,7 @@ def _one_case(fn: Any, case: Any, recipe: str, seed: int, epilogue: str | None) 
     compiled, chosen = _compiled(fn, ta, tsa, tb, tsb)
     index = next((i for i in chosen if i is not None), 0)
     with ft.interpreting(), ft.faithful("sm90"), pinned(index), tensorcore.dot_models() as dots, \
-            lowerings() as how:
+            lowerings() as how, tensorcore.dot_steps() as steps:
         interpreted = fn(ta, tsa, tb, tsb)
     try:  # Triton's own interpreter (tl.dot in float32)
         with ft.interpreting(), pinned(index):
@@ -121,11 +124,11 @@ def _one_case(fn: Any, case: Any, recipe: str, seed: int, epilogue: str | None) 
 
     def against(dot_model: str | None) -> int:
         values, _ = gemm.gemm_reference("sm90", "e4m3fn", recipe, a, sa, b, sb, epilogue=epilogue, how=lowering,
-                                        dot_model=dot_model)
+                                        dot_model=dot_model, dot_k=tensorcore.dot_tile(steps))
         return _differ(_bits(compiled), _bits(torch.from_numpy(values).to(compiled.dtype)))
 
     values, dependent = gemm.gemm_reference("sm90", "e4m3fn", recipe, a, sa, b, sb, epilogue=epilogue, how=lowering,
-                                            dot_model=model)
+                                            dot_model=model, dot_k=tensorcore.dot_tile(steps))
     expected = torch.from_numpy(values).to(compiled.dtype)
     # the contrast: the reference under sm90's other tl.dot instruction (wgmma <-> mma.sync), which must differ
     other = {"sm90-wgmma-fp8": "sm90-mma-16bit", "sm90-mma-16bit": "sm90-wgmma-fp8"}.get(model or "")

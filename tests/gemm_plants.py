@@ -162,6 +162,17 @@ def rescaled_gemm(a: torch.Tensor, a_scales: torch.Tensor, b: torch.Tensor, b_sc
     return c
 
 
+def block_gemm_k64(a: torch.Tensor, a_scales: torch.Tensor, b: torch.Tensor, b_scales: torch.Tensor) -> torch.Tensor:
+    """The correct block kernel over 64-wide K tiles, each scaled on its own (gpu/gemm.py runs it compiled)."""
+    return block_gemm(a, a_scales, b, b_scales, block_k=64)
+
+
+def block_gemm_product_first(a: torch.Tensor, a_scales: torch.Tensor, b: torch.Tensor,
+                             b_scales: torch.Tensor) -> torch.Tensor:
+    """The correct block kernel with the scales' product first (epilogue k-block-product)."""
+    return block_gemm(a, a_scales, b, b_scales, bug="product-first")
+
+
 def block_gemm_next_block(a: torch.Tensor, a_scales: torch.Tensor, b: torch.Tensor,
                           b_scales: torch.Tensor) -> torch.Tensor:
     """The block kernel with B's scales of the next K block (for the command line and pyproject tests)."""

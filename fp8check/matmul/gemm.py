@@ -462,7 +462,7 @@ class _Run:
         """(actual values, expected values, differs mask, bracketed mask, actual bits, expected bits) of the
         kernel's output against the reference, or the kernel's refusal as text."""
         from fp8check.matmul.dot_scaled import lowerings
-        from fp8check.matmul.tensorcore import dot_models, dot_steps
+        from fp8check.matmul.tensorcore import dot_models, dot_steps, dot_tile
 
         dt = self.torch_dtype()
         try:
@@ -474,8 +474,7 @@ class _Run:
             self.how = next(iter(seen)) if len(seen) == 1 else None
             self.dot_models.update(dots)
             self.dot_model = next(iter(dots)) if len(dots) == 1 else None
-            tiles = {int(s[1:]) for s in steps if s != "chained"}
-            self.dot_k = tiles.pop() if len(tiles) == 1 and "chained" not in steps else None
+            self.dot_k = dot_tile(steps)
             bits, dtype = _out_bits(out)
             self.out_rel = _rounding_slack(dtype)
             self.out_dtype = str(dtype).removeprefix("torch.")

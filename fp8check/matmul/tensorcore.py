@@ -91,7 +91,7 @@ from fp8check.reference import decode_table
 
 __all__ = ["MMAModel", "MMAResult", "MODELS", "TARGETS", "model", "models_for", "mma", "dot_instances",
            "operand_values", "TritonDot", "triton_dot", "fed", "triton_operands", "mma_k_order", "float16_codes", "Recorder",
-           "dot_models", "record_dot_model", "dot_steps", "record_dot_step"]
+           "dot_models", "record_dot_model", "dot_steps", "record_dot_step", "dot_tile"]
 
 MMASIM = "MMA-Sim (arXiv:2511.10909), package mmasim 2.1.1"
 Algorithm = Literal["aligned", "grouped-scaled", "two-stage"]
@@ -345,6 +345,13 @@ def dot_steps() -> contextlib.AbstractContextManager[Counter[str]]:
 
 def record_dot_step(k: int, from_zero: bool) -> None:
     DOT_STEPS.record(f"k{k}" if from_zero else "chained")
+
+
+def dot_tile(steps: Counter[str]) -> int | None:
+    """The one K tile of the counted ``tl.dot`` calls (:func:`dot_steps`) where every call starts from zero, or
+    None (several tiles, or an accumulator chained through a call)."""
+    tiles = {int(s[1:]) for s in steps if s != "chained"}
+    return tiles.pop() if len(tiles) == 1 and "chained" not in steps else None
 
 
 def models_for(target: str) -> tuple[MMAModel, ...]:
