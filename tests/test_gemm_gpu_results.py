@@ -14,11 +14,13 @@ HERE = Path(__file__).resolve().parents[1] / "gpu" / "results"
 
 # gemm.json: the run the K-order rule was made from; the rerun, at a later commit, got other autotuner configs;
 # the torchao run: its two blockwise training GEMMs (K rounded up to 128, as declared) beside the control;
-# the rescaled run: the planted kernel of the rescaled epilogue (its ratios through sm90's div.full.f32)
+# the rescaled run: the planted kernel of the rescaled epilogue (its ratios through sm90's div.full.f32); the
+# k64/product run: 64-wide K tiles of 128-wide scale blocks each scaled on its own, and the scales' product first
 @pytest.mark.parametrize("name,verbatim,control", [("gemm.json", 4, "planted_block_gemm"),
                                                    ("gemm-h100-rerun-9a3f802.json", 4, "planted_block_gemm"),
                                                    ("gemm-h100-torchao.json", 2, "planted_block_gemm"),
-                                                   ("gemm-h200-rescaled.json", 0, "planted_rescaled_gemm")])
+                                                   ("gemm-h200-rescaled.json", 0, "planted_rescaled_gemm"),
+                                                   ("gemm-h100-k64-product.json", 0, "planted_block_gemm_k64")])
 def test_compiled_gemms_equal_the_faithful_interpreter_bit_for_bit(name, verbatim, control):
     results = HERE / name
     if not results.exists():
