@@ -137,6 +137,9 @@ def test_epilogue_rescaled_needs_float32_scales_per_k_block():
         gemm.check_epilogue(gemm.gemm_recipe("rowwise"), "rescaled")
     with pytest.raises(InvalidValueError, match="needs float32 scales per K block"):
         gemm.check_epilogue(gemm.gemm_recipe("mx"), "rescaled")
+    for per_block in ("k-block", "k-block-product"):  # a recipe without K blocks (it was a ZeroDivisionError)
+        with pytest.raises(InvalidValueError, match="has none .its scales are constant along K."):
+            gemm.check_epilogue(gemm.gemm_recipe("rowwise"), per_block)
     with pytest.raises(InvalidValueError, match="its epilogue is k-block or k-block-product or rescaled, not end"):
         gemm.check_epilogue(gemm.gemm_recipe(BLOCK), "end")
 

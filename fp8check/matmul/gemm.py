@@ -123,6 +123,9 @@ def check_epilogue(recipe: GemmRecipe, epilogue: str) -> None:
         other = "dot-scaled" if recipe.scale_format == "e8m0fnu" else "k-block-product or rescaled"
         raise InvalidValueError(f"recipe {recipe.name} scales per K block: its epilogue is k-block or {other}, "
                                 f"not {epilogue}")
+    if epilogue in ("k-block", "k-block-product") and not recipe.k_block:
+        raise InvalidValueError(f"epilogue {epilogue} scales each K block, and recipe {recipe.name} has none (its "
+                                "scales are constant along K): its epilogue is end or end-product")
     if epilogue == "rescaled" and (not recipe.k_block or recipe.scale_format != "float32"):
         raise InvalidValueError(f"epilogue rescaled keeps the accumulator in units of each K block's scale: it needs "
                                 f"float32 scales per K block, which recipe {recipe.name} has not")
