@@ -32,6 +32,7 @@ __all__ = ["KernelDeclaration", "KernelKind", "KERNEL_KINDS", "KINDS", "KEY_RULE
 
 DEFAULT_INPUT_DTYPES = ("float32", "float16", "bfloat16")  # a cast's, a fused kernel's, a static quantizer's
 _SUPPORTS_KEYS = {"input_dtypes", "contiguous_only", "numel_multiple_of", "max_numel", "k_multiple_of"}
+_GEMM_SUPPORTS_KEYS = {"contiguous_only", "k_multiple_of"}  # the ones a GEMM's check reads
 
 
 @dataclass(frozen=True)
@@ -282,8 +283,8 @@ def _check_supports(d: KernelDeclaration) -> None:
         raise InvalidValueError(f"{d.label}: unknown 'supports' key(s) "
                                 f"{', '.join(sorted(k.replace('_', '-') for k in unknown))}; known: "
                                 f"{', '.join(sorted(k.replace('_', '-') for k in _SUPPORTS_KEYS))}")
-    if d.kind == "gemm" and set(d.supports) - {"contiguous_only", "k_multiple_of"}:
-        unread = sorted(k.replace("_", "-") for k in set(d.supports) - {"contiguous_only", "k_multiple_of"})
+    unread = sorted(k.replace("_", "-") for k in set(d.supports) - _GEMM_SUPPORTS_KEYS) if d.kind == "gemm" else []
+    if unread:
         raise InvalidValueError(f"{d.label}: 'supports' key(s) {', '.join(unread)} are not read by a gemm kernel's "
                                 "check (its keys: contiguous-only, k-multiple-of)")
     if "k_multiple_of" in d.supports:

@@ -291,12 +291,15 @@ def test_survey_reports_a_stack_that_raises_for_one_format_and_goes_on():
 
 def test_check_help_names_every_kind_each_option_serves():
     # a user read "--recipe ... (--kind quantize)" and "--args: --kind fused or quantize" and missed gemm
-    from fp8check.matmul.gemm import GEMM_RECIPES
+    from fp8check.matmul.gemm import EPILOGUES, GEMM_RECIPES
 
     check = cli.build_parser()._subparsers._group_actions[0].choices["check"]
     helps = {a.dest: " ".join((a.help or "").split()) for a in check._actions}
     assert "--kind gemm" in helps["recipe"] and "--kind quantize" in helps["recipe"]
     assert all(name in helps["recipe"] for name in GEMM_RECIPES), helps["recipe"]
+    # the flag's choices are written out (importing the gemm module would slow every command's start): kept equal
+    epilogue = next(a for a in check._actions if a.dest == "epilogue")
+    assert tuple(epilogue.choices) == EPILOGUES and all(e in helps["epilogue"] for e in EPILOGUES)
     assert "--kind gemm" in helps["args"] and "(a, a_scales, b, b_scales)" in helps["args"]
     assert "--kind gemm" in helps["triton_target"]
     assert all(kind in helps["format"] for kind in ("decode", "dequant", "gemm")), helps["format"]

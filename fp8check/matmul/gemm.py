@@ -371,6 +371,11 @@ class GemmOptions(CheckOptions):
     args: Callable[..., Any] | None = None  # (a, a_scales, b, b_scales) -> the kernel's positional arguments
     cases: tuple[GemmCase, ...] = GEMM_CASES
 
+    @property
+    def k_step(self) -> int:
+        """The K granularity the kernel declares (``k-multiple-of``; 1: none): each case's K is rounded up to it."""
+        return getattr(self.supports, "k_multiple_of", 1) or 1
+
 
 def _call(opts: GemmOptions, kernel: Callable[..., Any], a: Any, sa: Any, b: Any, sb: Any) -> np.ndarray:
     import torch
@@ -499,9 +504,8 @@ class _Run:
         o = self.opts
         if case.layout != "contiguous" and o.supports is not None and o.supports.contiguous_only:
             return
-        step = getattr(o.supports, "k_multiple_of", 1) or 1
-        if case.k % step:  # a declared K granularity: the case keeps its M and N, its K rounded up to one
-            case = replace(case, k=-(-case.k // step) * step)
+        if case.k % o.k_step:  # a declared K granularity: the case keeps its M and N, its K rounded up to one
+            case = replace(case, k=-(-case.k // o.k_step) * o.k_step)
         a, sa, b, sb = gemm_inputs(case, o.fmt, o.recipe, (o.seed or 0) * 1000 + index)
         got = self.outcome(case, a, sa, b, sb)
         self.tally.cases += 1
@@ -739,11 +743,10 @@ def check_gemm(kernel: Callable[..., Any], *, recipe: str | GemmRecipe, format: 
         other = "k-block-product (dot * (a_s * b_s))" if epilogue == "k-block" else "k-block ((dot * a_s) * b_s)"
         result.add_note(f"every divergence keeps its K block's declared scales to a rounding: the scales applied "
                         f"in another order (epilogue {other}?) or another accumulation of the blocks")
-    step = getattr(supports, "k_multiple_of", 1) or 1
-    if step > 1:
-        result.extra["gemm"]["k_multiple_of"] = step
-        result.add_note(f"each case's K rounded up to a multiple of {step} (declared k-multiple-of): K tails of "
-                        f"finer grain were not tried")
+    if opts.k_step > 1:
+        result.extra["gemm"]["k_multiple_of"] = opts.k_step
+        result.add_note(f"each case's K rounded up to a multiple of {opts.k_step} (declared k-multiple-of): K tails "
+                        f"of finer grain were not tried")
     return result
 
 
