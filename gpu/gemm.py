@@ -2,9 +2,9 @@
 
     PYTHONPATH=.:<the unpacked projects> python gpu/gemm.py --json gemm.json
 
-For every GEMM of ``examples/real-kernels`` declared under sm90 whose package imports here (DeepSeek-V3's
-``fp8_gemm``, transformers' and SGLang's ``w8a8_block_fp8_matmul``, SGLang's ``triton_scaled_mm``, torchao's
-blockwise training GEMMs, their K rounded up to 128 as declared), the
+For every GEMM declared under sm90 in ``examples/real-kernels`` (its table: ``declared_kernels.py``) whose
+package imports here (DeepSeek-V3's ``fp8_gemm``, transformers' and SGLang's ``w8a8_block_fp8_matmul``,
+SGLang's ``triton_scaled_mm``, torchao's blockwise training GEMMs, their K rounded up to 128 as declared), the
 planted block kernel of the tests (a control) and its MX kernel (``tl.dot_scaled`` of e4m3 with e8m0 scales,
 which sm90 compiles as an upcast to bfloat16 and a bfloat16 wgmma): the gemm kind's contiguous cases
 (:data:`fp8check.matmul.gemm.GEMM_CASES`, the same codes and scales on both sides) run compiled on the CUDA
@@ -20,30 +20,37 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import runpy
 import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-# name -> (adapter, recipe, epilogue)
-KERNELS = {
-    "planted_block_gemm": ("gemm_plants:block_gemm", "block-1x128-128x128", None),
-    "deepseek_fp8_gemm_sm90": ("fp8check.zoo.gemm:deepseek_fp8_gemm", "block-1x128-128x128", None),
-    "transformers_w8a8_block_fp8_matmul_sm90": ("fp8check.zoo.gemm:transformers_block", "block-1x128-128x128", None),
-    "sglang_w8a8_block_fp8_matmul_sm90": ("fp8check.zoo.gemm:sglang_block", "block-1x128-128x128", None),
-    "sglang_scaled_mm_sm90": ("fp8check.zoo.gemm:sglang_scaled_mm", "rowwise", None),
-    "planted_mx_gemm_dot_scaled": ("gemm_plants:mx_gemm", "mx", "dot-scaled"),
-    "planted_rescaled_gemm": ("gemm_plants:rescaled_gemm", "block-1x128-128x128", "rescaled"),
-    "planted_block_gemm_k64": ("gemm_plants:block_gemm_k64", "block-1x128-128x128", None),
+# the planted kernels of the tests: name -> (adapter, recipe, epilogue, K granularity)
+PLANTED = {
+    "planted_block_gemm": ("gemm_plants:block_gemm", "block-1x128-128x128", None, 1),
+    "planted_mx_gemm_dot_scaled": ("gemm_plants:mx_gemm", "mx", "dot-scaled", 1),
+    "planted_rescaled_gemm": ("gemm_plants:rescaled_gemm", "block-1x128-128x128", "rescaled", 1),
+    "planted_block_gemm_k64": ("gemm_plants:block_gemm_k64", "block-1x128-128x128", None, 1),
     "planted_block_gemm_product_first": ("gemm_plants:block_gemm_product_first", "block-1x128-128x128",
-                                         "k-block-product"),
-    "torchao_blockwise_gemm_sm90": ("fp8check.zoo.gemm:torchao_blockwise", "block-1x128-128x128", None),
-    "torchao_blockwise_gemm_1x128_128x1_sm90": ("fp8check.zoo.gemm:torchao_blockwise_1x128_128x1",
-                                                "block-1x128-1x128", None),
+                                         "k-block-product", 1),
 }
-# the K granularity a kernel declares in examples/real-kernels (k-multiple-of): its cases' K rounded up to it
-K_MULTIPLE_OF = {"torchao_blockwise_gemm_sm90": 128, "torchao_blockwise_gemm_1x128_128x1_sm90": 128}
+
+
+def _declared() -> dict[str, tuple[str, str, str | None, int]]:
+    """The sm90 GEMMs of examples/real-kernels, from its table: adapter, recipe, epilogue, and the K granularity
+    it declares (k-multiple-of: its cases' K rounded up to it)."""
+    table = runpy.run_path(str(ROOT / "examples" / "real-kernels" / "declared_kernels.py"))
+    out = {}
+    for name, (_root, kind, adapter, recipe, _fmt, target, _kernels) in table["KERNELS"].items():
+        if kind == "gemm" and target == "sm90":
+            keys = table["GEMM_KEYS"].get(name, {})
+            out[name] = (adapter, recipe, keys.get("epilogue"), keys.get("supports", {}).get("k_multiple_of", 1))
+    return out
+
+
+KERNELS = {**PLANTED, **_declared()}
 
 
 def _bits(t: Any) -> Any:
@@ -142,7 +149,7 @@ def _one_case(fn: Any, case: Any, recipe: str, seed: int, epilogue: str | None) 
             "compiled_vs_stock_interpreter": stock, "bracketed": int(dependent.sum())}
 
 
-def run_one(name: str, adapter: str, recipe: str, epilogue: str | None, only: list[int] | None = None,
+def run_one(name: str, adapter: str, recipe: str, epilogue: str | None, step: int, only: list[int] | None = None,
             seeds: int = SEEDS) -> dict[str, Any]:
     from fp8check.loader import load_callable
 
@@ -151,7 +158,6 @@ def run_one(name: str, adapter: str, recipe: str, epilogue: str | None, only: li
     except Exception as exc:  # a project not carried here: listed, not a failure
         return {"kernel": name, "skipped": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
     cases = []
-    step = K_MULTIPLE_OF.get(name, 1)
     for i, case in enumerate(_cases()):
         if only and i not in only:
             continue

@@ -5,6 +5,7 @@ committed from such a run."""
 from __future__ import annotations
 
 import json
+import runpy
 from pathlib import Path
 
 import pytest
@@ -44,3 +45,14 @@ def test_compiled_gemms_equal_the_faithful_interpreter_bit_for_bit(name, verbati
     for k in data["kernels"]:
         if "skipped" not in k and not k["elements"]:
             assert all(c["error"].startswith("TritonFeatureError") for c in k["cases"]), k["kernel"]
+
+
+def test_the_gpu_run_takes_the_examples_sm90_gemms_with_their_declared_k():
+    # gpu/gemm.py reads examples/real-kernels' table (declared_kernels.py): every sm90 GEMM there runs compiled,
+    # its K rounded up as declared (torchao's 128), and no gfx942 one
+    script = runpy.run_path(str(HERE.parents[0] / "gemm.py"))
+    kernels = script["KERNELS"]
+    assert {"deepseek_fp8_gemm_sm90", "sglang_scaled_mm_sm90", "torchao_blockwise_gemm_sm90"} <= set(kernels)
+    assert not [n for n in kernels if n.endswith("gfx942")]
+    assert kernels["torchao_blockwise_gemm_1x128_128x1_sm90"][1:] == ("block-1x128-1x128", None, 128)
+    assert kernels["deepseek_fp8_gemm_sm90"][3] == 1 and kernels["planted_rescaled_gemm"][2] == "rescaled"

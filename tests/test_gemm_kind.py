@@ -251,6 +251,11 @@ def test_the_command_line_checks_a_gemm_kernel(tmp_path, capsys):
     assert cli.main(["check", "gemm_plants:block_gemm", *base[:3], "no-such-recipe", *base[4:]]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and "no-such-recipe" in err[1], err
+    assert "block-1x128-1x128" in err[0]  # every recipe named, from the one table
+    # a wrong recipe is named before the kernel's module is imported (here one that does not exist)
+    assert cli.main(["check", "no_such_module:kernel", *base[:3], "no-such-recipe", *base[4:]]) == 2
+    err = capsys.readouterr().err
+    assert "no-such-recipe" in err and "no_such_module" not in err, err
 
 
 def test_a_first_gemm_check_says_it_compiles_before_its_silent_minute(capsys, monkeypatch):

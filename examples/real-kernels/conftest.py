@@ -21,107 +21,22 @@ project fixes one, its test XPASSes and fails.
 from __future__ import annotations
 
 import importlib.util
+import runpy
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
 import fp8check
 
+# the kernels and their GEMM keys: one table, which gpu/gemm.py reads too
+_TABLE = runpy.run_path(str(Path(__file__).with_name("declared_kernels.py")))
+KERNELS: dict[str, tuple] = _TABLE["KERNELS"]
+GEMM_KEYS: dict[str, dict] = _TABLE["GEMM_KEYS"]
+
 # Interpreted kernels are slow and some are autotuned over many configs (each checked): fewer drawn inputs
 # than fp8check-ci (the edge cases and the large inputs are always there).
 settings.register_profile("real-kernels", max_examples=10, deadline=None, derandomize=True, database=None)
-
-# name: (project root package, kind, adapter, recipe or profile, format, target, the Triton kernels it launches);
-# a GEMM's recipe is a GEMM recipe (fp8check.matmul.gemm.GEMM_RECIPES)
-KERNELS = {
-    "aiter_per_token_sm90": ("aiter", "quantizer", "fp8check.zoo.aiter:per_token", "rowwise", "e4m3fn", "sm90",
-                             ("_dynamic_per_token_quant_fp8_i8_kernel",)),
-    "aiter_per_token_gfx942": ("aiter", "quantizer", "fp8check.zoo.aiter:per_token_mi300", "rowwise", "e4m3fnuz",
-                               "gfx942", ("_dynamic_per_token_quant_fp8_i8_kernel",)),
-    "aiter_per_tensor_sm90": ("aiter", "quantizer", "fp8check.zoo.aiter:per_tensor", "tensorwise", "e4m3fn", "sm90",
-                              ("_dynamic_per_tensor_quant_fp8_i8_kernel", "_static_per_tensor_quant_fp8_i8_kernel")),
-    "aiter_per_tensor_gfx942": ("aiter", "quantizer", "fp8check.zoo.aiter:per_tensor_mi300", "tensorwise",
-                                "e4m3fnuz", "gfx942",
-                                ("_dynamic_per_tensor_quant_fp8_i8_kernel", "_static_per_tensor_quant_fp8_i8_kernel")),
-    "aiter_static_cast_sm90": ("aiter", "cast", "fp8check.zoo.aiter:static_cast", "satfinite", "e4m3fn", "sm90",
-                               ("_static_per_tensor_quant_fp8_i8_kernel",)),
-    "aiter_static_cast_gfx942": ("aiter", "cast", "fp8check.zoo.aiter:static_cast_mi300", "satfinite", "e4m3fnuz",
-                                 "gfx942", ("_static_per_tensor_quant_fp8_i8_kernel",)),
-    "fbgemm_quantize_fp8_row_sm90": ("fbgemm_gpu", "quantizer", "fp8check.zoo.fbgemm:quantize_fp8_row", "rowwise",
-                                     "e4m3fn", "sm90", ("_kernel_quantize_fp8_row",)),
-    "fbgemm_quantize_fp8_row_gfx942": ("fbgemm_gpu", "quantizer", "fp8check.zoo.fbgemm:quantize_fp8_row_mi300",
-                                       "rowwise", "e4m3fnuz", "gfx942", ("_kernel_quantize_fp8_row",)),
-    "sglang_per_token_group_sm90": ("sglang", "quantizer", "fp8check.zoo.sglang:per_token_group_quant_fp8",
-                                    "per-token-group-1x128", "e4m3fn", "sm90", ("_per_token_group_quant_8bit",)),
-    "sglang_per_token_group_gfx942": ("sglang", "quantizer", "fp8check.zoo.sglang:per_token_group_quant_fp8_mi300",
-                                      "per-token-group-1x128-224", "e4m3fnuz", "gfx942",
-                                      ("_per_token_group_quant_8bit",)),
-    "sglang_per_token_group_colmajor_sm90": ("sglang", "quantizer",
-                                             "fp8check.zoo.sglang:per_token_group_quant_fp8_colmajor",
-                                             "per-token-group-1x128", "e4m3fn", "sm90",
-                                             ("_per_token_group_quant_8bit_colmajor",)),
-    "sglang_static_cast_sm90": ("sglang", "cast", "fp8check.zoo.sglang:static_cast", "satfinite", "e4m3fn", "sm90",
-                                ("_static_quant_fp8",)),
-    "sglang_static_cast_gfx942": ("sglang", "cast", "fp8check.zoo.sglang:static_cast_mi300", "satfinite", "e4m3fnuz",
-                                  "gfx942", ("_static_quant_fp8",)),
-    "sglang_per_tensor_mla_sm90": ("sglang", "quantizer", "fp8check.zoo.sglang:per_tensor_mla", "tensorwise",
-                                   "e4m3fn", "sm90",
-                                   ("_per_tensor_quant_mla_fp8_stage1", "_per_tensor_quant_mla_fp8_stage2")),
-    "sglang_per_tensor_mla_gfx942": ("sglang", "quantizer", "fp8check.zoo.sglang:per_tensor_mla_mi300", "tensorwise",
-                                     "e4m3fnuz", "gfx942",
-                                     ("_per_tensor_quant_mla_fp8_stage1", "_per_tensor_quant_mla_fp8_stage2")),
-    "vllm_per_token_group_sm90": ("vllm", "quantizer", "fp8check.zoo.vllm:per_token_group_quant_fp8",
-                                  "per-token-group-1x128", "e4m3fn", "sm90", ("_per_token_group_quant_fp8",)),
-    "vllm_per_token_group_gfx942": ("vllm", "quantizer", "fp8check.zoo.vllm:per_token_group_quant_fp8_mi300",
-                                    "per-token-group-1x128-224", "e4m3fnuz", "gfx942", ("_per_token_group_quant_fp8",)),
-    "vllm_per_token_group_colmajor_sm90": ("vllm", "quantizer",
-                                           "fp8check.zoo.vllm:per_token_group_quant_fp8_colmajor",
-                                           "per-token-group-1x128", "e4m3fn", "sm90",
-                                           ("_per_token_group_quant_fp8_colmajor",)),
-    "transformers_act_quant_sm90": ("transformers", "quantizer", "fp8check.zoo.transformers:act_quant",
-                                    "deepseek-v3-act", "e4m3fn", "sm90", ("act_quant_kernel",)),
-    # FP8 GEMMs (the gemm kind: bit for bit against the target's tensor cores and the recipe's scales)
-    "deepseek_fp8_gemm_sm90": ("deepseek_v3_inference", "gemm", "fp8check.zoo.gemm:deepseek_fp8_gemm",
-                               "block-1x128-128x128", "e4m3fn", "sm90", ("fp8_gemm_kernel",)),
-    "transformers_w8a8_block_fp8_matmul_sm90": ("transformers", "gemm", "fp8check.zoo.gemm:transformers_block",
-                                                "block-1x128-128x128", "e4m3fn", "sm90",
-                                                ("_w8a8_block_fp8_matmul",)),
-    "sglang_w8a8_block_fp8_matmul_sm90": ("sglang", "gemm", "fp8check.zoo.gemm:sglang_block", "block-1x128-128x128",
-                                          "e4m3fn", "sm90", ("_w8a8_block_fp8_matmul",)),
-    "sglang_w8a8_block_fp8_matmul_gfx942": ("sglang", "gemm", "fp8check.zoo.gemm:sglang_block",
-                                            "block-1x128-128x128", "e4m3fnuz", "gfx942", ("_w8a8_block_fp8_matmul",)),
-    "sglang_scaled_mm_sm90": ("sglang", "gemm", "fp8check.zoo.gemm:sglang_scaled_mm", "rowwise", "e4m3fn", "sm90",
-                              ("scaled_mm_kernel",)),
-    "sglang_scaled_mm_gfx942": ("sglang", "gemm", "fp8check.zoo.gemm:sglang_scaled_mm", "rowwise", "e4m3fnuz",
-                                "gfx942", ("scaled_mm_kernel",)),
-    "aiter_gemm_a8w8_blockscale_gfx942": ("aiter", "gemm", "fp8check.zoo.gemm:aiter_blockscale",
-                                          "block-1x128-128x128", "e4m3fnuz", "gfx942",
-                                          ("_gemm_a8w8_blockscale_kernel",)),
-    "aiter_gemm_a8w8_gfx942": ("aiter", "gemm", "fp8check.zoo.gemm:aiter_a8w8", "rowwise", "e4m3fnuz", "gfx942",
-                               ("_gemm_a8w8_kernel",)),
-    # torchao's blockwise FP8 training GEMMs (torchao is pip-installed, not unpacked): forward and weight gradient
-    "torchao_blockwise_gemm_sm90": ("torchao", "gemm", "fp8check.zoo.gemm:torchao_blockwise", "block-1x128-128x128",
-                                    "e4m3fn", "sm90", ("triton_fp8_gemm_1x128_128x128_kernel",)),
-    "torchao_blockwise_gemm_1x128_128x1_sm90": ("torchao", "gemm", "fp8check.zoo.gemm:torchao_blockwise_1x128_128x1",
-                                                "block-1x128-1x128", "e4m3fn", "sm90",
-                                                ("triton_fp8_gemm_1x128_128x1_kernel",)),
-}
-
-#: a GEMM's declared keys beyond its recipe: its epilogue (default: k-block for block scales, else end) and the
-#: layouts its launcher takes (contiguous operands only: every launcher here asserts it but aiter's gemm_a8w8)
-GEMM_KEYS: dict[str, dict] = {
-    "deepseek_fp8_gemm_sm90": {"supports": {"contiguous_only": True}},
-    "transformers_w8a8_block_fp8_matmul_sm90": {"supports": {"contiguous_only": True}},
-    "sglang_w8a8_block_fp8_matmul_sm90": {"supports": {"contiguous_only": True}},
-    "sglang_w8a8_block_fp8_matmul_gfx942": {"supports": {"contiguous_only": True}},
-    "sglang_scaled_mm_sm90": {"supports": {"contiguous_only": True}},
-    "sglang_scaled_mm_gfx942": {"supports": {"contiguous_only": True}},
-    "aiter_gemm_a8w8_blockscale_gfx942": {"supports": {"contiguous_only": True}},
-    "aiter_gemm_a8w8_gfx942": {"epilogue": "end-product"},
-    # the K tail is not masked (its mask never moves with k): K a multiple of 128, as torchao's quantizers assert
-    "torchao_blockwise_gemm_sm90": {"supports": {"contiguous_only": True, "k_multiple_of": 128}},
-    "torchao_blockwise_gemm_1x128_128x1_sm90": {"supports": {"contiguous_only": True, "k_multiple_of": 128}},
-}
 
 _STRIDE = {"out_of_bounds", "race"}  # aiter indexes its output with the input's row stride
 _CAST_SCRAMBLED = {"overflow", "infinity", "nan", "rounding", "signed_zero", "subnormal", "other"}

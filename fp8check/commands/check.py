@@ -429,9 +429,11 @@ def _gemm(args: argparse.Namespace) -> list[Any]:
     from fp8check.errors import InvalidValueError
     from fp8check.loader import load_callable
 
+    from fp8check.matmul.gemm import GEMM_RECIPES, gemm_recipe
+
     if not args.format or not args.recipe:
-        raise InvalidValueError("--kind gemm needs --format FMT and --recipe NAME (tensorwise, rowwise, "
-                                "block-1x128-128x128, block-128x128, mx)")
+        raise InvalidValueError(f"--kind gemm needs --format FMT and --recipe NAME ({', '.join(GEMM_RECIPES)})")
+    gemm_recipe(args.recipe)  # a wrong name: one line, before the kernel's module is imported
     load_callable(args.kernel)
     decl = gemm_kernel(args.kernel, recipe=args.recipe, format=args.format, epilogue=args.epilogue, args=args.args,
                        device=args.device, triton_target=args.triton_target, supports=_supports(args),

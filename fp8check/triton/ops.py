@@ -449,7 +449,7 @@ def _ftz(x: np.ndarray) -> np.ndarray:
 
 
 def approximate(exact: np.ndarray, bound: Any, *, op: str = "", ftz: bool = False,
-                known: np.ndarray | None = None) -> np.ndarray:
+                known: np.ndarray | None = None, end: str | None = None) -> np.ndarray:
     """The float32 result of an instruction whose result is bounded, not specified.
 
     ``exact``: the true result (float64). ``bound``: a
@@ -459,13 +459,14 @@ def approximate(exact: np.ndarray, bound: Any, *, op: str = "", ftz: bool = Fals
     specified special cases and stay exact. ``ftz``: subnormal results are
     written as zero of their sign (``.ftz`` instructions). ``known``: the
     elements whose result is known to be the correctly rounded one (measured
-    or specified: :mod:`fp8check.triton.nvidia_approx`), exact in every mode."""
+    or specified: :mod:`fp8check.triton.nvidia_approx`), exact in every mode. ``end``: the mode (default:
+    the bracketed run's)."""
     exact = np.asarray(exact, dtype=np.float64)
     with np.errstate(all="ignore"):
         rn = exact.astype(np.float32)
     if bound is not None and (known is None or not np.all(known)):
         _counted(op or "approximate")
-        mode = bracket_mode()
+        mode = end or bracket_mode()
         if mode != "rn":
             up = mode == "hi"
             with np.errstate(all="ignore"):
@@ -479,22 +480,32 @@ def approximate(exact: np.ndarray, bound: Any, *, op: str = "", ftz: bool = Fals
     return _ftz(rn) if ftz else rn
 
 
-def divide_f32(x: np.ndarray, y: np.ndarray, target: str) -> tuple[np.ndarray, np.ndarray]:
-    """A run-time float32 ``x / y`` as ``target``'s compiled Triton computes it, for a reference outside the
-    interpreter: the quotients and the mask of those known bit for bit (sm90's div.full.f32 through its
-    measured reciprocals; AMD's correctly rounded division; another NVIDIA target's, bounded, not known unless
-    zero, infinite or NaN)."""
+def divide_f32(x: np.ndarray, y: np.ndarray, target: Any, *, end: str = "rn") -> tuple[np.ndarray, np.ndarray]:
+    """A run-time float32 ``x / y`` as ``target``'s compiled Triton computes it: the one per-target division, of
+    the interpreter's ``fdiv`` and of the references outside it (the ``rescaled`` GEMM epilogue). The quotients
+    and the mask of those known bit for bit: sm90's div.full.f32 through its measured reciprocals; AMD's
+    correctly rounded division; another NVIDIA target's div.full.f32 within its bound, known only where zero,
+    infinite or NaN. An unknown quotient is taken at ``end`` of its bracket (``rn``: correctly rounded) and
+    counted as a bracketed ``fdiv``; a NaN is the target's (:func:`canonical_nans`)."""
     from fp8check.triton import targets
 
     x, y = np.broadcast_arrays(np.asarray(x, dtype=np.float32), np.asarray(y, dtype=np.float32))
     rules = targets.get(target).ops
     with np.errstate(all="ignore"):
         q = np.divide(x, y).astype(np.float32)
-    if rules is None or rules.fdiv is None:
+    if rules is None:
         return q, np.ones(q.shape, dtype=bool)
-    if rules.approx_model == "sm90":
-        return nvidia_approx.div_full_f32(x, y)
-    return q, ~np.isfinite(q) | (q == 0)
+    if rules.fdiv is None:
+        known = np.ones(q.shape, dtype=bool)
+    elif rules.approx_model == "sm90":
+        q, known = nvidia_approx.div_full_f32(x, y, end=end)
+        if not known.all():
+            _counted("fdiv")
+    else:
+        known = ~np.isfinite(q) | (q == 0)
+        with np.errstate(all="ignore"):
+            q = approximate(x.astype(np.float64) / y.astype(np.float64), rules.fdiv, op="fdiv", known=known, end=end)
+    return canonical_nans(q, rules.arith_nan, (x, y)), known
 
 
 def divide_by_constant(x: np.ndarray, c: float, rule: str, bound: Any, fdiv: Any) -> np.ndarray:
@@ -818,27 +829,24 @@ class FloatOps(BuilderOps):
             if not precise and q.dtype == np.float32 and not self.is_bf16(a):
                 c = b.attr.get(_CONST)
                 target = self.target()
-                if r.approx_model == "sm90":
-                    q = self.sm90_divide(x, y, c)
+                if c is not None and r.approx_model == "sm90":
+                    q = self.sm90_divide_by_constant(x, y, c)
                 elif c is not None and r.fdiv_const == "reciprocal":
                     self.note_division(target)
                     q = divide_by_constant(x, float(c), r.fdiv_const, r.fdiv_const_bound, r.fdiv)
                 elif r.fdiv is not None:
-                    self.note_division(target)
-                    q = approximate(x.astype(np.float64) / y.astype(np.float64), r.fdiv, op="fdiv")
+                    q, known = divide_f32(x, y, target, end=bracket_mode())
+                    if not known.all():
+                        self.note_division(target)
         return self.result(a, q, r, (x, y))
 
-    def sm90_divide(self, x: np.ndarray, y: np.ndarray, c: Any) -> np.ndarray:
-        """div.full.f32 as sm90 executes it, a compile-time divisor as ptxas folds it (nvidia_approx): exact
-        where the reciprocal is known; elsewhere counted, noted and bracketed (1 ulp in the reciprocal)."""
-        mode = bracket_mode()
-        if c is not None:
-            q, known = nvidia_approx.divide_by_constant(np.broadcast_to(x, np.broadcast(x, y).shape), float(c),
-                                                        end=mode, lowering="div.approx")
-        else:
-            q, known = nvidia_approx.div_full_f32(x, y, end=mode)
+    def sm90_divide_by_constant(self, x: np.ndarray, y: np.ndarray, c: Any) -> np.ndarray:
+        """``x / C`` for a compile-time ``C`` as ptxas folds it on sm90 (nvidia_approx): exact where the
+        reciprocal is known; elsewhere counted, noted and bracketed (1 ulp in the reciprocal)."""
+        q, known = nvidia_approx.divide_by_constant(np.broadcast_to(x, np.broadcast(x, y).shape), float(c),
+                                                    end=bracket_mode(), lowering="div.approx")
         if not known.all():
-            _counted("fdiv_const" if c is not None else "fdiv")
+            _counted("fdiv_const")
             self.note_division(self.target())
         return q
 

@@ -336,6 +336,34 @@ def test_division_by_any_constant_is_the_product_with_its_rounded_reciprocal_on_
     assert_bits(runs[0], (np.float32([1.0, 5.0]) * (np.float32(1.0) / np.float32(3.0))).view(np.uint32))
 
 
+@pytest.mark.parametrize("target", ["sm90", "sm100", "gfx942"])
+def test_the_interpreters_division_is_the_references(target, partial_reciprocals):
+    # ops.divide_f32 is the one per-target run-time division: the interpreter's fdiv and the GEMM references
+    # (the rescaled epilogue's ratios) take it, so a kernel's quotient and its reference's agree in every
+    # bracket mode. Mantissas whose sm90 reciprocal is unknown (the partial table) and sm100's bounded
+    # div.full.f32 are bracketed: their lo and hi ends differ from rn somewhere.
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal(512) * 100).astype(np.float32)
+    y = (rng.standard_normal(512) * 3).astype(np.float32)
+    y[:4] = (0.0, -0.0, np.inf, np.nan)
+    ends = {}
+    for mode in ops.BRACKET_MODES:
+        want, known = ops.divide_f32(x, y, target, end=mode)
+        with ft.faithful(target), ops.bracket(mode):
+            got = ok.run_one("div", x.view(np.uint32), y.view(np.uint32), launch=ft.interpreted)
+        assert_bits(got, want.view(np.uint32))
+        ends[mode] = want.view(np.uint32)
+    with np.errstate(all="ignore"):
+        ieee = x / y
+    nan = np.isnan(ieee)
+    assert (np.isnan(ends["rn"].view(np.float32)) == nan).all()
+    assert known.all() == (target == "gfx942")
+    if target != "sm90":  # sm90's known quotients are its reciprocals' products, not the correctly rounded ones
+        assert_bits(ends["rn"][~nan], ieee.view(np.uint32)[~nan])
+    if target != "gfx942":
+        assert (ends["lo"] != ends["hi"]).any() and (ends["lo"][known] == ends["hi"][known]).all()
+
+
 # -- square roots, exp, log ---------------------------------------------------------------
 
 TINY = 2.0 ** -140  # a float32 subnormal
