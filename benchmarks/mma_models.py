@@ -15,8 +15,9 @@ target-dependent elements of the AMD brackets left out) before its time counts:
 
 Wall seconds, best of two (so numba's compilations, cached on disk after the first run, are not
 timed), on whatever machine runs it: compare the columns of one run. Both sides start from the codes
-(decoding is timed) and give every output element. MMA-Sim runs with one torch thread by default
-(``--threads``), as fp8check runs on one core; fp8check's models are compiled by numba where it is
+(decoding is timed) and give every output element. Both sides get ``--threads`` (default one): MMA-Sim
+as torch's threads, fp8check as ``FP8CHECK_THREADS`` (a call of 2**21 products or more runs its output rows
+in spans on that many threads); fp8check's models are compiled by numba where it is
 installed (``FP8CHECK_NUMBA=0``: NumPy only): one fused pass per output element over the K chain, a
 call of 2**22 products or more through a kernel compiled for its instruction kind (and, once it exists,
 every call of that kind: the tiles run the kernels the instances made).
@@ -128,15 +129,18 @@ def main() -> None:
     ap.add_argument("--instances", type=int, default=200_000)
     ap.add_argument("--tiles", type=int, default=200)
     ap.add_argument("--gemm", type=int, default=256)
-    ap.add_argument("--threads", type=int, default=1, help="torch threads for MMA-Sim (fp8check runs on one)")
+    ap.add_argument("--threads", type=int, default=1, help="threads of both sides: torch's for MMA-Sim, "
+                    "FP8CHECK_THREADS for fp8check (default 1)")
     args = ap.parse_args()
     import torch
 
     torch.set_num_threads(args.threads)
+    os.environ["FP8CHECK_THREADS"] = str(args.threads)
     from fp8check.matmul.tensorcore import _compiled_step
 
     print(f"fp8check tensor-core models vs mmasim 2.1.1; {platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} CPUs, torch {torch.__version__} ({torch.get_num_threads()} threads), "
+          f"{os.cpu_count()} CPUs, torch {torch.__version__} ({torch.get_num_threads()} threads), fp8check "
+          f"{os.environ['FP8CHECK_THREADS']} threads, "
           f"numpy {np.__version__}, fp8check engine {'numba' if _compiled_step() else 'numpy'}, "
           f"load {os.getloadavg()[0]:.1f}")
     print("instances (both sides one call over the batch):")

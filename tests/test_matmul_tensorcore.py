@@ -381,6 +381,23 @@ def test_the_compiled_engine_equals_the_numpy_engine(kind, monkeypatch):
     assert_engines_agree(k, mo.draw(k, 4000, seed=21), monkeypatch)
 
 
+@pytest.mark.parametrize("kind", ["sm89-mma-fp8:e4m3fnxe4m3fn", "gfx942-mfma-fp8:e4m3fnuzxe4m3fnuz",
+                                  "sm100-tcgen05-mxf8f6f4:e4m3fnxe4m3fn", "sm100-tcgen05-nvf4"])
+def test_a_call_spread_over_threads_gives_the_same_bits(kind, monkeypatch):
+    # a large call runs its output rows in spans on every core (fp8check.reference.fast.parallel): here every
+    # call, on three threads, against the NumPy engine (paired instances with their scales, a GEMM, a K tail)
+    pytest.importorskip("numba")
+    monkeypatch.setattr(tc, "_THREADS_FROM", 0)
+    monkeypatch.setattr(tc.fast, "PARALLEL_MIN", 0)
+    monkeypatch.setenv("FP8CHECK_THREADS", "3")
+    spans = []
+    real = tc.fast.parallel
+    monkeypatch.setattr(tc.fast, "parallel", lambda n, fn: real(n, lambda lo, hi: (spans.append(hi - lo), fn(lo, hi))))
+    k = mo.BY_NAME[kind]
+    assert_engines_agree(k, mo.draw(k, 8000, seed=23), monkeypatch)
+    assert len(spans) > 3  # the instances went in spans
+
+
 def each_kinds_own_kernel_equals_the_numpy_engine(kind, monkeypatch):
     pytest.importorskip("numba")
     monkeypatch.setattr(tc, "_SPECIALISE_FROM", 0)  # every call through the kernel compiled for its kind

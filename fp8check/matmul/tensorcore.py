@@ -87,7 +87,7 @@ import numpy as np
 
 from fp8check.errors import InvalidValueError
 from fp8check.formats import SOURCE_FORMATS, Format, get as get_format, names as format_names
-from fp8check.reference import decode_table
+from fp8check.reference import decode_table, fast
 
 __all__ = ["MMAModel", "MMAResult", "MODELS", "TARGETS", "model", "models_for", "mma", "dot_instances",
            "operand_values", "TritonDot", "triton_dot", "fed", "triton_operands", "mma_k_order", "float16_codes", "Recorder",
@@ -757,6 +757,7 @@ def _as_codes(codes: np.ndarray, count: int) -> np.ndarray | None:
 
 
 _SPECIALISE_FROM = 1 << 22  # products of one call from which a kernel compiled for the kind pays for its compilation
+_THREADS_FROM = 1 << 21  # products of one call from which it runs on every core (fp8check.reference.fast.threads)
 
 
 def _fused(m: MMAModel, a: tuple[np.ndarray, str], b: tuple[np.ndarray, str], c: np.ndarray,
@@ -805,14 +806,27 @@ def _fused(m: MMAModel, a: tuple[np.ndarray, str], b: tuple[np.ndarray, str], c:
     dep = np.empty(c.shape, bool)
     c_bits = np.ascontiguousarray(np.broadcast_to(c, out.shape), dtype=np.float32).view(np.uint32)
     # a large call: the kind's own kernel (compiled once, cached); a small one: that kernel where this process has it
-    kernel = compiled.specialised(algorithm[m.algorithm], lay_a, lay_b, params, make=out.size * (K + pad) >=
-                                  _SPECIALISE_FROM)
-    if kernel is not None:
-        outside = kernel(ac, bc, paired, sa, sb, table, promotion or 0, c_bits, out.view(np.uint32), dep)
+    products = out.size * (K + pad)
+    kernel = compiled.specialised(algorithm[m.algorithm], lay_a, lay_b, params, make=products >= _SPECIALISE_FROM)
+    out_bits, scaled = out.view(np.uint32), scales is not None
+    outside: list[int] = []
+
+    def rows(r0: int, r1: int) -> None:  # output rows r0:r1 (the kernels release the GIL: one span per thread)
+        a_, c_, o_, d_ = ac[r0:r1], c_bits[r0:r1], out_bits[r0:r1], dep[r0:r1]
+        b_ = bc[r0:r1] if paired else bc
+        sa_, sb_ = (sa[r0:r1], sb[r0:r1] if paired else sb) if scaled else (sa, sb)
+        if kernel is not None:
+            outside.append(kernel(a_, b_, paired, sa_, sb_, table, promotion or 0, c_, o_, d_))
+        else:
+            outside.append(compiled.chain(algorithm[m.algorithm], a_, b_, paired, lay_a, lay_b, sa_, sb_, table, params,
+                                          c_, o_, d_))
+
+    per_row = out.shape[1] * (K + pad)
+    if products >= _THREADS_FROM and out.shape[0] > 1:  # the threads take spans of whole rows
+        fast.parallel(products, lambda lo, hi: rows(-(-lo // per_row), -(-hi // per_row)))
     else:
-        outside = compiled.chain(algorithm[m.algorithm], ac, bc, paired, lay_a, lay_b, sa, sb, table, params, c_bits,
-                                 out.view(np.uint32), dep)
-    if outside:
+        rows(0, out.shape[0])
+    if any(outside):
         return None  # a code outside its format: the NumPy steps say what that is
     return MMAResult(out, dep, m)
 
