@@ -261,6 +261,18 @@ def test_an_fp8_dequant_kernel_given_bytes_is_not_judged_on_their_integer_values
     assert code == cli.EXIT_DIVERGED and r["categories"]
 
 
+def test_an_fp8_dequant_kernel_given_bytes_with_a_wrong_block_axis_is_judged_by_its_fp8_way_only(tmp_path, capsys):
+    # the same kernel with a bug of its own: its uint8 outputs are still integers times (other blocks') scales,
+    # so that way stays a refusal, and the bug is shown as what it is (scale), not hidden behind 'other'
+    argv = ["kind_kernels:block_dequant_converting_wrong_axis", "--kind", "dequant", "--format", "e4m3fn",
+            "--block", "32x64"]
+    code, (r,) = _check(argv, tmp_path)
+    assert code == cli.EXIT_DIVERGED and r["extra"]["code_dtypes"] == ["fp8"], r["extra"]["code_dtypes"]
+    assert set(r["categories"]) == {"scale"}, r["categories"]
+    assert any("integer values" in f["error"] and not f["declared"] for f in r["refusals"])
+    assert "the kernel applied the scale of block (0, 1)" in capsys.readouterr().out
+
+
 def test_a_dequant_to_bfloat16_is_judged_after_the_float32_product_is_rounded_to_it():
     report = fp8check.check_dequant("kind_kernels:block_dequant_bf16", format="e4m3fn", block=(32, 64))
     assert report.passed and report.results[0].extra["output_dtype"] == "bfloat16"
