@@ -293,6 +293,27 @@ def test_a_triton_block_dequant_with_the_block_shape_transposed_diverges_in_the_
     assert fp8check.check_dequant(tq.block_dequant, **kw).passed
 
 
+def test_a_dequant_failure_prints_each_category_s_elements_and_its_faults_once():
+    # a Triton dequant reading the scale of block (j, i): scale divergences, and out-of-bounds loads of the
+    # scales (not performed: 'other' values) where the grid is not square. Each category shows its own
+    # elements, and a fault is printed as a fault (with its kernel line), not as an element of no code
+    pytest.importorskip("triton")
+    import triton_dequant as tq
+
+    from fp8check.terminal.divergences import result_text
+
+    report = fp8check.check_dequant(tq.block_dequant_scale_transposed, format="e4m3fn", block=(tq.ROWS, tq.COLS),
+                                    code_dtypes="uint8", triton_target="sm90")
+    (r,) = report.results
+    assert {"scale", "out_of_bounds"} <= set(r.categories), r.categories
+    lines = result_text(r).splitlines()
+    assert not [line for line in lines if "code - =" in line], lines
+    assert [line for line in lines if line.lstrip().startswith("out_of_bounds")] == [
+        line for line in lines if "lanes (kernel fault)" in line or "lane (kernel fault)" in line]
+    shown = {line.split()[0] for line in lines if " code 0x" in line}
+    assert shown == set(r.categories) - {"out_of_bounds"}, (shown, lines)
+
+
 def test_a_quantizer_s_verdict_names_the_input_dtypes_its_check_does_not_draw(capsys):
     assert cli.main(["check", "quantizer_mutants:tensorwise_e4m3fn", "--kind", "quantize", "--recipe", "tensorwise",
                      "--max-examples", "2"]) == cli.EXIT_OK

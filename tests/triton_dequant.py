@@ -26,6 +26,31 @@ def _dequant(x_ptr, s_ptr, y_ptr, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.const
     tl.store(y_ptr + offs, x * s, mask=mask)
 
 
+@triton.jit
+def _dequant_scale_transposed(x_ptr, s_ptr, y_ptr, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    n_sn = tl.cdiv(N, BLOCK_N)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs = offs_m[:, None] * N + offs_n[None, :]
+    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    x = tl.load(x_ptr + offs, mask=mask, other=0).to(tl.float8e4nv, bitcast=True).to(tl.float32)
+    s = tl.load(s_ptr + pid_n * n_sn + pid_m)  # planted: the block indices swapped
+    tl.store(y_ptr + offs, x * s, mask=mask)
+
+
+def block_dequant_scale_transposed(codes, scales):
+    """Planted: the scale of block (j, i) read for block (i, j), past the scales where the grid is not square
+    (an out-of-bounds load, not performed in the interpreter)."""
+    x = codes.view(torch.uint8).contiguous()
+    M, N = x.shape
+    y = torch.empty((M, N), dtype=torch.float32, device=x.device)
+    grid = (triton.cdiv(M, ROWS), triton.cdiv(N, COLS))
+    _dequant_scale_transposed[grid](x, scales.contiguous(), y, M, N, BLOCK_M=ROWS, BLOCK_N=COLS)
+    return y
+
+
 def _launch(codes, scales, rows, cols):
     x = codes.view(torch.uint8).contiguous()
     M, N = x.shape
