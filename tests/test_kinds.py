@@ -314,6 +314,24 @@ def test_a_dequant_failure_prints_each_category_s_elements_and_its_faults_once()
     assert shown == set(r.categories) - {"out_of_bounds"}, (shown, lines)
 
 
+def test_a_kernel_fault_s_card_in_the_html_report_is_the_fault_not_an_empty_element(tmp_path):
+    # the reproducer card of a fault category showed 'input - float32 = / expected - = / actual - =': a fault
+    # has no input, expected or actual value; its card is its kernel line, as the table of faults below it
+    pytest.importorskip("triton")
+    from report_support import parse, text
+
+    out = tmp_path / "r.html"
+    assert cli.main(["check", "triton_dequant:block_dequant_scale_transposed", "--kind", "dequant", "--format",
+                     "e4m3fn", "--block", "32x64", "--code-dtype", "uint8", "--triton-target", "sm90",
+                     "--html", str(out)]) == cli.EXIT_DIVERGED
+    tree = parse(out.read_text())
+    (card,) = tree.xpath("//div[@class='card'][@data-category='out_of_bounds']")
+    assert not card.xpath(".//tr[@data-row='expected']") and "loads outside the tensor" in text(card), text(card)
+    assert tree.xpath("//h3[text()='Kernel faults']")  # the table the card points to
+    (scale,) = tree.xpath("//div[@class='card'][@data-category='scale']")
+    assert scale.xpath(".//tr[@data-row='expected']")  # an element's card keeps its values
+
+
 def test_a_quantizer_s_verdict_names_the_input_dtypes_its_check_does_not_draw(capsys):
     assert cli.main(["check", "quantizer_mutants:tensorwise_e4m3fn", "--kind", "quantize", "--recipe", "tensorwise",
                      "--max-examples", "2"]) == cli.EXIT_OK
