@@ -468,7 +468,7 @@ def _compare(case: QuantCase, recipe: Recipe, codes: np.ndarray, scales: np.ndar
                     f"scale {float(applied.reshape(-1)[b])!r} "
                     f"({recipe.convention}: {_op_text(op)}); "
                     + (swapped or exactness.verdict_text(int(verdict[k]), float(x[i]), float(applied_each[i]), op,
-                                                         recipe.format, recipe.profile))))))
+                                                         recipe.format, recipe.profile, actual=int(ca[i])))))))
 
 
 def _op_text(op: str) -> str:
