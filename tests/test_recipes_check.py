@@ -116,6 +116,15 @@ def test_a_scale_divergence_shows_the_input_that_sets_its_amax_with_its_sign():
         assert shown == float(d.input_value) and f"amax {abs(float(d.input_value))!r}" in d.detail, d
 
 
+def test_a_scale_a_rounding_away_from_the_recipe_s_says_how_many_ulps_not_the_same_target_twice():
+    # it said "the recipe maps amax to 448, the kernel to 448": the same target, rounded another way
+    result = check_quantizer(mutants.rowwise_stores_amax_over_max, "fbgemm-rowwise", **FAST)
+    _only(result, "scale")
+    d = next(d for d in result.divergences if d.category == "scale" and "amax 0.0" not in d.detail)
+    assert "the kernel to 448 (" not in d.detail and "maps amax to 448, the kernel to 448;" not in d.detail, d.detail
+    assert "float32 ulp" in d.detail and "the same target" in d.detail, d.detail
+
+
 def test_dividing_where_the_recipe_multiplies_is_a_codes_divergence():
     _only(check_quantizer(mutants.divides_by_scale, "torchao-tensorwise", **FAST), "codes")
 

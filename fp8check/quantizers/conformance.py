@@ -329,6 +329,14 @@ def _target_note(recipe: Recipe, amax: float, expected: float, actual: float) ->
     other = _other_scale_divide(recipe, amax, actual)
     if other:
         return other
+    if f"{te:.6g}" == f"{ta:.6g}" and np.isfinite(expected) and np.signbit(expected) == np.signbit(actual):
+        # the same target, rounded another way (a scale stored as amax / max where the recipe stores the
+        # reciprocal of max / amax, a division ordered differently): how far, not the same number twice
+        e32, a32 = (int(np.float32(v).view(np.uint32)) for v in (expected, actual))
+        n = abs(a32 - e32)
+        return (f"; the kernel maps amax to the same target as the recipe ({te:.6g}), its scale {n:,} float32 "
+                f"ulp{'s' if n != 1 else ''} {'above' if abs(actual) > abs(expected) else 'below'} the recipe's: "
+                f"the same target rounded another way (declare the arithmetic, or allow it with ulps = {n})")
     note = f"; the recipe maps amax to {te:.6g}, the kernel to {ta:.6g}"
     for v, label in _KNOWN_MAXIMA.items():
         if abs(ta - v) <= v * 1e-5 and abs(te - v) > v * 1e-5:
