@@ -314,6 +314,35 @@ def test_a_dequant_failure_prints_each_category_s_elements_and_its_faults_once()
     assert shown == set(r.categories) - {"out_of_bounds"}, (shown, lines)
 
 
+def test_a_triton_dequant_reading_bytes_as_integers_with_out_of_bounds_scales_is_judged_by_its_fp8_way():
+    # weight_dequant as written, with its scale index transposed: part of its scales are loaded out of bounds
+    # (no value at all), in both ways of calling it. Its uint8 way still reads the bytes as integers wherever
+    # its fp8 way applies some block's scale, so that way is not judged (it was: ~1,300 'nan' and 'signed_zero'
+    # elements of integers nobody passes)
+    pytest.importorskip("triton")
+    import triton_dequant as tq
+
+    report = fp8check.check_dequant(tq.block_dequant_converting_scale_transposed, format="e4m3fn",
+                                    block=(tq.ROWS, tq.COLS), triton_target="sm90")
+    (r,) = report.results
+    assert r.extra["code_dtypes"] == ["fp8"], (r.extra["code_dtypes"], r.categories)
+    assert {"scale", "out_of_bounds"} <= set(r.categories) and "signed_zero" not in r.categories, r.categories
+    assert any("integer values" in f.error and not f.declared for f in r.refusals)
+
+
+def test_a_dequant_check_lists_elements_of_every_category_under_its_cap(tmp_path):
+    # the listing was the first N elements in row order: with the scales of a row's first blocks wrong, the
+    # block whose scale is read out of bounds ('other') had a count and no element to show
+    pytest.importorskip("triton")
+    code, (r,) = _check(["triton_dequant:block_dequant_scale_transposed", "--kind", "dequant", "--format", "e4m3fn",
+                         "--block", "32x64", "--code-dtype", "uint8", "--triton-target", "sm90", "--max-listed", "10"],
+                        tmp_path)
+    assert code == cli.EXIT_DIVERGED and {"scale", "other"} <= set(r["categories"]), r["categories"]
+    listed = {d["category"] for d in r["divergences"]}
+    assert set(r["categories"]) - {"out_of_bounds"} <= listed, (listed, r["categories"])
+    assert all(sum(d["category"] == c for d in r["divergences"]) <= 10 for c in listed)
+
+
 def test_a_kernel_fault_s_card_in_the_html_report_is_the_fault_not_an_empty_element(tmp_path):
     # the reproducer card of a fault category showed 'input - float32 = / expected - = / actual - =': a fault
     # has no input, expected or actual value; its card is its kernel line, as the table of faults below it
