@@ -7,6 +7,7 @@ tests/test_fp4_quantizers.py shows that ``check_quantizer`` names each bug's cat
 - ``nvfp4`` / ``nvfp4_global_twice``: recipe ``nvfp4-ct``; the bug divides the element divisor
   ``scale / global`` by the global scale again (the global scale applied twice).
 - ``mxfp4_high_first``: ``mxfp4`` packing element 2j in the high nibble (recipe declares low-first).
+- ``mxfp4_ties_away``: ``mxfp4`` rounding each element's ties away from zero (a hand-written encoder).
 """
 
 import ml_dtypes
@@ -21,13 +22,21 @@ def _e2m1_codes(y):
     return torch.from_numpy(y.detach().cpu().float().numpy().astype(ml_dtypes.float4_e2m1fn).view(np.uint8).copy())
 
 
+def _e2m1_codes_ties_away(y):
+    """One e2m1fn code per element, ties rounded away from zero (the planted bug: ``>=`` at every midpoint
+    where round-to-nearest-even needs ``>`` at half of them), saturating at +-6."""
+    a = y.detach().cpu().float().abs()
+    code = sum((a >= t).to(torch.uint8) for t in (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0))
+    return code | (torch.signbit(y.detach().cpu().float()).to(torch.uint8) << 3)
+
+
 def _pack(codes, high_first=False):
     first, second = codes[:, 0::2], codes[:, 1::2]
     low, high = (second, first) if high_first else (first, second)
     return (low | (high << 4)).to(torch.uint8)
 
 
-def _mx(x, *, step=0, high_first=False):
+def _mx(x, *, step=0, high_first=False, ties_away=False):
     m, n = x.shape
     xb = x.float().reshape(m, n // 32, 32)
     amax = xb.abs().amax(-1, keepdim=True)
@@ -36,7 +45,7 @@ def _mx(x, *, step=0, high_first=False):
     k = torch.where(amax == 0, torch.full_like(k, -127), k)
     bad = ~torch.isfinite(amax) | (k > 127)
     scale = torch.where(bad, torch.full_like(amax, float("nan")), torch.ldexp(torch.ones_like(amax), k))
-    codes = _e2m1_codes((xb / scale).reshape(m, n))
+    codes = (_e2m1_codes_ties_away if ties_away else _e2m1_codes)((xb / scale).reshape(m, n))
     biased = torch.where(bad, torch.full_like(k, 255), k + 127).to(torch.uint8).reshape(m, n // 32)
     return _pack(codes, high_first), biased
 
@@ -54,6 +63,11 @@ def mxfp4_scale_one_step_low(x):
 def mxfp4_high_first(x):
     """The planted bug: element 2j packed in the high nibble."""
     return _mx(x, high_first=True)
+
+
+def mxfp4_ties_away(x):
+    """The planted bug: each element's code rounds ties away from zero (x / scale = 2.5 gives 3, not 2)."""
+    return _mx(x, ties_away=True)
 
 
 def _nvfp4(x, *, twice=False):

@@ -117,6 +117,15 @@ def block_dequant_converting(codes, scales):
     return x * scales[i][:, j]
 
 
+def block_dequant_converting_wrong_axis(codes, scales):
+    """Planted: block_dequant_converting with the block shape read the wrong way round. Given bytes it still
+    converts their integer values (each times some block's scale), which is not a way it takes codes."""
+    x = codes.to(torch.float32)
+    i = (torch.arange(x.shape[0]) // DEQUANT_BLOCK[1]).clamp(max=scales.shape[0] - 1)
+    j = (torch.arange(x.shape[1]) // DEQUANT_BLOCK[0]).clamp(max=scales.shape[1] - 1)
+    return x * scales[i][:, j]
+
+
 def block_dequant_bf16(codes, scales):
     """block_dequant returning bfloat16 (the product rounded once more)."""
     return block_dequant(codes, scales).to(torch.bfloat16)

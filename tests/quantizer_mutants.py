@@ -86,6 +86,25 @@ def group_rowwise_skips_empty_groups(x, offsets):
     return out, scales
 
 
+def rowwise_amax_without_abs(x):
+    """Recipe ``rowwise``, amax taken without ``abs()``: a row whose largest magnitude is negative gets the
+    scale of a smaller amax (or of eps)."""
+    xf = x.float()
+    finite = torch.where(torch.isfinite(xf), xf, torch.zeros_like(xf))
+    d = finite.amax(dim=1, keepdim=True).clamp(min=1e-12) / 448.0
+    return _cast(xf / d, torch.float8_e4m3fn), d
+
+
+def rowwise_stores_amax_over_max(x):
+    """Recipe ``fbgemm-rowwise`` (codes of ``x * fl(448 / amax)``), but the scale stored is ``fl(amax / 448)``
+    computed directly, not the float32 reciprocal of the one applied: 1 ulp off for some rows."""
+    xf = x.float()
+    a = xf.abs()
+    amax = torch.where(torch.isnan(a), torch.zeros_like(a), a).amax(dim=1, keepdim=True).clamp(min=1e-12)
+    applied = torch.full_like(amax, 448.0) / amax
+    return _cast(xf * applied, torch.float8_e4m3fn), amax / torch.tensor(448.0)
+
+
 def raises(x):
     raise ValueError("this kernel is broken")
 

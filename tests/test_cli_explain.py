@@ -87,6 +87,8 @@ def test_e8m0_zero_and_profiles(capsys):
     (["explain", "12abc", "-f", "e4m3fn"], "cannot read '12abc' as a value"),
     (["explain", "0x1", "-f", "e4m3fn", "--input-dtype", "float8"], "invalid choice: 'float8'"),
     (["explain", "0x123456789", "-f", "e4m3fn", "--input-dtype", "float16"], "too many for float16"),
+    # two hex digits read as an fp8 code: no input type has that width (it was explained as float16 0x0080)
+    (["explain", "0x80", "-f", "e4m3fnuz"], "'0x80' is 2 hex digits: fp8check table e4m3fnuz"),
     (["explain", "1"], "the following arguments are required: --format"),
     (["table", "bogus"], "unknown format 'bogus'"),
 ])

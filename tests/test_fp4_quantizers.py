@@ -223,6 +223,15 @@ def test_mxfp4_e8m0_one_step_low_is_a_scale_divergence_with_its_block():
     assert "scale of block rows" in d.detail and "amax" in d.detail
 
 
+def test_mxfp4_rounding_ties_away_is_a_codes_divergence_that_names_the_tie():
+    result = check_quantizer(fp4_mutants.mxfp4_ties_away, MXFP4, **FAST)
+    assert not result.passed and result.categories["codes"] > 0 and result.categories["scale"] == 0
+    listed = [d for d in result.divergences if d.category == "codes"]
+    # every listed one is a tie the kernel rounds away (the recipe rounds it to even), and says so
+    assert all("it is a tie, halfway between" in d.detail and "the kernel rounds it away from zero" in d.detail
+               for d in listed), [d.detail for d in listed[:3]]
+
+
 def test_nvfp4_fixed_twin_conforms():
     result = check_quantizer(fp4_mutants.nvfp4, "nvfp4-ct", **THOROUGH)
     assert result.passed, result.divergences[:2]

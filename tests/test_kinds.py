@@ -261,6 +261,18 @@ def test_an_fp8_dequant_kernel_given_bytes_is_not_judged_on_their_integer_values
     assert code == cli.EXIT_DIVERGED and r["categories"]
 
 
+def test_an_fp8_dequant_kernel_given_bytes_with_a_wrong_block_axis_is_judged_by_its_fp8_way_only(tmp_path, capsys):
+    # the same kernel with a bug of its own: its uint8 outputs are still integers times (other blocks') scales,
+    # so that way stays a refusal, and the bug is shown as what it is (scale), not hidden behind 'other'
+    argv = ["kind_kernels:block_dequant_converting_wrong_axis", "--kind", "dequant", "--format", "e4m3fn",
+            "--block", "32x64"]
+    code, (r,) = _check(argv, tmp_path)
+    assert code == cli.EXIT_DIVERGED and r["extra"]["code_dtypes"] == ["fp8"], r["extra"]["code_dtypes"]
+    assert set(r["categories"]) == {"scale"}, r["categories"]
+    assert any("integer values" in f["error"] and not f["declared"] for f in r["refusals"])
+    assert "the kernel applied the scale of block (0, 1)" in capsys.readouterr().out
+
+
 def test_a_dequant_to_bfloat16_is_judged_after_the_float32_product_is_rounded_to_it():
     report = fp8check.check_dequant("kind_kernels:block_dequant_bf16", format="e4m3fn", block=(32, 64))
     assert report.passed and report.results[0].extra["output_dtype"] == "bfloat16"
@@ -279,6 +291,74 @@ def test_a_triton_block_dequant_with_the_block_shape_transposed_diverges_in_the_
     assert not r.passed and set(r.categories) == {"scale"}
     assert "the kernel applied the scale of block" in r.divergences[0].detail
     assert fp8check.check_dequant(tq.block_dequant, **kw).passed
+
+
+def test_a_dequant_failure_prints_each_category_s_elements_and_its_faults_once():
+    # a Triton dequant reading the scale of block (j, i): scale divergences, and out-of-bounds loads of the
+    # scales (not performed: 'other' values) where the grid is not square. Each category shows its own
+    # elements, and a fault is printed as a fault (with its kernel line), not as an element of no code
+    pytest.importorskip("triton")
+    import triton_dequant as tq
+
+    from fp8check.terminal.divergences import result_text
+
+    report = fp8check.check_dequant(tq.block_dequant_scale_transposed, format="e4m3fn", block=(tq.ROWS, tq.COLS),
+                                    code_dtypes="uint8", triton_target="sm90")
+    (r,) = report.results
+    assert {"scale", "out_of_bounds"} <= set(r.categories), r.categories
+    lines = result_text(r).splitlines()
+    assert not [line for line in lines if "code - =" in line], lines
+    assert [line for line in lines if line.lstrip().startswith("out_of_bounds")] == [
+        line for line in lines if "lanes (kernel fault)" in line or "lane (kernel fault)" in line]
+    shown = {line.split()[0] for line in lines if " code 0x" in line}
+    assert shown == set(r.categories) - {"out_of_bounds"}, (shown, lines)
+
+
+def test_a_triton_dequant_reading_bytes_as_integers_with_out_of_bounds_scales_is_judged_by_its_fp8_way():
+    # weight_dequant as written, with its scale index transposed: part of its scales are loaded out of bounds
+    # (no value at all), in both ways of calling it. Its uint8 way still reads the bytes as integers wherever
+    # its fp8 way applies some block's scale, so that way is not judged (it was: ~1,300 'nan' and 'signed_zero'
+    # elements of integers nobody passes)
+    pytest.importorskip("triton")
+    import triton_dequant as tq
+
+    report = fp8check.check_dequant(tq.block_dequant_converting_scale_transposed, format="e4m3fn",
+                                    block=(tq.ROWS, tq.COLS), triton_target="sm90")
+    (r,) = report.results
+    assert r.extra["code_dtypes"] == ["fp8"], (r.extra["code_dtypes"], r.categories)
+    assert {"scale", "out_of_bounds"} <= set(r.categories) and "signed_zero" not in r.categories, r.categories
+    assert any("integer values" in f.error and not f.declared for f in r.refusals)
+
+
+def test_a_dequant_check_lists_elements_of_every_category_under_its_cap(tmp_path):
+    # the listing was the first N elements in row order: with the scales of a row's first blocks wrong, the
+    # block whose scale is read out of bounds ('other') had a count and no element to show
+    pytest.importorskip("triton")
+    code, (r,) = _check(["triton_dequant:block_dequant_scale_transposed", "--kind", "dequant", "--format", "e4m3fn",
+                         "--block", "32x64", "--code-dtype", "uint8", "--triton-target", "sm90", "--max-listed", "10"],
+                        tmp_path)
+    assert code == cli.EXIT_DIVERGED and {"scale", "other"} <= set(r["categories"]), r["categories"]
+    listed = {d["category"] for d in r["divergences"]}
+    assert set(r["categories"]) - {"out_of_bounds"} <= listed, (listed, r["categories"])
+    assert all(sum(d["category"] == c for d in r["divergences"]) <= 10 for c in listed)
+
+
+def test_a_kernel_fault_s_card_in_the_html_report_is_the_fault_not_an_empty_element(tmp_path):
+    # the reproducer card of a fault category showed 'input - float32 = / expected - = / actual - =': a fault
+    # has no input, expected or actual value; its card is its kernel line, as the table of faults below it
+    pytest.importorskip("triton")
+    from report_support import parse, text
+
+    out = tmp_path / "r.html"
+    assert cli.main(["check", "triton_dequant:block_dequant_scale_transposed", "--kind", "dequant", "--format",
+                     "e4m3fn", "--block", "32x64", "--code-dtype", "uint8", "--triton-target", "sm90",
+                     "--html", str(out)]) == cli.EXIT_DIVERGED
+    tree = parse(out.read_text())
+    (card,) = tree.xpath("//div[@class='card'][@data-category='out_of_bounds']")
+    assert not card.xpath(".//tr[@data-row='expected']") and "loads outside the tensor" in text(card), text(card)
+    assert tree.xpath("//h3[text()='Kernel faults']")  # the table the card points to
+    (scale,) = tree.xpath("//div[@class='card'][@data-category='scale']")
+    assert scale.xpath(".//tr[@data-row='expected']")  # an element's card keeps its values
 
 
 def test_a_quantizer_s_verdict_names_the_input_dtypes_its_check_does_not_draw(capsys):

@@ -99,6 +99,32 @@ def test_scale_computed_in_float16_is_a_scale_divergence():
     assert any(d.actual_value == "inf" for d in result.divergences)
 
 
+def test_a_scale_divergence_shows_the_input_that_sets_its_amax_with_its_sign():
+    # amax without abs(): the rows it gets wrong are those whose largest magnitude is negative, so the input a
+    # scale divergence shows is that element, sign included (it showed |x|, the amax, as if it were the input)
+    import numpy as np
+
+    result = check_quantizer(mutants.rowwise_amax_without_abs, "rowwise", **FAST)
+    _only(result, "scale")
+    scale = [d for d in result.divergences if d.category == "scale"]
+    assert any(float(d.input_value) < 0 for d in scale), [d.input_value for d in scale]
+    for d in scale:
+        view = {4: (np.uint16, None), 8: (np.uint32, np.float32)}[len(d.input_hex)]
+        bits = view[0](int(d.input_hex, 16))
+        shown = float(bits.view(np.float32)) if view[1] else float(
+            (np.uint32(bits) << np.uint32(16)).view(np.float32))  # bfloat16: the upper half of a float32
+        assert shown == float(d.input_value) and f"amax {abs(float(d.input_value))!r}" in d.detail, d
+
+
+def test_a_scale_a_rounding_away_from_the_recipe_s_says_how_many_ulps_not_the_same_target_twice():
+    # it said "the recipe maps amax to 448, the kernel to 448": the same target, rounded another way
+    result = check_quantizer(mutants.rowwise_stores_amax_over_max, "fbgemm-rowwise", **FAST)
+    _only(result, "scale")
+    d = next(d for d in result.divergences if d.category == "scale" and "amax 0.0" not in d.detail)
+    assert "the kernel to 448 (" not in d.detail and "maps amax to 448, the kernel to 448;" not in d.detail, d.detail
+    assert "float32 ulp" in d.detail and "the same target" in d.detail, d.detail
+
+
 def test_dividing_where_the_recipe_multiplies_is_a_codes_divergence():
     _only(check_quantizer(mutants.divides_by_scale, "torchao-tensorwise", **FAST), "codes")
 

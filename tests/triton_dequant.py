@@ -2,7 +2,9 @@
 (one program per block, ``y = x.to(float32) * s``), run in fp8check's faithful interpreter.
 
 ``block_dequant`` dequantizes 32x64 blocks; ``block_dequant_wrong_axis`` launches it with the block shape
-the wrong way round (64x32), applying each scale to the wrong rows and columns.
+the wrong way round (64x32), applying each scale to the wrong rows and columns;
+``block_dequant_scale_transposed`` reads the scale of block (j, i) for block (i, j), and
+``block_dequant_converting_scale_transposed`` does so converting its input's values (uint8: integers).
 """
 
 import torch
@@ -13,7 +15,8 @@ ROWS, COLS = 32, 64
 
 
 @triton.jit
-def _dequant(x_ptr, s_ptr, y_ptr, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def _dequant(x_ptr, s_ptr, y_ptr, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+             SCALE_TRANSPOSED: tl.constexpr = False, CONVERTING: tl.constexpr = False):
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     n_sn = tl.cdiv(N, BLOCK_N)
@@ -21,9 +24,37 @@ def _dequant(x_ptr, s_ptr, y_ptr, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.const
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs = offs_m[:, None] * N + offs_n[None, :]
     mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
-    x = tl.load(x_ptr + offs, mask=mask, other=0).to(tl.float8e4nv, bitcast=True).to(tl.float32)
-    s = tl.load(s_ptr + pid_m * n_sn + pid_n)
+    if CONVERTING:  # weight_dequant as written: the input's values (an fp8 tensor's; a uint8 one's integers)
+        x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
+    else:
+        x = tl.load(x_ptr + offs, mask=mask, other=0).to(tl.float8e4nv, bitcast=True).to(tl.float32)
+    if SCALE_TRANSPOSED:  # planted: the block indices swapped
+        s = tl.load(s_ptr + pid_n * n_sn + pid_m)
+    else:
+        s = tl.load(s_ptr + pid_m * n_sn + pid_n)
     tl.store(y_ptr + offs, x * s, mask=mask)
+
+
+def block_dequant_scale_transposed(codes, scales):
+    """Planted: the scale of block (j, i) read for block (i, j), past the scales where the grid is not square
+    (an out-of-bounds load, not performed in the interpreter)."""
+    return _launch_scale_transposed(codes.view(torch.uint8), scales, converting=False)
+
+
+def block_dequant_converting_scale_transposed(codes, scales):
+    """block_dequant_scale_transposed converting its input's values, as DeepSeek-V3's weight_dequant does:
+    given a uint8 tensor it dequantizes the bytes' integers (with the same wrong, partly out-of-bounds, scales)."""
+    return _launch_scale_transposed(codes, scales, converting=True)
+
+
+def _launch_scale_transposed(x, scales, *, converting):
+    x = x.contiguous()
+    M, N = x.shape
+    y = torch.empty((M, N), dtype=torch.float32, device=x.device)
+    grid = (triton.cdiv(M, ROWS), triton.cdiv(N, COLS))
+    _dequant[grid](x, scales.contiguous(), y, M, N, BLOCK_M=ROWS, BLOCK_N=COLS, SCALE_TRANSPOSED=True,
+                   CONVERTING=converting)
+    return y
 
 
 def _launch(codes, scales, rows, cols):

@@ -403,7 +403,9 @@ class VerdictTally:
         if not self.n:
             reasons.append("no quantized tensors")
         if self.as_is:
-            reasons.append(f"{_n(self.as_is, 'FP8 tensor')} ({', '.join(sorted(self.as_is_formats))}) "
+            packed = self.as_is_formats & {"mxfp4", "nvfp4"}  # packed e2m1 kinds: FP4, not FP8
+            noun = "FP8 tensor" if not packed else "FP4 tensor" if packed == self.as_is_formats else "quantized tensor"
+            reasons.append(f"{_n(self.as_is, noun)} ({', '.join(sorted(self.as_is_formats))}) "
                            f"{'is' if self.as_is == 1 else 'are'} native on {target.name}")
         for (src, dst, factor), (n, nan, nan_t, neg, neg_t, beyond) in sorted(self.convertible.items()):
             if factor == 1.0:

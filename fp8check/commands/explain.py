@@ -9,7 +9,9 @@ saturated, ...).
 VALUE is a decimal (``465``, ``-1e-3``), ``inf``, ``nan`` (either with a
 sign), a hex float (``0x1.d1p8``) or hex bits (``0x43E88000``, ``0x3c00``)
 whose width picks the input type (4 digits float16, 8 float32, 16 float64)
-unless ``--input-dtype`` says otherwise (``bfloat16`` for 4-digit bits).
+unless ``--input-dtype`` says otherwise (``bfloat16`` for 4-digit bits);
+another width needs ``--input-dtype`` (``0x80`` is likelier an fp8 code:
+``fp8check table FMT`` says what each code means).
 """
 
 from __future__ import annotations
@@ -39,8 +41,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run)
 
 
-def parse_value(text: str, input_dtype: str | None) -> tuple[str, int, str]:
-    """(source type, IEEE bit pattern, note on the conversion) for VALUE."""
+def parse_value(text: str, input_dtype: str | None, fmt_name: str = "") -> tuple[str, int, str]:
+    """(source type, IEEE bit pattern, note on the conversion) for VALUE (``fmt_name``: the target format, named
+    in the error for hex bits whose width is no input type's)."""
     from fp8check.errors import InvalidValueError
     from fp8check.formats import SOURCE_FORMATS
     from fp8check.reference import spec
@@ -48,6 +51,12 @@ def parse_value(text: str, input_dtype: str | None) -> tuple[str, int, str]:
     raw = text.strip().lower().replace("_", "")
     if _HEX_BITS.fullmatch(raw):
         digits = len(raw) - 2
+        if input_dtype is None and digits not in (4, 8, 16):
+            # 0x80 is likelier an fp8 code than float16 bits 0x0080: say how to ask for either
+            raise InvalidValueError(
+                f"{text!r} is {digits} hex digit{'s' if digits != 1 else ''}: "
+                f"fp8check table {fmt_name or 'FORMAT'} lists what each code of the format means; as the bits of "
+                "an input, give 4 (float16), 8 (float32) or 16 (float64) digits, or --input-dtype")
         source = input_dtype or ("float16" if digits <= 4 else "float32" if digits <= 8 else "float64")
         bits = int(raw, 16)
         width = SOURCE_FORMATS[source].bits
@@ -182,7 +191,7 @@ def run(args: argparse.Namespace) -> int:
 
     fmt = formats.get(args.format)
     chosen = [profiles.get(name) for name in args.profile] if args.profile else list(profiles.PROFILES.values())
-    source, bits, note = parse_value(args.value, args.input_dtype)
+    source, bits, note = parse_value(args.value, args.input_dtype, fmt.name)
     src = SOURCE_FORMATS[source]
     negative, magnitude = spec.source_value(bits, src)
     if isinstance(magnitude, float) and math.isnan(magnitude):

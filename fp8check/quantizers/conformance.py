@@ -265,6 +265,24 @@ def _hex_input(v: np.float32, dtype: str) -> str:
     return f"{bits >> 16:04X}" if dtype == "bfloat16" else f"{bits:08X}"
 
 
+def _amax_elements(x: np.ndarray, blocks: np.ndarray, amax: np.ndarray, wanted: np.ndarray,
+                   global_block: int) -> dict[int, int]:
+    """For each block of ``wanted``, the index of its first element whose magnitude is the block's amax: the
+    input a scale divergence shows, sign included (a kernel that forgets ``abs()`` is wrong exactly where that
+    element is negative). ``global_block``: the per-tensor scale of a two-level recipe (every element), or -1.
+    A block with no element (an empty group) is left out."""
+    if not len(wanted):
+        return {}
+    mag = np.abs(x.astype(np.float64))
+    with np.errstate(invalid="ignore"):
+        hit = np.flatnonzero(mag == amax[blocks])
+    first_blocks, first = np.unique(blocks[hit], return_index=True)
+    out = {int(b): int(hit[k]) for b, k in zip(first_blocks, first)}
+    if global_block >= 0 and x.size:
+        out[global_block] = int(np.argmax(mag))
+    return {int(b): out[int(b)] for b in wanted if int(b) in out}
+
+
 def _hex32(v: float) -> str:
     return f"{int(np.float32(v).view(np.uint32)):08X}"
 
@@ -311,6 +329,14 @@ def _target_note(recipe: Recipe, amax: float, expected: float, actual: float) ->
     other = _other_scale_divide(recipe, amax, actual)
     if other:
         return other
+    if f"{te:.6g}" == f"{ta:.6g}" and np.isfinite(expected) and np.signbit(expected) == np.signbit(actual):
+        # the same target, rounded another way (a scale stored as amax / max where the recipe stores the
+        # reciprocal of max / amax, a division ordered differently): how far, not the same number twice
+        e32, a32 = (int(np.float32(v).view(np.uint32)) for v in (expected, actual))
+        n = abs(a32 - e32)
+        return (f"; the kernel maps amax to the same target as the recipe ({te:.6g}), its scale {n:,} float32 "
+                f"ulp{'s' if n != 1 else ''} {'above' if abs(actual) > abs(expected) else 'below'} the recipe's: "
+                f"the same target rounded another way (declare the arithmetic, or allow it with ulps = {n})")
     note = f"; the recipe maps amax to {te:.6g}, the kernel to {ta:.6g}"
     for v, label in _KNOWN_MAXIMA.items():
         if abs(ta - v) <= v * 1e-5 and abs(te - v) > v * 1e-5:
@@ -429,10 +455,14 @@ def _compare(case: QuantCase, recipe: Recipe, codes: np.ndarray, scales: np.ndar
                     f"{what} differs (recipe: non-finite {recipe.nonfinite}); "
                     + (f"the kernel left {lost} of {fin.size} finite values of the block zero or NaN" if fin.size
                        else "the block holds no finite value")))))
+    at_amax = _amax_elements(x, blocks, amax, sc[:per_case], global_block=nblocks - 1 if recipe.two_level else -1)
     for b in sc[:per_case]:
+        i = at_amax.get(int(b))
+        ih, iv, idt = ((_hex_input(x[i], case.dtype), repr(float(x[i])), case.dtype) if i is not None
+                       else (_hex32(amax[b]), repr(float(amax[b])), "float32"))
         found.append(_Found((size, 1, order), Divergence(
-            category="scale", input_hex=_hex32(amax[b]), expected_hex=_hex32(exp_s[b]), actual_hex=_hex32(act_s[b]),
-            input_dtype="float32", input_value=repr(float(amax[b])), expected_value=repr(float(exp_s[b])),
+            category="scale", input_hex=ih, expected_hex=_hex32(exp_s[b]), actual_hex=_hex32(act_s[b]),
+            input_dtype=idt, input_value=iv, expected_value=repr(float(exp_s[b])),
             actual_value=repr(float(act_s[b])),
             detail=(f"{where}: scale of {_block_text(recipe, int(b), shape, case.offsets)}, amax {float(amax[b])!r}"
                     + _target_note(recipe, float(amax[b]), float(exp_s[b]), float(act_s[b]))))))
@@ -446,7 +476,7 @@ def _compare(case: QuantCase, recipe: Recipe, codes: np.ndarray, scales: np.ndar
                     f"scale {float(applied.reshape(-1)[b])!r} "
                     f"({recipe.convention}: {_op_text(op)}); "
                     + (swapped or exactness.verdict_text(int(verdict[k]), float(x[i]), float(applied_each[i]), op,
-                                                         recipe.format, recipe.profile))))))
+                                                         recipe.format, recipe.profile, actual=int(ca[i])))))))
 
 
 def _op_text(op: str) -> str:

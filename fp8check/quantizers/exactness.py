@@ -24,7 +24,7 @@ import numpy as np
 
 from fp8check.formats import Format
 from fp8check.profiles import Profile
-from fp8check.reference import encode
+from fp8check.reference import decode, encode
 from fp8check.reference.spec import encode_value
 
 __all__ = ["exact_code", "exact_codes", "exact_quotient", "ExactnessCounts", "verdicts", "verdict_text", "count"]
@@ -85,9 +85,24 @@ def exact_quotient(x: float, scale: float, op: str) -> str:
     return text if exact else text + "..."
 
 
-def verdict_text(verdict: int, x: float, scale: float, op: str, fmt: Format, profile: Profile) -> str:
+def _tie_text(x: float, scale: float, op: str, fmt: Format, code: int, actual: int) -> str:
+    """When the exact quotient lies halfway between the correctly rounded code and the kernel's: that it is a
+    tie, and which way the kernel rounds it (empty otherwise)."""
+    fx, fs = Fraction(float(x)), Fraction(float(scale))
+    v = fx * fs if op == "multiply" else fx / fs
+    ve, va = (float(decode(np.array([c], dtype=np.uint8), fmt)[0]) for c in (code, actual))
+    if not (np.isfinite(ve) and np.isfinite(va)) or ve == va or v != (Fraction(ve) + Fraction(va)) / 2:
+        return ""
+    way = "away from" if abs(va) > abs(ve) else "toward"
+    return (f"; it is a tie, halfway between {code:02X} ({ve:g}) and {actual:02X} ({va:g}): the kernel rounds it "
+            f"{way} zero")
+
+
+def verdict_text(verdict: int, x: float, scale: float, op: str, fmt: Format, profile: Profile,
+                 actual: int | None = None) -> str:
     """The sentence a divergence's detail ends with: the exact quotient, its correctly rounded code, and which
-    side (the kernel, the recipe, neither) gave that code."""
+    side (the kernel, the recipe, neither) gave that code; with the kernel's code ``actual``, whether the
+    quotient is a tie the kernel rounds the other way."""
     what = "x * scale" if op == "multiply" else "x / scale"
     if not (np.isfinite(x) and np.isfinite(scale) and scale != 0):  # 0/0, x/0, x*Inf: no real number
         with np.errstate(all="ignore"):
@@ -103,7 +118,8 @@ def verdict_text(verdict: int, x: float, scale: float, op: str, fmt: Format, pro
                                       f"{fmt.name}"}[op]
         return f"the kernel is exact here; the recipe rounds twice ({how}): {exact}"
     if verdict == 2:
-        return f"the recipe is exact here; the kernel rounds twice or otherwise differs: {exact}"
+        tie = _tie_text(x, scale, op, fmt, code, actual) if actual is not None else ""
+        return f"the recipe is exact here; the kernel rounds twice or otherwise differs: {exact}{tie}"
     return f"neither side is exact here: {exact}"
 
 

@@ -233,7 +233,8 @@ class StaticRun:
         tail = ""
         if np.isfinite(xi):
             j = int(np.searchsorted(fin, i))
-            tail = "; " + exactness.verdict_text(int(v[j]), xi, float(s), o.apply, o.fmt, o.profile)
+            tail = "; " + exactness.verdict_text(int(v[j]), xi, float(s), o.apply, o.fmt, o.profile,
+                                                 actual=int(actual[i]))
         return Divergence(
             category="codes" if np.isfinite(xi) else "nonfinite", input_hex=hex_in,
             expected_hex=f"{int(expected[i]):02X}", actual_hex=f"{int(actual[i]):02X}", input_dtype=o.input_dtype,

@@ -224,6 +224,7 @@ def _divergence_view(c: CheckResult, d: Divergence, fmt: Format | None, full: bo
         # A cast's detail only restates the bit fields shown next to it (a kernel fault's is all there is).
         "detail": (d.detail if c.kind != "cast" or d.category in KERNEL_FAULT_CATEGORIES + CRASH_CATEGORIES
                    else ""),
+        "fault": d.category in KERNEL_FAULT_CATEGORIES,  # no input, expected or actual value: its detail only
     }
     if full:
         view["input"]["fields"] = _code_view(d.input_hex, d.input_value, in_fmt, None)["fields"] if in_fmt else None

@@ -219,13 +219,17 @@ def _target_dependent_lines(result: CheckResult) -> list[Line]:
     return lines
 
 
+def _element_counts(result: CheckResult) -> dict[str, int]:
+    """The categories of a decode or dequant check's elements: its kernel faults are lanes, listed by
+    :func:`_fault_lines` with their kernel line, not elements of some code."""
+    return {c: n for c, n in _counts(result).items() if n and c not in KERNEL_FAULT_CATEGORIES}
+
+
 def _decode_body(result: CheckResult) -> list[Line]:
     """Per category the count and its first codes (a rarer category, such as fnuz's NaN code, is not hidden
     behind eight subnormals)."""
     lines: list[Line] = []
-    for cat, n in _counts(result).items():
-        if not n:
-            continue
+    for cat, n in _element_counts(result).items():
         lines.append((f"  {cat:<11} {n:,} {'code' if n == 1 else 'codes'}", "red"))
         lines.extend((f"    code {d.input_hex} [{d.input_value}] -> {d.actual_value} (expected {d.expected_value})"
                       + (f"  {d.condition}" if d.condition else ""), "red")
@@ -234,13 +238,15 @@ def _decode_body(result: CheckResult) -> list[Line]:
 
 
 def _dequant_body(result: CheckResult) -> list[Line]:
-    """Per category the count, then each listed element: its code, block and scale, both values, why."""
-    lines: list[Line] = [(f"  {c:<11} {n:,} {'element' if n == 1 else 'elements'}", "red")
-                         for c, n in _counts(result).items() if n]
-    for d in result.divergences[:8]:
-        lines.append((f"  {d.category:<11} code {d.input_hex} = {d.input_value}: expected {d.expected_value} "
-                      f"({d.expected_hex}), got {d.actual_value} ({d.actual_hex})", "red"))
-        lines.append((f"              {d.detail}" + (f"; {d.condition}" if d.condition else ""), ""))
+    """Per category the count, then its first elements (at most 3 each, so one category's many do not hide
+    another's): code, block and scale, both values, why."""
+    counts = _element_counts(result)
+    lines: list[Line] = [(f"  {c:<11} {n:,} {'element' if n == 1 else 'elements'}", "red") for c, n in counts.items()]
+    for cat in counts:
+        for d in [d for d in result.divergences if d.category == cat][:3]:
+            lines.append((f"  {d.category:<11} code {d.input_hex} = {d.input_value}: expected {d.expected_value} "
+                          f"({d.expected_hex}), got {d.actual_value} ({d.actual_hex})", "red"))
+            lines.append((f"              {d.detail}" + (f"; {d.condition}" if d.condition else ""), ""))
     return lines
 
 

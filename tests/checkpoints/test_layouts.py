@@ -147,6 +147,9 @@ def test_compressed_tensors_nvfp4_block_scales_are_scales_not_weights(tmp_path, 
     assert r["summary"]["fp8_tensors"] == 0
     assert r["summary"]["verdicts"] == {"h100": "runs_emulated", "b200": "runs_as_is", "mi300": "runs_emulated",
                                         "mi355": "runs_emulated"}
+    # packed e2m1 is FP4: its verdict does not call it FP8 (it said "1 FP8 tensor (nvfp4) is native on b200")
+    (b200,) = [v for v in r["portability"] if v["target"] == "b200"]
+    assert "1 FP4 tensor (nvfp4) is native on b200" in b200["reasons"], b200["reasons"]
     bad = run_audit(ct_nvfp4(tmp_path / "nan", scale_byte=0x7F)[0])
     assert codes_of(bad, "l.weight_packed")["SCALE_NONFINITE"] == ("error", 1)
 
