@@ -222,6 +222,8 @@ def triton_watch(decl: KernelDeclaration) -> Iterator[Callable[[Any], None]]:
     with ft.watch() as w, sanitizer.collect() as found:
         def finish(result: Any) -> None:
             result.add_note(w.division_note)
+            if not result.passed:
+                result.add_note(w.known_division_note)
             add_faults(result, found.faults)
 
         yield finish

@@ -1,6 +1,6 @@
 """fp8check is a good guest (issue 21, smaller items): the IEEE arithmetic it means (a division by zero in an
 interpreted Triton kernel, a float16 overflow among the fused check's inputs) leaves no RuntimeWarning in the
-user's warnings summary."""
+user's warnings summary. And a failed check of a kernel that divides with ``/`` on sm90 says how sm90 divides."""
 
 from __future__ import annotations
 
@@ -57,3 +57,17 @@ def test_an_interpreted_kernel_dividing_by_zero_leaves_no_runtime_warning():
         warnings.simplefilter("always")
         run_declaration(decl, max_examples=2, thorough=False)
     assert not _runtime_warnings(record)
+
+
+def test_a_failed_check_of_a_kernel_dividing_with_slash_on_sm90_says_how_sm90_divides():
+    # amax / 448.0 is fl(amax * fl(1/448)) on sm90, x / s div.full.f32: every quotient known (the measured
+    # reciprocals), so no bracket and no bracket note; the recipe's correctly rounded scales differ, and the
+    # result says where such divergences come from
+    from fp8check import quantizers
+
+    recipe = quantizers.get("rowwise").replace(eps=None, nonfinite="ieee")
+    r = run_declaration(quantizer_kernel(rowwise_no_eps, recipe=recipe, triton_target="sm90", name="rowwise_no_eps"),
+                        max_examples=2, thorough=False)
+    assert not r.passed and r.categories.get("scale") and r.target_dependent == 0
+    notes = [n for n in r.extra.get("notes", []) if "div.full.f32" in n]
+    assert len(notes) == 1 and "tl.div_rn" in notes[0] and "correctly rounded" in notes[0], r.extra.get("notes")

@@ -241,11 +241,15 @@ def _active_now() -> _Active | None:
         return _STACK[-1] if _STACK else None
 
 
-def _note_division(target: Target) -> None:
-    """A float32 ``/`` the target compiles to an approximate division ran (for :class:`Watch`)."""
+def _note_division(target: Target, known: bool) -> None:
+    """A float32 ``/`` the target compiles to an approximate division ran (for :class:`Watch`); ``known``: every
+    quotient of it known bit for bit (sm90's, through its measured reciprocals)."""
     with _LOCK:
         for w in _WATCHES:
-            w.approximate_divisions += 1
+            if known:
+                w.known_divisions += 1
+            else:
+                w.approximate_divisions += 1
             w.division_target = target
 
 
@@ -771,7 +775,8 @@ class Watch:
     unpatched_conversions: int = 0
     faithful_conversions: int = 0
     examples: list[str] = field(default_factory=list)
-    approximate_divisions: int = 0  # float32 ``/`` the target compiles to an approximate division
+    approximate_divisions: int = 0  # float32 ``/`` the target compiles to an approximate division, bracketed
+    known_divisions: int = 0  # and those whose every quotient is known bit for bit (sm90's measured reciprocals)
     division_target: Target | None = None  # the target they were counted under
 
     @property
@@ -785,6 +790,19 @@ class Watch:
                 f"{t.approximate_fp32_division}: the check ran it correctly rounded and at both ends of that "
                 f"bound, and counts codes that depend on where the GPU lands as target-dependent "
                 f"(tl.div_rn makes them exact)")
+
+    @property
+    def known_division_note(self) -> str | None:
+        """What to tell the user of a failed check when the kernel divided float32 values with ``/`` that the
+        target divides approximately but the check knows bit for bit: the divergences may come from there."""
+        t = self.division_target
+        if not self.known_divisions or self.approximate_divisions or t is None:
+            return None
+        return (f"the kernel divides float32 values with `/`, which Triton compiles for {t.name} to div.full.f32, "
+                f"the hardware reciprocal and one multiply (a compile-time divisor: the product with fl(1/C)), "
+                f"not a correctly rounded division: the check computed every quotient as the GPU does (its "
+                f"measured reciprocals), so a divergence that follows from a quotient is what the GPU writes; "
+                f"tl.div_rn divides correctly rounded")
 
     @property
     def warning(self) -> str | None:

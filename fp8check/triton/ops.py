@@ -624,12 +624,13 @@ class FloatOps(BuilderOps):
     """The interpreter's float builder methods as the open faithful block's target computes them: one
     method per interpreter op (``op(inner, builder, *args)``, ``inner`` the method replaced), the table
     in :meth:`table`. ``active()`` is the open faithful block (None: the replaced methods run);
-    ``note_division(target)`` is told of every float32 ``/`` the target divides approximately. A
+    ``note_division(target, known)`` is told of every float32 ``/`` the target divides approximately (``known``:
+    every quotient of it known bit for bit, as sm90's through its measured reciprocals). A
     target's rule for an op is the op's method here, reading the target's
     :class:`~fp8check.triton.targets.OpRules`."""
 
     def __init__(self, interp: Any, active: Callable[[], Any],
-                 note_division: Callable[[Any], None] = lambda target: None) -> None:
+                 note_division: Callable[[Any, bool], None] = lambda target, known: None) -> None:
         import triton.language as tl
 
         self.interp, self.active, self.note_division = interp, active, note_division
@@ -832,12 +833,11 @@ class FloatOps(BuilderOps):
                 if c is not None and r.approx_model == "sm90":
                     q = self.sm90_divide_by_constant(x, y, c)
                 elif c is not None and r.fdiv_const == "reciprocal":
-                    self.note_division(target)
+                    self.note_division(target, False)
                     q = divide_by_constant(x, float(c), r.fdiv_const, r.fdiv_const_bound, r.fdiv)
                 elif r.fdiv is not None:
                     q, known = divide_f32(x, y, target, end=bracket_mode())
-                    if not known.all():
-                        self.note_division(target)
+                    self.note_division(target, bool(known.all()) and r.approx_model == "sm90")
         return self.result(a, q, r, (x, y))
 
     def sm90_divide_by_constant(self, x: np.ndarray, y: np.ndarray, c: Any) -> np.ndarray:
@@ -847,7 +847,7 @@ class FloatOps(BuilderOps):
                                                     end=bracket_mode(), lowering="div.approx")
         if not known.all():
             _counted("fdiv_const")
-            self.note_division(self.target())
+        self.note_division(self.target(), bool(known.all()))
         return q
 
     def create_fdiv(self, inner: Any, builder: Any, a: Any, b: Any) -> Any:
