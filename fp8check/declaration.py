@@ -333,7 +333,7 @@ class KernelDeclaration:
     ulps: int = 0
     triton_target: str | None = None
     supports: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
-    apply: str | None = None  # static: divide | multiply | multiply-reciprocal
+    apply: str | None = None  # static: divide | multiply | multiply-reciprocal | target-divide | multiply-target-reciprocal
     scale: float | None = None  # static: the one scale to check (default: scales drawn for every boundary)
     isolate: bool = False  # check in a child process (fp8check.isolation): a crash is a finding
     requires: tuple[str, ...] = ()  # modules the kernel needs; one that cannot be imported skips its check

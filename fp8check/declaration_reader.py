@@ -45,7 +45,9 @@ def static_quantizer(kernel: Any, *, format: str, profile: str = "satfinite", ap
                      scale: float | None = None, **kw: Any) -> KernelDeclaration:
     """Declare a static-scale quantizer: ``kernel(x, scale) -> fp8 codes``, ``scale`` a float32 tensor of
     shape (1,) applied as ``apply`` says (``divide``: x / scale; ``multiply-reciprocal``: x * fl(1/scale);
-    ``multiply``: x * scale). ``scale``: check this one scale only (default: scales drawn at every boundary)."""
+    ``multiply``: x * scale; ``target-divide`` and ``multiply-target-reciprocal``: x / scale and x * (1.0 / scale)
+    with the Triton target's own ``/``). ``scale``: check this one scale only (default: scales drawn at every
+    boundary)."""
     return declare("static", kernel=kernel, format=format, profile=profile, apply=apply, scale=scale, **kw)
 
 

@@ -163,7 +163,8 @@ def _check_static(decl: KernelDeclaration, fn: Callable[..., Any], *, input_dtyp
     result = check_static_quantizer(fn, format=decl.format, profile=decl.profile or "satfinite",
                                     apply=decl.apply or "divide", scale=decl.scale, input_dtype=dtype,
                                     device=decl.device, seed=seed, name=decl.name, ulps=decl.ulps, cap=cap,
-                                    supports=decl.harness_supports(), max_examples=min(max_examples, 20))
+                                    supports=decl.harness_supports(), max_examples=min(max_examples, 20),
+                                    triton_target=decl.triton_target)
     result.command = decl.command(dtype, max_examples=max_examples, seed=seed)
     return result
 

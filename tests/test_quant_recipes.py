@@ -166,6 +166,32 @@ def test_static_scale_quantizer():
     assert given.passed and given.extra["cases"] == 1
 
 
+def test_a_static_kernels_own_division_is_declared_as_the_triton_target_divides():
+    # vLLM-style static Triton kernels divide with /: sm90 compiles x * (1.0 / s) to a multiply by the hardware
+    # reciprocal (div.full.f32), not fl(1/s) for every s; multiply-target-reciprocal and target-divide take the
+    # target's own division (ops.divide_f32): the kernel conforms bit for bit, and a wrong one is still found
+    pytest.importorskip("triton")
+    from static_triton import launcher
+
+    from fp8check.declaration_reader import static_quantizer
+    from fp8check.declarations import run_declaration
+
+    def check(fn, apply, target="sm90"):
+        return run_declaration(static_quantizer(fn, format="e4m3fn", apply=apply, triton_target=target,
+                                                name=f"{apply}@{target}"), max_examples=3)
+
+    plain = check(launcher(True), "multiply-reciprocal")
+    assert not plain.passed and plain.categories["codes"] > 0  # fl(1/s) is not sm90's reciprocal of every s
+    own = check(launcher(True), "multiply-target-reciprocal")
+    assert own.passed and own.target_dependent == 0, own.categories
+    assert check(launcher(False), "target-divide").passed
+    bad = check(launcher(False, bug=True), "target-divide")
+    assert not bad.passed and bad.categories["codes"] > 0
+    # sm100's div.full.f32 is bounded, not measured: its quotients are target-dependent, never divergences
+    sm100 = check(launcher(True), "multiply-target-reciprocal", target="sm100")
+    assert sm100.passed and sm100.target_dependent > 0
+
+
 PYPROJECT = '''
 [tool.fp8check.recipe.my-rowwise]
 base = "rowwise"

@@ -61,9 +61,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--recipe-field", action="append", default=[], metavar="KEY=VALUE",
                    help="--kind quantize: change one field of --recipe (a key of [tool.fp8check.recipe.NAME]: "
                    "apply=multiply-reciprocal, eps=none, amax=skip-nan, ...); repeatable")
-    p.add_argument("--apply", default=None, choices=("divide", "multiply-reciprocal", "multiply"),
-                   help="--kind static: how the kernel applies its scale (default divide); --kind dequant: how it "
-                   "applies its block scales (default multiply)")
+    p.add_argument("--apply", default=None, choices=("divide", "multiply-reciprocal", "multiply", "target-divide",
+                                                     "multiply-target-reciprocal"),
+                   help="--kind static: how the kernel applies its scale (default divide; target-divide and "
+                   "multiply-target-reciprocal: x / s and x * (1.0 / s) with the Triton target's own /, which sm90 "
+                   "compiles to div.full.f32); --kind dequant: how it applies its block scales (default multiply)")
     p.add_argument("--scale", type=float, default=None, metavar="S",
                    help="--kind static: check this one scale (default: scales at every boundary)")
     p.add_argument("--reference", metavar="MODULE:FUNC", default=None,

@@ -4,7 +4,15 @@ The kernel receives a 2-D tensor ``x`` (float32, float16 or bfloat16) and a
 float32 tensor ``scale`` of shape (1,), and applies the scale as declared
 (``apply``): ``divide`` (x / scale), ``multiply-reciprocal`` (x * fl(1/scale),
 vLLM's and aiter's static kernels) or ``multiply`` (x * scale). The reference
-computes the same float32 operations and encodes under ``profile``.
+computes the same float32 operations and encodes under ``profile``. A Triton
+kernel's own ``/`` is not a correctly rounded division on every target (sm90
+compiles it to div.full.f32, the hardware reciprocal and one multiply):
+``target-divide`` (``x / scale``) and ``multiply-target-reciprocal``
+(``x * (1.0 / scale)``) divide as the Triton target the check runs under
+does (:func:`fp8check.triton.ops.divide_f32`: sm90 through its measured
+reciprocals, AMD correctly rounded; where the target leaves a quotient
+unknown, its codes are target-dependent, not divergences); without a Triton
+target they are ``divide`` and ``multiply-reciprocal``.
 
 The scales: the one given, or every boundary a kernel can trip on (powers of
 two and their float32 neighbours from the subnormal 2^-149 to 2^127, tiny
@@ -35,7 +43,9 @@ from fp8check.results import CheckResult, Divergence
 
 __all__ = ["check_static_quantizer", "boundary_scales", "static_scales", "check_options", "APPLY"]
 
-APPLY = ("divide", "multiply-reciprocal", "multiply")
+APPLY = ("divide", "multiply-reciprocal", "multiply", "target-divide", "multiply-target-reciprocal")
+# the kernel's own ``/`` as the Triton target divides: each names the correctly rounded operation it stands for
+_AS_TARGET = {"target-divide": "divide", "multiply-target-reciprocal": "multiply-reciprocal"}
 
 
 def check_options(apply: Any, scale: Any, label: str) -> None:
@@ -87,13 +97,25 @@ def _drawn_scales(max_examples: int, seed: int) -> list[float]:
     return drawn
 
 
-def _applied(x32: np.ndarray, s: np.float32, apply: str) -> np.ndarray:
+def _applied(x32: np.ndarray, s: np.float32, apply: str, target: str | None) -> tuple[np.ndarray, np.ndarray]:
+    """``x32`` with the scale ``s`` applied as ``apply`` says, in float32, and the mask of the elements known bit for
+    bit (all but those whose quotient the Triton ``target`` leaves unknown)."""
+    known = np.ones(x32.shape, dtype=bool)
     with np.errstate(all="ignore"):
+        if apply in _AS_TARGET:
+            if target is not None:
+                from fp8check.triton import ops
+
+                if apply == "target-divide":
+                    return ops.divide_f32(x32, s, target)
+                r, k = ops.divide_f32(np.float32(1), s, target)
+                return (x32 * r).astype(np.float32), known & k
+            apply = _AS_TARGET[apply]  # no Triton target: the kernel's / is the correctly rounded one
         if apply == "multiply":
-            return (x32 * s).astype(np.float32)
+            return (x32 * s).astype(np.float32), known
         if apply == "divide":
-            return (x32 / s).astype(np.float32)
-        return (x32 * (np.float32(1) / s)).astype(np.float32)
+            return (x32 / s).astype(np.float32), known
+        return (x32 * (np.float32(1) / s)).astype(np.float32), known
 
 
 def _inputs(fmt: Any, dtype: str, s: np.float32, apply: str, rng: np.random.Generator) -> np.ndarray:
@@ -139,21 +161,25 @@ class StaticOptions(checking.CheckOptions):
     scale: float | None = None
     input_dtype: str = "float32"
     max_examples: int = 10
+    triton_target: str | None = None  # the target whose / the target-* applies take
 
 
 def check_static_quantizer(kernel: Callable[..., Any], *, format: object, profile: object = "satfinite",
                            apply: str = "divide", scale: float | None = None, input_dtype: str = "float32",
                            device: str = "cpu", seed: int = 0, name: str | None = None, ulps: int = 0,
-                           cap: int | None = 100, supports: Any = None, max_examples: int = 10) -> CheckResult:
+                           cap: int | None = 100, supports: Any = None, max_examples: int = 10,
+                           triton_target: str | None = None) -> CheckResult:
     """Check ``kernel(x, scale) -> codes`` on ``input_dtype`` inputs; a :class:`CheckResult` of kind
     ``static_quantize`` labelled with the input dtype, each divergence showing the input. The scales: ``scale``
-    alone when given, else every boundary scale and ``max_examples`` drawn by :func:`static_scales`."""
+    alone when given, else every boundary scale and ``max_examples`` drawn by :func:`static_scales`.
+    ``triton_target``: the Triton target the kernel runs under, whose ``/`` the ``target-*`` applies take
+    (None: a correctly rounded division)."""
     f, p = get_format(format), get_profile(profile)
     p.resolve(f)
     check_options(apply, scale, name or "kernel")
     options = StaticOptions(name=checking.kernel_name(kernel, name), device=device, seed=seed, cap=cap, ulps=ulps,
                             supports=supports, fmt=f, profile=p, apply=apply, scale=scale, input_dtype=input_dtype,
-                            max_examples=max_examples)
+                            max_examples=max_examples, triton_target=triton_target)
     rng = np.random.default_rng(seed)
     if scale is not None:
         scales = np.array([scale], np.float32)
@@ -176,6 +202,7 @@ class StaticRun:
         self.verdicts: list[np.ndarray] = []  # the exactness verdicts of the codes divergences
         self.nan_tab = nan_code_table(options.fmt)
         self.values = decode(np.arange(256), options.fmt)
+        self.dependent = 0  # codes whose quotient the Triton target leaves unknown (target-dependent)
 
     def call(self, x32: np.ndarray, s: np.float32) -> np.ndarray:
         """The kernel's codes of ``x32`` (in rows of 256, padded) under the scale ``s``."""
@@ -204,21 +231,22 @@ class StaticRun:
         o, t = self.options, self.tally
         x32 = _inputs(o.fmt, o.input_dtype, s, o.apply, rng)
         actual = self.call(x32, s)
-        y = _applied(x32, s, o.apply)
+        y, known = _applied(x32, s, o.apply, o.triton_target)
         expected = encode(y, o.fmt, o.profile)
-        same = (expected == actual) | (self.nan_tab[expected] & self.nan_tab[actual])
+        same = (expected == actual) | (self.nan_tab[expected] & self.nan_tab[actual]) | ~known
         if o.ulps:
             same |= allowed_codes(y, actual, o.fmt, o.profile, o.ulps)
         bad = np.flatnonzero(~same)
-        t.checked += x32.size
+        self.dependent += int((~known).sum())
+        t.checked += int(known.sum())
         if not bad.size:
             return
         finite = np.isfinite(x32[bad])
         t.counts["codes"] += int(finite.sum())
         t.counts["nonfinite"] += int((~finite).sum())
         fin = bad[finite]
-        v = exactness.verdicts(x32[fin], np.full(fin.size, s, np.float32), expected[fin], actual[fin], o.apply,
-                               o.fmt, o.profile, self.nan_tab)
+        v = exactness.verdicts(x32[fin], np.full(fin.size, s, np.float32), expected[fin], actual[fin],
+                               _AS_TARGET.get(o.apply, o.apply), o.fmt, o.profile, self.nan_tab)
         self.verdicts.append(v)
         for i in bad[:4]:
             t.found.append(checking.Found((0, 0, 0), self.divergence(x32, y, expected, actual, s, i, fin, v)))
@@ -233,8 +261,8 @@ class StaticRun:
         tail = ""
         if np.isfinite(xi):
             j = int(np.searchsorted(fin, i))
-            tail = "; " + exactness.verdict_text(int(v[j]), xi, float(s), o.apply, o.fmt, o.profile,
-                                                 actual=int(actual[i]))
+            tail = "; " + exactness.verdict_text(int(v[j]), xi, float(s), _AS_TARGET.get(o.apply, o.apply), o.fmt,
+                                                 o.profile, actual=int(actual[i]))
         return Divergence(
             category="codes" if np.isfinite(xi) else "nonfinite", input_hex=hex_in,
             expected_hex=f"{int(expected[i]):02X}", actual_hex=f"{int(actual[i]):02X}", input_dtype=o.input_dtype,
@@ -252,6 +280,7 @@ class StaticRun:
         result = CheckResult(kernel=o.name, format=f.name, profile=p.name, passed=t.passed,
                              checked=t.checked, categories=t.counts, divergences=found[:limit], kind="static_quantize",
                              input_dtype=o.input_dtype, device=o.device, seed=o.seed, command=cmd,
+                             target_dependent=self.dependent,
                              extra={"recipe": {"name": f"static scale ({o.apply})"},
                                     "recipe_summary": (f"(x, scale) -> codes: {o.apply} by the given scale, "
                                                        f"{f.name} {p.name}; {scales.size} scales"),
