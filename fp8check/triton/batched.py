@@ -882,7 +882,8 @@ def _patch_lang(interp: Any, orig_patch: Any, fn: Any) -> Any:
     program."""
     scope = orig_patch(fn)
     _patch_tensor(interp, scope)
-    for lang in [v for v in fn.__globals__.values() if v in (interp.tl, interp.tl.core)]:
+    # identity, not ==: a NumPy array among the globals makes `in` ambiguous (ValueError)
+    for lang in [v for v in fn.__globals__.values() if v is interp.tl or v is interp.tl.core]:
         for hint in ("multiple_of", "max_contiguous", "max_constancy"):
             below = getattr(lang, hint, None)
             if below is not None:

@@ -464,6 +464,18 @@ def test_a_loop_over_loaded_bounds_runs_on_every_supported_triton():
     assert out.item() == 2 + 3 + 4
 
 
+def test_a_kernel_whose_module_holds_a_numpy_array_runs():
+    # fp8check's patching of a kernel's globals compared each with triton.language by ==: a module-level NumPy
+    # table made that ambiguous, and every kernel of such a module failed with a ValueError of the check's own
+    import table_kernels
+
+    codes = torch.arange(16, dtype=torch.uint8)
+    with ft.faithful("sm90"):
+        got = table_kernels.decode_e2m1(codes, launch=ft.interpreted)
+    want = np.concatenate([table_kernels.E2M1_MAGNITUDES, -table_kernels.E2M1_MAGNITUDES])
+    assert np.array_equal(got.numpy().view(np.uint32), want.view(np.uint32))  # -0 distinct: code 8 is -0.0
+
+
 def test_an_unsupported_triton_version_is_refused_in_one_line(monkeypatch):
     monkeypatch.setattr(triton, "__version__", "3.7.1")
     with pytest.raises(ft.TritonVersionError) as info:
