@@ -290,6 +290,20 @@ def test_a_pyproject_table_and_the_api_declare_a_gemm_kernel():
     assert report.passed and report.results[0].kind == "gemm"
 
 
+def test_a_gemm_returning_another_shape_fails_each_case_saying_so():
+    # not a refusal "inside the declared domain" (nothing need be declared): each case failed, naming the shape
+    from fp8check.terminal.divergences import result_text
+
+    def short(a, a_s, b, b_s):
+        return plants.row_gemm(a, a_s, b, b_s)[:, :-1]
+
+    r = fp8check.check_gemm(short, recipe="rowwise", format="e4m3fn", triton_target="sm90").results[0]
+    assert not r.passed and r.categories.get("refused", 0) >= len(gemm.GEMM_CASES) // 2, r.categories
+    assert "returned shape" in r.divergences[0].detail
+    text = result_text(r)
+    assert "returned another shape than (M, N)" in text and "declared domain" not in text, text
+
+
 # -- MX GEMMs with tl.dot_scaled (the dot-scaled epilogue) ----------------------------------------------------
 
 

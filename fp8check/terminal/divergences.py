@@ -121,7 +121,12 @@ def _summary(result: CheckResult) -> str:
     if faults:
         parts.append(f"the kernel faults ({', '.join(c for c in KERNEL_FAULT_CATEGORIES if cats.get(c))})")
     if cats.get("refused"):
-        parts.append(f"{cats['refused']:,} call{'s' if cats['refused'] != 1 else ''} refused inside the declared domain")
+        n = cats["refused"]
+        # a GEMM's case is refused when its kernel raises or returns another shape than (M, N); nothing need be
+        # declared for a case to be inside its domain (supports keys only take cases out)
+        parts.append(f"{n:,} case{'s' if n != 1 else ''} failed (raised, or returned another shape than (M, N))"
+                     if result.kind == "gemm" else
+                     f"{n:,} call{'s' if n != 1 else ''} refused inside the declared domain")
     return "; ".join(parts) or "see the categories"
 
 
