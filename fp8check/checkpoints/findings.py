@@ -147,7 +147,10 @@ CODES: dict[str, FindingCode] = {c.code: c for c in (
                 "shards a loader fuses into one matmul (q/k/v, gate/up, w1/w3) hold different values of a scale "
                 "the layout shares per fused layer (NVFP4 weight_scale_2 / weight_global_scale). Loader: vLLM "
                 "keeps one value (the max, or the gate's for MoE experts) and dequantizes every shard with it, so a "
-                "shard's weights are off by the ratio: error beyond 2x, warning up to 2x; count = shards"),
+                "shard's weights are off by the ratio: error beyond 2x, warning up to 2x. Static input scales that "
+                "differ across shards, which read the same input, are a warning (a dense layer's input is quantized "
+                "with their max; an expert's gate and up share one slot, the last loaded), an error for a "
+                "compressed-tensors expert (vLLM's FusedMoE loader raises: it does not load); count = shards"),
     FindingCode("LAYER_SCHEME", ERROR, "a module stored unlike its per-layer scheme",
                 "the config lists per-layer schemes (ModelOpt MIXED_PRECISION quantized_layers) and a quantized "
                 "module is stored in another format than listed, is not listed (vLLM builds it unquantized and "

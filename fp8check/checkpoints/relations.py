@@ -191,12 +191,13 @@ def _fused(ck: Checkpoint, modules: list[Module]) -> None:
     by_name = {m.name: m for m in modules}
     seen: set[str] = set()
     for m in modules:
-        if m.lay is None or not m.lay.fused_shared or m.name in seen:
+        if m.lay is None or m.name in seen:
             continue
         shards = [m] + [p for p in _fused_partners(m, by_name) if p.lay is m.lay]
         seen.update(s.name for s in shards)
         if len(shards) < 2:
             continue
+        _fused_input_scales(ck, m, shards)
         for suffix in m.lay.fused_shared:
             values = {s.name: _scalar(ck, s.stem + suffix) for s in shards}
             known = {k: v for k, v in values.items() if v is not None and np.isfinite(v) and v > 0}
@@ -211,6 +212,39 @@ def _fused(ck: Checkpoint, modules: list[Module]) -> None:
                         "FUSED_SCALE_MISMATCH", len(known),
                         f"{suffix} differs across the fused shards of {m.name.rpartition('.')[0]} ({listed}; "
                         f"{ratio:.3g}x): {m.lay.fused_loader}", severity))
+
+
+def _fused_input_scales(ck: Checkpoint, m: Module, shards: list[Module]) -> None:
+    """FUSED_SCALE_MISMATCH: static input scales that differ across shards that read the same input. A MoE expert's
+    gate and up share one input-scale slot in vLLM's FusedMoE loader, which refuses a second value more than 1e-5
+    off under compressed-tensors (an error: the checkpoint does not load) and else keeps the one loaded last; a
+    dense fused layer's input is quantized with their max (a warning)."""
+    suffix = m.lay.input_scale if m.lay is not None else ""
+    if not suffix:
+        return
+    values = {s.name: _scalar(ck, s.stem + suffix) for s in shards}
+    known = {k: v for k, v in values.items() if v is not None and np.isfinite(v) and v > 0}
+    if len(known) < 2 or len(set(known.values())) == 1:
+        return
+    ratio = max(known.values()) / min(known.values())
+    listed = ", ".join(f"{k.rpartition('.')[2]} {v:.6g}" for k, v in known.items())
+    what = (f"{suffix} differs across the fused shards of {m.name.rpartition('.')[0]} ({listed}; {ratio:.3g}x), "
+            f"which quantize the same input: one calibration of one tensor gives one scale. ")
+    severity = findings.WARNING
+    if ".experts." in m.name:
+        if m.lay.name.startswith("compressed-tensors") and max(known.values()) - min(known.values()) > 1e-5:
+            severity = findings.ERROR
+            what += ("vLLM's FusedMoE loader keeps one input scale per expert for gate and up and raises "
+                     "'input_scales of w1 and w3 of a layer must be equal' under compressed-tensors: it does not load")
+        else:
+            what += ("vLLM's FusedMoE loader keeps one input scale per expert for gate and up, the one loaded last: "
+                     "the other shard's activations are quantized with a scale it was not calibrated for")
+    else:
+        what += (f"vLLM quantizes the fused layer's input with their max, so the shards calibrated smaller lose "
+                 f"{np.log2(ratio):.2g} binades of their range at the bottom (into subnormals and zero)")
+    for s in shards:
+        if s.name in known:
+            s.rec.findings.append(findings.make("FUSED_SCALE_MISMATCH", len(known), what, severity))
 
 
 # -- per-layer schemes (ModelOpt MIXED_PRECISION) --------------------------------------------------------------------

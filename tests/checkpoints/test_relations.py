@@ -187,6 +187,13 @@ PLANTED = [
     ("fused_4x", "compressed-tensors-nvfp4", L1 + "mlp.gate_proj.weight_packed", {"FUSED_SCALE_MISMATCH": "error"}, 1),
     ("fused_1.5x", "modelopt-nvfp4", L1 + "mlp.gate_proj.weight", {"FUSED_SCALE_MISMATCH": "warning"}, 0),
     ("fused_4x_experts", "modelopt-nvfp4", EXPERT2 + "gate_proj.weight", {"FUSED_SCALE_MISMATCH": "error"}, 1),
+    # gate/up static input scales 10x apart: one input, two calibrations; the loader's max costs range, a warning
+    ("fused_input_10x", "modelopt-fp8", L1 + "mlp.up_proj.weight", {"FUSED_SCALE_MISMATCH": "warning"}, 0),
+    ("fused_input_10x", "compressed-tensors-fp8", L1 + "mlp.gate_proj.weight", {"FUSED_SCALE_MISMATCH": "warning"}, 0),
+    # an expert's: vLLM's FusedMoE loader refuses them under compressed-tensors, keeps the last one loaded otherwise
+    ("fused_input_10x_experts", "compressed-tensors-fp8", EXPERT2 + "up_proj.weight", {"FUSED_SCALE_MISMATCH": "error"},
+     1),
+    ("fused_input_10x_experts", "modelopt-fp8", EXPERT2 + "gate_proj.weight", {"FUSED_SCALE_MISMATCH": "warning"}, 0),
     # E8M0 scales written as float values (2^-7 as float32) where the layout writes bytes
     ("e8m0_as_float", "compressed-tensors-mxfp4", L1 + "mlp.down_proj.weight_packed", {"SCALE_ENCODING": "error"}, 1),
     ("e8m0_as_float", "quark-mxfp4", L1 + "mlp.down_proj.weight", {"SCALE_ENCODING": "error"}, 1),
@@ -234,6 +241,9 @@ def plant(defect: str, layout: str, t: dict[str, torch.Tensor]) -> None:
     elif defect == "sibling_dtype":
         t[EXPERT2 + "up_proj.weight_scale"] = t[EXPERT2 + "up_proj.weight_scale"].to(
             torch.float32 if layout.startswith("compressed") else torch.float16)
+    elif defect.startswith("fused_input_10x"):
+        up = (EXPERT2 if defect.endswith("experts") else L1 + "mlp.") + "up_proj." + lay.input_scale
+        t[up] = t[up] * 10.0
     elif defect.startswith("fused_"):
         prefix = EXPERT2 if defect == "fused_4x_experts" else L1 + "mlp."
         up = prefix + "up_proj." + lay.second_scale
@@ -266,8 +276,8 @@ def plant(defect: str, layout: str, t: dict[str, torch.Tensor]) -> None:
 
 @pytest.mark.parametrize("defect,layout,name,want,rc_want", PLANTED, ids=[f"{p[0]}-{p[1]}" for p in PLANTED])
 def test_a_planted_defect_is_found_and_its_clean_twin_is_silent(tmp_path, defect, layout, name, want, rc_want):
-    experts = 4 if defect in ("expert_input_scales", "sibling_dtype", "fused_4x_experts", "expert_scales_zero") \
-        else 0
+    experts = 4 if defect in ("expert_input_scales", "sibling_dtype", "fused_4x_experts", "expert_scales_zero",
+                              "fused_input_10x_experts") else 0
     layers = 4 if defect == "sibling_kv_scale" else 2
     tensors, configs, _ = model(layout, layers=layers, experts=experts)
     if defect == "sibling_kv_scale":  # the clean twin: every layer carries its KV scale
