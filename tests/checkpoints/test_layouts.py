@@ -5,6 +5,7 @@ made again independently (numpy, ml_dtypes' e2m1 decoding, torch's own fnuz cast
 from __future__ import annotations
 
 import io
+import json
 
 import ml_dtypes
 import numpy as np
@@ -190,6 +191,47 @@ def test_a_scale_that_only_fits_other_blocks_than_declared_is_scale_shape(tmp_pa
     c = codes_of(r, "l.weight")
     assert c["SCALE_SHAPE"] == ("error", scale_shape[0] * scale_shape[1]) and "SATURATION" not in c
     assert set(r["summary"]["verdicts"].values()) == {"cannot_run"}
+
+
+def _ct_config(*blocks):
+    """A compressed-tensors config with one FP8 weight group per entry: a block_structure, or None (channel)."""
+    groups = {f"group_{k}": {"targets": [f"re:.*g{k}.*"], "weights": {
+        "num_bits": 8, "type": "float", "symmetric": True, "strategy": "block" if b else "channel",
+        "block_structure": list(b) if b else None}} for k, b in enumerate(blocks)}
+    return {"quantization_config": {"quant_method": "compressed-tensors", "format": "float-quantized",
+                                    "config_groups": groups}, "torch_dtype": "bfloat16"}
+
+
+def _block_checkpoint(d, name, scale_shape, config):
+    d.mkdir()
+    q = np.random.default_rng(5).choice(np.arange(0x08, 0x70, dtype=np.uint8), size=(256, 512))
+    save_st(str(d / "model.safetensors"), {
+        "g0.weight": fp8(q), f"g0.{name}": torch.full(scale_shape, 0.01),
+        "s.weight": fp8(q[:128, :128]), f"s.{name}": torch.full((1, 1), 0.01)})
+    write_json(str(d / "config.json"), config)
+    return d
+
+
+@pytest.mark.parametrize("config", ["deepseek", "compressed-tensors"])
+@pytest.mark.parametrize("scale_shape", [(1, 1), (256, 1)])
+def test_one_scale_per_tensor_or_row_where_the_config_declares_blocks_is_scale_shape(tmp_path, run_audit, config,
+                                                                                    scale_shape):
+    # From a new user's llmcompressor FP8_BLOCK checkpoint with its block_structure edited to [32, 32]: the
+    # (1, 1) scales were read as tensorwise and the audit was clean, while a loader sizes [2, 4] from the config.
+    # A (1, 1) scale of a weight no larger than one block (s) fits.
+    d = _block_checkpoint(tmp_path / "m", "weight_scale_inv" if config == "deepseek" else "weight_scale",
+                          scale_shape, DEEPSEEK_CONFIG if config == "deepseek" else _ct_config((128, 128)))
+    r = run_audit(d)
+    assert codes_of(r, "g0.weight")["SCALE_SHAPE"] == ("error", scale_shape[0] * scale_shape[1])
+    detail = next(f for f in tensor_of(r, "g0.weight")["findings"] if f["code"] == "SCALE_SHAPE")
+    assert "declares [128, 128] blocks for every weight: expected [2, 4]" in json.dumps(detail), detail
+    assert "SCALE_SHAPE" not in codes_of(r, "s.weight")
+
+
+def test_per_row_scales_beside_a_block_group_are_not_judged_by_its_block(tmp_path, run_audit):
+    # a channel group and a block group: which module is in which is the targets' call, so no block is imposed
+    r = run_audit(_block_checkpoint(tmp_path / "m", "weight_scale", (256, 1), _ct_config((128, 128), None)))
+    assert "SCALE_SHAPE" not in codes_of(r, "g0.weight") and "SCALE_SHAPE" not in codes_of(r, "s.weight")
 
 
 def test_scales_off_by_448x_or_inverted_are_outliers(tmp_path, run_audit):
