@@ -278,6 +278,33 @@ def test_config_format_beside_other_tensor_format_is_remarked(tmp_path, run_audi
     assert codes_of(run_audit(d), "l.weight")["CONFIG_FORMAT"] == ("warning", 128 * 128)
 
 
+def _fp4_weights(bits_of_groups):
+    groups = {f"group_{k}": {"targets": [f"re:.*g{k}.*"], "weights": {
+        "num_bits": b, "type": "float", "symmetric": True, "strategy": "tensor_group" if b == 4 else "channel",
+        "group_size": 16 if b == 4 else None}} for k, b in enumerate(bits_of_groups)}
+    return {"quantization_config": {"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized",
+                                    "config_groups": groups}}
+
+
+@pytest.mark.parametrize("config", ["compressed-tensors", "modelopt", "mixed"])
+def test_fp8_weights_under_a_packed_fp4_config_are_remarked(tmp_path, run_audit, config):
+    # From a new user's ModelOpt FP8 checkpoint whose quant_algo was edited to NVFP4 (and an llmcompressor one
+    # with num_bits 4): the FP4 config declared no FP8 format, and the FP8 tensors audited clean
+    d = tmp_path / "m"
+    d.mkdir()
+    q = np.random.default_rng(6).choice(np.arange(0x08, 0x70, dtype=np.uint8), size=(64, 128))
+    save_st(str(d / "model.safetensors"), {"g0.weight": fp8(q), "g0.weight_scale": torch.full((64, 1), 0.01)})
+    if config == "modelopt":
+        write_json(str(d / "hf_quant_config.json"), {"quantization": {"quant_algo": "NVFP4", "group_size": 16}})
+    else:
+        write_json(str(d / "config.json"), _fp4_weights([4] if config == "compressed-tensors" else [8, 4]))
+    c = codes_of(run_audit(d), "g0.weight")
+    if config == "mixed":  # an FP8 group beside the FP4 one: the tensor may be in it
+        assert "CONFIG_FORMAT" not in c
+    else:
+        assert c["CONFIG_FORMAT"] == ("error", 64 * 128)
+
+
 def test_torchao_bin_shards_with_their_index_pair_every_tensor(tmp_path, run_audit):
     torchao_q = pytest.importorskip("torchao.quantization")
     torch.manual_seed(0)
