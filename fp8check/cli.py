@@ -12,7 +12,7 @@ import argparse
 import functools
 import importlib
 import sys
-from typing import NoReturn, Sequence
+from typing import Any, NoReturn, Sequence
 
 from fp8check.errors import FP8CheckError
 
@@ -72,6 +72,18 @@ def _parser() -> ArgumentParser:
     return build_parser()
 
 
+def _no_driver_hint(error: str, args: Any) -> str:
+    """Triton's "0 active drivers" (a Triton kernel launched on a machine without a GPU), with what to do: every
+    kind's kernel reaches it (a cast's, a quantizer's, a gate's)."""
+    if "active drivers" not in error:
+        return error
+    if hasattr(args, "triton_target"):
+        return (error + " (a Triton kernel on a machine without a GPU: run it in fp8check's faithful interpreter "
+                "with --triton-target sm90, gfx942, ...)")
+    return (error + " (a Triton kernel on a machine without a GPU: this command runs kernels as they are; "
+            "`fp8check check ... --triton-target sm90` checks it in fp8check's faithful interpreter)")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -83,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(args))
     except FP8CheckError as exc:
-        print(f"fp8check: error: {exc}", file=sys.stderr)
+        print(f"fp8check: error: {_no_driver_hint(str(exc), args)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("fp8check: interrupted", file=sys.stderr)

@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 
 BUGS = {"none": 0, "tail": 1, "next-block": 2, "acc10": 3, "ocp": 4, "axis": 5, "inverted-ratio": 6,
-        "unmasked-tail": 7, "product-first": 8}
+        "unmasked-tail": 7, "product-first": 8, "b-by-row": 9}
 
 
 def _output(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype = torch.float32, block_n: int = 64,
@@ -104,6 +104,10 @@ def _row_kernel(a_ptr, b_ptr, c_ptr, as_ptr, bs_ptr, M, N, K, s_am, s_ak, s_bn, 
         a_s = tl.load(as_ptr + rn % M, mask=rn < N, other=0.0)
         b_s = tl.load(bs_ptr + rm % N, mask=rm < M, other=0.0)
         acc = acc * a_s[None, :] * b_s[:, None]
+    elif BUG == 9:  # b's scale indexed by the output row
+        a_s = tl.load(as_ptr + rm, mask=rm < M, other=0.0)
+        b_s = tl.load(bs_ptr + rm % N, mask=rm < M, other=0.0)
+        acc = acc * a_s[:, None] * b_s[:, None]
     else:
         a_s = tl.load(as_ptr + rm, mask=rm < M, other=0.0)
         b_s = tl.load(bs_ptr + rn, mask=rn < N, other=0.0)
@@ -112,8 +116,8 @@ def _row_kernel(a_ptr, b_ptr, c_ptr, as_ptr, bs_ptr, M, N, K, s_am, s_ak, s_bn, 
 
 
 def row_gemm(a: torch.Tensor, a_scales: torch.Tensor, b: torch.Tensor, b_scales: torch.Tensor, *,
-             bug: str = "none") -> torch.Tensor:
-    M, N, K, c, grid = _output(a, b)
+             bug: str = "none", out_dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    M, N, K, c, grid = _output(a, b, out_dtype)
     _row_kernel[grid](a, b, c, a_scales.reshape(-1), b_scales.reshape(-1), M, N, K, a.stride(0), a.stride(1),
                       b.stride(0), b.stride(1), BM=32, BN=64, BK=64, BUG=BUGS[bug])
     return c

@@ -67,6 +67,10 @@ PLANTED = [
     # a bfloat16 output rounds the kernel's ratio to the block's dot to 2^-8: the scale pair is still found
     ("next-block", functools.partial(plants.block_gemm, out_dtype=torch.bfloat16), BLOCK, "sm90", "scale",
      ["K block 0", "b_scales[0, 1] where a_scales[0, 0] x b_scales[0, 0] is declared"]),
+    # from a new user's wheel trial: b's scale read at the output row, a bfloat16 output; the nearest pair
+    # of entries was a coincidental one (a_scales[5, 0] x b_scales[42, 0] for C[0, 32])
+    ("b-by-row", functools.partial(plants.row_gemm, out_dtype=torch.bfloat16), "rowwise", "sm90", "scale",
+     ["x b_scales[0, 0] where a_scales[0, 0] x b_scales[", "b's scale read at the output row 0, not at its column"]),
     ("acc10", functools.partial(plants.block_gemm, out_dtype=torch.bfloat16), BLOCK, "gfx942", "accuracy",
      ["element ("]),  # a single K block's truncation can vanish in the bfloat16 store: the sum is named
 ]
@@ -86,6 +90,18 @@ def test_each_planted_bug_is_a_finding_naming_tile_block_and_scale(bug, launcher
     for w in words:
         assert w in first.detail, first.detail
     assert first.condition.startswith("M=")
+
+
+def test_a_scale_read_at_the_other_operand_s_index_is_named_on_every_element_listed():
+    # b's scale read at the output row with a bfloat16 output: the nearest pair of entries within the output's
+    # rounding was a coincidental one for some elements (a new user's C[0, 32]: a_scales[5, 0] x b_scales[42, 0])
+    r = checked(functools.partial(plants.row_gemm, bug="b-by-row", out_dtype=torch.bfloat16), "sm90", "rowwise",
+                cap=60)
+    listed = [d for d in r.divergences if d.category == "scale"]
+    assert len(listed) >= 30
+    for d in listed:
+        m, n = (int(v) for v in re.match(r"C\[(\d+), (\d+)\]", d.input_hex).groups())
+        assert f"x b_scales[{m}, 0] where a_scales[{m}, 0] x b_scales[{n}, 0] is declared" in d.detail, d.detail
 
 
 def test_a_kernel_that_cannot_take_the_gemm_arguments_is_one_line_and_exit_2(capsys):

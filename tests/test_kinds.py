@@ -437,3 +437,29 @@ def test_bad_decode_and_dequant_tables_name_the_key(kind, entry, message):
 
     with pytest.raises(InvalidValueError, match=message.replace("(", r"\(").replace("[", r"\[")):
         from_table(kind, {"kernel": "kind_kernels:fnuz_decoder", "format": "e4m3fn", **entry})
+
+
+def test_a_dequant_divergence_another_block_s_scale_explains_names_it_when_a_direction_gives_the_same_values():
+    # From a new user's Triton weight_dequant whose scale row stride was N // 128 (not ceil): block (1, 0) read
+    # block (0, 2)'s scale 8.0 where its own is 0.12494885; 1/0.12494885 = 8.0033 gives the same bfloat16 values,
+    # and the detail said only "divided by the scale (divide), not multiply". The kernel's arithmetic is real:
+    # each code's value times the other block's scale in float32, rounded to bfloat16.
+    import numpy as np
+
+    from fp8check import formats, reference
+    from fp8check.quantizers import dequant
+
+    fmt = formats.E4M3FN
+    scales = np.array([[0.5, 2.0, 8.0], [0.12494885, 4.0, 0.25]], dtype=np.float32)
+    codes = np.arange(0x08, 0x78, dtype=np.uint8)  # positive normal codes, all in block (1, 0)
+    values = reference.decode(codes, fmt).astype(np.float32)
+    where = (np.ones(codes.size, np.int64), np.zeros(codes.size, np.int64))
+    own = np.full(codes.size, scales[1, 0], dtype=np.float32)
+    bf16 = lambda v: dequant._to_dtype_bits(v.astype(np.float32), "bfloat16")  # noqa: E731
+    expected, actual = bf16(values * own), bf16(values * scales[0, 2])
+    wrong = expected != actual
+    assert wrong.sum() > 50 and (bf16(values / own) == actual).all()  # the ambiguity is real
+    cats, why = dequant._categories(values[wrong], codes[wrong], own[wrong], (where[0][wrong], where[1][wrong]),
+                                    expected[wrong], actual[wrong], scales, "multiply", "bfloat16", fmt)
+    assert set(cats) == {"scale"}
+    assert all("the kernel applied the scale of block (0, 2)" in w for w in why), why[0]

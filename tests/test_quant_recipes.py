@@ -378,3 +378,23 @@ def test_scale_divide_and_an_all_zero_blocks_scale():
     back = check_quantizer(torch_quantizer(dividing), declared, **cases)
     assert not back.passed
     assert all('scale-divide = "divide"' in d.detail for d in back.divergences if d.category == "scale")
+
+
+def test_a_kernel_writing_plus_zero_for_minus_zero_is_told_the_sign_of_zero_not_a_rounding():
+    # From a new user's NVFP4 kernel: its sign bit came from x < 0, so -0.0 (and a negative value rounding to
+    # zero in e4m3fn here) got +0; the detail said "the kernel rounds twice or otherwise differs: x / scale = 0".
+    correct = torch_quantizer(quantizers.get("rowwise"))
+
+    def sign_from_less_than_zero(x):
+        codes, scales = correct(x)
+        u8 = codes.view(torch.uint8)
+        return torch.where(u8 == 0x80, torch.zeros_like(u8), u8).view(codes.dtype), scales
+
+    x = np.array([[-0.0, 1.0, 448.0, 2.0], [3.0, -0.0, -1.0, 0.5]], np.float32)
+    r = check_quantizer(sign_from_less_than_zero, "rowwise", max_examples=0, cases=[QuantCase("minus zero", x)])
+    codes = [d for d in r.divergences if d.category == "codes"]
+    assert r.categories["codes"] == 2 and codes
+    for d in codes:
+        assert "x / scale = -0 exactly, correctly rounded code 80" in d.detail, d.detail
+        assert "the kernel's 00 is +0: a zero of the wrong sign, not a rounding" in d.detail, d.detail
+        assert "rounds twice" not in d.detail

@@ -21,6 +21,7 @@ every verdict is ``unknown`` (DESIGN rule 12: a verdict only for what was read).
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -273,10 +274,17 @@ class Auditor:
         if g is None:
             why = (f"fits no granularity of data {list(rec.entry.shape)}; expected e.g. "
                    f"{granularity.expected_shapes(rec.entry.shape)}")
+        elif g.name in (granularity.TENSORWISE, granularity.ROWWISE) and declared and not rec.entry.block \
+                and ck.config.block_everywhere and not granularity.data_dims(rec.entry.shape)[0] \
+                and sc.entry.numel != math.prod(want := granularity.block_scale_shape(rec.entry.shape, declared)):
+            # one scale per tensor (or row) where the config gives every weight blocks: a (1, 1) scale of a
+            # weight no larger than one block is both, and fits
+            why = (f"holds {'one scale per row' if g.name == granularity.ROWWISE else 'one scale'}, but "
+                   f"{ck.config.source} declares {list(declared)} blocks for every weight: expected {want}")
+            g = None
         elif g.name != granularity.TENSORWISE and g.name != granularity.ROWWISE and declared and not rec.entry.block \
                 and (g.block_rows, g.block_cols) != declared:
-            _, o, i = granularity.data_dims(rec.entry.shape)
-            want = [-(-o // declared[0]), -(-i // declared[1])]
+            want = granularity.block_scale_shape(rec.entry.shape, declared)
             why = (f"is read as {g.block_rows}x{g.block_cols} blocks, but {ck.config.source} declares "
                    f"{list(declared)} blocks: expected {want}")
             g = None

@@ -85,6 +85,9 @@ class QuantConfig:
     weight_format: Format | None = None  # the FP8 format of quantized weights, if declared
     packed: str = ""  # "nvfp4", "mxfp4", ... when weights are packed narrower than FP8
     block: tuple[int, int] | None = None
+    # the block is declared for every quantized weight (one config group, or all alike): a scale of another shape
+    # does not load (vLLM sizes the block scale parameter from the config and copies into it)
+    block_everywhere: bool = False
     group_size: int | None = None
     ue8m0_scales: bool = False
     dequant_dtype: str | None = None
@@ -153,6 +156,7 @@ def parse_config(docs: dict[str, Any]) -> QuantConfig:
             if method == "fp8":  # DeepSeek / transformers FineGrainedFP8
                 q.weight_format = _FP8_NAMES.get(str(qc.get("fmt", "e4m3")).lower(), formats.E4M3FN)
                 q.block = _int_pair(qc.get("weight_block_size"))
+                q.block_everywhere = q.block is not None
                 q.ue8m0_scales = str(qc.get("scale_fmt", "")).lower() == "ue8m0"
                 if str(qc.get("activation_scheme", "")).lower() == "static":
                     q.static_activations = 'config.json quantization_config.activation_scheme "static"'
@@ -215,6 +219,7 @@ def _compressed_tensors(q: QuantConfig, qc: dict[str, Any]) -> None:
     """compressed-tensors config_groups: the weights' format, block or group, and static activations."""
     groups = qc.get("config_groups")
     static: list[bool] = []
+    blocks: list[tuple[int, int] | None] = []
     if isinstance(groups, dict):
         for grp in groups.values():
             w = grp.get("weights") if isinstance(grp, dict) else None
@@ -231,7 +236,8 @@ def _compressed_tensors(q: QuantConfig, qc: dict[str, Any]) -> None:
                                             f"{w.get('group_size')!r} (NVFP4 uses 16, MXFP4 32)")
             elif bits is not None or kind:
                 q.not_understood.append(f"compressed-tensors weights num_bits {bits!r} type {kind!r}")
-            q.block = _int_pair(w.get("block_structure")) or q.block
+            blocks.append(_int_pair(w.get("block_structure")))
+            q.block = blocks[-1] or q.block
             if isinstance(w.get("group_size"), int) and w["group_size"] > 0:
                 q.group_size = w["group_size"]
             a = grp.get("input_activations")
@@ -240,6 +246,7 @@ def _compressed_tensors(q: QuantConfig, qc: dict[str, Any]) -> None:
             if static[-1]:
                 q.static_activations = (f"config.json config_groups input_activations dynamic "
                                         f"{json.dumps(a.get('dynamic'))}")
+    q.block_everywhere = bool(blocks) and blocks[0] is not None and len(set(blocks)) == 1
     if not all(static):  # groups of both kinds: which module is in which group is the targets' call, not read here
         q.static_activations = ""
 

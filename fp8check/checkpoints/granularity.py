@@ -80,6 +80,12 @@ def _sizes(n: int, count: int, preferred: tuple[int, ...]) -> int | None:
     return None
 
 
+def block_scale_shape(data_shape: tuple[int, ...], block: tuple[int, int]) -> list[int]:
+    """The scale shape of ``block`` blocks over a weight's two last dims, ragged edge blocks included."""
+    _, o, i = data_dims(data_shape)
+    return [-(-o // block[0]), -(-i // block[1])]
+
+
 def match(data_shape: tuple[int, ...], scale_shape: tuple[int, ...], *, e8m0: bool = False,
           block_hint: tuple[int, int] | None = None, group_hint: int | None = None) -> Granularity | None:
     """The granularity under which ``scale_shape`` fits ``data_shape``, or None."""

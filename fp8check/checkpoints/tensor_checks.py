@@ -87,6 +87,15 @@ class TensorChecks:
             rec.findings.append(findings.make(
                 "CONFIG_FORMAT", rec.entry.numel,
                 f"{ck.config.source} declares {declared.name} weights, but this tensor is stored as {fmt.name}"))
+        elif declared is None and ck.config.packed in (layouts.NVFP4, layouts.MXFP4) and not ck.config.layer_schemes \
+                and rec.format_source in (None, "dtype"):
+            # a config for packed FP4 weights only (no FP8 group, no per-layer schemes) over an FP8 tensor: its
+            # loader builds the FP4 layout (uint8 weight_packed / weight, e4m3 or e8m0 block scales) and cannot
+            # take it
+            rec.findings.append(findings.make(
+                "CONFIG_FORMAT", rec.entry.numel,
+                f"{ck.config.source} declares {ck.config.packed} (packed FP4) weights, but this tensor is stored as "
+                f"{fmt.name}: an FP4 loader cannot take it", findings.ERROR))
         if rec.scale is None and ck.strict_missing and not rec.unpaired:
             rec.broken = "it has no scale, and the checkpoint's other tensors (or its config) say it needs one"
         # an FP8 weight with no scale in a model whose config.json has no quantization config and does not say

@@ -281,23 +281,16 @@ def _cast(args: argparse.Namespace) -> list[Any]:
             results.append(run_one(d))
         except KernelCallError as exc:
             if requested:  # asked for by name: its refusal is the answer
-                raise KernelCallError(_hint(str(exc))) from None
+                raise
             refused.append(Refusal(condition=f"every {d} input", error=str(exc)))
             unchecked[d] = f"not checked: the kernel refuses {d} inputs"
     if not results:
-        raise KernelCallError(_hint(refused[0].error))
+        raise KernelCallError(refused[0].error)
     results[0].refusals = refused + results[0].refusals  # dtypes the kernel refuses: findings
     for result in results:
         note_unchecked_dtypes(result, unchecked)
     return results
 
-
-
-def _hint(error: str) -> str:
-    if "active drivers" in error or "0 active driver" in error:
-        return (error + " (a Triton kernel on a machine without a GPU: run it in fp8check's faithful interpreter "
-                "with --triton-target sm90, gfx942, ...)")
-    return error
 
 
 def _quantize(args: argparse.Namespace) -> list[Any]:

@@ -589,6 +589,13 @@ class _Run:
                 # within an accumulator's rounding of the declared scales: a sum, never blamed on another scale
                 self.declared_sums += 1
                 return "accuracy", f"{ka}: the declared scales {declared}, a sum other than the target's"
+            for ia, ib, how in _crossed_indices(rec, m, n, j * step, sa.shape, sb.shape):
+                # an operand's scale read at the other operand's index: tried before the nearest pair, which a
+                # 16-bit output's slack lets a coincidental pair of entries win
+                if (ia, ib) != (want_a, want_b) and math.isfinite(ratio) and \
+                        abs(ratio / (sa[ia] * np.float64(sb[ib])) - 1) <= 2.0 ** -21 + slack:
+                    return "scale", (f"{ka}: scaled by a_scales{list(ia)} x b_scales{list(ib)} where {declared} "
+                                     f"is declared ({how})")
             pair = _scale_pair(ratio, sa, sb, want_a, want_b, self.nearest, slack)
             if pair is None and _format_swapped(ratio, sa[want_a] * np.float64(sb[want_b]), slack):
                 return "scale", (f"{ka}: the block's value is {ratio / (sa[want_a] * np.float64(sb[want_b])):g}x "
@@ -609,6 +616,23 @@ class _Run:
             return "nan", "NaN where the reference has none" if nan else "a number where NaN is due"
         self.declared_sums += 1
         return "accuracy", "every single K block conforms: the blocks' sum differs (their order or accumulation)"
+
+
+def _crossed_indices(rec: GemmRecipe, m: int, n: int, k: int, a_shape: tuple[int, ...],
+                     b_shape: tuple[int, ...]) -> list[tuple[tuple[int, int], tuple[int, int], str]]:
+    """The scale entries of C[m, n] when a kernel reads B's scale at the output row m, A's at the column n, or
+    both (in range only): (a index, b index, what the kernel did)."""
+    a_at_n = _index(rec, "a", n, k, a_shape) if rec.a_block[0] and n // rec.a_block[0] < a_shape[0] else None
+    b_at_m = _index(rec, "b", m, k, b_shape) if rec.b_block[0] and m // rec.b_block[0] < b_shape[0] else None
+    want_a, want_b = _index(rec, "a", m, k, a_shape), _index(rec, "b", n, k, b_shape)
+    out = []
+    if b_at_m is not None:
+        out.append((want_a, b_at_m, f"b's scale read at the output row {m}, not at its column {n}"))
+    if a_at_n is not None:
+        out.append((a_at_n, want_b, f"a's scale read at the output column {n}, not at its row {m}"))
+    if a_at_n is not None and b_at_m is not None:
+        out.append((a_at_n, b_at_m, "a's and b's scales read at each other's index"))
+    return out
 
 
 def _index(rec: GemmRecipe, operand: str, row: int, k: int, shape: tuple[int, ...]) -> tuple[int, int]:

@@ -300,13 +300,21 @@ def _categories(values: np.ndarray, codes: np.ndarray, scale: np.ndarray, where:
     adjacent = np.abs(expected.astype(np.int64) - actual.astype(np.int64)) == 1
     cats[adjacent & np.isfinite(a_val) & np.isfinite(e_val)] = "rounding"
     cats[np.isinf(e_val) != np.isinf(a_val)] = "overflow"
-    free = np.ones(codes.shape, dtype=bool)
+    # Each element takes the explanation that explains the most wrong elements of its block: a bug is one per
+    # block, and the other direction can give some of its elements the very value another block's scale gives
+    # (1/s and s' rounding to one bfloat16), so the first explanation that fits an element is not its cause.
+    block_id = np.asarray(where[0], np.int64) * scales.shape[1] + np.asarray(where[1], np.int64)
+    score = np.zeros(codes.shape, dtype=np.int64)
 
     def explained(candidate: np.ndarray, text: str, where_ok: np.ndarray | bool = True) -> None:
         got = _to_dtype_bits(candidate.astype(np.float32), dtype)
-        hit = free & where_ok & (got == actual)
-        cats[hit], why[hit] = "scale", text
-        free[hit] = False
+        hit = where_ok & (got == actual)
+        in_block = np.bincount(block_id[hit], minlength=scales.size)[block_id]
+        better = hit & (in_block > score)
+        if where_ok is not True:  # another block's scale explaining as many as a direction: both are named
+            tie = hit & (in_block == score) & (score > 0) & ~np.char.endswith(why.astype(str), ")")
+            why[tie] = why[tie] + f" (or, the same values here, {text[2:]})"
+        cats[better], why[better], score[better] = "scale", text, in_block[better]
 
     for how in APPLY:
         if how != apply:

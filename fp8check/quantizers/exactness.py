@@ -78,6 +78,8 @@ def exact_quotient(x: float, scale: float, op: str) -> str:
 
     fx, fs = Fraction(float(x)), Fraction(float(scale))
     v = fx * fs if op == "multiply" else fx / fs
+    if v == 0:  # a Fraction has no -0; a zero x keeps the sign its operands give it
+        return "-0" if bool(np.signbit(np.float64(x))) != bool(np.signbit(np.float64(scale))) else "0"
     ctx = Context(prec=21)
     d = ctx.divide(Decimal(v.numerator), Decimal(v.denominator))
     exact = Fraction(d) == v
@@ -96,6 +98,16 @@ def _tie_text(x: float, scale: float, op: str, fmt: Format, code: int, actual: i
     way = "away from" if abs(va) > abs(ve) else "toward"
     return (f"; it is a tie, halfway between {code:02X} ({ve:g}) and {actual:02X} ({va:g}): the kernel rounds it "
             f"{way} zero")
+
+
+def _zero_sign_text(fmt: Format, code: int, actual: int) -> str:
+    """When the correctly rounded code and the kernel's are zeros of opposite sign: the kernel writes the other
+    zero, which no rounding explains (a sign taken from ``x < 0``, which -0.0 is not, or dropped); else empty."""
+    ve, va = (float(decode(np.array([c], dtype=np.uint8), fmt)[0]) for c in (code, actual))
+    if code == actual or ve != 0 or va != 0:
+        return ""
+    return (f"; the kernel's {actual:02X} is {'+0' if np.signbit(ve) else '-0'}: a zero of the wrong sign, not a "
+            "rounding (a sign bit taken from x < 0 misses -0.0)")
 
 
 def verdict_text(verdict: int, x: float, scale: float, op: str, fmt: Format, profile: Profile,
@@ -118,6 +130,9 @@ def verdict_text(verdict: int, x: float, scale: float, op: str, fmt: Format, pro
                                       f"{fmt.name}"}[op]
         return f"the kernel is exact here; the recipe rounds twice ({how}): {exact}"
     if verdict == 2:
+        zero_sign = _zero_sign_text(fmt, code, actual) if actual is not None else ""
+        if zero_sign:
+            return f"the recipe is exact here: {exact}{zero_sign}"
         tie = _tie_text(x, scale, op, fmt, code, actual) if actual is not None else ""
         return f"the recipe is exact here; the kernel rounds twice or otherwise differs: {exact}{tie}"
     return f"neither side is exact here: {exact}"

@@ -461,8 +461,9 @@ def test_uint8_bytes_are_fp8_only_with_a_config_or_flag(tmp_path, run_audit):
     r = run_audit(tmp_path)
     assert tensor_of(r, "l.weight")["format"] == "e4m3fn"
     # int8 (TensorRT-LLM's spelling) reads the same bytes
+    # one scale: the config declares 128x128 blocks for every weight, and [16, 32] is one block
     save_st(tmp_path / "model.safetensors", {"l.weight": u8.view(torch.int8),
-                                             "l.weights_scaling_factor": torch.ones(16, 1)})
+                                             "l.weights_scaling_factor": torch.ones(1, 1)})
     r = run_audit(tmp_path)
     assert codes_of(r, "l.weight") == {"NAN_CODES": ("error", 2)}
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from checkpoint_builders import DEEPSEEK_CONFIG, codes_of, quantize, save_st, tensor_of, write_json
+from checkpoint_builders import COMPRESSED_TENSORS_CONFIG, DEEPSEEK_CONFIG, codes_of, quantize, save_st, tensor_of, write_json
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +54,8 @@ def _checkpoint(tmp_path, weights, *, scheme="rowwise", clip=None):
         else:
             tensors[name] = w.to(torch.bfloat16)
     save_st(tmp_path / "model.safetensors", tensors)
-    write_json(tmp_path / "config.json", DEEPSEEK_CONFIG)
+    # the config of a producer that writes this layout: per-row scales under DeepSeek's 128x128 blocks do not load
+    write_json(tmp_path / "config.json", DEEPSEEK_CONFIG if scheme == "block" else COMPRESSED_TENSORS_CONFIG)
     return tmp_path
 
 

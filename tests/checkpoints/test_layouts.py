@@ -5,6 +5,7 @@ made again independently (numpy, ml_dtypes' e2m1 decoding, torch's own fnuz cast
 from __future__ import annotations
 
 import io
+import json
 
 import ml_dtypes
 import numpy as np
@@ -192,6 +193,47 @@ def test_a_scale_that_only_fits_other_blocks_than_declared_is_scale_shape(tmp_pa
     assert set(r["summary"]["verdicts"].values()) == {"cannot_run"}
 
 
+def _ct_config(*blocks):
+    """A compressed-tensors config with one FP8 weight group per entry: a block_structure, or None (channel)."""
+    groups = {f"group_{k}": {"targets": [f"re:.*g{k}.*"], "weights": {
+        "num_bits": 8, "type": "float", "symmetric": True, "strategy": "block" if b else "channel",
+        "block_structure": list(b) if b else None}} for k, b in enumerate(blocks)}
+    return {"quantization_config": {"quant_method": "compressed-tensors", "format": "float-quantized",
+                                    "config_groups": groups}, "torch_dtype": "bfloat16"}
+
+
+def _block_checkpoint(d, name, scale_shape, config):
+    d.mkdir()
+    q = np.random.default_rng(5).choice(np.arange(0x08, 0x70, dtype=np.uint8), size=(256, 512))
+    save_st(str(d / "model.safetensors"), {
+        "g0.weight": fp8(q), f"g0.{name}": torch.full(scale_shape, 0.01),
+        "s.weight": fp8(q[:128, :128]), f"s.{name}": torch.full((1, 1), 0.01)})
+    write_json(str(d / "config.json"), config)
+    return d
+
+
+@pytest.mark.parametrize("config", ["deepseek", "compressed-tensors"])
+@pytest.mark.parametrize("scale_shape", [(1, 1), (256, 1)])
+def test_one_scale_per_tensor_or_row_where_the_config_declares_blocks_is_scale_shape(tmp_path, run_audit, config,
+                                                                                    scale_shape):
+    # From a new user's llmcompressor FP8_BLOCK checkpoint with its block_structure edited to [32, 32]: the
+    # (1, 1) scales were read as tensorwise and the audit was clean, while a loader sizes [2, 4] from the config.
+    # A (1, 1) scale of a weight no larger than one block (s) fits.
+    d = _block_checkpoint(tmp_path / "m", "weight_scale_inv" if config == "deepseek" else "weight_scale",
+                          scale_shape, DEEPSEEK_CONFIG if config == "deepseek" else _ct_config((128, 128)))
+    r = run_audit(d)
+    assert codes_of(r, "g0.weight")["SCALE_SHAPE"] == ("error", scale_shape[0] * scale_shape[1])
+    detail = next(f for f in tensor_of(r, "g0.weight")["findings"] if f["code"] == "SCALE_SHAPE")
+    assert "declares [128, 128] blocks for every weight: expected [2, 4]" in json.dumps(detail), detail
+    assert "SCALE_SHAPE" not in codes_of(r, "s.weight")
+
+
+def test_per_row_scales_beside_a_block_group_are_not_judged_by_its_block(tmp_path, run_audit):
+    # a channel group and a block group: which module is in which is the targets' call, so no block is imposed
+    r = run_audit(_block_checkpoint(tmp_path / "m", "weight_scale", (256, 1), _ct_config((128, 128), None)))
+    assert "SCALE_SHAPE" not in codes_of(r, "g0.weight") and "SCALE_SHAPE" not in codes_of(r, "s.weight")
+
+
 def test_scales_off_by_448x_or_inverted_are_outliers(tmp_path, run_audit):
     d = tmp_path / "m"
     d.mkdir()
@@ -234,6 +276,33 @@ def test_config_format_beside_other_tensor_format_is_remarked(tmp_path, run_audi
                                            "l.weight_scale_inv": torch.full((1, 1), 0.01)})
     write_json(str(d / "config.json"), DEEPSEEK_CONFIG)
     assert codes_of(run_audit(d), "l.weight")["CONFIG_FORMAT"] == ("warning", 128 * 128)
+
+
+def _fp4_weights(bits_of_groups):
+    groups = {f"group_{k}": {"targets": [f"re:.*g{k}.*"], "weights": {
+        "num_bits": b, "type": "float", "symmetric": True, "strategy": "tensor_group" if b == 4 else "channel",
+        "group_size": 16 if b == 4 else None}} for k, b in enumerate(bits_of_groups)}
+    return {"quantization_config": {"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized",
+                                    "config_groups": groups}}
+
+
+@pytest.mark.parametrize("config", ["compressed-tensors", "modelopt", "mixed"])
+def test_fp8_weights_under_a_packed_fp4_config_are_remarked(tmp_path, run_audit, config):
+    # From a new user's ModelOpt FP8 checkpoint whose quant_algo was edited to NVFP4 (and an llmcompressor one
+    # with num_bits 4): the FP4 config declared no FP8 format, and the FP8 tensors audited clean
+    d = tmp_path / "m"
+    d.mkdir()
+    q = np.random.default_rng(6).choice(np.arange(0x08, 0x70, dtype=np.uint8), size=(64, 128))
+    save_st(str(d / "model.safetensors"), {"g0.weight": fp8(q), "g0.weight_scale": torch.full((64, 1), 0.01)})
+    if config == "modelopt":
+        write_json(str(d / "hf_quant_config.json"), {"quantization": {"quant_algo": "NVFP4", "group_size": 16}})
+    else:
+        write_json(str(d / "config.json"), _fp4_weights([4] if config == "compressed-tensors" else [8, 4]))
+    c = codes_of(run_audit(d), "g0.weight")
+    if config == "mixed":  # an FP8 group beside the FP4 one: the tensor may be in it
+        assert "CONFIG_FORMAT" not in c
+    else:
+        assert c["CONFIG_FORMAT"] == ("error", 64 * 128)
 
 
 def test_torchao_bin_shards_with_their_index_pair_every_tensor(tmp_path, run_audit):

@@ -521,3 +521,42 @@ def test_the_fixture_helper_makes_a_pytest_fixture(pytester):
         "def test_after():\n"
         "    assert not ft.is_patched()\n")
     pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=2)
+
+
+_PLAIN_TRITON_QUANTIZER = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _scale_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+def tensorwise(x):
+    y = x.to(torch.float32).contiguous()
+    _scale_kernel[(1,)](y, y.numel(), BLOCK=1024)
+    s = y.abs().amax().clamp(min=1e-12) / 240.0
+    return (y / s).clamp(-240.0, 240.0).to(torch.float8_e4m3fnuz), s
+"""
+
+
+@pytest.mark.parametrize("command", ["check", "gate"])
+def test_a_triton_quantizer_without_a_target_is_told_how_to_run_it_on_a_cpu(tmp_path, capsys, command):
+    # From a new user's wheel trial: a Triton quantizer checked or gated without --triton-target got Triton's
+    # "0 active drivers ([]). There should only be one." alone (the cast kind's hint did not reach the others)
+    from fp8check.cli import main
+
+    (tmp_path / "plain_quant.py").write_text(_PLAIN_TRITON_QUANTIZER)
+    kernel = f"{tmp_path / 'plain_quant.py'}:tensorwise"
+    argv = (["check", kernel, "--kind", "quantize", "--recipe", "tensorwise", "--format", "e4m3fnuz"]
+            if command == "check" else
+            ["gate", "assert_close(rtol=1e-2, atol=1e-2)", "--recipe", "tensorwise", "--format", "e4m3fnuz",
+             "--kernel", kernel])
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "active drivers" in err and len(err.splitlines()) == 1, err
+    assert ("with --triton-target sm90, gfx942" if command == "check" else
+            "`fp8check check ... --triton-target sm90` checks it") in err, err
