@@ -128,14 +128,15 @@ def _one_case(fn: Any, case: Any, recipe: str, seed: int, epilogue: str | None) 
         stock = f"{type(exc).__name__}: {exc}"[:200]
     model = next(iter(dots)) if len(dots) == 1 else None
     lowering = next(iter(how)) if len(how) == 1 else None
+    dot_k = tensorcore.dot_tile(steps)
 
     def against(dot_model: str | None) -> int:
         values, _ = gemm.gemm_reference("sm90", "e4m3fn", recipe, a, sa, b, sb, epilogue=epilogue, how=lowering,
-                                        dot_model=dot_model, dot_k=tensorcore.dot_tile(steps))
+                                        dot_model=dot_model, dot_k=dot_k)
         return _differ(_bits(compiled), _bits(torch.from_numpy(values).to(compiled.dtype)))
 
     values, dependent = gemm.gemm_reference("sm90", "e4m3fn", recipe, a, sa, b, sb, epilogue=epilogue, how=lowering,
-                                            dot_model=model, dot_k=tensorcore.dot_tile(steps))
+                                            dot_model=model, dot_k=dot_k)
     expected = torch.from_numpy(values).to(compiled.dtype)
     # the contrast: the reference under sm90's other tl.dot instruction (wgmma <-> mma.sync), which must differ
     other = {"sm90-wgmma-fp8": "sm90-mma-16bit", "sm90-mma-16bit": "sm90-wgmma-fp8"}.get(model or "")

@@ -199,19 +199,32 @@ def _fused(ck: Checkpoint, modules: list[Module]) -> None:
             continue
         _fused_input_scales(ck, m, shards)
         for suffix in m.lay.fused_shared:
-            values = {s.name: _scalar(ck, s.stem + suffix) for s in shards}
-            known = {k: v for k, v in values.items() if v is not None and np.isfinite(v) and v > 0}
-            if len(known) < 2 or len(set(known.values())) == 1:
-                continue
-            ratio = max(known.values()) / min(known.values())
-            severity = findings.ERROR if ratio > findings.FUSED_RATIO_ERROR else findings.WARNING
-            listed = ", ".join(f"{k.rpartition('.')[2]} {v:.6g}" for k, v in known.items())
-            for s in shards:
-                if s.name in known:
-                    s.rec.findings.append(findings.make(
-                        "FUSED_SCALE_MISMATCH", len(known),
-                        f"{suffix} differs across the fused shards of {m.name.rpartition('.')[0]} ({listed}; "
-                        f"{ratio:.3g}x): {m.lay.fused_loader}", severity))
+            differing = _differing(ck, m, shards, suffix)
+            if differing is not None:
+                known, ratio, head = differing
+                _mismatch(shards, known, f"{head}: {m.lay.fused_loader}",
+                        findings.ERROR if ratio > findings.FUSED_RATIO_ERROR else findings.WARNING)
+
+
+def _differing(ck: Checkpoint, m: Module, shards: list[Module],
+               suffix: str) -> tuple[dict[str, float], float, str] | None:
+    """The shards' positive finite values of the scale ``suffix``, their max / min and the words naming them, where
+    at least two differ (else None)."""
+    values = {s.name: _scalar(ck, s.stem + suffix) for s in shards}
+    known = {k: v for k, v in values.items() if v is not None and np.isfinite(v) and v > 0}
+    if len(known) < 2 or len(set(known.values())) == 1:
+        return None
+    ratio = max(known.values()) / min(known.values())
+    listed = ", ".join(f"{k.rpartition('.')[2]} {v:.6g}" for k, v in known.items())
+    layer = m.name.rpartition(".")[0]
+    return known, ratio, f"{suffix} differs across the fused shards of {layer} ({listed}; {ratio:.3g}x)"
+
+
+def _mismatch(shards: list[Module], known: dict[str, float], text: str, severity: str) -> None:
+    """FUSED_SCALE_MISMATCH on each shard that holds one of the differing values."""
+    for s in shards:
+        if s.name in known:
+            s.rec.findings.append(findings.make("FUSED_SCALE_MISMATCH", len(known), text, severity))
 
 
 def _fused_input_scales(ck: Checkpoint, m: Module, shards: list[Module]) -> None:
@@ -219,17 +232,11 @@ def _fused_input_scales(ck: Checkpoint, m: Module, shards: list[Module]) -> None
     gate and up share one input-scale slot in vLLM's FusedMoE loader, which refuses a second value more than 1e-5
     off under compressed-tensors (an error: the checkpoint does not load) and else keeps the one loaded last; a
     dense fused layer's input is quantized with their max (a warning)."""
-    suffix = m.lay.input_scale if m.lay is not None else ""
-    if not suffix:
+    differing = _differing(ck, m, shards, m.lay.input_scale) if m.lay is not None and m.lay.input_scale else None
+    if differing is None:
         return
-    values = {s.name: _scalar(ck, s.stem + suffix) for s in shards}
-    known = {k: v for k, v in values.items() if v is not None and np.isfinite(v) and v > 0}
-    if len(known) < 2 or len(set(known.values())) == 1:
-        return
-    ratio = max(known.values()) / min(known.values())
-    listed = ", ".join(f"{k.rpartition('.')[2]} {v:.6g}" for k, v in known.items())
-    what = (f"{suffix} differs across the fused shards of {m.name.rpartition('.')[0]} ({listed}; {ratio:.3g}x), "
-            f"which quantize the same input: one calibration of one tensor gives one scale. ")
+    known, ratio, head = differing
+    what = f"{head}, which quantize the same input: one calibration of one tensor gives one scale. "
     severity = findings.WARNING
     if ".experts." in m.name:
         if m.lay.name.startswith("compressed-tensors") and max(known.values()) - min(known.values()) > 1e-5:
@@ -242,9 +249,7 @@ def _fused_input_scales(ck: Checkpoint, m: Module, shards: list[Module]) -> None
     else:
         what += (f"vLLM quantizes the fused layer's input with their max, so the shards calibrated smaller lose "
                  f"{np.log2(ratio):.2g} binades of their range at the bottom (into subnormals and zero)")
-    for s in shards:
-        if s.name in known:
-            s.rec.findings.append(findings.make("FUSED_SCALE_MISMATCH", len(known), what, severity))
+    _mismatch(shards, known, what, severity)
 
 
 # -- per-layer schemes (ModelOpt MIXED_PRECISION) --------------------------------------------------------------------
