@@ -592,8 +592,8 @@ class _Run:
             for ia, ib, how in _crossed_indices(rec, m, n, j * step, sa.shape, sb.shape):
                 # an operand's scale read at the other operand's index: tried before the nearest pair, which a
                 # 16-bit output's slack lets a coincidental pair of entries win
-                if (ia, ib) != (want_a, want_b) and math.isfinite(ratio) and \
-                        abs(ratio / (sa[ia] * np.float64(sb[ib])) - 1) <= 2.0 ** -21 + slack:
+                if (ia, ib) != (want_a, want_b) and math.isfinite(ratio) and ratio != 0 and \
+                        _explains(sa[ia] * np.float64(sb[ib]), ratio, slack):
                     return "scale", (f"{ka}: scaled by a_scales{list(ia)} x b_scales{list(ib)} where {declared} "
                                      f"is declared ({how})")
             pair = _scale_pair(ratio, sa, sb, want_a, want_b, self.nearest, slack)
@@ -685,6 +685,13 @@ def _nearest_table(values: np.ndarray, shape: tuple[int, ...], want: tuple[int, 
     return uniq, dist[first], first
 
 
+def _explains(product: Any, ratio: float, slack: float) -> Any:
+    """Whether a product of scale entries is ``ratio`` to 2^-21 (the two float32 roundings of the scaling) plus
+    ``slack`` (a 16-bit output's rounding)."""
+    with np.errstate(all="ignore"):
+        return np.abs(product / ratio - 1) <= 2.0 ** -21 + slack
+
+
 def _scale_pair(ratio: float, sa: np.ndarray, sb: np.ndarray, want_a: tuple[int, int], want_b: tuple[int, int],
                 memo: dict[Any, Any] | None = None,
                 slack: float = 0.0) -> tuple[tuple[int, int], tuple[int, int]] | None:
@@ -698,9 +705,7 @@ def _scale_pair(ratio: float, sa: np.ndarray, sb: np.ndarray, want_a: tuple[int,
     memo = {} if memo is None else memo
     ua, da, fa = _nearest_per_value(sa, want_a, memo)
     ub, db, fb = _nearest_per_value(sb, want_b, memo)
-    with np.errstate(all="ignore"):
-        close = np.abs(np.multiply.outer(ua, ub) / ratio - 1) <= 2.0 ** -21 + slack
-    pa, pb = np.nonzero(close)
+    pa, pb = np.nonzero(_explains(np.multiply.outer(ua, ub), ratio, slack))
     if not len(pa):
         return None
     best = np.lexsort((fb[pb], fa[pa], da[pa] + db[pb]))[0]
