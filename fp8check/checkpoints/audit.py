@@ -31,7 +31,8 @@ from typing import Iterator
 import numpy as np
 
 from fp8check import formats
-from fp8check.checkpoints import conventions, encodings, findings, granularity, layouts, relations, stats, targets
+from fp8check.checkpoints import (conventions, ct_strategy, encodings, findings, granularity, layouts, relations, stats,
+                                  targets)
 from fp8check.checkpoints.audit_result import (AUDIT_SCHEMA_VERSION, AuditResult, CheckpointResult, FileResult,
                                                ScaleRef, Summary, TensorResult, TensorRows)
 from fp8check.checkpoints.counting import CodeCounter
@@ -261,6 +262,7 @@ class Auditor:
                 except CheckpointError as exc:
                     self._file_error(exc)
                     rec.unread = rec.unread or exc.reason
+        ct_strategy.strategy_findings(ck)
         relations.relation_findings(ck)
 
     def _fp8_scale_shape(self, ck: Checkpoint, rec: Record) -> None:

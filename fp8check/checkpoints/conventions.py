@@ -76,6 +76,34 @@ def scale_role_by_name(name: str) -> str | None:
 # -- quantization configs ------------------------------------------------------
 
 
+# compressed-tensors 0.19 quant_args.py QuantizationStrategy: every value it accepts; the weight and input strategies
+# whose scale shapes fp8check models (attn_head is the KV cache's, a weight or input strategy no FP8 scheme reads)
+CT_STRATEGIES = ("tensor", "channel", "group", "block", "token", "tensor_group", "attn_head")
+CT_MODELLED = {"weights": ("tensor", "channel", "group", "block", "tensor_group"),
+               "input_activations": ("tensor", "token", "group", "tensor_group")}
+# the strategies compressed-tensors accepts with dynamic true (validate_model_after)
+CT_DYNAMIC = ("token", "tensor", "tensor_group", "group")
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """One config group's declared quantization of weights or input activations (compressed-tensors
+    QuantizationArgs), its strategy inferred from group_size where absent, as compressed-tensors does."""
+
+    where: str  # config_groups.NAME.weights / .input_activations
+    strategy: str
+    num_bits: Any = None
+    type: str = ""
+    block: tuple[int, int] | None = None
+    group_size: int | None = None
+    dynamic: bool | str = False
+
+    @property
+    def static(self) -> bool:
+        """A stored, calibrated scale: dynamic false, or "local" (NVFP4's stored global scale)."""
+        return self.dynamic in (False, "local")
+
+
 @dataclass
 class QuantConfig:
     """What config.json / hf_quant_config.json declare, as far as an audit needs."""
@@ -100,6 +128,12 @@ class QuantConfig:
     static_activations: str = ""
     # ModelOpt MIXED_PRECISION: module prefix -> its quant_algo (FP8, NVFP4, W4A16_NVFP4), from quantized_layers
     layer_schemes: dict[str, str] = field(default_factory=dict)
+    # compressed-tensors: each config group's declared strategy for weights and for input activations
+    weight_strategies: list[Strategy] = field(default_factory=list)
+    input_strategies: list[Strategy] = field(default_factory=list)
+    # what compressed-tensors' own validation refuses in config_groups (vLLM validates every group when it reads the
+    # config): where and the error it raises
+    strategy_refused: list[str] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -221,7 +255,7 @@ def _compressed_tensors(q: QuantConfig, qc: dict[str, Any]) -> None:
     static: list[bool] = []
     blocks: list[tuple[int, int] | None] = []
     if isinstance(groups, dict):
-        for grp in groups.values():
+        for name, grp in groups.items():
             w = grp.get("weights") if isinstance(grp, dict) else None
             if not isinstance(w, dict):
                 continue
@@ -236,11 +270,15 @@ def _compressed_tensors(q: QuantConfig, qc: dict[str, Any]) -> None:
                                             f"{w.get('group_size')!r} (NVFP4 uses 16, MXFP4 32)")
             elif bits is not None or kind:
                 q.not_understood.append(f"compressed-tensors weights num_bits {bits!r} type {kind!r}")
-            blocks.append(_int_pair(w.get("block_structure")))
+            blocks.append(_block_structure(w.get("block_structure")))
             q.block = blocks[-1] or q.block
             if isinstance(w.get("group_size"), int) and w["group_size"] > 0:
                 q.group_size = w["group_size"]
             a = grp.get("input_activations")
+            for role, args, into in (("weights", w, q.weight_strategies), ("input_activations", a, q.input_strategies)):
+                declared = _ct_strategy(q, f"config_groups.{name}.{role}", role, args) if isinstance(args, dict) else None
+                if declared is not None:
+                    into.append(declared)
             # dynamic false: a calibrated input_scale; "local" (NVFP4): a stored input_global_scale
             static.append(isinstance(a, dict) and a.get("dynamic") in (False, "local"))
             if static[-1]:
@@ -249,6 +287,69 @@ def _compressed_tensors(q: QuantConfig, qc: dict[str, Any]) -> None:
     q.block_everywhere = bool(blocks) and blocks[0] is not None and len(set(blocks)) == 1
     if not all(static):  # groups of both kinds: which module is in which group is the targets' call, not read here
         q.static_activations = ""
+
+
+def _ct_strategy(q: QuantConfig, where: str, role: str, args: dict[str, Any]) -> Strategy | None:
+    """The strategy one QuantizationArgs declares, inferred as compressed-tensors does where absent; what its
+    validation refuses goes to ``strategy_refused``, a value it does not know (or one no scale shape is modelled for)
+    to ``not_understood``."""
+    raw, size, structure = args.get("strategy"), args.get("group_size"), args.get("block_structure")
+    size = size if isinstance(size, int) and not isinstance(size, bool) else None
+    dynamic = args.get("dynamic", False)
+    dynamic = dynamic.lower() if isinstance(dynamic, str) else dynamic
+    if raw is None:  # QuantizationArgs.validate_model_after: inferred from group_size
+        strategy = "tensor" if size is None else "group" if size > 0 else "channel" if size == -1 else ""
+        if not strategy:
+            q.strategy_refused.append(f'{where}: group_size {size} without a strategy (compressed-tensors: "Invalid '
+                                      'group size")')
+            return None
+    elif isinstance(raw, str) and raw.lower() in CT_STRATEGIES:
+        strategy = raw.lower()
+    else:
+        q.not_understood.append(f"compressed-tensors {where}.strategy {raw!r}, a strategy compressed-tensors "
+                                f"0.19 does not define")
+        return None
+    block = _block_structure(structure)
+    refused = _ct_refusal(strategy, size, structure, block, dynamic)
+    if refused:
+        q.strategy_refused.append(f'{where}: strategy "{strategy}" {refused}')
+    elif strategy not in CT_MODELLED[role]:
+        q.not_understood.append(f'compressed-tensors {where}.strategy "{strategy}", whose scale fp8check does not model')
+        return None
+    return Strategy(where=where, strategy=strategy, num_bits=args.get("num_bits"), type=str(args.get("type", "")).lower(),
+                    block=block, group_size=size, dynamic=dynamic)
+
+
+def _block_structure(value: Any) -> tuple[int, int] | None:
+    """block_structure as compressed-tensors reads it: [rows, cols], or the older "RxC" string."""
+    if isinstance(value, str):
+        rows, _, cols = value.partition("x")
+        value = [int(rows), int(cols)] if rows.isdigit() and cols.isdigit() else None
+    return _int_pair(value)
+
+
+def _ct_refusal(strategy: str, size: int | None, structure: Any, block: tuple[int, int] | None,
+                dynamic: Any) -> str:
+    """What compressed-tensors 0.19 QuantizationArgs (quant_args.py validate_model_after and its field validators)
+    raises for these arguments, or ""."""
+    if structure is not None and block is None:
+        return f"with block_structure {structure!r} (compressed-tensors: \"Invalid block_structure\")"
+    if strategy == "token" and not dynamic:
+        return "with static activations (compressed-tensors: \"Cannot perform static token quantization\")"
+    if strategy in ("group", "tensor_group") and (size is None or size <= 0):
+        return f"with group_size {size} (compressed-tensors: \"requires group_size to be set to a positive value\")"
+    if size is not None and size > 0 and strategy not in ("group", "tensor_group"):
+        return f"with group_size {size} (compressed-tensors: \"group_size requires strategy to be set to 'group'\")"
+    if strategy == "block" and block is None:
+        return "without block_structure (compressed-tensors: \"Block strategy requires block structure\")"
+    if block is not None and strategy != "block":
+        return f"with block_structure {list(block)} (compressed-tensors: \"Block structure requires block strategy\")"
+    if dynamic and strategy not in CT_DYNAMIC:
+        return "with dynamic true (compressed-tensors: \"One of (token, tensor, tensor_group, group) must be used " \
+               "for dynamic quant\")"
+    if dynamic == "local" and strategy != "tensor_group":
+        return "with dynamic \"local\" (compressed-tensors: \"local is only supported for strategy tensor_group\")"
+    return ""
 
 
 # ModelOpt algorithms with a calibrated (static) activation scale per module: vLLM modelopt.py creates input_scale

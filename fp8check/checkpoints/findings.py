@@ -156,6 +156,21 @@ CODES: dict[str, FindingCode] = {c.code: c for c in (
                 "module is stored in another format than listed, is not listed (vLLM builds it unquantized and "
                 "loads its codes as plain values), or is a shard of a fused layer whose shards are listed with "
                 "different schemes (vLLM raises 'Mixed quant_algo within fused layer'); count = 1"),
+    FindingCode("STRATEGY_MISMATCH", ERROR, "a scale unlike its config's strategy",
+                "compressed-tensors: a quantized module's weight scale has none of the shapes its config groups' "
+                "weights.strategy gives it (tensor: [] or [1]; channel: [out, 1]; block [b0, b1]: "
+                "[ceil(out/b0), ceil(in/b1)]; group g: [out, ceil(in/g)]), or its input scale holds more than one "
+                "value (or is not [] / [1]) where the input_activations are static per tensor. Loader: vLLM allocates "
+                "the strategy's shape and its loaders assert it (parameter.py): the checkpoint does not load; an "
+                "expert's [1] scale under channel fills one row of vLLM's FusedMoE parameter, the others keep their "
+                "initial value. Warning for an expert's 0-d scale under channel (FusedMoE broadcasts it: the same "
+                "values; older versions raise). Not reported where SCALE_SHAPE is; count = scale elements"),
+    FindingCode("STRATEGY_INVALID", ERROR, "a strategy compressed-tensors refuses",
+                "a config group's weights or input_activations declare what compressed-tensors' QuantizationArgs "
+                "validation raises on (block without block_structure, block_structure without block, group or "
+                "tensor_group without a positive group_size, group_size with another strategy, static token, dynamic "
+                "channel or block, dynamic local without tensor_group): vLLM validates every group when it reads the "
+                "config, so the checkpoint does not load; on every quantized tensor, one per refused key; count = 1"),
     FindingCode("SCALE_ENCODING", ERROR, "scale stored in another encoding than its layout writes",
                 "the layout writes this scale as one dtype (float32; bf16/fp16/float32; e8m0 bytes; e4m3fn codes) "
                 "and the file holds another: error where a loader's copy into its parameter converts the values "
