@@ -620,3 +620,72 @@ def test_producer_files_with_the_defects_of_issue_33(scheme, tmp_path, capsys):
         rc, doc, text = audit(d, tmp_path, capsys, "--target", "h100,b200,mi300,mi355")
         found = {f["code"]: f["severity"] for f in tensors(doc)[name]["findings"]}
         assert rc == 1 and found.get(code) == severity, (defect, found)
+
+
+# -- compressed-tensors strategy keys against the stored scales, planted in llmcompressor's own files ---------------
+#
+# Written before the run: the clean files are silent (above); each defect below is the finding named here on the
+# tensor named here, exit 1; an unknown strategy gives no verdict (every target unknown, exit 1) and no finding.
+
+Q_PROJ = "model.layers.0.self_attn.q_proj"
+STRATEGY_DEFECTS = {
+    # (scheme, defect): (the tensor named, code)
+    ("FP8_DYNAMIC", "declared_tensor"): (f"{Q_PROJ}.weight", "STRATEGY_MISMATCH"),  # channel scales [out, 1]
+    ("FP8_DYNAMIC", "scale_one_value"): (f"{DOWN}.weight", "STRATEGY_MISMATCH"),  # one [1] scale under channel
+    ("FP8", "declared_channel"): (f"{Q_PROJ}.weight", "STRATEGY_MISMATCH"),  # per-tensor scales [1]
+    ("FP8", "input_scale_per_row"): (f"{DOWN}.weight", "STRATEGY_MISMATCH"),  # a static input scale per input row
+    ("FP8_BLOCK", "block_structure_dropped"): (f"{DOWN}.weight", "STRATEGY_INVALID"),
+    ("FP8_BLOCK", "unknown_strategy"): (None, None),
+}
+
+
+def planted_strategy(src, dst, defect):
+    from safetensors.torch import load_file, save_file
+
+    t = load_file(str(src / "model.safetensors"))
+    doc = json.loads((src / "config.json").read_text())
+    groups = doc["quantization_config"]["config_groups"].values()
+    if defect == "declared_tensor":
+        for g in groups:
+            g["weights"]["strategy"] = "tensor"
+    elif defect == "declared_channel":
+        for g in groups:
+            g["weights"]["strategy"] = "channel"
+    elif defect == "scale_one_value":
+        t[f"{DOWN}.weight_scale"] = t[f"{DOWN}.weight_scale"].reshape(-1)[:1].clone()
+    elif defect == "input_scale_per_row":
+        t[f"{DOWN}.input_scale"] = t[f"{DOWN}.input_scale"].reshape(-1)[:1].repeat(t[f"{DOWN}.weight"].shape[1])
+    elif defect == "block_structure_dropped":
+        for g in groups:
+            del g["weights"]["block_structure"]
+    elif defect == "unknown_strategy":
+        for g in groups:
+            g["weights"]["strategy"] = "blockwise"
+    dst.mkdir()
+    save_file(t, str(dst / "model.safetensors"), metadata={"format": "pt"})
+    (dst / "config.json").write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize("scheme", ["FP8_DYNAMIC", "FP8", "FP8_BLOCK"])
+def test_llmcompressor_files_whose_strategy_and_scales_disagree(scheme, tmp_path, capsys):
+    src, _ = llmcompressor_checkpoint(scheme, tmp_path)
+    declared = {g["weights"]["strategy"] for g in json.loads((src / "config.json").read_text())[
+        "quantization_config"]["config_groups"].values()}
+    assert declared == {{"FP8_DYNAMIC": "channel", "FP8": "tensor", "FP8_BLOCK": "block"}[scheme]}
+    for (s, defect), (name, code) in STRATEGY_DEFECTS.items():
+        if s != scheme:
+            continue
+        d = tmp_path / f"{scheme}-{defect}"
+        planted_strategy(src, d, defect)
+        rc, doc, text = audit(d, tmp_path, capsys)
+        noisy = {(t["name"], f["code"]): f["severity"] for t in doc["tensors"] for f in t["findings"]
+                 if f["severity"] != "info"}
+        if name is None:
+            assert rc == 1 and not noisy and set(doc["summary"]["verdicts"].values()) == {"unknown"}, (defect, text)
+            assert any("'blockwise'" in u for u in doc["summary"]["unknown"]), doc["summary"]["unknown"]
+            continue
+        assert rc == 1 and noisy.get((name, code)) == "error", (defect, noisy)
+        # one scale for codes quantized per row: each row's own ±448 now piles up under it (SATURATION, a warning)
+        also = {"SATURATION"} if defect == "scale_one_value" else set()
+        assert {c for _, c in noisy} - also == {code}, (defect, noisy)
+        assert set(doc["summary"]["verdicts"].values()) == {"does_not_load_correctly"}, (defect, doc["summary"])
