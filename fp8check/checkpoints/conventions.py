@@ -98,6 +98,10 @@ class Strategy:
     group_size: int | None = None
     dynamic: bool | str = False
 
+    def to_dict(self) -> dict[str, Any]:
+        return {"where": self.where, "strategy": self.strategy, "block": list(self.block) if self.block else None,
+                "group_size": self.group_size, "dynamic": self.dynamic}
+
     @property
     def static(self) -> bool:
         """A stored, calibrated scale: dynamic false, or "local" (NVFP4's stored global scale)."""
@@ -147,6 +151,8 @@ class QuantConfig:
             "ue8m0_scales": self.ue8m0_scales,
             "dequant_dtype": self.dequant_dtype,
             "not_understood": list(self.not_understood),
+            "strategies": [s.to_dict() for s in self.weight_strategies + self.input_strategies],
+            "strategy_refused": list(self.strategy_refused),
         }
 
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 
-from fp8check.checkpoints import conventions, findings
+from fp8check.checkpoints import conventions, findings, granularity
 from fp8check.checkpoints.records import Checkpoint, Record
 
 _DENSE_ASSERT = ("its loaders assert that shape (vllm/model_executor/parameter.py BasevLLMParameter._assert_and_load "
@@ -87,7 +87,7 @@ def _weight_scale(cfg: conventions.QuantConfig, rec: Record) -> None:
 def _weight_outcome(s: conventions.Strategy, data: tuple[int, ...], scale: tuple[int, ...],
                     expert: bool) -> tuple[str, str] | None:
     """None where a weight scale of shape ``scale`` loads under ``s``, else (severity, what vLLM does)."""
-    out, cols = data
+    out = data[0]
     numel = math.prod(scale)
     declared = f'{s.where} strategy "{s.strategy}"'
     if s.strategy == "tensor":
@@ -121,14 +121,14 @@ def _weight_outcome(s: conventions.Strategy, data: tuple[int, ...], scale: tuple
                                 "(fused_moe/layer.py _load_w13 / _load_per_channel_weight_scale): it raises, or fills "
                                 "only part of it")
     if s.strategy == "block" and s.block is not None:
-        want = (-(-out // s.block[0]), -(-cols // s.block[1]))
+        want = tuple(granularity.block_scale_shape(data, s.block))
         if scale == want:
             return None
         return findings.ERROR, (f"{declared} {list(s.block)}: vLLM allocates {list(want)} (BlockQuantScaleParameter) "
                                 "and its loaders assert that shape (parameter.py; FusedMoE's copy raises or fills only "
                                 "part of it): the checkpoint does not load")
     if s.strategy == "group" and s.group_size:
-        want = (out, -(-cols // s.group_size))
+        want = tuple(granularity.block_scale_shape(data, (1, s.group_size)))
         if scale == want:
             return None
         return findings.ERROR, (f"{declared} group_size {s.group_size}: one scale per {s.group_size} inputs of each "

@@ -198,3 +198,41 @@ def test_what_compressed_tensors_refuses_is_read_as_it_refuses_it(args, refused)
         declared = quant_args.QuantizationArgs.model_validate({"num_bits": 8, "type": "float", **args})
         (ours,) = q.weight_strategies
         assert ours.strategy == declared.strategy
+
+
+def test_the_json_report_gives_the_strategies_read(tmp_path):
+    tensors, _, _ = model("compressed-tensors-fp8")
+    rc, r = audit(tmp_path, tensors, config({"strategy": "block"}, DYNAMIC))
+    cfg = r["checkpoints"][0]["config"]
+    assert cfg["strategies"] == [
+        {"where": "config_groups.group_0.weights", "strategy": "block", "block": None, "group_size": None,
+         "dynamic": False},
+        {"where": "config_groups.group_0.input_activations", "strategy": "token", "block": None, "group_size": None,
+         "dynamic": True}]
+    assert len(cfg["strategy_refused"]) == 1 and "Block strategy requires block structure" in cfg["strategy_refused"][0]
+
+
+@pytest.mark.parametrize("shape", [(64, 1), (1,)])
+def test_a_group_scale_of_another_shape_is_a_mismatch(tmp_path, shape):
+    # MXFP8 (group 32, e8m0 bytes [64, 2] for [64, 64] weights): one scale per row, or one for the tensor, is what
+    # the file holds, not what the config's group strategy makes the loader allocate
+    tensors, configs, _ = model("compressed-tensors-mxfp8")
+    rc, r = audit(tmp_path / "clean", tensors, configs)
+    assert rc == 0 and not_info(r) == {}, not_info(r)
+    name = O_PROJ + "weight_scale"
+    tensors[name] = tensors[name][:, :1].reshape(-1)[: shape[0]].reshape(shape).clone()
+    rc, r = audit(tmp_path / "planted", tensors, configs)
+    assert rc == 1 and not_info(r) == {(O_PROJ + "weight", "STRATEGY_MISMATCH"): "error"}, not_info(r)
+    (f,) = [f for t in r["tensors"] if t["name"] == O_PROJ + "weight" for f in t["findings"]
+            if f["code"] == "STRATEGY_MISMATCH"]
+    assert 'strategy "group" group_size 32' in f["message"] and "[64, 2]" in f["message"], f["message"]
+
+
+def test_fused_shards_with_their_own_per_tensor_scales_are_fine(tmp_path):
+    # vLLM keeps one slot per shard of q/k/v under "tensor" and re-quantizes the shards to their max: no finding
+    tensors, _, _ = model("compressed-tensors-fp8")
+    per_tensor(tensors)
+    for i, shard in enumerate(("q_proj", "k_proj", "v_proj")):
+        tensors[L1 + f"self_attn.{shard}.weight_scale"] = torch.tensor([0.01 * (i + 1)], dtype=torch.bfloat16)
+    rc, r = audit(tmp_path, tensors, config({"strategy": "tensor"}))
+    assert rc == 0 and not_info(r) == {}, not_info(r)
