@@ -12,16 +12,17 @@ vLLM allocates before it reads a tensor (vLLM main, read 2026-12-05):
 - static input activations (``dynamic false``, ``tensor``): one value per shard (fp8_utils.py
   ``create_fp8_input_scale``; NVFP4's ``input_global_scale`` alike).
 
-vllm/model_executor/parameter.py loads a checkpoint tensor of another shape nowhere: ``BasevLLMParameter
+vllm/model_executor/parameter.py loads no checkpoint tensor of another shape: ``BasevLLMParameter
 ._assert_and_load`` (o_proj, down_proj), ``_ColumnvLLMParameter.load_qkv_weight`` / ``load_merged_column_weight``
 (narrowed to the shard, then asserted) and ``PerTensorScaleParameter._load_into_shard_id`` (``shape[0] == 1``, then
 asserted against the shard's 0-d slot) assert the shape: the checkpoint does not load. MoE experts go through
 vllm/model_executor/layers/fused_moe/layer.py ``FusedMoE.weight_loader``: a per-tensor scale is reduced with
 ``_to_scalar`` (``reshape(())``: one value in any shape loads, more raise); a per-channel one is copied into the
 expert's ``[rows, 1]`` slice after ``_narrow_expert_data_for_padding`` narrows that slice to the loaded tensor's size,
-so a ``[1]`` scale fills the first row only and the others keep the value the parameter was created with (versions
-whose ``_load_w13`` narrows the checkpoint tensor to the shard raise instead), while a 0-d one is broadcast to every
-row (the same values; those versions raise on it).
+so a ``[1]`` scale fills the first row only and the others keep the 1.0 the parameter was created with
+(compressed_tensors_moe_w8a8_fp8.py ``CompressedTensorsW8A8Fp8MoEMethod.create_weights``: ``torch.ones``); versions
+whose ``_load_w13`` narrows the checkpoint tensor to the shard raise instead. A 0-d one is broadcast to every row
+(the same values; those versions raise on it).
 
 compressed-tensors itself refuses some configs (conventions.QuantConfig.strategy_refused), and vLLM validates every
 config group when it reads the config (compressed_tensors.py ``CompressedTensorsConfig
@@ -114,9 +115,10 @@ def _weight_outcome(s: conventions.Strategy, data: tuple[int, ...], scale: tuple
         if numel == 1:
             return findings.ERROR, (f"{declared}: vLLM's FusedMoE loader narrows the expert's [{out}, 1] scale to the "
                                     "one row given (fused_moe/layer.py _narrow_expert_data_for_padding in _load_w13 / "
-                                    "_load_per_channel_weight_scale): the other rows keep the value the parameter was "
-                                    "created with, and the expert's weights are dequantized with it (versions that "
-                                    "narrow the checkpoint tensor instead raise)")
+                                    "_load_per_channel_weight_scale): the other rows keep the 1.0 the parameter was "
+                                    "created with (CompressedTensorsW8A8Fp8MoEMethod.create_weights: torch.ones), and "
+                                    "the expert's weights there are dequantized with scale 1 (versions that narrow "
+                                    "the checkpoint tensor instead raise)")
         return findings.ERROR, (f"{declared}: vLLM's FusedMoE loader copies it into the expert's [{out}, 1] scale "
                                 "(fused_moe/layer.py _load_w13 / _load_per_channel_weight_scale): it raises, or fills "
                                 "only part of it")

@@ -163,7 +163,7 @@ CODES: dict[str, FindingCode] = {c.code: c for c in (
                 "value (or is not [] / [1]) where the input_activations are static per tensor. Loader: vLLM allocates "
                 "the strategy's shape and its loaders assert it (parameter.py): the checkpoint does not load; an "
                 "expert's [1] scale under channel fills one row of vLLM's FusedMoE parameter, the others keep their "
-                "initial value. Warning for an expert's 0-d scale under channel (FusedMoE broadcasts it: the same "
+                "initial 1.0. Warning for an expert's 0-d scale under channel (FusedMoE broadcasts it: the same "
                 "values; older versions raise). Not reported where SCALE_SHAPE is; count = scale elements"),
     FindingCode("STRATEGY_INVALID", ERROR, "a strategy compressed-tensors refuses",
                 "a config group's weights or input_activations declare what compressed-tensors' QuantizationArgs "
