@@ -136,7 +136,8 @@ def _check_quantizer(decl: KernelDeclaration, fn: Callable[..., Any], *, input_d
     result = check_quantizer(fn, decl.recipe, fmt=decl.format, profile=decl.profile, device=decl.device,
                              max_examples=max_examples, seed=seed, kernel_name=decl.name, thorough=thorough,
                              supports=decl.harness_supports(), args=_args_of(decl),
-                             precast=decl.resolve(decl.reference), ulps=decl.ulps, cap=cap)
+                             precast=decl.resolve(decl.reference), ulps=decl.ulps, cap=cap,
+                             triton_target=decl.triton_target)
     result.command = decl.command(max_examples=max_examples, seed=seed)
     _note_quantizer_dtypes(result)
     return result
@@ -363,15 +364,9 @@ def device_target(decl: KernelDeclaration) -> str:
     """The tensor-core model of the GPU a declared GEMM without a Triton target runs on (sm89, sm90, sm100,
     gfx942, gfx950); a CPU has none."""
     from fp8check.errors import InvalidValueError
+    from fp8check.triton import targets
 
     if decl.device != "cuda":
         raise InvalidValueError(f"{decl.label}: a GEMM kernel on the CPU needs 'triton-target' (the tensor cores "
                                 "whose arithmetic judges it)")
-    import torch
-
-    props = torch.cuda.get_device_properties(0)
-    arch = getattr(props, "gcnArchName", "") or ""
-    if arch:
-        return arch.split(":")[0]
-    major, minor = torch.cuda.get_device_capability(0)
-    return {(8, 9): "sm89", (9, 0): "sm90", (10, 0): "sm100"}.get((major, minor), f"sm{major}{minor}")
+    return targets.of_device(decl.device)

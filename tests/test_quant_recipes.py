@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 
 from fp8check import formats, profiles, quantizers  # noqa: E402
 from fp8check.declarations import from_pyproject  # noqa: E402
-from fp8check.errors import InvalidValueError  # noqa: E402
+from fp8check.errors import FP8CheckError, InvalidValueError  # noqa: E402
 from fp8check.quantizers import exactness  # noqa: E402
 from fp8check.quantizers.adapters import torch_quantizer  # noqa: E402
 from fp8check.quantizers.conformance import check_quantizer  # noqa: E402
@@ -190,6 +190,55 @@ def test_a_static_kernels_own_division_is_declared_as_the_triton_target_divides(
     # sm100's div.full.f32 is bounded, not measured: its quotients are target-dependent, never divergences
     sm100 = check(launcher(True), "multiply-target-reciprocal", target="sm100")
     assert sm100.passed and sm100.target_dependent > 0
+
+
+
+def test_a_dynamic_quantizers_own_division_is_declared_as_the_triton_target_divides():
+    # a dynamic rowwise Triton quantizer divides with /: max(amax, eps) / fp8_max with fp8_max a run-time argument,
+    # then x / s or x * (1.0 / s). On sm90 each is div.full.f32 (the hardware reciprocal, one multiply); the recipe's
+    # target-* operations (apply, scale_divide) take the target's own division, so the kernel conforms bit for bit
+    pytest.importorskip("triton")
+    from static_triton import rowwise_launcher
+
+    from fp8check.declaration_reader import quantizer_kernel
+    from fp8check.declarations import run_declaration
+    from fp8check.quantizers import get as get_recipe
+
+    def check(fn, apply, scale_divide, target="sm90"):
+        recipe = get_recipe("rowwise").replace(name="rowwise-own-div", eps=1e-10, nonfinite="skip-nan",
+                                               apply=apply, scale_divide=scale_divide)
+        return run_declaration(quantizer_kernel(fn, recipe=recipe, triton_target=target,
+                                                name=f"{apply}/{scale_divide}@{target}"), max_examples=5)
+
+    plain = check(rowwise_launcher(False), "divide", "divide")
+    assert not plain.passed and plain.categories["scale"] > 0, plain.categories  # IEEE amax / 448 is not sm90's
+    half = check(rowwise_launcher(False), "divide", "multiply-reciprocal")  # sm90's amax / 448: amax * fl(1/448)
+    assert not half.passed and half.categories["codes"] > 0 and half.categories["scale"] == 0, half.categories
+    own = check(rowwise_launcher(False), "target-divide", "target-divide")
+    assert own.passed and own.target_dependent == 0, own.categories
+    assert "the target's /" in own.extra["recipe_summary"]
+    assert check(rowwise_launcher(True), "multiply-target-reciprocal", "target-divide").passed
+    bad = check(rowwise_launcher(False, bug=True), "target-divide", "target-divide")
+    assert not bad.passed and bad.categories["scale"] > 0, bad.categories
+    # AMD divides correctly rounded: the target-* operations are the IEEE ones there
+    assert check(rowwise_launcher(False), "target-divide", "target-divide", target="gfx942").passed
+    # sm100's div.full.f32 is bounded, not measured: its quotients are target-dependent, never divergences
+    sm100 = check(rowwise_launcher(False), "target-divide", "target-divide", target="sm100")
+    assert sm100.passed and sm100.target_dependent > 0, sm100.categories
+
+
+def test_target_operations_are_the_correctly_rounded_ones_without_a_target():
+    from fp8check.quantizers import get as get_recipe, quantize
+
+    x = np.random.default_rng(0).standard_normal((64, 96)).astype(np.float32) * 3
+    plain = get_recipe("rowwise")
+    for own, rounded in (("target-divide", "divide"), ("multiply-target-reciprocal", "multiply-reciprocal")):
+        q = quantize(x, plain.replace(apply=own, scale_divide=own))
+        want = quantize(x, plain.replace(apply=rounded, scale_divide=rounded))
+        assert np.array_equal(q.codes, want.codes) and np.array_equal(q.scales.view(np.uint32),
+                                                                      want.scales.view(np.uint32))
+    with pytest.raises(FP8CheckError, match="unknown Triton target .sm91."):
+        plain.replace(apply="target-divide", triton_target="sm91")
 
 
 PYPROJECT = '''

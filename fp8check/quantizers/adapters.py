@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 from fp8check.errors import FP8CheckError, UnsupportedFormatError
 from fp8check.formats import get as get_format
-from fp8check.quantizers.recipe import Recipe
+from fp8check.quantizers.recipe import TARGET_OPS, Recipe
 
 __all__ = [
     "torch_dtype",
@@ -153,7 +153,9 @@ def _scales(amax: Any, recipe: Recipe) -> tuple[Any, Any]:
         a = amax if recipe.eps is None else amax.clamp(min=recipe.eps)
         target = torch.full_like(a, recipe.amax_target)
         num, den = (target, a) if recipe.convention == "scale" else (a, target)
-        q = num * (torch.ones_like(den) / den) if recipe.scale_divide == "multiply-reciprocal" else num / den
+        # torch has no Triton target: a target-* quotient is the correctly rounded one it stands for
+        reciprocal = TARGET_OPS.get(recipe.scale_divide, recipe.scale_divide) == "multiply-reciprocal"
+        q = num * (torch.ones_like(den) / den) if reciprocal else num / den
     if recipe.pow2 is not None:
         ok = torch.isfinite(q) & (q > 0)
         k = _exponent(torch.where(ok, q, torch.ones_like(q)), recipe.pow2)
@@ -201,9 +203,9 @@ def torch_quantizer(recipe: Recipe) -> Callable[..., tuple[Any, Any]]:
         amax = _block_amax(a, recipe, offsets)
         applied, stored = _scales(amax, recipe)
         s = _expand(applied, recipe, tuple(x.shape), offsets)
-        if recipe.element_op == "multiply":
+        if recipe.rounded_op == "multiply":
             y = x32 * s
-        elif recipe.element_op == "divide":
+        elif recipe.rounded_op == "divide":
             y = x32 / s
         else:  # a float32 reciprocal, then a multiply
             y = x32 * (torch.ones_like(s) / s)

@@ -41,7 +41,7 @@ from fp8check.profiles import get as get_profile
 from fp8check.reference import decode
 from fp8check.quantizers import get as get_recipe
 from fp8check.quantizers.edge_cases import HazardTally, edge_cases, nan_code_table
-from fp8check.quantizers.recipe import Recipe
+from fp8check.quantizers.recipe import TARGET_OPS, Recipe
 from fp8check.quantizers import exactness
 from fp8check.quantizers.scaling import (apply_scale, block_amax, element_blocks, element_scales, expand_scales,
                                          global_scale, quantize, scales_from_amax)
@@ -354,7 +354,7 @@ _SCALE_DIVIDE_TEXT = {
 def _other_scale_divide(recipe: Recipe, amax: float, actual: float) -> str:
     """A note when the kernel's scale is, bit for bit, the recipe's under the other ``scale_divide``:
     the declaration names the wrong arithmetic, not a wrong target."""
-    if recipe.scale_precision != "float32":
+    if recipe.scale_precision != "float32" or recipe.scale_divide in TARGET_OPS:
         return ""
     other = "divide" if recipe.scale_divide == "multiply-reciprocal" else "multiply-reciprocal"
     try:
@@ -424,7 +424,7 @@ def _compare(case: QuantCase, recipe: Recipe, codes: np.ndarray, scales: np.ndar
     nf = np.flatnonzero(nonfinite_block & (~same_scale | code_diff_block))
     sc = np.flatnonzero(~nonfinite_block & ~same_scale)
     cd = np.flatnonzero(~same_code & ~nonfinite_block[blocks] & same_scale[blocks])
-    op = recipe.element_op
+    op = recipe.rounded_op
     verdict = np.zeros(0, dtype=np.int64)
     if cd.size:  # which side is the correctly rounded x / scale, for every codes divergence
         verdict = exactness.verdicts(x[cd], applied_each[cd], ce[cd], ca[cd], op, recipe.format,
@@ -480,7 +480,9 @@ def _compare(case: QuantCase, recipe: Recipe, codes: np.ndarray, scales: np.ndar
 
 
 def _op_text(op: str) -> str:
-    return {"multiply": "x * scale", "divide": "x / scale", "multiply-reciprocal": "x * fl(1/scale)"}[op]
+    return {"multiply": "x * scale", "divide": "x / scale", "multiply-reciprocal": "x * fl(1/scale)",
+            "target-divide": "x / scale, the target's /",
+            "multiply-target-reciprocal": "x * (1/scale), the target's /"}[op]
 
 
 def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: object = None, profile: object = None,
@@ -491,7 +493,7 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
                     supports: Supports | None = None, args: Any = None,
                     precast: Callable[..., Any] | None = None, ulps: int = 0,
                     cap: int | None = MAX_DIVERGENCES, huge: bool | None = None,
-                    huge_numel: int | None = None) -> CheckResult:
+                    huge_numel: int | None = None, triton_target: str | None = None) -> CheckResult:
     """Check ``kernel`` against ``recipe`` (a name or a :class:`Recipe`).
 
     ``fmt``/``profile`` override the recipe's target format and element
@@ -523,6 +525,10 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
     (past 2^31 elements, more than 65,535 rows; tensorwise, rowwise, colwise
     and block recipes): None (default) on a CUDA device with room, True
     anywhere (``huge_numel`` elements), False never.
+
+    ``triton_target``: the faithful Triton target the kernel runs under, whose
+    ``/`` a recipe's target-* operations (``apply``, ``scale_divide``) take;
+    on a CUDA device without one, the device's own target.
     """
     if ulps < 0:
         raise InvalidValueError(f"ulps must be >= 0, got {ulps}")
@@ -534,6 +540,10 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
 
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise InvalidValueError(f"--device {device}: no CUDA device here")
+    if r.divides_as_target:
+        from fp8check.triton import targets
+
+        r = r.replace(triton_target=triton_target or (targets.of_device(device) if device != "cpu" else None))
     sup = supports or Supports()
     if sup.input_dtypes is not None:  # the dtypes the kernel's author declares it takes
         dtypes = tuple(d for d in dtypes if d in sup.input_dtypes) or tuple(sup.input_dtypes)

@@ -152,7 +152,7 @@ Pow2 = Literal["floor", "ceil"]
 ScaleDtype = Literal["float32", "bfloat16", "float16", "e8m0", "e4m3fn"]
 Packed = Literal["low-first", "high-first"]
 NonFinite = Literal["ieee", "finite", "skip-nan"]
-Apply = Literal["divide", "multiply", "multiply-reciprocal"]
+Apply = Literal["divide", "multiply", "multiply-reciprocal", "target-divide", "multiply-target-reciprocal"]
 Stored = Literal["applied", "reciprocal"]
 Precision = Literal["float32", "float64"]
 
@@ -160,6 +160,12 @@ Precision = Literal["float32", "float64"]
 ELEMENT_FORMATS: tuple[Format, ...] = FP8_FORMATS + (E2M3FN, E3M2FN, E2M1FN)
 RULES = ("amax", "mx-floor", "mx-ceil", "nvfp4-torchao", "nvfp4-ct", "nvfp4-modelopt")
 SCALE_DTYPES = ("float32", "bfloat16", "float16", "e8m0", "e4m3fn")
+
+# A Triton kernel's own float32 ``/`` is not correctly rounded on every target (sm90: div.full.f32, the hardware
+# reciprocal and one multiply): these divide as the target the check runs under does; each stands for the correctly
+# rounded operation it names, which it is without a target (and on targets that divide correctly).
+TARGET_OPS = {"target-divide": "divide", "multiply-target-reciprocal": "multiply-reciprocal"}
+_DIVISIONS = ("divide", "multiply-reciprocal", *TARGET_OPS)
 
 _KINDS = ("tensorwise", "rowwise", "colwise", "block", "group_rowwise", "group_colwise")
 
@@ -272,6 +278,9 @@ class Recipe:
     # How the scale's own quotient is computed: "divide" (one IEEE division) or "multiply-reciprocal"
     # (numerator * fl(1/denominator): torch's `scalar / tensor`, and CUDA's `tensor / scalar`, do this).
     scale_divide: Apply = "divide"
+    # The Triton target whose `/` the target-* operations take: set by the check from the kernel's declaration
+    # (its triton-target, or the CUDA device it runs on), not part of what a recipe declares.
+    triton_target: str | None = None
     # Two 4-bit codes per byte along the rows (e2m1fn only): element 2j in the low nibble ("low-first": torchao,
     # compressed-tensors, ModelOpt, the PTX cvt.rn.satfinite.e2m1x2 register order) or in the high nibble.
     packed: Packed | None = None
@@ -289,17 +298,22 @@ class Recipe:
         _choice("packed", self.packed, (None, "low-first", "high-first"), self.name)
         _choice("scale_precision", self.scale_precision, ("float32", "float64"), self.name)
         _choice("nonfinite", self.nonfinite, ("ieee", "finite", "skip-nan"), self.name)
-        _choice("apply", self.apply, (None, "divide", "multiply", "multiply-reciprocal"), self.name)
+        _choice("apply", self.apply, (None, "multiply", *_DIVISIONS), self.name)
         _choice("stored", self.stored, ("applied", "reciprocal"), self.name)
-        _choice("scale_divide", self.scale_divide, ("divide", "multiply-reciprocal"), self.name)
+        _choice("scale_divide", self.scale_divide, _DIVISIONS, self.name)
+        if self.triton_target is not None:
+            from fp8check.triton import targets
+
+            targets.get(self.triton_target)  # raises, naming the known targets
         if self.scale_divide != "divide" and (self.rule != "amax" or self.scale_precision != "float32"):
             raise InvalidValueError(f"recipe {self.name!r}: scale_divide={self.scale_divide!r} is for amax-rule "
                                     "recipes computing their scale in float32")
-        if self.apply is not None and self.apply != self.natural_apply and not (
-                self.convention == "scale_inv" and self.apply == "multiply-reciprocal"):
+        if self.apply is not None and TARGET_OPS.get(self.apply, self.apply) != self.natural_apply and not (
+                self.convention == "scale_inv" and self.apply in ("multiply-reciprocal", "multiply-target-reciprocal")):
             raise InvalidValueError(
                 f"recipe {self.name!r}: apply={self.apply!r} does not go with convention={self.convention!r} "
-                f"(scale: 'multiply'; scale_inv: 'divide' or 'multiply-reciprocal', x * fl(1/scale_inv))")
+                f"(scale: 'multiply'; scale_inv: 'divide' or 'multiply-reciprocal', x * fl(1/scale_inv), or their "
+                f"target-* forms)")
         _choice("dequant_dtype", self.dequant_dtype, ("float32", "bfloat16", "float16"), self.name)
         if self.format not in ELEMENT_FORMATS:
             raise InvalidValueError(f"recipe {self.name!r}: target format must be an fp8, fp6 or fp4 element format "
@@ -317,7 +331,7 @@ class Recipe:
                 raise InvalidValueError(f"recipe {self.name!r}: an MX rule stores e8m0 scales and takes no pow2 or target")
         elif self.scale_dtype == "e8m0" and self.pow2 is None:
             raise InvalidValueError(f"recipe {self.name!r}: e8m0 scales hold powers of two only; set pow2='floor' or 'ceil'")
-        if (self.stored == "reciprocal" or self.element_op == "multiply-reciprocal") and (
+        if (self.stored == "reciprocal" or self.rounded_op == "multiply-reciprocal") and (
                 self.rule != "amax" or self.scale_dtype == "e8m0"):
             raise InvalidValueError(f"recipe {self.name!r}: a reciprocal (apply='multiply-reciprocal' or "
                                     "stored='reciprocal') is for amax-rule recipes with float scales")
@@ -366,6 +380,16 @@ class Recipe:
         return self.apply or self.natural_apply
 
     @property
+    def rounded_op(self) -> str:
+        """:attr:`element_op` with a target-* operation read as the correctly rounded one it stands for."""
+        return TARGET_OPS.get(self.element_op, self.element_op)
+
+    @property
+    def divides_as_target(self) -> bool:
+        """Whether a quotient of this recipe is the Triton target's ``/`` (it then needs :attr:`triton_target`)."""
+        return self.element_op in TARGET_OPS or self.scale_divide in TARGET_OPS
+
+    @property
     def stored_convention(self) -> str:
         """The convention of the number the kernel returns (the other one when it stores the reciprocal)."""
         if self.stored == "applied":
@@ -411,6 +435,7 @@ class Recipe:
             "stored": self.stored,
             "scale_divide": self.scale_divide,
             "packed": self.packed,
+            **({"triton_target": self.triton_target} if self.triton_target else {}),
         }
 
     def summary(self) -> str:
@@ -419,8 +444,10 @@ class Recipe:
             a = f"max(amax, {self.eps:g})" if self.eps is not None else "amax"
             t = f"{self.amax_target:g}"
             formula = f"{t}/{a}" if self.convention == "scale" else f"{a}/{t}"
-            if self.scale_divide == "multiply-reciprocal":
+            if self.scale_divide in ("multiply-reciprocal", "multiply-target-reciprocal"):
                 formula = f"{t}*fl(1/{a})" if self.convention == "scale" else f"{a}*fl(1/{t})"
+            if self.scale_divide in TARGET_OPS:
+                formula += " (the target's /)"
             if self.pow2:
                 formula = f"2^{self.pow2}(log2({formula}))"
             if self.scale_min is not None:
@@ -438,7 +465,8 @@ class Recipe:
         zero = ((f", a zero scale stored as {self.zero_scale:g}" if self.convention == "scale_inv"
                  else f", an all-zero block's scale {self.zero_scale:g}") if self.zero_scale is not None else "")
         # The arithmetic is named only where it is not the convention's own (x * scale, x / scale_inv, stored as is).
-        op = ", applied as x * fl(1/s)" if self.element_op == "multiply-reciprocal" else ""
+        op = {"multiply-reciprocal": ", applied as x * fl(1/s)", "target-divide": ", applied as x / s (the target's /)",
+              "multiply-target-reciprocal": ", applied as x * (1/s) (the target's /)"}.get(self.element_op, "")
         stored = ", its float32 reciprocal stored" if self.stored == "reciprocal" else ""
         amax = {"finite": "finite", "ieee": "ieee", "skip-nan": "skip-nan (NaN left out of amax, Inf kept)"}
         packed = f" packed {self.packed}" if self.packed else ""

@@ -30,7 +30,7 @@ import numpy as np
 from fp8check.errors import InvalidValueError, UnsupportedDtypeError, UnsupportedFormatError
 from fp8check.formats import E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ, E8M0FNU, Format, get as get_format
 from fp8check.reference import conversion_table, decode, encode
-from fp8check.quantizers.recipe import Recipe
+from fp8check.quantizers.recipe import TARGET_OPS, Recipe
 
 __all__ = [
     "Quantized",
@@ -203,16 +203,34 @@ def reciprocal32(s: np.ndarray) -> np.ndarray:
         return (np.float32(1) / np.asarray(s, dtype=np.float32)).astype(np.float32)
 
 
+def quotient32(num: Any, den: Any, how: str, target: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """float32 ``num / den`` computed as ``how`` says: ``divide`` (one IEEE division), ``multiply-reciprocal``
+    (``num * fl(1/den)``), or their target-* forms (:data:`~.recipe.TARGET_OPS`), the Triton ``target``'s own
+    ``/`` (:func:`fp8check.triton.ops.divide_f32`; without a target the correctly rounded one). Also the mask of
+    the quotients known bit for bit (all but those the target's division leaves within a bound)."""
+    num, den = np.asarray(num, dtype=np.float32), np.asarray(den, dtype=np.float32)
+    base = TARGET_OPS.get(how, how)
+    with np.errstate(all="ignore"):
+        if how in TARGET_OPS and target is not None:
+            from fp8check.triton import ops
+
+            if base == "divide":
+                return ops.divide_f32(num, den, target)
+            r, known = ops.divide_f32(np.float32(1), den, target)
+            q = (num * r).astype(np.float32)
+            return q, np.broadcast_to(known, q.shape)
+        q = (num / den if base == "divide" else num * reciprocal32(den)).astype(np.float32)
+    return q, np.ones(q.shape, dtype=bool)
+
+
 def apply_scale(x32: np.ndarray, s: np.ndarray, recipe: Recipe) -> np.ndarray:
     """The float32 values the element cast receives: x and the applied scale of its block, as the recipe
-    combines them (each operation one IEEE float32 operation)."""
+    combines them (each operation one float32 operation; a target-* one as the recipe's Triton target does it)."""
     op = recipe.element_op
-    with np.errstate(all="ignore"):
-        if op == "multiply":
+    if op == "multiply":
+        with np.errstate(all="ignore"):
             return (x32 * s).astype(np.float32)
-        if op == "divide":
-            return (x32 / s).astype(np.float32)
-        return (x32 * reciprocal32(s)).astype(np.float32)
+    return quotient32(x32, s, op, recipe.triton_target)[0]
 
 
 def applied_scales(amax: np.ndarray, recipe: Recipe) -> np.ndarray:
@@ -241,10 +259,7 @@ def applied_scales(amax: np.ndarray, recipe: Recipe) -> np.ndarray:
             a32 = amax if recipe.eps is None else np.maximum(amax, np.float32(recipe.eps))
             t32 = np.float32(target)
             num, den = (t32, a32) if recipe.convention == "scale" else (a32, t32)
-            if recipe.scale_divide == "multiply-reciprocal":  # num * fl(1/den), two float32 roundings
-                q = (num * (np.float32(1) / np.asarray(den, np.float32)).astype(np.float32)).astype(np.float32)
-            else:
-                q = (num / den).astype(np.float32)
+            q = quotient32(num, den, recipe.scale_divide, recipe.triton_target)[0]
         if recipe.pow2 is not None:
             normal = np.isfinite(q) & (q > 0)
             k = _pow2_exponent(np.where(normal, q, 1), recipe.pow2)

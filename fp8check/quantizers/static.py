@@ -37,15 +37,16 @@ from fp8check.errors import InvalidValueError, KernelError
 from fp8check.formats import get as get_format
 from fp8check.profiles import get as get_profile
 from fp8check.quantizers import exactness
+from fp8check.quantizers.recipe import TARGET_OPS
+from fp8check.quantizers.scaling import quotient32
 from fp8check.quantizers.edge_cases import nan_code_table
 from fp8check.reference import decode, encode
 from fp8check.results import CheckResult, Divergence
 
 __all__ = ["check_static_quantizer", "boundary_scales", "static_scales", "check_options", "APPLY"]
 
-APPLY = ("divide", "multiply-reciprocal", "multiply", "target-divide", "multiply-target-reciprocal")
-# the kernel's own ``/`` as the Triton target divides: each names the correctly rounded operation it stands for
-_AS_TARGET = {"target-divide": "divide", "multiply-target-reciprocal": "multiply-reciprocal"}
+APPLY = ("divide", "multiply-reciprocal", "multiply", *TARGET_OPS)
+
 
 
 def check_options(apply: Any, scale: Any, label: str) -> None:
@@ -100,22 +101,10 @@ def _drawn_scales(max_examples: int, seed: int) -> list[float]:
 def _applied(x32: np.ndarray, s: np.float32, apply: str, target: str | None) -> tuple[np.ndarray, np.ndarray]:
     """``x32`` with the scale ``s`` applied as ``apply`` says, in float32, and the mask of the elements known bit for
     bit (all but those whose quotient the Triton ``target`` leaves unknown)."""
-    known = np.ones(x32.shape, dtype=bool)
-    with np.errstate(all="ignore"):
-        if apply in _AS_TARGET:
-            if target is not None:
-                from fp8check.triton import ops
-
-                if apply == "target-divide":
-                    return ops.divide_f32(x32, s, target)
-                r, k = ops.divide_f32(np.float32(1), s, target)
-                return (x32 * r).astype(np.float32), known & k
-            apply = _AS_TARGET[apply]  # no Triton target: the kernel's / is the correctly rounded one
-        if apply == "multiply":
-            return (x32 * s).astype(np.float32), known
-        if apply == "divide":
-            return (x32 / s).astype(np.float32), known
-        return (x32 * (np.float32(1) / s)).astype(np.float32), known
+    if apply == "multiply":
+        with np.errstate(all="ignore"):
+            return (x32 * s).astype(np.float32), np.ones(x32.shape, dtype=bool)
+    return quotient32(x32, s, apply, target)
 
 
 def _inputs(fmt: Any, dtype: str, s: np.float32, apply: str, rng: np.random.Generator) -> np.ndarray:
@@ -246,7 +235,7 @@ class StaticRun:
         t.counts["nonfinite"] += int((~finite).sum())
         fin = bad[finite]
         v = exactness.verdicts(x32[fin], np.full(fin.size, s, np.float32), expected[fin], actual[fin],
-                               _AS_TARGET.get(o.apply, o.apply), o.fmt, o.profile, self.nan_tab)
+                               TARGET_OPS.get(o.apply, o.apply), o.fmt, o.profile, self.nan_tab)
         self.verdicts.append(v)
         for i in bad[:4]:
             t.found.append(checking.Found((0, 0, 0), self.divergence(x32, y, expected, actual, s, i, fin, v)))
@@ -261,7 +250,7 @@ class StaticRun:
         tail = ""
         if np.isfinite(xi):
             j = int(np.searchsorted(fin, i))
-            tail = "; " + exactness.verdict_text(int(v[j]), xi, float(s), _AS_TARGET.get(o.apply, o.apply), o.fmt,
+            tail = "; " + exactness.verdict_text(int(v[j]), xi, float(s), TARGET_OPS.get(o.apply, o.apply), o.fmt,
                                                  o.profile, actual=int(actual[i]))
         return Divergence(
             category="codes" if np.isfinite(xi) else "nonfinite", input_hex=hex_in,

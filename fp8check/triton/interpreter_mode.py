@@ -802,7 +802,8 @@ class Watch:
                 f"the hardware reciprocal and one multiply (a compile-time divisor: the product with fl(1/C)), "
                 f"not a correctly rounded division: the check computed every quotient as the GPU does (its "
                 f"measured reciprocals), so a divergence that follows from a quotient is what the GPU writes; "
-                f"tl.div_rn divides correctly rounded")
+                f"tl.div_rn divides correctly rounded; to declare the division the kernel does, a recipe's apply and "
+                f"scale-divide (and a static kernel's apply) take target-divide and multiply-target-reciprocal")
 
     @property
     def warning(self) -> str | None:

@@ -614,6 +614,19 @@ def _ops_for_triton(ops: OpRules | None, name: str, base: str) -> OpRules | None
     return ops
 
 
+def of_device(device: object = "cuda") -> str:
+    """The target name of the GPU ``device`` (a CUDA or ROCm torch device): sm89, sm90, sm100, gfx942, gfx950, or
+    ``sm<major><minor>`` / the ROCm architecture for one fp8check has no target of."""
+    import torch
+
+    dev = torch.device(str(device))
+    arch = getattr(torch.cuda.get_device_properties(dev), "gcnArchName", "") or ""
+    if arch:
+        return arch.split(":")[0]
+    major, minor = torch.cuda.get_device_capability(dev)
+    return f"sm{major}{minor}"
+
+
 def names() -> tuple[str, ...]:
     return tuple(TARGETS)
 
