@@ -186,6 +186,12 @@ def test_a_quantizer_ignoring_strides_needs_non_contiguous_input():
     result = check_quantizer(qm.rowwise_ignores_strides, "rowwise", max_examples=5)
     assert not result.passed
     assert all(d.condition.startswith("only for non-contiguous input") for d in result.divergences)
+    # the terminal says so beside each example, as for a cast: without it, a scale of 1e35 for amax 7.0 reads
+    # as a wrong formula, not as a stride the kernel ignores
+    lines = result_text(result).splitlines()
+    for cat in (c for c in ("scale", "codes") if result.categories[c]):
+        i = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith(cat))
+        assert "only for non-contiguous input" in lines[i + 1], lines[i:i + 2]
 
 
 def test_a_quantizer_reading_past_its_view_is_caught_on_views_only():
