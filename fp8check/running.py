@@ -225,10 +225,22 @@ def triton_watch(decl: KernelDeclaration) -> Iterator[Callable[[Any], None]]:
         def finish(result: Any) -> None:
             result.add_note(w.division_note)
             if not result.passed:
-                result.add_note(w.known_division_note)
+                result.add_note(w.known_division_note_for(_declared_divisions(decl, result)))
             add_faults(result, found.faults)
 
         yield finish
+
+
+def _declared_divisions(decl: KernelDeclaration, result: Any) -> dict[str, str]:
+    """How the declaration says the kernel divides: a static kernel's ``apply``, a quantizer recipe's ``apply``
+    and ``scale-divide`` (as its check resolved them); nothing for the other kinds."""
+    if decl.kind == "static":
+        return {"apply": decl.apply or "divide"}
+    recipe = result.extra.get("recipe") or {}
+    if decl.kind != "quantizer" or "scale_divide" not in recipe:
+        return {}
+    apply = recipe.get("apply") or ("multiply" if recipe.get("convention") == "scale" else "divide")
+    return {**({"apply": apply} if apply != "multiply" else {}), "scale-divide": recipe["scale_divide"]}
 
 
 def fault_result(decl: KernelDeclaration, fault: Any, *, input_dtype: str | None = None,

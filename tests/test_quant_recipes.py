@@ -187,6 +187,7 @@ def test_a_static_kernels_own_division_is_declared_as_the_triton_target_divides(
     assert check(launcher(False), "target-divide").passed
     bad = check(launcher(False, bug=True), "target-divide")
     assert not bad.passed and bad.categories["codes"] > 0
+    assert any('declares it (apply = "target-divide")' in n for n in bad.extra["notes"]), bad.extra["notes"]
     # sm100's div.full.f32 is bounded, not measured: its quotients are target-dependent, never divergences
     sm100 = check(launcher(True), "multiply-target-reciprocal", target="sm100")
     assert sm100.passed and sm100.target_dependent > 0
@@ -220,6 +221,12 @@ def test_a_dynamic_quantizers_own_division_is_declared_as_the_triton_target_divi
     assert check(rowwise_launcher(True), "multiply-target-reciprocal", "target-divide").passed
     bad = check(rowwise_launcher(False, bug=True), "target-divide", "target-divide")
     assert not bad.passed and bad.categories["scale"] > 0, bad.categories
+    # the note on a failed check tells how to declare the kernel's own /, unless the recipe already does
+    plain_note = next(n for n in plain.extra["notes"] if "div.full.f32" in n)
+    assert "take target-divide and multiply-target-reciprocal" in plain_note, plain_note
+    bad_note = next(n for n in bad.extra["notes"] if "div.full.f32" in n)
+    assert "take target-divide" not in bad_note, bad_note
+    assert 'the recipe declares it (apply = "target-divide", scale-divide = "target-divide")' in bad_note, bad_note
     # AMD divides correctly rounded: the target-* operations are the IEEE ones there
     assert check(rowwise_launcher(False), "target-divide", "target-divide", target="gfx942").passed
     # sm100's div.full.f32 is bounded, not measured: its quotients are target-dependent, never divergences

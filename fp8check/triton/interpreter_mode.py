@@ -795,15 +795,28 @@ class Watch:
     def known_division_note(self) -> str | None:
         """What to tell the user of a failed check when the kernel divided float32 values with ``/`` that the
         target divides approximately but the check knows bit for bit: the divergences may come from there."""
+        return self.known_division_note_for({})
+
+    def known_division_note_for(self, declared: dict[str, str]) -> str | None:
+        """:attr:`known_division_note` for a check whose declaration names ``declared`` (``{"apply":
+        "target-divide", "scale-divide": "divide"}``): where each is already a target-* operation, the note
+        says so instead of asking for them."""
         t = self.division_target
         if not self.known_divisions or self.approximate_divisions or t is None:
             return None
-        return (f"the kernel divides float32 values with `/`, which Triton compiles for {t.name} to div.full.f32, "
+        from fp8check.quantizers.recipe import TARGET_OPS
+
+        note = (f"the kernel divides float32 values with `/`, which Triton compiles for {t.name} to div.full.f32, "
                 f"the hardware reciprocal and one multiply (a compile-time divisor: the product with fl(1/C)), "
                 f"not a correctly rounded division: the check computed every quotient as the GPU does (its "
                 f"measured reciprocals), so a divergence that follows from a quotient is what the GPU writes; "
-                f"tl.div_rn divides correctly rounded; to declare the division the kernel does, a recipe's apply and "
-                f"scale-divide (and a static kernel's apply) take target-divide and multiply-target-reciprocal")
+                f"tl.div_rn divides correctly rounded; ")
+        if declared and all(v in TARGET_OPS for v in declared.values()):
+            named = ", ".join(f'{k} = "{v}"' for k, v in declared.items())
+            return note + (f"the recipe declares it ({named}): its reference divides as {t.name} does too, so "
+                           f"these divergences are not the division's")
+        return note + ("to declare the division the kernel does, a recipe's apply and scale-divide (and a static "
+                       "kernel's apply) take target-divide and multiply-target-reciprocal")
 
     @property
     def warning(self) -> str | None:
