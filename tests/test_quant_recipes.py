@@ -222,6 +222,10 @@ def test_a_dynamic_quantizers_own_division_is_declared_as_the_triton_target_divi
     bad = check(rowwise_launcher(False, bug=True), "target-divide", "target-divide")
     assert not bad.passed and bad.categories["scale"] > 0, bad.categories
     # the note on a failed check tells how to declare the kernel's own /, unless the recipe already does
+    # its scales are sm90's amax / 448, which the explanation names as the Triton kernel declares it
+    scale = next(d for d in plain.divergences if d.category == "scale" and "scale-divide" in d.detail)
+    assert 'the recipe\'s with scale-divide = "target-divide": the kernel divides with `/` as sm90' in scale.detail, \
+        scale.detail
     plain_note = next(n for n in plain.extra["notes"] if "div.full.f32" in n)
     assert "take target-divide and multiply-target-reciprocal" in plain_note, plain_note
     bad_note = next(n for n in bad.extra["notes"] if "div.full.f32" in n)

@@ -320,13 +320,13 @@ def _implied_target(recipe: Recipe, amax: float, scale: float) -> float:
 _KNOWN_MAXIMA = {448.0: "e4m3fn's max", 240.0: "e4m3fnuz's max", 224.0: "224", 57344.0: "e5m2's max"}
 
 
-def _target_note(recipe: Recipe, amax: float, expected: float, actual: float) -> str:
+def _target_note(recipe: Recipe, amax: float, expected: float, actual: float, target: str | None = None) -> str:
     if not (np.isfinite(amax) and amax > 0 and recipe.rule == "amax" and recipe.pow2 is None):
         return ""
     te, ta = _implied_target(recipe, amax, expected), _implied_target(recipe, amax, actual)
     if not np.isfinite(ta):
         return ""
-    other = _other_scale_divide(recipe, amax, actual)
+    other = _other_scale_divide(recipe, amax, actual, target)
     if other:
         return other
     if f"{te:.6g}" == f"{ta:.6g}" and np.isfinite(expected) and np.signbit(expected) == np.signbit(actual):
@@ -351,21 +351,37 @@ _SCALE_DIVIDE_TEXT = {
 }
 
 
-def _other_scale_divide(recipe: Recipe, amax: float, actual: float) -> str:
-    """A note when the kernel's scale is, bit for bit, the recipe's under the other ``scale_divide``:
-    the declaration names the wrong arithmetic, not a wrong target."""
+def _other_scale_divide(recipe: Recipe, amax: float, actual: float, target: str | None = None) -> str:
+    """A note when the kernel's scale is, bit for bit, the recipe's under another ``scale_divide``: the
+    declaration names the wrong arithmetic, not a wrong target. A Triton kernel checked under a ``target`` whose
+    ``/`` is known bit for bit is offered ``target-divide`` first: its own ``/``, which on sm90 also equals
+    ``multiply-reciprocal`` for 448, is what it declares (for 240 or another run-time divisor it is not)."""
     if recipe.scale_precision != "float32" or recipe.scale_divide in TARGET_OPS:
         return ""
     other = "divide" if recipe.scale_divide == "multiply-reciprocal" else "multiply-reciprocal"
-    try:
-        alt = recipe.replace(scale_divide=other)
-    except FP8CheckError:
-        return ""
-    s = scales_from_amax(np.array([amax], np.float32), alt)
-    if np.float32(s[0]).tobytes() != np.float32(actual).tobytes():
-        return ""
-    return (f"; the kernel's scale is the recipe's with scale-divide = \"{other}\": the kernel "
-            f"{_SCALE_DIVIDE_TEXT[other]}, the recipe {_SCALE_DIVIDE_TEXT[recipe.scale_divide].split(' (')[0]}")
+    candidates = [(other, _SCALE_DIVIDE_TEXT[other], {})]
+    if target is not None and _divides_bit_for_bit(target):
+        candidates.insert(0, ("target-divide", f"divides with `/` as {target} compiles it (its own `/`, declared so)",
+                              {"triton_target": target}))
+    for name, text, more in candidates:
+        try:
+            alt = recipe.replace(scale_divide=name, **more)
+        except FP8CheckError:
+            continue
+        s = scales_from_amax(np.array([amax], np.float32), alt)
+        if np.float32(s[0]).tobytes() == np.float32(actual).tobytes():
+            return (f"; the kernel's scale is the recipe's with scale-divide = \"{name}\": the kernel {text}, the "
+                    f"recipe {_SCALE_DIVIDE_TEXT[recipe.scale_divide].split(' (')[0]}")
+    return ""
+
+
+def _divides_bit_for_bit(target: str) -> bool:
+    """Whether fp8check knows every float32 ``/`` of the Triton ``target`` bit for bit (AMD's correctly rounded
+    one, sm90's through its measured reciprocals), not only within a bound (sm100)."""
+    from fp8check.triton import targets
+
+    rules = targets.get(target).ops
+    return rules is None or rules.fdiv is None or rules.approx_model == "sm90"
 
 
 _Found = checking.Found
@@ -380,7 +396,7 @@ def _within_ulps32(a: np.ndarray, b: np.ndarray, ulps: int) -> np.ndarray:
 
 def _compare(case: QuantCase, recipe: Recipe, codes: np.ndarray, scales: np.ndarray, order: int,
              counts: dict[str, int], found: list[_Found], per_case: int | None = 8, ulps: int = 0,
-             exact: list[np.ndarray] | None = None) -> None:
+             exact: list[np.ndarray] | None = None, triton_target: str | None = None) -> None:
     exp_codes, exp_scales = _expected(case, recipe)
     exp_s = exp_scales.reshape(-1)
     act_s = scales.reshape(-1)
@@ -465,7 +481,7 @@ def _compare(case: QuantCase, recipe: Recipe, codes: np.ndarray, scales: np.ndar
             input_dtype=idt, input_value=iv, expected_value=repr(float(exp_s[b])),
             actual_value=repr(float(act_s[b])),
             detail=(f"{where}: scale of {_block_text(recipe, int(b), shape, case.offsets)}, amax {float(amax[b])!r}"
-                    + _target_note(recipe, float(amax[b]), float(exp_s[b]), float(act_s[b]))))))
+                    + _target_note(recipe, float(amax[b]), float(exp_s[b]), float(act_s[b]), triton_target)))))
     for k, i in enumerate(cd[:per_case]):
         b = int(blocks[i])
         found.append(_Found((size, 2, order), Divergence(
@@ -550,7 +566,8 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
     options = QuantizerOptions(
         name=checking.kernel_name(kernel, kernel_name), device=device, seed=seed, cap=cap, ulps=ulps, supports=sup,
         recipe=r, profile_given=profile is not None, max_examples=max_examples, edge=edge, dtypes=dtypes,
-        cases=cases, thorough=thorough, args=args, precast=precast, huge=huge, huge_numel=huge_numel)
+        cases=cases, thorough=thorough, args=args, precast=precast, huge=huge, huge_numel=huge_numel,
+        triton_target=triton_target)
     return run_quantizer_check(kernel, options)
 
 
@@ -569,6 +586,7 @@ class QuantizerOptions(checking.CheckOptions):
     precast: Callable[..., Any] | None = None
     huge: bool | None = None
     huge_numel: int | None = None
+    triton_target: str | None = None  # the faithful target the kernel runs under (its own `/`), if any
 
     @property
     def harness(self) -> bool:
@@ -625,7 +643,7 @@ class QuantizerRun:
             codes, scales = _resolve_bracketed(compared, o.recipe, outs, op_names, t.cases, self.dependent)
         n_before = len(t.found)
         _compare(compared, o.recipe, codes, scales, t.cases, t.counts, t.found, ulps=o.ulps, exact=self.exact,
-                 per_case=None if o.cap is None else max(8, o.cap))
+                 per_case=None if o.cap is None else max(8, o.cap), triton_target=o.triton_target)
         for f in t.found[n_before:]:
             if case.condition:
                 f.divergence = dataclasses.replace(f.divergence, condition=case.condition)
