@@ -252,6 +252,19 @@ def test_target_operations_are_the_correctly_rounded_ones_without_a_target():
         plain.replace(apply="target-divide", triton_target="sm91")
 
 
+def test_target_operations_without_a_target_say_they_were_correctly_rounded():
+    # a recipe naming the Triton target's own / on a check without one (no triton-target, the CPU) is computed
+    # correctly rounded, as documented; the result says so rather than letting "(the target's /)" stand
+    r = quantizers.get("rowwise").replace(name="own-div", apply="target-divide", scale_divide="target-divide")
+    res = check_quantizer(torch_quantizer(r), r, max_examples=2, thorough=False)
+    assert res.passed and any("no Triton target" in n for n in res.extra.get("notes", ())), res.extra
+    static = check_static_quantizer(_static_divide, format="e4m3fn", apply="target-divide", scale=3.0 / 448,
+                                    input_dtype="bfloat16")
+    assert any("no Triton target" in n for n in static.extra.get("notes", ())), static.extra
+    plain = check_static_quantizer(_static_divide, format="e4m3fn", scale=3.0 / 448, input_dtype="bfloat16")
+    assert not any("no Triton target" in n for n in plain.extra.get("notes", ()))
+
+
 PYPROJECT = '''
 [tool.fp8check.recipe.my-rowwise]
 base = "rowwise"

@@ -41,7 +41,7 @@ from fp8check.profiles import get as get_profile
 from fp8check.reference import decode
 from fp8check.quantizers import get as get_recipe
 from fp8check.quantizers.edge_cases import HazardTally, edge_cases, nan_code_table
-from fp8check.quantizers.recipe import TARGET_OPS, Recipe
+from fp8check.quantizers.recipe import TARGET_OPS, Recipe, untargeted_note
 from fp8check.quantizers import exactness
 from fp8check.quantizers.scaling import (apply_scale, block_amax, element_blocks, element_scales, expand_scales,
                                          global_scale, quantize, scales_from_amax)
@@ -568,7 +568,12 @@ def check_quantizer(kernel: Callable[..., Any], recipe: Recipe | str, *, fmt: ob
         recipe=r, profile_given=profile is not None, max_examples=max_examples, edge=edge, dtypes=dtypes,
         cases=cases, thorough=thorough, args=args, precast=precast, huge=huge, huge_numel=huge_numel,
         triton_target=triton_target)
-    return run_quantizer_check(kernel, options)
+    result = run_quantizer_check(kernel, options)
+    if r.divides_as_target and r.triton_target is None:
+        ops = ", ".join(f'{k} = "{v}"' for k, v in (("apply", r.element_op), ("scale-divide", r.scale_divide))
+                        if v in TARGET_OPS)
+        result.add_note(untargeted_note(f"the recipe's {ops}"))
+    return result
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -37,7 +37,7 @@ from fp8check.errors import InvalidValueError, KernelError
 from fp8check.formats import get as get_format
 from fp8check.profiles import get as get_profile
 from fp8check.quantizers import exactness
-from fp8check.quantizers.recipe import TARGET_OPS
+from fp8check.quantizers.recipe import TARGET_OPS, untargeted_note
 from fp8check.quantizers.scaling import quotient32
 from fp8check.quantizers.edge_cases import nan_code_table
 from fp8check.reference import decode, encode
@@ -274,6 +274,8 @@ class StaticRun:
                                     "recipe_summary": (f"(x, scale) -> codes: {o.apply} by the given scale, "
                                                        f"{f.name} {p.name}; {scales.size} scales"),
                                     "cases": int(scales.size), "hazards": [], "ulps": o.ulps})
+        if o.apply in TARGET_OPS and o.triton_target is None:
+            result.add_note(untargeted_note(f'apply = "{o.apply}"'))
         if self.verdicts:
             tallied = exactness.count(np.concatenate(self.verdicts))
             result.extra["exactness"] = tallied.to_dict()
