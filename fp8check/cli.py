@@ -75,13 +75,12 @@ def _parser() -> ArgumentParser:
 def _no_driver_hint(error: str, args: Any) -> str:
     """Triton's "0 active drivers" (a Triton kernel launched on a machine without a GPU), with what to do: every
     kind's kernel reaches it (a cast's, a quantizer's, a gate's)."""
-    if "active drivers" not in error:
-        return error
+    from fp8check.loader import no_driver_hint
+
     if hasattr(args, "triton_target"):
-        return (error + " (a Triton kernel on a machine without a GPU: run it in fp8check's faithful interpreter "
-                "with --triton-target sm90, gfx942, ...)")
-    return (error + " (a Triton kernel on a machine without a GPU: this command runs kernels as they are; "
-            "`fp8check check ... --triton-target sm90` checks it in fp8check's faithful interpreter)")
+        return no_driver_hint(error, "run it in fp8check's faithful interpreter with --triton-target sm90, gfx942, ...")
+    return no_driver_hint(error, "this command runs kernels as they are; `fp8check check ... --triton-target sm90` "
+                                 "checks it in fp8check's faithful interpreter")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -71,3 +71,11 @@ def without_triton(exc: BaseException) -> str:
     if not name or name.split(".")[0] != "triton":
         return ""
     return f"without Triton, these kernels' tests are skipped ({_one_line(exc)})"
+
+
+def no_driver_hint(error: str, remedy: str) -> str:
+    """Triton's "0 active drivers" (a Triton kernel launched on a machine without a GPU) in ``error``, with what
+    to do (``remedy``: the flag or the declaration key of the caller); any other error as it is."""
+    if "active drivers" not in error:
+        return error
+    return f"{error} (a Triton kernel on a machine without a GPU: {remedy})"

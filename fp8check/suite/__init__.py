@@ -341,7 +341,7 @@ class DeclaredTarget:
         not an AssertionError) on a divergence of another category."""
         from fp8check.declarations import missing_requirement
         from fp8check.errors import KernelError
-        from fp8check.loader import without_triton
+        from fp8check.loader import no_driver_hint, without_triton
         from fp8check.terminal.divergences import result_text
 
         import pytest
@@ -363,7 +363,9 @@ class DeclaredTarget:
         except KernelError as exc:  # no call could be judged (every one refused, or none could be made): one line
             beyond = (f"diverges beyond its known divergence ({', '.join(known['categories'])}: {known['reason']}): "
                       if known is not None else "")
-            pytest.fail(f"{decl.label}: {beyond}{exc}", pytrace=False)
+            told = no_driver_hint(str(exc), 'declare it with triton-target = "sm90" (or gfx942, sm100, ...) to '
+                                            "check it in fp8check's faithful interpreter")
+            pytest.fail(f"{decl.label}: {beyond}{told}", pytrace=False)
         if known is not None and not result.passed:
             other = sorted(c for c, n in result.categories.items() if n and c not in known["categories"])
             if other:

@@ -560,3 +560,18 @@ def test_a_triton_quantizer_without_a_target_is_told_how_to_run_it_on_a_cpu(tmp_
     assert "active drivers" in err and len(err.splitlines()) == 1, err
     assert ("with --triton-target sm90, gfx942" if command == "check" else
             "`fp8check check ... --triton-target sm90` checks it") in err, err
+
+
+def test_a_declared_triton_quantizer_without_a_target_is_told_how_to_declare_one(tmp_path):
+    # the pytest suite's failure for the same kernel declared in a pyproject.toml without triton-target said
+    # only "0 active drivers" (the command line's hint named a flag the declaration does not have)
+    from fp8check.declaration_reader import quantizer_kernel
+    from fp8check.loader import load_callable
+    from fp8check.suite import DeclaredTarget
+
+    (tmp_path / "plain_quant_decl.py").write_text(_PLAIN_TRITON_QUANTIZER)
+    fn = load_callable(f"{tmp_path / 'plain_quant_decl.py'}:tensorwise")
+    with pytest.raises(pytest.fail.Exception) as failed:
+        DeclaredTarget(quantizer_kernel(fn, recipe="tensorwise", format="e4m3fnuz")).check(max_examples=1)
+    msg = str(failed.value)
+    assert "active drivers" in msg and 'triton-target = "sm90"' in msg, msg
