@@ -265,6 +265,15 @@ def test_target_operations_without_a_target_say_they_were_correctly_rounded():
     assert not any("no Triton target" in n for n in plain.extra.get("notes", ()))
 
 
+@pytest.mark.parametrize("value,meant", [("target_divide", "target-divide"), ("target-divid", "target-divide"),
+                                         ("multiply-target-reciprocal ", "multiply-target-reciprocal")])
+def test_a_misspelled_value_is_told_the_value_meant_as_a_pyproject_writes_it(value, meant):
+    with pytest.raises(InvalidValueError) as err:
+        quantizers.declared_recipe("mine", base="rowwise", apply=value)
+    msg = str(err.value)
+    assert f"did you mean '{meant}'?" in msg and "none, 'multiply'" in msg and "None" not in msg, msg
+
+
 PYPROJECT = '''
 [tool.fp8check.recipe.my-rowwise]
 base = "rowwise"

@@ -126,6 +126,7 @@ that block are not compared: a NaN scale makes the whole block NaN.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -249,9 +250,13 @@ def block(rows: int, cols: int) -> Granularity:
 
 def _choice(name: str, value: Any, allowed: tuple[Any, ...], recipe: str) -> None:
     if value not in allowed:
+        # written as a pyproject.toml writes them ("none" clears a field), with the value a typo meant
+        names = [a for a in allowed if isinstance(a, str)]
+        meant = difflib.get_close_matches(str(value).strip().replace("_", "-"), names, n=1, cutoff=0.75)
         raise InvalidValueError(
-            f"recipe {recipe!r}: {name}={value!r} is not one of {', '.join(repr(a) for a in allowed)}"
-        )
+            f"recipe {recipe!r}: {name}={value!r} is not one of "
+            f"{', '.join('none' if a is None else repr(a) for a in allowed)}"
+            + (f"; did you mean {meant[0]!r}?" if meant else ""))
 
 
 @dataclass(frozen=True, kw_only=True)
