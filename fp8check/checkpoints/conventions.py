@@ -343,7 +343,8 @@ def _ct_refusal(strategy: str, size: int | None, structure: Any, block: tuple[in
     if strategy == "token" and not dynamic:
         return "with static activations (compressed-tensors: \"Cannot perform static token quantization\")"
     if strategy in ("group", "tensor_group") and (size is None or size <= 0):
-        return f"with group_size {size} (compressed-tensors: \"requires group_size to be set to a positive value\")"
+        given = "without group_size" if size is None else f"with group_size {size}"
+        return f"{given} (compressed-tensors: \"requires group_size to be set to a positive value\")"
     if size is not None and size > 0 and strategy not in ("group", "tensor_group"):
         return f"with group_size {size} (compressed-tensors: \"group_size requires strategy to be set to 'group'\")"
     if strategy == "block" and block is None:

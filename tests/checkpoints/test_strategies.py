@@ -197,6 +197,8 @@ def _parsed(args):
 def test_what_compressed_tensors_refuses_is_read_as_refused(args, refused):
     q = _parsed(args)
     assert [refused in r for r in q.strategy_refused] == ([True] if refused else []), q.strategy_refused
+    # told as config.json writes it: a key left out is "without", never Python's None
+    assert not any("None" in r for r in q.strategy_refused), q.strategy_refused
     if not refused:
         (ours,) = q.weight_strategies
         assert ours.strategy == args.get("strategy", "group")  # inferred from group_size 128 where absent
