@@ -124,6 +124,17 @@ def test_no_eps_recipe_catches_a_kernel_with_eps():
     assert check_quantizer(torch_quantizer(no_eps), no_eps, **FAST).passed
 
 
+def test_a_kernel_clamping_its_scale_where_the_recipe_clamps_amax_is_told_so():
+    # max(amax / 448, eps) (vLLM's CUDA per-token kernel) against max(amax, eps) / 448: an all-zero or tiny row's
+    # scale is eps itself; "the recipe maps amax to 4e-28, the kernel to 9e-31" said nothing of that
+    rowwise = quantizers.get("rowwise")
+    clamps_scale = torch_quantizer(rowwise.replace(name="clamps-scale", eps=None, scale_min=rowwise.eps))
+    r = check_quantizer(clamps_scale, rowwise, **FAST)
+    assert not r.passed and r.categories["scale"] > 0
+    told = [d.detail for d in r.divergences if d.category == "scale" and "amax 0.0" not in d.detail]
+    assert told and all('with eps = "none", scale-min = 1e-12' in t for t in told), told
+
+
 def test_skip_nan_amax():
     skip = quantizers.declared_recipe("skip", base="rowwise", amax="skip-nan")
     kernel = torch_quantizer(skip)

@@ -326,7 +326,7 @@ def _target_note(recipe: Recipe, amax: float, expected: float, actual: float, ta
     te, ta = _implied_target(recipe, amax, expected), _implied_target(recipe, amax, actual)
     if not np.isfinite(ta):
         return ""
-    other = _other_scale_divide(recipe, amax, actual, target)
+    other = _other_scale_divide(recipe, amax, actual, target) or _other_clamp(recipe, amax, actual)
     if other:
         return other
     if f"{te:.6g}" == f"{ta:.6g}" and np.isfinite(expected) and np.signbit(expected) == np.signbit(actual):
@@ -373,6 +373,27 @@ def _other_scale_divide(recipe: Recipe, amax: float, actual: float, target: str 
             return (f"; the kernel's scale is the recipe's with scale-divide = \"{name}\": the kernel {text}, the "
                     f"recipe {_SCALE_DIVIDE_TEXT[recipe.scale_divide].split(' (')[0]}")
     return ""
+
+
+def _other_clamp(recipe: Recipe, amax: float, actual: float) -> str:
+    """A note when the kernel's scale is, bit for bit, the recipe's with its floor moved: ``eps`` clamping the
+    scale (``max(amax / target, eps)``, ``scale_min``: vLLM's CUDA per-token kernel) where the recipe clamps
+    amax (``max(amax, eps) / target``), or the other way round."""
+    if recipe.convention != "scale_inv" or (recipe.eps is None) == (recipe.scale_min is None):
+        return ""
+    floor = recipe.eps if recipe.eps is not None else recipe.scale_min
+    try:
+        alt = recipe.replace(eps=recipe.scale_min, scale_min=recipe.eps)
+    except FP8CheckError:
+        return ""
+    s = scales_from_amax(np.array([amax], np.float32), alt)
+    if np.float32(s[0]).tobytes() != np.float32(actual).tobytes():
+        return ""
+    declared = (f'eps = "none", scale-min = {floor:g}' if recipe.eps is not None
+                else f'eps = {floor:g}, scale-min = "none"')
+    where, other = ("the scale", "amax") if recipe.eps is not None else ("amax", "the scale")
+    return (f"; the kernel's scale is the recipe's with {declared}: the kernel clamps {where} at {floor:g}, the "
+            f"recipe clamps {other}")
 
 
 def _divides_bit_for_bit(target: str) -> bool:
