@@ -176,7 +176,8 @@ def _quantize_body(result: CheckResult) -> list[Line]:
         if n and cat in first:
             d = first[cat]
             line += (f"  e.g. input {d.input_hex} ({d.input_value}): expected {d.expected_hex} ({d.expected_value}), "
-                     f"got {d.actual_hex} ({d.actual_value})\n{'':21}{d.detail}")
+                     f"got {d.actual_hex} ({d.actual_value})\n{'':21}{d.detail}"
+                     + (f" ({d.condition})" if d.condition else ""))  # a stride, a shape, a previous call
         lines.append((line, "red" if n else ""))
     for cat in CALL_CATEGORIES:  # divergences of a call: the kernel wrote its input, differed, refused
         n = result.categories.get(cat, 0)
@@ -321,12 +322,8 @@ def result_lines(result: CheckResult, *, header: bool = True) -> list[Line]:
     else:
         if header:
             summary = result.extra.get("profile_summary", "")
-            if result.kind == "gemm":  # operands in, a float matrix out, judged against a recipe
-                lines.append((f"fp8check check {result.kernel}: {result.format} operands, {result.device}, recipe "
-                              f"{result.profile}: {summary}", "bold"))
-            else:
-                lines.append((f"fp8check check {result.kernel} → {result.format} ({result.input_dtype} in, "
-                              f"{result.device}), profile {result.profile}: {summary}", "bold"))
+            lines.append((f"fp8check check {result.kernel} → {result.format} ({result.input_dtype} in, {result.device}), "
+                          f"profile {result.profile}: {summary}", "bold"))
             what = result.extra.get("checked_means", "distinct inputs")
             lines.append((f"checked {result.checked:,} {what}", ""))
             lines.extend(_scope_lines(result))
