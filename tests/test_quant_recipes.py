@@ -131,8 +131,13 @@ def test_a_kernel_clamping_its_scale_where_the_recipe_clamps_amax_is_told_so():
     clamps_scale = torch_quantizer(rowwise.replace(name="clamps-scale", eps=None, scale_min=rowwise.eps))
     r = check_quantizer(clamps_scale, rowwise, **FAST)
     assert not r.passed and r.categories["scale"] > 0
-    told = [d.detail for d in r.divergences if d.category == "scale" and "amax 0.0" not in d.detail]
+    told = [d.detail for d in r.divergences if d.category == "scale"]
     assert told and all('with eps = "none", scale-min = 1e-12' in t for t in told), told
+    assert any("amax 0.0" in t for t in told)  # an all-zero row's scale is the floor itself: told too
+    from fp8check.terminal.divergences import result_text
+
+    example = result_text(r).split("  scale ", 1)[1].splitlines()[1]
+    assert 'with eps = "none"' in example, example  # the printed example is an explained one
 
 
 def test_skip_nan_amax():

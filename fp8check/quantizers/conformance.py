@@ -321,12 +321,15 @@ _KNOWN_MAXIMA = {448.0: "e4m3fn's max", 240.0: "e4m3fnuz's max", 224.0: "224", 5
 
 
 def _target_note(recipe: Recipe, amax: float, expected: float, actual: float, target: str | None = None) -> str:
-    if not (np.isfinite(amax) and amax > 0 and recipe.rule == "amax" and recipe.pow2 is None):
+    if not (np.isfinite(amax) and amax >= 0 and recipe.rule == "amax" and recipe.pow2 is None):
         return ""
+    other = _other_clamp(recipe, amax, actual)  # an all-zero block shows a moved floor best
+    if other or amax == 0:
+        return other
     te, ta = _implied_target(recipe, amax, expected), _implied_target(recipe, amax, actual)
     if not np.isfinite(ta):
         return ""
-    other = _other_scale_divide(recipe, amax, actual, target) or _other_clamp(recipe, amax, actual)
+    other = _other_scale_divide(recipe, amax, actual, target)
     if other:
         return other
     if f"{te:.6g}" == f"{ta:.6g}" and np.isfinite(expected) and np.signbit(expected) == np.signbit(actual):
