@@ -575,3 +575,5 @@ def test_a_declared_triton_quantizer_without_a_target_is_told_how_to_declare_one
         DeclaredTarget(quantizer_kernel(fn, recipe="tensorwise", format="e4m3fnuz")).check(max_examples=1)
     msg = str(failed.value)
     assert "active drivers" in msg and 'triton-target = "sm90"' in msg, msg
+    # one message: not Triton's error above it again under "During handling of the above exception"
+    assert failed.value.__context__ is None, failed.value.__context__
