@@ -355,6 +355,19 @@ def test_cli_recipe_from_the_repository(tmp_path, monkeypatch, capsys):
     assert main(["check", "kern:quant", "--kind", "quantize", "--recipe", "nope"]) == 2
 
 
+def test_a_recipe_of_a_pyproject_that_is_not_valid_toml_is_told_why_it_is_unknown(tmp_path, monkeypatch, capsys):
+    # an unquoted value in the repository's pyproject.toml: the command line said only "unknown recipe 'r'; known
+    # recipes: ..." (pytest, reading the same file, named the TOML error)
+    from fp8check.cli import main
+
+    (tmp_path / "pyproject.toml").write_text('[tool.fp8check.recipe.r]\nbase = "rowwise"\napply = target-divide\n')
+    monkeypatch.chdir(tmp_path)
+    assert main(["check", "kern:quant", "--kind", "quantize", "--recipe", "r"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "unknown recipe 'r'" in err and "pyproject.toml: not valid TOML" in err and "line 3" in err, err
+    assert len(err.splitlines()) == 1, err
+
+
 def test_max_listed_caps_quantizer_listing():
     kernel = torch_quantizer(quantizers.get("rowwise").replace(apply="multiply-reciprocal"))
     big = dict(max_examples=0, cases=[QuantCase(f"random {i}", _X * (i + 1)) for i in range(12)])

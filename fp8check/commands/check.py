@@ -300,11 +300,11 @@ def _quantize(args: argparse.Namespace) -> list[Any]:
     from fp8check.profiles import get as get_profile
     from fp8check.quantizers import get as get_recipe
 
-    from fp8check.declarations import repository_recipes
+    from fp8check.pyproject import recipe_named
 
     if not args.recipe:
         raise InvalidValueError("--kind quantize needs --recipe NAME (see docs/recipes.md for the names)")
-    recipe = get_recipe(args.recipe, declared=repository_recipes())
+    recipe = recipe_named(args.recipe)
     if args.recipe_field:
         from fp8check.quantizers import declared_recipe
 

@@ -60,10 +60,9 @@ def run(args: argparse.Namespace) -> int:
     from fp8check.terminal.gates import print_gate_report
 
     check_outputs_and_examples(args)
-    from fp8check import quantizers
-    from fp8check.pyproject import repository_recipes
+    from fp8check.pyproject import recipe_named
 
-    recipe = quantizers.get(args.recipe, args.format, declared=repository_recipes())
+    recipe = recipe_named(args.recipe, args.format)
     views = parse_views(None if args.shape.lower() == "none" else args.shape, args.gemm)
     chosen = DEFECTS if args.defects is None else tuple(defect(n.strip()) for n in args.defects.split(",") if n.strip())
     report = measure_gates(args.gates, recipe=recipe, kernel=args.kernel, views=views, dtype=args.dtype,
