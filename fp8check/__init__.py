@@ -52,7 +52,7 @@ _EXPORTS = {
     "kernel_tests": "fp8check.suite.testing",
     "measure_gates": "fp8check.gates",
 }
-_MODULES = ("formats", "profiles", "stacks")
+_MODULES = ("formats", "profiles", "stacks", "quantizers")  # as the docs write them: fp8check.quantizers.get(...)
 
 __all__ = sorted(_EXPORTS) + list(_MODULES)
 

@@ -312,3 +312,17 @@ def test_fn_to_fnuz_conversion_table_keeps_every_byte_but_negative_zero_and_non_
         if f.is_nan(c) or f.is_inf(c):
             expected[c] = 0x80
     assert np.array_equal(table, expected), np.flatnonzero(table != expected)
+
+
+def test_the_documented_module_paths_work_after_a_bare_import_fp8check():
+    # docs/recipes.md writes fp8check.quantizers.declared_recipe(...), .names(), .get(...): after `import fp8check`
+    # alone (a fresh interpreter: here the test session has imported the submodule already) it was an AttributeError
+    import subprocess
+    import sys
+
+    code = ("import fp8check\n"
+            "r = fp8check.quantizers.declared_recipe('mine', base='rowwise', apply='multiply-reciprocal')\n"
+            "assert 'rowwise' in fp8check.quantizers.names() and fp8check.quantizers.get('rowwise').eps == 1e-12\n"
+            "print(r.apply)\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.strip() == "multiply-reciprocal", run.stderr
