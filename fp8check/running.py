@@ -226,6 +226,8 @@ def triton_watch(decl: KernelDeclaration) -> Iterator[Callable[[Any], None]]:
             result.add_note(w.division_note)
             if not result.passed:
                 result.add_note(w.known_division_note_for(_declared_divisions(decl, result)))
+            if result.categories.get("nonfinite") or result.categories.get("nan"):
+                result.add_note(w.nan_clamp_note)
             add_faults(result, found.faults)
 
         yield finish

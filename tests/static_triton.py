@@ -36,7 +36,8 @@ def launcher(reciprocal: bool, bug: bool = False):
 
 
 @triton.jit
-def _rowwise(x_ptr, y_ptr, s_ptr, n, fp8_max, RECIPROCAL: tl.constexpr, BUG: tl.constexpr, BLOCK: tl.constexpr):
+def _rowwise(x_ptr, y_ptr, s_ptr, n, fp8_max, RECIPROCAL: tl.constexpr, BUG: tl.constexpr, CLAMP: tl.constexpr,
+             BLOCK: tl.constexpr):
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     x = tl.load(x_ptr + row * n + cols, mask=cols < n, other=0.0).to(tl.float32)
@@ -48,18 +49,21 @@ def _rowwise(x_ptr, y_ptr, s_ptr, n, fp8_max, RECIPROCAL: tl.constexpr, BUG: tl.
         y = x * (1.0 / s)
     else:
         y = x / s
+    if CLAMP:  # as vLLM's kernels clamp before the cast: a NaN becomes a number (the target's lowering says which)
+        y = tl.clamp(y, -448.0, 448.0)
     tl.store(y_ptr + row * n + cols, y.to(tl.float8e4nv), mask=cols < n)
     tl.store(s_ptr + row, s)
 
 
-def rowwise_launcher(reciprocal: bool, bug: bool = False):
+def rowwise_launcher(reciprocal: bool, bug: bool = False, clamp: bool = False):
     """``x -> (e4m3fn codes, (M, 1) float32 scale_inv)`` of :func:`_rowwise`."""
     def quant(x: torch.Tensor):
         x = x.contiguous()
         m, n = x.shape
         y = torch.empty((m, n), dtype=torch.float8_e4m3fn)
         s = torch.empty((m, 1), dtype=torch.float32)
-        _rowwise[(m,)](x, y, s, n, 448.0, RECIPROCAL=reciprocal, BUG=bug, BLOCK=triton.next_power_of_2(max(n, 1)))
+        _rowwise[(m,)](x, y, s, n, 448.0, RECIPROCAL=reciprocal, BUG=bug, CLAMP=clamp,
+                       BLOCK=triton.next_power_of_2(max(n, 1)))
         return y, s
-    quant.__name__ = f"rowwise_{'reciprocal' if reciprocal else 'divide'}{'_bug' if bug else ''}"
+    quant.__name__ = f"rowwise_{'reciprocal' if reciprocal else 'divide'}{'_bug' if bug else ''}{'_clamp' if clamp else ''}"
     return quant

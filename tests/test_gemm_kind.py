@@ -256,6 +256,8 @@ def test_the_command_line_checks_a_gemm_kernel(tmp_path, capsys):
     assert re.search(r"[\d,]+</strong> of [\d,]+ output elements diverge from the reference of", page), page[:3000]
     assert "(e4m3fn operands; float32 out)" in page and "inputs diverge" not in page
     assert re.search(r"DIVERGES: [\d,]+ output elements differ", printed) and "output tile (0, 0)" in printed, printed
+    head = printed.splitlines()[0]  # a GEMM's header: its operands and recipe, not a cast's input and profile
+    assert f"e4m3fn operands, cpu, recipe {BLOCK}, epilogue k-block" in head and "profile" not in head, head
     assert "scaled by a_scales[0, 0] x b_scales[0, 1] where a_scales[0, 0] x b_scales[0, 0] is declared" in printed
     r = json.loads(out.read_text())
     assert r["kind"] == "gemm" and r["categories"]["scale"] > 0 and "b_scales[0, 1]" in r["divergences"][0]["detail"]

@@ -252,6 +252,13 @@ def test_a_dynamic_quantizers_own_division_is_declared_as_the_triton_target_divi
     # sm100's div.full.f32 is bounded, not measured: its quotients are target-dependent, never divergences
     sm100 = check(rowwise_launcher(False), "target-divide", "target-divide", target="sm100")
     assert sm100.passed and sm100.target_dependent > 0, sm100.categories
+    assert not any("tl.clamp" in n for n in own.extra.get("notes", ()))
+    # a clamp before the cast turns NaN into a number, as the target lowers it: the failed check says which
+    for target, lowering in (("sm90", "min.xorsign.abs.f32"), ("gfx942", "v_med3_f32")):
+        clamped = check(rowwise_launcher(False, clamp=True), "target-divide", "target-divide", target=target)
+        assert not clamped.passed and clamped.categories["nonfinite"] > 0, clamped.categories
+        notes = clamped.extra.get("notes", ())
+        assert any("tl.clamp turned" in n and lowering in n for n in notes), notes
 
 
 def test_target_operations_are_the_correctly_rounded_ones_without_a_target():

@@ -322,8 +322,12 @@ def result_lines(result: CheckResult, *, header: bool = True) -> list[Line]:
     else:
         if header:
             summary = result.extra.get("profile_summary", "")
-            lines.append((f"fp8check check {result.kernel} → {result.format} ({result.input_dtype} in, {result.device}), "
-                          f"profile {result.profile}: {summary}", "bold"))
+            if result.kind == "gemm":  # operands in, a float matrix out, judged against a recipe
+                lines.append((f"fp8check check {result.kernel}: {result.format} operands, {result.device}, recipe "
+                              f"{result.profile}: {summary}", "bold"))
+            else:
+                lines.append((f"fp8check check {result.kernel} → {result.format} ({result.input_dtype} in, "
+                              f"{result.device}), profile {result.profile}: {summary}", "bold"))
             what = result.extra.get("checked_means", "distinct inputs")
             lines.append((f"checked {result.checked:,} {what}", ""))
             lines.extend(_scope_lines(result))

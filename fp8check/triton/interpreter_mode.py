@@ -253,6 +253,14 @@ def _note_division(target: Target, known: bool) -> None:
             w.division_target = target
 
 
+def _note_nan_clamp(target: Target, rule: str, count: int) -> None:
+    """A ``tl.clamp`` turned ``count`` NaN elements into numbers under ``rule`` (for :class:`Watch`)."""
+    with _LOCK:
+        for w in _WATCHES:
+            w.nan_clamps += count
+            w.nan_clamp_rule, w.clamp_target = rule, target
+
+
 def _involves_fp8(*dtypes: Any) -> bool:
     return any(_fp8_name(d) for d in dtypes)
 
@@ -383,7 +391,7 @@ class _FloatOps(Layer):
     triton_versions = SUPPORTED_TRITON_VERSIONS
 
     def install(self, scope: PatchScope, interp: Any) -> None:
-        _ops.FloatOps(interp, _active_now, _note_division).install(scope, interp.InterpreterBuilder)
+        _ops.FloatOps(interp, _active_now, _note_division, _note_nan_clamp).install(scope, interp.InterpreterBuilder)
 
 
 #: The faithful block's layers, installed while :func:`faithful` or :func:`watch` is in use.
@@ -778,6 +786,9 @@ class Watch:
     approximate_divisions: int = 0  # float32 ``/`` the target compiles to an approximate division, bracketed
     known_divisions: int = 0  # and those whose every quotient is known bit for bit (sm90's measured reciprocals)
     division_target: Target | None = None  # the target they were counted under
+    nan_clamps: int = 0  # NaN elements a tl.clamp turned into numbers (the target's lowering, without PropagateNan.ALL)
+    nan_clamp_rule: str = ""  # its lowering (targets.ClampRule)
+    clamp_target: Target | None = None
 
     @property
     def division_note(self) -> str | None:
@@ -817,6 +828,23 @@ class Watch:
                            f"these divergences are not the division's")
         return note + ("to declare the division the kernel does, a recipe's apply and scale-divide (and a static "
                        "kernel's apply) take target-divide and multiply-target-reciprocal")
+
+    @property
+    def nan_clamp_note(self) -> str | None:
+        """What to tell the user of a check with NaN divergences when a ``tl.clamp`` of the kernel turned NaN
+        into numbers: the target's lowering of the clamp decides which number."""
+        t = self.clamp_target
+        if not self.nan_clamps or t is None:
+            return None
+        becomes = {
+            "xorsign_abs": ("min.xorsign.abs.f32 (bounds -hi and hi), which gives hi with the NaN's sign: "
+                            "+NaN -> +hi, -NaN -> -hi (the GPU's own NaN, of Inf / Inf or Inf * 0, is +NaN)"),
+            "med3": "v_med3_f32, which gives the smaller bound for a NaN",
+            "minmax": "max then min of numbers (maxnum, minnum), which gives the lower bound for a NaN",
+        }.get(self.nan_clamp_rule, self.nan_clamp_rule)
+        return (f"the kernel's tl.clamp turned {self.nan_clamps:,} NaN elements into numbers: Triton compiles it "
+                f"for {t.name} to {becomes}; where NaN is due, tl.clamp(..., "
+                f"propagate_nan=tl.PropagateNan.ALL) keeps it")
 
     @property
     def warning(self) -> str | None:

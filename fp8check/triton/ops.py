@@ -625,15 +625,18 @@ class FloatOps(BuilderOps):
     method per interpreter op (``op(inner, builder, *args)``, ``inner`` the method replaced), the table
     in :meth:`table`. ``active()`` is the open faithful block (None: the replaced methods run);
     ``note_division(target, known)`` is told of every float32 ``/`` the target divides approximately (``known``:
-    every quotient of it known bit for bit, as sm90's through its measured reciprocals). A
+    every quotient of it known bit for bit, as sm90's through its measured reciprocals), ``note_nan_clamp(target,
+    rule, count)`` of every ``tl.clamp`` that turned ``count`` NaN elements into numbers. A
     target's rule for an op is the op's method here, reading the target's
     :class:`~fp8check.triton.targets.OpRules`."""
 
     def __init__(self, interp: Any, active: Callable[[], Any],
-                 note_division: Callable[[Any, bool], None] = lambda target, known: None) -> None:
+                 note_division: Callable[[Any, bool], None] = lambda target, known: None,
+                 note_nan_clamp: Callable[[Any, str, int], None] = lambda target, rule, count: None) -> None:
         import triton.language as tl
 
         self.interp, self.active, self.note_division = interp, active, note_division
+        self.note_nan_clamp = note_nan_clamp
         self.tl, self.TensorHandle = tl, interp.TensorHandle
         self.BF16, self.F32 = tl.bfloat16, tl.float32
 
@@ -874,8 +877,14 @@ class FloatOps(BuilderOps):
         rule = r.bf16_clamp if self.is_bf16(x) else r.clamp
         if rule == "xorsign_abs" and not _clip_pattern(lo, hi, r.clip_patterns):
             rule = "minmax"
-        out = clamp(self.values(x), self.values(lo), self.values(hi), rule=rule, propagate_nan=propagate,
+        xv = self.values(x)
+        out = clamp(xv, self.values(lo), self.values(hi), rule=rule, propagate_nan=propagate,
                     zeros=r.minmax_zeros, nan=r.nan_pattern)
+        if not propagate and np.issubdtype(np.asarray(xv).dtype, np.floating):
+            with np.errstate(invalid="ignore"):
+                lost = int(np.count_nonzero(np.isnan(xv) & ~np.isnan(out)))
+            if lost:
+                self.note_nan_clamp(self.target(), rule, lost)
         return self.result(x, out, r)
 
     # -- square roots and transcendentals ---------------------------------------------------
