@@ -14,6 +14,10 @@ code once per pass and keeping everything in registers: no table gathers, no tem
   (CDNA3) is an arithmetic shift, and the result's float32 bits are assembled from the integer sum
   (truncation; CDNA3's floor then round to nearest even: the floored integer converted to float32
   where the result is a normal float32, else with selects).
+- Lanes (CDNA3's two-stage steps of 16, paired rows: ``dot_instances``): 64 rows at a time, each step's codes
+  transposed K-major, the step straight-line code over the rows (no reduction along K, the terms as float32
+  products truncated by the conversion to int32, the last rounding with selects); a row that meets a case the
+  lanes do not cover is done again by the per-element step.
 - Special values (NaN/Inf codes, NaN scales, a non-finite accumulator) leave the fast loop: the step's
   value is what a float sum of the products and ``c`` gives, as in the NumPy engine, told from the
   codes' bits (the layouts name the Inf codes).
@@ -421,10 +425,29 @@ def _lane_codes(a: np.ndarray, i0: int, s0: int, x: np.ndarray) -> None:
                      np.uint64(x.ctypes.data))
 
 
+@intrinsic
+def _f32_from_bits(typingctx: Any, x: Any) -> Any:
+    """The float32 of bits given as an int32 (a register move)."""
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        return builder.bitcast(args[0], ir.FloatType())
+    return types.float32(types.int32), codegen
+
+
+@_inline
+def _lane_product(x: int, y: int, la: tuple, lb: tuple) -> float:
+    """The product of codes ``x`` and ``y`` of 8-bit formats as a float32, exact: at most 8 significant bits, and
+    a normal float32 (its exponent at least -34). Times ``2**(f - top)`` (f <= 27; top at most 30, at least -100)
+    it stays exact and below 2**(f + 2): its conversion to int32 is the truncated term of :func:`_truncated_term`."""
+    sx, mx, ex = _field(x, la)
+    sy, my, ey = _field(y, lb)
+    v = np.float32(_I(mx * my)) * _f32_from_bits(_I(_I(_I(ex + ey) - _I(la[0] + lb[0]) + 127) << 23))
+    return -v if _I(sx ^ sy) else v
+
+
 @_inline
 def _two_stage_lanes(xa: np.ndarray, xb: np.ndarray, acc: np.ndarray, slow: np.ndarray, la: tuple, lb: tuple, f: int,
                      f2: int, drop_tiny_c: bool, zero_exp: int, top0: np.ndarray, top1: np.ndarray, part0: np.ndarray,
-                     part1: np.ndarray) -> None:
+                     part1: np.ndarray, pv: np.ndarray, scale0: np.ndarray, scale1: np.ndarray) -> None:
     """:func:`_two_stage_step` of 16 codes for every lane (``xa``/``xb`` (16, lanes): the codes, ``acc``: the
     accumulators, replaced): ``slow[l]`` set where the lane must be done again by :func:`_two_stage_step` (a special
     code or accumulator, a code outside its format, a result the FPU rounding does not cover)."""
@@ -444,14 +467,17 @@ def _two_stage_lanes(xa: np.ndarray, xb: np.ndarray, acc: np.ndarray, slow: np.n
             slow[l] |= bad
             top0[l] = max(top0[l], _product_exponent(x0, y0, la, lb, zero_p))
             top1[l] = max(top1[l], _product_exponent(x1, y1, la, lb, zero_p))
-    lift = _I(f - la[0] - lb[0])
+            pv[k0, l] = _lane_product(x0, y0, la, lb)
+            pv[k1, l] = _lane_product(x1, y1, la, lb)
     for l in range(n):
         part0[l] = part1[l] = _I(0)
+        scale0[l] = _f32_from_bits(_I(_I(f - max(top0[l], _I(-100)) + 127) << 23))  # 2**(f - top): a term is
+        scale1[l] = _f32_from_bits(_I(_I(f - max(top1[l], _I(-100)) + 127) << 23))  # trunc(product * scale)
     for q in range(8):
         k0, k1 = np.uint64(2 * q), np.uint64(2 * q + 1)
         for l in range(n):
-            part0[l] = _I(part0[l] + _truncated_term(_I(xa[k0, l]), _I(xb[k0, l]), la, lb, lift, top0[l]))
-            part1[l] = _I(part1[l] + _truncated_term(_I(xa[k1, l]), _I(xb[k1, l]), la, lb, lift, top1[l]))
+            part0[l] = _I(part0[l] + np.int32(pv[k0, l] * scale0[l]))
+            part1[l] = _I(part1[l] + np.int32(pv[k1, l] * scale1[l]))
     for l in range(n):  # as _two_stage_step's last lines, with selects; _floor_rne_bits' fast case only
         c_sign, c_sig, ec, c_finite = _c_parts(acc[l])
         t0, t1 = np.int64(top0[l]), np.int64(top1[l])
@@ -524,7 +550,7 @@ def _lanes(algorithm: int, a: np.ndarray, b: np.ndarray, la: tuple, lb: tuple, s
     where a code lies outside its format."""
     chunk, ik, f, g, zero_exp, drop_tiny_c, dep_specials, block, group, lift = model
     rows = 0
-    if algorithm != TWO_STAGE or chunk != 16:
+    if algorithm != TWO_STAGE or chunk != 16 or f > 27 or out_bits.shape[1] != 1:  # 2**(f - top): a float32
         return rows
     xa = np.empty((16, _LANES), np.uint8)
     xb = np.empty_like(xa)
@@ -533,6 +559,8 @@ def _lanes(algorithm: int, a: np.ndarray, b: np.ndarray, la: tuple, lb: tuple, s
     special = np.empty(_LANES, np.bool_)
     slow = np.empty(_LANES, np.int32)
     top0, top1, part0, part1 = np.empty_like(slow), np.empty_like(slow), np.empty_like(slow), np.empty_like(slow)
+    pv = np.empty((16, _LANES), np.float32)
+    scale0, scale1 = np.empty(_LANES, np.float32), np.empty(_LANES, np.float32)
     steps = a.shape[1] // chunk
     for i0 in range(0, a.shape[0] - _LANES + 1, _LANES):
         for l in range(_LANES):
@@ -543,7 +571,8 @@ def _lanes(algorithm: int, a: np.ndarray, b: np.ndarray, la: tuple, lb: tuple, s
             _lane_codes(a, i0, s0, xa)
             _lane_codes(b, i0, s0, xb)
             before[:] = acc
-            _two_stage_lanes(xa, xb, acc, slow, la, lb, f, g, drop_tiny_c, zero_exp, top0, top1, part0, part1)
+            _two_stage_lanes(xa, xb, acc, slow, la, lb, f, g, drop_tiny_c, zero_exp, top0, top1, part0, part1, pv,
+                             scale0, scale1)
             for l in range(_LANES):
                 if slow[l]:  # the per-element step, from the same accumulator
                     bits, met, outside = _step(algorithm, a, i0 + l, b, i0 + l, s0, la, lb, sa, sb, scale_table,
