@@ -511,46 +511,18 @@ def _f32_add(x_bits: int, y_bits: int, fbuf: np.ndarray, ubuf: np.ndarray) -> in
 
 
 @_inline
-def _step(algorithm: int, a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, la: tuple, lb: tuple, sa: np.ndarray,
-          sb: np.ndarray, scale_table: np.ndarray, model: tuple, acc: int, wbuf: np.ndarray,
-          ebuf: np.ndarray) -> tuple[int, bool, bool]:
-    """One step of element (i, jb) from the accumulator bits ``acc``: (its bits, a special value met, a code outside
-    its format: nothing computed)."""
-    chunk, ik, f, g, zero_exp, drop_tiny_c, dep_specials, block, group, lift = model
-    nan = False
-    if algorithm == ALIGNED:
-        se = 0
-        if block:  # e8m0 scales: 2**(code - 127), 0xFF NaN
-            ca, cb = np.int64(sa[i, s0 // block]), np.int64(sb[jb, s0 // block])
-            se, nan = ca + cb - 254, ca == 0xFF or cb == 0xFF
-        bits, flag = _aligned_step(a, i, b, jb, s0, chunk, la, lb, se, acc, f, g, zero_exp)
-    elif algorithm == TWO_STAGE:
-        bits, flag = _two_stage_step(a, i, b, jb, s0, chunk, la, lb, acc, f, g, drop_tiny_c, zero_exp)
-    else:
-        bits, flag = _grouped_step(a, i, b, jb, s0, chunk, la, lb, sa, sb, block, group, scale_table, lift, acc, f,
-                                   g, zero_exp, wbuf, ebuf)
-        nan = (flag & 4) != 0
-    if flag & 2:
-        return 0, False, True
-    if flag or nan:
-        return _special_bits(a, i, b, jb, s0, chunk, la, lb, acc, nan), True, False
-    return bits, False, False
-
-
-@_inline
 def _result_bits(res: int) -> int:
     return _NAN_BITS if (res & 0x7FFFFFFF) > 0x7F800000 else res
 
 
 @_inline
-def _lanes(algorithm: int, a: np.ndarray, b: np.ndarray, la: tuple, lb: tuple, sa: np.ndarray, sb: np.ndarray,
-           scale_table: np.ndarray, model: tuple, c_bits: np.ndarray, out_bits: np.ndarray, dep: np.ndarray,
-           wbuf: np.ndarray, ebuf: np.ndarray) -> int:
-    """Paired rows without promotion, _LANES at a time (see ``_LANES``): the rows done (a multiple of _LANES), or -1
-    where a code lies outside its format."""
+def _lanes(a: np.ndarray, b: np.ndarray, la: tuple, lb: tuple, model: tuple, c_bits: np.ndarray, out_bits: np.ndarray,
+           dep: np.ndarray) -> int:
+    """CDNA3's paired rows without promotion, _LANES at a time (see ``_LANES``): the rows done (a multiple of
+    _LANES), or -1 where a code lies outside its format."""
     chunk, ik, f, g, zero_exp, drop_tiny_c, dep_specials, block, group, lift = model
     rows = 0
-    if algorithm != TWO_STAGE or chunk != 16 or f > 27 or out_bits.shape[1] != 1:  # 2**(f - top): a float32
+    if chunk != 16 or f > 27 or out_bits.shape[1] != 1:  # 2**(f - top): a float32
         return rows
     xa = np.empty((16, _LANES), np.uint8)
     xb = np.empty_like(xa)
@@ -575,12 +547,14 @@ def _lanes(algorithm: int, a: np.ndarray, b: np.ndarray, la: tuple, lb: tuple, s
                              scale0, scale1)
             for l in range(_LANES):
                 if slow[l]:  # the per-element step, from the same accumulator
-                    bits, met, outside = _step(algorithm, a, i0 + l, b, i0 + l, s0, la, lb, sa, sb, scale_table,
-                                               model, before[l], wbuf, ebuf)
-                    if outside:
+                    bits, flag = _two_stage_step(a, i0 + l, b, i0 + l, s0, chunk, la, lb, before[l], f, g, drop_tiny_c,
+                                                 zero_exp)
+                    if flag & 2:
                         return -1
+                    if flag:
+                        bits = _special_bits(a, i0 + l, b, i0 + l, s0, chunk, la, lb, before[l], False)
+                        special[l] = True
                     acc[l] = bits
-                    special[l] |= met
         for l in range(_LANES):
             out_bits[i0 + l, 0] = _result_bits(acc[l])
             dep[i0 + l, 0] = special[l] and dep_specials
@@ -600,8 +574,8 @@ def _drive(algorithm: int, a: np.ndarray, b: np.ndarray, paired: bool, la: tuple
     ebuf = np.empty_like(wbuf)
     steps = a.shape[1] // ik
     first = 0
-    if paired and not promotion:
-        first = _lanes(algorithm, a, b, la, lb, sa, sb, scale_table, model, c_bits, out_bits, dep, wbuf, ebuf)
+    if algorithm == TWO_STAGE and paired and not promotion:
+        first = _lanes(a, b, la, lb, model, c_bits, out_bits, dep)
         if first < 0:
             return 1
     for i in range(first, a.shape[0]):
@@ -612,11 +586,25 @@ def _drive(algorithm: int, a: np.ndarray, b: np.ndarray, paired: bool, la: tuple
             special = False
             for t in range(steps):
                 for s0 in range(t * ik, (t + 1) * ik, chunk):
-                    bits, met, outside = _step(algorithm, a, i, b, jb, s0, la, lb, sa, sb, scale_table, model, acc,
-                                               wbuf, ebuf)
-                    if outside:
+                    nan = False
+                    if algorithm == ALIGNED:
+                        se = 0
+                        if block:  # e8m0 scales: 2**(code - 127), 0xFF NaN
+                            ca, cb = np.int64(sa[i, s0 // block]), np.int64(sb[jb, s0 // block])
+                            se, nan = ca + cb - 254, ca == 0xFF or cb == 0xFF
+                        bits, flag = _aligned_step(a, i, b, jb, s0, chunk, la, lb, se, acc, f, g, zero_exp)
+                    elif algorithm == TWO_STAGE:
+                        bits, flag = _two_stage_step(a, i, b, jb, s0, chunk, la, lb, acc, f, g, drop_tiny_c,
+                                                     zero_exp)
+                    else:
+                        bits, flag = _grouped_step(a, i, b, jb, s0, chunk, la, lb, sa, sb, block, group,
+                                                   scale_table, lift, acc, f, g, zero_exp, wbuf, ebuf)
+                        nan = (flag & 4) != 0
+                    if flag & 2:
                         return 1
-                    special |= met
+                    if flag or nan:
+                        bits = _special_bits(a, i, b, jb, s0, chunk, la, lb, acc, nan)
+                        special = True
                     acc = bits
                 if promotion and ((t + 1) % promotion == 0 or t == steps - 1):
                     total = _f32_add(total, acc, fbuf, ubuf)
