@@ -14,6 +14,10 @@ code once per pass and keeping everything in registers: no table gathers, no tem
   (CDNA3) is an arithmetic shift, and the result's float32 bits are assembled from the integer sum
   (truncation; CDNA3's floor then round to nearest even: the floored integer converted to float32
   where the result is a normal float32, else with selects).
+- Lanes (CDNA3's two-stage steps of 16, paired rows: ``dot_instances``): 64 rows at a time, each step's codes
+  transposed K-major, the step straight-line code over the rows (no reduction along K, the terms as float32
+  products truncated by the conversion to int32, the last rounding with selects); a row that meets a case the
+  lanes do not cover is done again by the per-element step.
 - Special values (NaN/Inf codes, NaN scales, a non-finite accumulator) leave the fast loop: the step's
   value is what a float sum of the products and ``c`` gives, as in the NumPy engine, told from the
   codes' bits (the layouts name the Inf codes).
@@ -368,6 +372,134 @@ def _grouped_step(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, L: int
     return _truncated_bits(total, top - f, g), np.int64(0)
 
 
+# -- lanes: 64 paired instances at once --------------------------------------------------------------------------
+# dot_instances' rows are independent: a block of _LANES of them runs each step as straight-line integer code over
+# the block (every instruction a 16-lane vector, no reduction across lanes, the rounding without branches), the
+# codes turned K-major by a byte transposition; a lane that meets a special value, a code outside its format or a
+# result the fast rounding does not cover is done again by the per-element step (the same code as the element loop).
+
+_LANES = 64
+
+
+@intrinsic
+def _transpose_lanes(typingctx: Any, src: Any, stride: Any, dst: Any) -> Any:
+    """``dst[k, 16 g + r] = src[(16 g + r) * stride + k]`` for k, r < 16, g < 4 (addresses as integers): 16 codes of
+    64 rows made 16 rows of 64 lanes. Four row groups side by side in one 64-byte vector, four rounds of the same
+    byte interleave inside each 16-byte part (the 16 x 16 transposition as unpack instructions)."""
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        src_i, stride_i, dst_i = args
+        i8, i32, i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
+        v16, v64 = ir.VectorType(i8, 16), ir.VectorType(i8, 64)
+
+        def mask(idx: list[int]) -> ir.Constant:
+            return ir.Constant(ir.VectorType(i32, len(idx)), idx)
+
+        base = builder.inttoptr(src_i, i8.as_pointer())
+        rows = []
+        for r in range(16):
+            parts = []
+            for g in range(4):
+                ptr = builder.gep(base, [builder.mul(stride_i, ir.Constant(i64, 16 * g + r))])
+                load = builder.load(builder.bitcast(ptr, v16.as_pointer()))
+                load.align = 1
+                parts.append(load)
+            low = builder.shuffle_vector(parts[0], parts[1], mask(list(range(32))))
+            high = builder.shuffle_vector(parts[2], parts[3], mask(list(range(32))))
+            rows.append(builder.shuffle_vector(low, high, mask(list(range(64)))))
+        low = mask([x for g in range(4) for j in range(8) for x in (16 * g + j, 64 + 16 * g + j)])
+        high = mask([x for g in range(4) for j in range(8, 16) for x in (16 * g + j, 64 + 16 * g + j)])
+        for _ in range(4):
+            rows = [builder.shuffle_vector(rows[j], rows[j + 8], m) for j in range(8) for m in (low, high)]
+        out = builder.inttoptr(dst_i, v64.as_pointer())
+        for k in range(16):
+            store = builder.store(rows[k], builder.gep(out, [ir.Constant(i64, k)]))
+            store.align = 1
+        return context.get_dummy_value()
+    return types.void(types.uint64, types.int64, types.uint64), codegen
+
+
+@_inline
+def _lane_codes(a: np.ndarray, i0: int, s0: int, x: np.ndarray) -> None:
+    """``x[k, l] = a[i0 + l, s0 + k]`` for k < 16, l < 64 (``a``: C-contiguous uint8 rows)."""
+    _transpose_lanes(np.uint64(a.ctypes.data + i0 * a.strides[0] + s0), np.int64(a.strides[0]),
+                     np.uint64(x.ctypes.data))
+
+
+@intrinsic
+def _f32_from_bits(typingctx: Any, x: Any) -> Any:
+    """The float32 of bits given as an int32 (a register move)."""
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        return builder.bitcast(args[0], ir.FloatType())
+    return types.float32(types.int32), codegen
+
+
+@_inline
+def _lane_product(x: int, y: int, la: tuple, lb: tuple) -> float:
+    """The product of codes ``x`` and ``y`` of 8-bit formats as a float32, exact: at most 8 significant bits, and
+    a normal float32 (its exponent at least -34). Times ``2**(f - top)`` (f <= 27; top at most 30, at least -100)
+    it stays exact and below 2**(f + 2): its conversion to int32 is the truncated term of :func:`_truncated_term`."""
+    sx, mx, ex = _field(x, la)
+    sy, my, ey = _field(y, lb)
+    v = np.float32(_I(mx * my)) * _f32_from_bits(_I(_I(_I(ex + ey) - _I(la[0] + lb[0]) + 127) << 23))
+    return -v if _I(sx ^ sy) else v
+
+
+@_inline
+def _two_stage_lanes(xa: np.ndarray, xb: np.ndarray, acc: np.ndarray, slow: np.ndarray, la: tuple, lb: tuple, f: int,
+                     f2: int, drop_tiny_c: bool, zero_exp: int, top0: np.ndarray, top1: np.ndarray, part0: np.ndarray,
+                     part1: np.ndarray, pv: np.ndarray, scale0: np.ndarray, scale1: np.ndarray) -> None:
+    """:func:`_two_stage_step` of 16 codes for every lane (``xa``/``xb`` (16, lanes): the codes, ``acc``: the
+    accumulators, replaced): ``slow[l]`` set where the lane must be done again by :func:`_two_stage_step` (a special
+    code or accumulator, a code outside its format, a result the FPU rounding does not cover)."""
+    narrow = la[6] < 8 or lb[6] < 8
+    n = np.uint64(_LANES)
+    for l in range(n):
+        top0[l] = top1[l] = _I(-(1 << 30))
+        slow[l] = _I(0)
+    zero_p = _I(zero_exp)
+    for q in range(8):
+        k0, k1 = np.uint64(2 * q), np.uint64(2 * q + 1)
+        for l in range(n):
+            x0, y0, x1, y1 = _I(xa[k0, l]), _I(xb[k0, l]), _I(xa[k1, l]), _I(xb[k1, l])
+            bad = _I(_I(_special(x0, la) | _special(y0, lb)) | _I(_special(x1, la) | _special(y1, lb)))
+            if narrow:
+                bad |= _I(_I(x0 >> la[6]) | _I(y0 >> lb[6]) | _I(x1 >> la[6]) | _I(y1 >> lb[6]))
+            slow[l] |= bad
+            top0[l] = max(top0[l], _product_exponent(x0, y0, la, lb, zero_p))
+            top1[l] = max(top1[l], _product_exponent(x1, y1, la, lb, zero_p))
+            pv[k0, l] = _lane_product(x0, y0, la, lb)
+            pv[k1, l] = _lane_product(x1, y1, la, lb)
+    for l in range(n):
+        part0[l] = part1[l] = _I(0)
+        scale0[l] = _f32_from_bits(_I(_I(f - max(top0[l], _I(-100)) + 127) << 23))  # 2**(f - top): a term is
+        scale1[l] = _f32_from_bits(_I(_I(f - max(top1[l], _I(-100)) + 127) << 23))  # trunc(product * scale)
+    for q in range(8):
+        k0, k1 = np.uint64(2 * q), np.uint64(2 * q + 1)
+        for l in range(n):
+            part0[l] = _I(part0[l] + np.int32(pv[k0, l] * scale0[l]))
+            part1[l] = _I(part1[l] + np.int32(pv[k1, l] * scale1[l]))
+    for l in range(n):  # as _two_stage_step's last lines, with selects; _floor_rne_bits' fast case only
+        c_sign, c_sig, ec, c_finite = _c_parts(acc[l])
+        t0, t1 = np.int64(top0[l]), np.int64(top1[l])
+        e_dot = max(t0, t1)
+        s_dot = (np.int64(part0[l]) >> min(e_dot - t0, 63)) + (np.int64(part1[l]) >> min(e_dot - t1, 63))
+        e_max = max(e_dot, ec)
+        sd = _shifted(s_dot, e_dot - e_max + f2 + 1 - f)
+        sc = _shifted(_signed(c_sig, c_sign), f - e_max + ec - 23)
+        if drop_tiny_c:
+            sc = 0 if ec < e_max - f - 1 else sc
+        total = sd + (sc << (f2 + 1 - f))
+        u = e_max - f2 - 1
+        mag = -total if total < 0 else total
+        nb = 64 - leading_zeros(np.uint64(mag))
+        drop = max(nb - f2 - 1, 0)
+        bits = np.int64(_f32_bits(np.float32(total >> drop)))
+        field = ((bits >> 23) & 0xFF) + u + drop
+        fast = (total != 0) & (u + nb - 1 >= -126) & (field >= 1) & (field <= 254) & c_finite
+        acc[l] = (bits + ((u + drop) << 23)) & 0xFFFFFFFF
+        slow[l] |= _I(not fast)
+
+
 @_jit
 def _f32_add(x_bits: int, y_bits: int, fbuf: np.ndarray, ubuf: np.ndarray) -> int:
     """float32 bits of ``x + y`` (float32 arithmetic, round to nearest even): Triton's promotion fadd."""
@@ -376,6 +508,58 @@ def _f32_add(x_bits: int, y_bits: int, fbuf: np.ndarray, ubuf: np.ndarray) -> in
     ubuf[0] = y_bits
     fbuf[0] = x + fbuf[0]
     return np.int64(ubuf[0])
+
+
+@_inline
+def _result_bits(res: int) -> int:
+    return _NAN_BITS if (res & 0x7FFFFFFF) > 0x7F800000 else res
+
+
+@_inline
+def _lanes(a: np.ndarray, b: np.ndarray, la: tuple, lb: tuple, model: tuple, c_bits: np.ndarray, out_bits: np.ndarray,
+           dep: np.ndarray) -> int:
+    """CDNA3's paired rows without promotion, _LANES at a time (see ``_LANES``): the rows done (a multiple of
+    _LANES), or -1 where a code lies outside its format."""
+    chunk, ik, f, g, zero_exp, drop_tiny_c, dep_specials, block, group, lift = model
+    rows = 0
+    if chunk != 16 or f > 27 or out_bits.shape[1] != 1:  # 2**(f - top): a float32
+        return rows
+    xa = np.empty((16, _LANES), np.uint8)
+    xb = np.empty_like(xa)
+    acc = np.empty(_LANES, np.int64)
+    before = np.empty_like(acc)
+    special = np.empty(_LANES, np.bool_)
+    slow = np.empty(_LANES, np.int32)
+    top0, top1, part0, part1 = np.empty_like(slow), np.empty_like(slow), np.empty_like(slow), np.empty_like(slow)
+    pv = np.empty((16, _LANES), np.float32)
+    scale0, scale1 = np.empty(_LANES, np.float32), np.empty(_LANES, np.float32)
+    steps = a.shape[1] // chunk
+    for i0 in range(0, a.shape[0] - _LANES + 1, _LANES):
+        for l in range(_LANES):
+            acc[l] = np.int64(c_bits[i0 + l, 0])
+            special[l] = False
+        for t in range(steps):
+            s0 = t * chunk
+            _lane_codes(a, i0, s0, xa)
+            _lane_codes(b, i0, s0, xb)
+            before[:] = acc
+            _two_stage_lanes(xa, xb, acc, slow, la, lb, f, g, drop_tiny_c, zero_exp, top0, top1, part0, part1, pv,
+                             scale0, scale1)
+            for l in range(_LANES):
+                if slow[l]:  # the per-element step, from the same accumulator
+                    bits, flag = _two_stage_step(a, i0 + l, b, i0 + l, s0, chunk, la, lb, before[l], f, g, drop_tiny_c,
+                                                 zero_exp)
+                    if flag & 2:
+                        return -1
+                    if flag:
+                        bits = _special_bits(a, i0 + l, b, i0 + l, s0, chunk, la, lb, before[l], False)
+                        special[l] = True
+                    acc[l] = bits
+        for l in range(_LANES):
+            out_bits[i0 + l, 0] = _result_bits(acc[l])
+            dep[i0 + l, 0] = special[l] and dep_specials
+        rows = i0 + _LANES
+    return rows
 
 
 @_inline
@@ -389,7 +573,12 @@ def _drive(algorithm: int, a: np.ndarray, b: np.ndarray, paired: bool, la: tuple
     wbuf = np.empty(max(chunk // max(group, 1), 1), np.int64)
     ebuf = np.empty_like(wbuf)
     steps = a.shape[1] // ik
-    for i in range(a.shape[0]):
+    first = 0
+    if algorithm == TWO_STAGE and paired and not promotion:
+        first = _lanes(a, b, la, lb, model, c_bits, out_bits, dep)
+        if first < 0:
+            return 1
+    for i in range(first, a.shape[0]):
         for j in range(out_bits.shape[1]):
             jb = i if paired else j
             total = np.int64(c_bits[i, j])
@@ -421,7 +610,7 @@ def _drive(algorithm: int, a: np.ndarray, b: np.ndarray, paired: bool, la: tuple
                     total = _f32_add(total, acc, fbuf, ubuf)
                     acc = 0
             res = total if promotion else acc
-            out_bits[i, j] = _NAN_BITS if (res & 0x7FFFFFFF) > 0x7F800000 else res
+            out_bits[i, j] = _result_bits(res)
             dep[i, j] = special and dep_specials
     return 0
 
