@@ -241,7 +241,7 @@ def _declared_divisions(decl: KernelDeclaration, result: Any) -> dict[str, str]:
     recipe = result.extra.get("recipe") or {}
     if decl.kind != "quantizer" or "scale_divide" not in recipe:
         return {}
-    apply = recipe.get("apply") or ("multiply" if recipe.get("convention") == "scale" else "divide")
+    apply = recipe["apply"]  # Recipe.to_dict's element_op: every recipe has one
     return {**({"apply": apply} if apply != "multiply" else {}), "scale-divide": recipe["scale_divide"]}
 
 

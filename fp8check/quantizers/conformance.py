@@ -363,7 +363,9 @@ def _other_scale_divide(recipe: Recipe, amax: float, actual: float, target: str 
         return ""
     other = "divide" if recipe.scale_divide == "multiply-reciprocal" else "multiply-reciprocal"
     candidates = [(other, _SCALE_DIVIDE_TEXT[other], {})]
-    if target is not None and _divides_bit_for_bit(target):
+    from fp8check.triton.ops import divides_bit_for_bit
+
+    if target is not None and divides_bit_for_bit(target):
         candidates.insert(0, ("target-divide", f"divides with `/` as {target} compiles it (its own `/`, declared so)",
                               {"triton_target": target}))
     for name, text, more in candidates:
@@ -397,15 +399,6 @@ def _other_clamp(recipe: Recipe, amax: float, actual: float) -> str:
     where, other = ("the scale", "amax") if recipe.eps is not None else ("amax", "the scale")
     return (f"; the kernel's scale is the recipe's with {declared}: the kernel clamps {where} at {floor:g}, the "
             f"recipe clamps {other}")
-
-
-def _divides_bit_for_bit(target: str) -> bool:
-    """Whether fp8check knows every float32 ``/`` of the Triton ``target`` bit for bit (AMD's correctly rounded
-    one, sm90's through its measured reciprocals), not only within a bound (sm100)."""
-    from fp8check.triton import targets
-
-    rules = targets.get(target).ops
-    return rules is None or rules.fdiv is None or rules.approx_model == "sm90"
 
 
 _Found = checking.Found

@@ -172,8 +172,10 @@ _DIVISIONS = ("divide", "multiply-reciprocal", *TARGET_OPS)
 def untargeted_note(declared: str) -> str:
     """The note of a check whose declaration names a target-* operation (``declared``: which) but that runs
     under no Triton target: what its quotients were, and how to give them the kernel's target."""
-    return (f"{declared} names a Triton target's own `/`, but this check runs under no Triton target: its quotients are the correctly rounded ones; declare triton-target = \"sm90\" "
-            f"(or gfx942, sm100, ...; --triton-target) to check them as the kernel's GPU divides")
+    return (f"{declared} names a Triton target's own `/`, but this check runs under no Triton target: its "
+            f"quotients are the correctly rounded ones; declare triton-target = \"sm90\" (or gfx942, sm100, ...; "
+            f"--triton-target) to check them as the kernel's GPU divides")
+
 
 _KINDS = ("tensorwise", "rowwise", "colwise", "block", "group_rowwise", "group_colwise")
 

@@ -48,7 +48,6 @@ __all__ = ["check_static_quantizer", "boundary_scales", "static_scales", "check_
 APPLY = ("divide", "multiply-reciprocal", "multiply", *TARGET_OPS)
 
 
-
 def check_options(apply: Any, scale: Any, label: str) -> None:
     if (apply or "divide") not in APPLY:
         raise InvalidValueError(f"{label}: apply = {apply!r}: use one of {', '.join(APPLY)}")

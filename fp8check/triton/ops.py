@@ -480,6 +480,15 @@ def approximate(exact: np.ndarray, bound: Any, *, op: str = "", ftz: bool = Fals
     return _ftz(rn) if ftz else rn
 
 
+def divides_bit_for_bit(target: Any) -> bool:
+    """Whether every float32 ``/`` of the Triton ``target`` is known bit for bit (AMD's correctly rounded one,
+    sm90's through its measured reciprocals), not only within a bound (sm100): :func:`divide_f32`'s cases."""
+    from fp8check.triton import targets
+
+    rules = targets.get(target).ops
+    return rules is None or rules.fdiv is None or rules.approx_model == "sm90"
+
+
 def divide_f32(x: np.ndarray, y: np.ndarray, target: Any, *, end: str = "rn") -> tuple[np.ndarray, np.ndarray]:
     """A run-time float32 ``x / y`` as ``target``'s compiled Triton computes it: the one per-target division, of
     the interpreter's ``fdiv`` and of the references outside it (the ``rescaled`` GEMM epilogue). The quotients
