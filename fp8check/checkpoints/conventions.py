@@ -130,6 +130,9 @@ class QuantConfig:
     not_understood: list[str] = field(default_factory=list)  # what the config says that no layout describes
     # static activations: every quantized module carries its layout's input scale (the key that says so, or "")
     static_activations: str = ""
+    # dynamic activations declared in so many words (activation_scheme "dynamic", dynamic true, is_dynamic true):
+    # the loaders make no input scale parameter, so a stored one is read by nothing (the key that says so, or "")
+    dynamic_activations: str = ""
     # ModelOpt MIXED_PRECISION: module prefix -> its quant_algo (FP8, NVFP4, W4A16_NVFP4), from quantized_layers
     layer_schemes: dict[str, str] = field(default_factory=dict)
     # compressed-tensors: each config group's declared strategy for weights and for input activations
@@ -198,8 +201,11 @@ def parse_config(docs: dict[str, Any]) -> QuantConfig:
                 q.block = _int_pair(qc.get("weight_block_size"))
                 q.block_everywhere = q.block is not None
                 q.ue8m0_scales = str(qc.get("scale_fmt", "")).lower() == "ue8m0"
-                if str(qc.get("activation_scheme", "")).lower() == "static":
+                scheme = str(qc.get("activation_scheme", "")).lower()
+                if scheme == "static":
                     q.static_activations = 'config.json quantization_config.activation_scheme "static"'
+                elif scheme == "dynamic":
+                    q.dynamic_activations = 'config.json quantization_config.activation_scheme "dynamic"'
             elif method in ("fbgemm_fp8",):
                 q.weight_format = formats.E4M3FN
             elif method == "compressed-tensors":
@@ -221,6 +227,8 @@ def parse_config(docs: dict[str, Any]) -> QuantConfig:
                 overrides = qc.get("layer_quant_config") or qc.get("layer_type_quant_config")  # per-layer schemes
                 if isinstance(a, dict) and a.get("is_dynamic") is False and not overrides:
                     q.static_activations = "config.json global_quant_config.input_tensors is_dynamic false"
+                elif isinstance(a, dict) and a.get("is_dynamic") is True and not overrides:
+                    q.dynamic_activations = "config.json global_quant_config.input_tensors is_dynamic true"
             elif method == "modelopt":
                 algo = str(qc.get("quant_algo", "")).upper()
                 _modelopt_algo(q, algo, qc, "config.json quantization_config")
@@ -259,6 +267,7 @@ def _compressed_tensors(q: QuantConfig, qc: dict[str, Any]) -> None:
     """compressed-tensors config_groups: the weights' format, block or group, and static activations."""
     groups = qc.get("config_groups")
     static: list[bool] = []
+    dynamic: list[bool] = []
     blocks: list[tuple[int, int] | None] = []
     if isinstance(groups, dict):
         for name, grp in groups.items():
@@ -287,12 +296,15 @@ def _compressed_tensors(q: QuantConfig, qc: dict[str, Any]) -> None:
                     into.append(declared)
             # dynamic false: a calibrated input_scale; "local" (NVFP4): a stored input_global_scale
             static.append(isinstance(a, dict) and a.get("dynamic") in (False, "local"))
+            dynamic.append(isinstance(a, dict) and a.get("dynamic") is True)
             if static[-1]:
                 q.static_activations = (f"config.json config_groups input_activations dynamic "
                                         f"{json.dumps(a.get('dynamic'))}")
     q.block_everywhere = bool(blocks) and blocks[0] is not None and len(set(blocks)) == 1
     if not all(static):  # groups of both kinds: which module is in which group is the targets' call, not read here
         q.static_activations = ""
+    if dynamic and all(dynamic):
+        q.dynamic_activations = "config.json config_groups input_activations dynamic true"
 
 
 def _ct_strategy(q: QuantConfig, where: str, role: str, args: dict[str, Any]) -> Strategy | None:

@@ -138,6 +138,12 @@ CODES: dict[str, FindingCode] = {c.code: c for c in (
                 "create_fp8_input_scale) and keeps it when the checkpoint has none: NaN/garbage output. Warning "
                 "instead for one shard of a fused linear whose other shards carry one (vLLM takes their max); "
                 "count = 1"),
+    FindingCode("INPUT_SCALE_UNUSED", WARNING, "input scale stored under dynamic activations",
+                "the config declares dynamic activations in so many words (activation_scheme \"dynamic\", "
+                "input_activations dynamic true, is_dynamic true) and a quantized module carries its layout's input "
+                "scale. Loader: vLLM creates no input scale parameter under dynamic activations (Fp8LinearMethod, "
+                "CompressedTensorsW8A8Fp8) and quantizes each activation at run time, so the stored calibration is "
+                "read by nothing: the config's scheme or the tensors are wrong; count = 1"),
     FindingCode("SIBLING_MISMATCH", ERROR, "a module unlike its siblings",
                 f"modules named alike but for their indices (experts, layers; at least {SIBLINGS_MIN} quantized) "
                 "carry the same tensors: a scale most siblings carry and this one lacks is an error (the loader's "

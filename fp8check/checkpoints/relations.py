@@ -3,7 +3,8 @@
 What a layout and its config require across the modules of a checkpoint, checked after the scales are read:
 
 - the scale set of every quantized module: its layout's input scale where the config declares static activations
-  (:data:`conventions.QuantConfig.static_activations`, or a MIXED_PRECISION layer whose scheme is static);
+  (:data:`conventions.QuantConfig.static_activations`, or a MIXED_PRECISION layer whose scheme is static), none
+  where it declares dynamic ones (:data:`conventions.QuantConfig.dynamic_activations`);
 - siblings (modules named alike but for their indices: experts, layers) carry the same tensors in the same dtypes;
   the odd one is named;
 - shards a loader fuses into one matmul (:data:`FUSED`) agree on the scales their layout shares per fused layer
@@ -73,6 +74,7 @@ def relation_findings(ck: Checkpoint) -> None:
     """Every rule between the tensors of one checkpoint; findings go to the data tensors they concern."""
     modules = _modules(ck)
     missing_input = _input_scales(ck, modules)
+    _unread_input_scales(ck, modules)
     _siblings(modules, missing_input)
     _fused(ck, modules)
     if ck.config.layer_schemes:
@@ -122,6 +124,22 @@ def _input_scales(ck: Checkpoint, modules: list[Module]) -> set[tuple[str, str]]
                 "-3.4e38: NaN/garbage output"))
         reported.add((m.name, m.lay.input_scale))
     return reported
+
+
+def _unread_input_scales(ck: Checkpoint, modules: list[Module]) -> None:
+    """INPUT_SCALE_UNUSED: a stored input scale under a config that declares dynamic activations."""
+    source = ck.config.dynamic_activations
+    if not source or ck.config.static_activations or ck.config.layer_schemes:
+        return
+    for m in modules:
+        if m.lay is None or m.lay.input_scale not in m.companions:
+            continue
+        m.rec.findings.append(findings.make(
+            "INPUT_SCALE_UNUSED", 1,
+            f"{m.stem + m.lay.input_scale} is stored, but {source}: vLLM creates no input scale parameter then "
+            "(fp8.py Fp8LinearMethod, compressed_tensors_w8a8_fp8.py) and quantizes activations at run time, so "
+            "no loader reads it; if the model was calibrated and evaluated with these scales, the config should "
+            "declare static activations"))
 
 
 # -- siblings ------------------------------------------------------------------------------------------------------

@@ -619,3 +619,31 @@ def test_the_terminal_shows_ten_messages_unless_verbose(tmp_path, monkeypatch):
     assert _unwrapped(text).count("input_scale is missing") == 10 and "… 4 more (-v shows every one" in text
     doc, text = _printed(tmp_path / "v", tensors, configs, monkeypatch, 160, verbose=True)
     assert _unwrapped(text).count("input_scale is missing") == 14 and "more (-v" not in text
+
+
+# -- a stored input scale under dynamic activations: read by no loader --------------------------------------------
+
+DYNAMIC_CT = {"quantization_config": {**COMPRESSED_TENSORS_CONFIG["quantization_config"], "config_groups": {
+    "group_0": {**COMPRESSED_TENSORS_CONFIG["quantization_config"]["config_groups"]["group_0"],
+                "input_activations": {"num_bits": 8, "type": "float", "strategy": "token", "dynamic": True}}}}}
+DYNAMIC_QUARK = {"quantization_config": {**QUARK_FP8["quantization_config"], "global_quant_config": {
+    **QUARK_FP8["quantization_config"]["global_quant_config"],
+    "input_tensors": {"dtype": "fp8_e4m3", "qscheme": "per_token", "is_dynamic": True}}}}
+DYNAMIC = {"transformers-fp8": DEEPSEEK_CONFIG, "compressed-tensors-fp8": DYNAMIC_CT, "quark-fp8": DYNAMIC_QUARK}
+
+
+@pytest.mark.parametrize("layout", sorted(DYNAMIC))
+def test_an_input_scale_under_dynamic_activations_is_a_warning_on_its_module_only(tmp_path, layout):
+    tensors = {k: v for k, v in model(layout)[0].items() if not k.endswith(".input_scale")}  # dynamic: none
+    configs = {"config.json": DYNAMIC[layout]}
+    rc, r = audit(tmp_path / "clean", tensors, configs, "--target", TARGETS)
+    assert rc == 0 and not_info(r) == {}, not_info(r)
+    planted = dict(tensors)
+    planted[L1 + "mlp.down_proj.input_scale"] = torch.tensor(0.02)
+    rc, r = audit(tmp_path / "planted", planted, configs, "--target", TARGETS)
+    assert rc == 0 and not_info(r) == {(L1 + "mlp.down_proj.weight", "INPUT_SCALE_UNUSED"): "warning"}, not_info(r)
+    assert "input_scale is stored" in tensor_of(r, L1 + "mlp.down_proj.weight")["findings"][0]["message"]
+    # the same tensors where the config does not say dynamic in so many words: nothing to say
+    if layout == "compressed-tensors-fp8":
+        rc, r = audit(tmp_path / "unsaid", planted, {"config.json": COMPRESSED_TENSORS_CONFIG}, "--target", TARGETS)
+        assert rc == 0 and "INPUT_SCALE_UNUSED" not in {c for _, c in not_info(r)}, not_info(r)

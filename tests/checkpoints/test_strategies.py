@@ -47,6 +47,12 @@ def blocks(t: dict[str, torch.Tensor]) -> None:
         t[k] = t[k].reshape(-1)[:1].repeat(4).reshape(2, 2).clone()
 
 
+def no_input_scales(t: dict[str, torch.Tensor]) -> None:
+    """The input scales dropped, as a producer of dynamic activations writes none (a stored one: INPUT_SCALE_UNUSED)."""
+    for k in [k for k in t if k.endswith("input_scale")]:
+        del t[k]
+
+
 # (defect, experts, the clean twin's config and tensors, the planted one's, the tensor named, {code: severity}, rc)
 # The planted changes are applied after the clean twin is audited.
 PLANTED = [
@@ -66,12 +72,12 @@ PLANTED = [
      lambda t: per_tensor(t, (1, 1)) or config({"strategy": "tensor"}), O_PROJ + "weight",
      {"STRATEGY_MISMATCH": "error"}, 1),
     # block declared without its block_structure: compressed-tensors refuses the config
-    ("block_without_structure", 0, lambda t: blocks(t) or config({"strategy": "block", "block_structure": [32, 32]},
+    ("block_without_structure", 0, lambda t: blocks(t) or no_input_scales(t) or config({"strategy": "block", "block_structure": [32, 32]},
                                                                  DYNAMIC),
      lambda t: config({"strategy": "block"}, DYNAMIC), O_PROJ + "weight", {"STRATEGY_INVALID": "error"}, 1),
     # block [32, 32] declared, the file holds one [1, 1] scale per weight: SCALE_SHAPE says it (the config's blocks
     # everywhere), STRATEGY_MISMATCH does not say it again
-    ("block_other_size", 0, lambda t: blocks(t) or config({"strategy": "block", "block_structure": [32, 32]},
+    ("block_other_size", 0, lambda t: blocks(t) or no_input_scales(t) or config({"strategy": "block", "block_structure": [32, 32]},
                                                           DYNAMIC),
      lambda t: per_tensor(t, (1, 1)) or config({"strategy": "block", "block_structure": [32, 32]}, DYNAMIC),
      O_PROJ + "weight", {"SCALE_SHAPE": "error"}, 1),
@@ -126,6 +132,7 @@ def test_a_config_defect_reaches_every_quantized_tensor_and_a_file_defect_its_ow
                           'config_groups.group_0.weights strategy "tensor"') and "_assert_and_load" in msg, msg
     assert set(r["summary"]["verdicts"].values()) == {"does_not_load_correctly"}, r["summary"]["verdicts"]
     # block without block_structure: one STRATEGY_INVALID on every weight, quoting compressed-tensors' error
+    no_input_scales(tensors)  # dynamic activations: none stored
     rc, r = audit(tmp_path / "block", tensors, config({"strategy": "block"}, DYNAMIC))
     assert rc == 1 and not_info(r) == {(w, "STRATEGY_INVALID"): "error" for w in weights}, not_info(r)
     (f,) = [f for t in r["tensors"] if t["name"] == weights[0] for f in t["findings"]]
