@@ -15,9 +15,11 @@ code once per pass and keeping everything in registers: no table gathers, no tem
   (truncation; CDNA3's floor then round to nearest even: the floored integer converted to float32
   where the result is a normal float32, else with selects).
 - Lanes (CDNA3's two-stage steps of 16, paired rows: ``dot_instances``): 64 rows at a time, each step's codes
-  transposed K-major, the step straight-line code over the rows (no reduction along K, the terms as float32
-  products truncated by the conversion to int32, the last rounding with selects); a row that meets a case the
-  lanes do not cover is done again by the per-element step.
+  transposed K-major, the step straight-line code over the rows (no reduction along K, the special codes and
+  exponent sums as bytes, the terms as float32 products truncated by the conversion to int32, the last rounding
+  with selects; the next blocks' codes prefetched); a row that meets a case the lanes do not cover is done again
+  by the per-element step. sm89's k32 instruction (two chained aligned steps of 16) is one function
+  (:func:`_aligned_pair`).
 - Special values (NaN/Inf codes, NaN scales, a non-finite accumulator) leave the fast loop: the step's
   value is what a float sum of the products and ``c`` gives, as in the NumPy engine, told from the
   codes' bits (the layouts name the Inf codes).
