@@ -15,9 +15,11 @@ code once per pass and keeping everything in registers: no table gathers, no tem
   (truncation; CDNA3's floor then round to nearest even: the floored integer converted to float32
   where the result is a normal float32, else with selects).
 - Lanes (CDNA3's two-stage steps of 16, paired rows: ``dot_instances``): 64 rows at a time, each step's codes
-  transposed K-major, the step straight-line code over the rows (no reduction along K, the terms as float32
-  products truncated by the conversion to int32, the last rounding with selects); a row that meets a case the
-  lanes do not cover is done again by the per-element step.
+  transposed K-major, the step straight-line code over the rows (no reduction along K, the special codes and
+  exponent sums as bytes, the terms as float32 products truncated by the conversion to int32, the last rounding
+  with selects; the next blocks' codes prefetched); a row that meets a case the lanes do not cover is done again
+  by the per-element step. sm89's k32 instruction (two chained aligned steps of 16) is one function
+  (:func:`_aligned_pair`).
 - Special values (NaN/Inf codes, NaN scales, a non-finite accumulator) leave the fast loop: the step's
   value is what a float sum of the products and ``c`` gives, as in the NumPy engine, told from the
   codes' bits (the layouts name the Inf codes).
@@ -38,7 +40,7 @@ from typing import Any
 import numba
 import numpy as np
 from llvmlite import ir
-from numba.core import types
+from numba.core import cgutils, types
 from numba.cpython.unsafe.numbers import leading_zeros
 from numba.extending import intrinsic
 
@@ -270,7 +272,16 @@ def _aligned_step(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, L: int
     top = max(ec if c_sig else zero_exp, top_p + se if L else zero_exp)
     lift = _I(f - la[0] - lb[0])  # a product's significand is in units of 2**(e - mantissa bits of both)
     total = _signed(_shifted(c_sig, ec - 23 + f - top), c_sign)
-    top_p = _I(top - se)
+    total += _aligned_terms(a, i, b, jb, base, L, la, lb, lift, _I(top - se), f)
+    return _truncated_bits(total, top - f, g), np.int64(0)
+
+
+@_inline
+def _aligned_terms(a: np.ndarray, i: int, b: np.ndarray, jb: int, base: int, L: int, la: tuple, lb: tuple, lift: int,
+                   top_p: int, f: int) -> int:
+    """The sum of the products of ``a[i, base:base+L]`` and ``b[jb, base:base+L]`` truncated toward zero to
+    ``2**(top_p - f)`` (:func:`_truncated_term`), exact."""
+    total = np.int64(0)
     run = min(L, 1 << (29 - f))  # terms below 2**(f + 2): runs of them sum in int32 (16 lanes per vector, not 8)
     for r0 in range(0, L, run):
         terms = _I(0)
@@ -278,7 +289,50 @@ def _aligned_step(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, L: int
             x, y = _I(a[i, base + np.uint64(k)]), _I(b[jb, base + np.uint64(k)])
             terms = _I(terms + _truncated_term(x, y, la, lb, lift, top_p))
         total += terms
-    return _truncated_bits(total, top - f, g), np.int64(0)
+    return total
+
+
+@_inline
+def _aligned_pair(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, la: tuple, lb: tuple, cbits: int, f: int,
+                  g: int, zero_exp: int) -> tuple[int, bool]:
+    """Two chained unscaled ``aligned`` steps of 16 (sm89's k32 instruction): :func:`_aligned_step` twice, the
+    special and outside codes and both steps' largest product exponents in one pass over the 32 codes (one
+    reduction less, the two maxima side by side), the first step's result handed on as an integer (no float32
+    bits between the steps). (bits, True); (0, False) where a code is special or outside its format, ``c`` is not
+    finite or the first result is not a normal float32 or zero: the caller then runs the steps one by one."""
+    c_sign, c_sig, ec, c_finite = _c_parts(cbits)
+    special, outside, narrow = not c_finite, _I(0), la[6] < 8 or lb[6] < 8
+    base = np.uint64(s0)
+    top1 = top2 = _I(-(1 << 30))
+    zero_p = _I(zero_exp)
+    for k in range(16):
+        k0, k1 = base + np.uint64(k), base + np.uint64(16 + k)
+        x0, y0, x1, y1 = _I(a[i, k0]), _I(b[jb, k0]), _I(a[i, k1]), _I(b[jb, k1])
+        special |= _special(x0, la) | _special(y0, lb) | _special(x1, la) | _special(y1, lb)
+        if narrow:
+            outside |= _I(_I(x0 >> la[6]) | _I(y0 >> lb[6]) | _I(x1 >> la[6]) | _I(y1 >> lb[6]))
+        top1 = max(top1, _product_exponent(x0, y0, la, lb, zero_p))
+        top2 = max(top2, _product_exponent(x1, y1, la, lb, zero_p))
+    if special or outside:
+        return np.int64(0), False
+    lift = _I(f - la[0] - lb[0])
+    top = max(ec if c_sig else zero_exp, np.int64(top1))
+    total = _signed(_shifted(c_sig, ec - 23 + f - top), c_sign)
+    total += _aligned_terms(a, i, b, jb, base, 16, la, lb, lift, _I(top), f)
+    # the first result as _truncated_bits makes it, kept as sign, magnitude and exponent
+    sign = np.int64(total < 0)
+    mag = -total if sign else total
+    nb = 64 - leading_zeros(np.uint64(mag))
+    ev = top - f + nb - 1
+    if total != 0 and (ev < -126 or ev >= 128):
+        return np.int64(0), False
+    drop = max(nb - (g + 1), 0)
+    mag >>= drop
+    u = top - f + drop
+    top = max(ev if total != 0 else zero_exp, np.int64(top2))
+    total = _signed(_shifted(mag, u + f - top), sign)
+    total += _aligned_terms(a, i, b, jb, base + np.uint64(16), 16, la, lb, lift, _I(top), f)
+    return _truncated_bits(total, top - f, g), True
 
 
 @_inline
@@ -418,6 +472,29 @@ def _transpose_lanes(typingctx: Any, src: Any, stride: Any, dst: Any) -> Any:
     return types.void(types.uint64, types.int64, types.uint64), codegen
 
 
+@intrinsic
+def _prefetch(typingctx: Any, address: Any) -> Any:
+    """A hint to load the cache line at ``address`` (an integer) for reading (``llvm.prefetch``; no effect on
+    results, no fault on any address)."""
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
+                                            "llvm.prefetch.p0")
+        builder.call(fn, [builder.inttoptr(args[0], i8p), ir.Constant(i32, 0), ir.Constant(i32, 3),
+                          ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+    return types.void(types.uint64), codegen
+
+
+@_inline
+def _prefetch_rows(a: np.ndarray, i0: int, rows: int) -> None:
+    """:func:`_prefetch` every cache line of rows ``i0:i0+rows`` of ``a`` (C-contiguous), where they exist."""
+    end = min(i0 + rows, a.shape[0])
+    if end > i0:
+        for off in range(0, (end - i0) * a.strides[0], 64):
+            _prefetch(np.uint64(a.ctypes.data + i0 * a.strides[0] + off))
+
+
 @_inline
 def _lane_codes(a: np.ndarray, i0: int, s0: int, x: np.ndarray) -> None:
     """``x[k, l] = a[i0 + l, s0 + k]`` for k < 16, l < 64 (``a``: C-contiguous uint8 rows)."""
@@ -444,32 +521,46 @@ def _lane_product(x: int, y: int, la: tuple, lb: tuple) -> float:
     return -v if _I(sx ^ sy) else v
 
 
+_U8 = np.uint8
+
+
+@_inline
+def _biased_product_exponent(x: int, y: int, la: tuple, lb: tuple) -> int:
+    """The exponent of the product of codes ``x`` and ``y`` (8-bit formats) plus both biases, as a byte: at least 2,
+    0 for a zero product."""
+    ex = _U8(max(_U8(_U8(x >> la[0]) & la[1]), _U8(1)))
+    ey = _U8(max(_U8(_U8(y >> lb[0]) & lb[1]), _U8(1)))
+    return _U8(ex + ey) if _U8(x & la[7]) != 0 and _U8(y & lb[7]) != 0 else _U8(0)
+
+
 @_inline
 def _two_stage_lanes(xa: np.ndarray, xb: np.ndarray, acc: np.ndarray, slow: np.ndarray, la: tuple, lb: tuple, f: int,
                      f2: int, drop_tiny_c: bool, zero_exp: int, top0: np.ndarray, top1: np.ndarray, part0: np.ndarray,
-                     part1: np.ndarray, pv: np.ndarray, scale0: np.ndarray, scale1: np.ndarray) -> None:
+                     part1: np.ndarray, pv: np.ndarray, scale0: np.ndarray, scale1: np.ndarray, bad8: np.ndarray,
+                     top08: np.ndarray, top18: np.ndarray) -> None:
     """:func:`_two_stage_step` of 16 codes for every lane (``xa``/``xb`` (16, lanes): the codes, ``acc``: the
     accumulators, replaced): ``slow[l]`` set where the lane must be done again by :func:`_two_stage_step` (a special
     code or accumulator, a code outside its format, a result the FPU rounding does not cover)."""
-    narrow = la[6] < 8 or lb[6] < 8
     n = np.uint64(_LANES)
-    for l in range(n):
-        top0[l] = top1[l] = _I(-(1 << 30))
-        slow[l] = _I(0)
-    zero_p = _I(zero_exp)
+    for l in range(n):  # bytes (64 lanes a vector): special codes, the groups' largest biased exponent sums
+        bad8[l] = top08[l] = top18[l] = _U8(0)
     for q in range(8):
         k0, k1 = np.uint64(2 * q), np.uint64(2 * q + 1)
         for l in range(n):
-            x0, y0, x1, y1 = _I(xa[k0, l]), _I(xb[k0, l]), _I(xa[k1, l]), _I(xb[k1, l])
-            bad = _I(_I(_special(x0, la) | _special(y0, lb)) | _I(_special(x1, la) | _special(y1, lb)))
-            if narrow:
-                bad |= _I(_I(x0 >> la[6]) | _I(y0 >> lb[6]) | _I(x1 >> la[6]) | _I(y1 >> lb[6]))
-            slow[l] |= bad
-            top0[l] = max(top0[l], _product_exponent(x0, y0, la, lb, zero_p))
-            top1[l] = max(top1[l], _product_exponent(x1, y1, la, lb, zero_p))
-            pv[k0, l] = _lane_product(x0, y0, la, lb)
-            pv[k1, l] = _lane_product(x1, y1, la, lb)
+            x0, y0, x1, y1 = xa[k0, l], xb[k0, l], xa[k1, l], xb[k1, l]
+            bad8[l] |= _U8(_special(x0, la) | _special(y0, lb) | _special(x1, la) | _special(y1, lb))
+            top08[l] = max(top08[l], _biased_product_exponent(x0, y0, la, lb))
+            top18[l] = max(top18[l], _biased_product_exponent(x1, y1, la, lb))
+    for q in range(8):
+        k0, k1 = np.uint64(2 * q), np.uint64(2 * q + 1)
+        for l in range(n):
+            pv[k0, l] = _lane_product(_I(xa[k0, l]), _I(xb[k0, l]), la, lb)
+            pv[k1, l] = _lane_product(_I(xa[k1, l]), _I(xb[k1, l]), la, lb)
     for l in range(n):
+        slow[l] = _I(bad8[l])
+        t0, t1, bias = _I(top08[l]), _I(top18[l]), _I(la[2] + lb[2])
+        top0[l] = _I(t0 - bias) if t0 else _I(zero_exp)
+        top1[l] = _I(t1 - bias) if t1 else _I(zero_exp)
         part0[l] = part1[l] = _I(0)
         scale0[l] = _f32_from_bits(_I(_I(f - max(top0[l], _I(-100)) + 127) << 23))  # 2**(f - top): a term is
         scale1[l] = _f32_from_bits(_I(_I(f - max(top1[l], _I(-100)) + 127) << 23))  # trunc(product * scale)
@@ -522,7 +613,7 @@ def _lanes(a: np.ndarray, b: np.ndarray, la: tuple, lb: tuple, model: tuple, c_b
     _LANES), or -1 where a code lies outside its format."""
     chunk, ik, f, g, zero_exp, drop_tiny_c, dep_specials, block, group, lift = model
     rows = 0
-    if chunk != 16 or f > 27 or out_bits.shape[1] != 1:  # 2**(f - top): a float32
+    if chunk != 16 or f > 27 or out_bits.shape[1] != 1 or min(la[6], lb[6]) != 8 or zero_exp + la[2] + lb[2] > 1:
         return rows
     xa = np.empty((16, _LANES), np.uint8)
     xb = np.empty_like(xa)
@@ -533,18 +624,21 @@ def _lanes(a: np.ndarray, b: np.ndarray, la: tuple, lb: tuple, model: tuple, c_b
     top0, top1, part0, part1 = np.empty_like(slow), np.empty_like(slow), np.empty_like(slow), np.empty_like(slow)
     pv = np.empty((16, _LANES), np.float32)
     scale0, scale1 = np.empty(_LANES, np.float32), np.empty(_LANES, np.float32)
+    bad8, top08, top18 = np.empty(_LANES, np.uint8), np.empty(_LANES, np.uint8), np.empty(_LANES, np.uint8)
     steps = a.shape[1] // chunk
     for i0 in range(0, a.shape[0] - _LANES + 1, _LANES):
         for l in range(_LANES):
             acc[l] = np.int64(c_bits[i0 + l, 0])
             special[l] = False
+        _prefetch_rows(a, i0 + 2 * _LANES, _LANES)  # the next blocks' codes while this block computes
+        _prefetch_rows(b, i0 + 2 * _LANES, _LANES)
         for t in range(steps):
             s0 = t * chunk
             _lane_codes(a, i0, s0, xa)
             _lane_codes(b, i0, s0, xb)
             before[:] = acc
             _two_stage_lanes(xa, xb, acc, slow, la, lb, f, g, drop_tiny_c, zero_exp, top0, top1, part0, part1, pv,
-                             scale0, scale1)
+                             scale0, scale1, bad8, top08, top18)
             for l in range(_LANES):
                 if slow[l]:  # the per-element step, from the same accumulator
                     bits, flag = _two_stage_step(a, i0 + l, b, i0 + l, s0, chunk, la, lb, before[l], f, g, drop_tiny_c,
@@ -573,6 +667,8 @@ def _drive(algorithm: int, a: np.ndarray, b: np.ndarray, paired: bool, la: tuple
     wbuf = np.empty(max(chunk // max(group, 1), 1), np.int64)
     ebuf = np.empty_like(wbuf)
     steps = a.shape[1] // ik
+    pair = algorithm == ALIGNED and chunk == 16 and ik == 32 and not block and f <= 25  # sm89: _aligned_pair
+    done = False
     first = 0
     if algorithm == TWO_STAGE and paired and not promotion:
         first = _lanes(a, b, la, lb, model, c_bits, out_bits, dep)
@@ -585,7 +681,11 @@ def _drive(algorithm: int, a: np.ndarray, b: np.ndarray, paired: bool, la: tuple
             acc = np.int64(0) if promotion else total
             special = False
             for t in range(steps):
-                for s0 in range(t * ik, (t + 1) * ik, chunk):
+                if pair:
+                    bits, done = _aligned_pair(a, i, b, jb, t * ik, la, lb, acc, f, g, zero_exp)
+                    if done:
+                        acc = bits
+                for s0 in range(t * ik, (t + 1) * ik if not (pair and done) else t * ik, chunk):
                     nan = False
                     if algorithm == ALIGNED:
                         se = 0
