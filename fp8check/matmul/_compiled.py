@@ -20,6 +20,10 @@ code once per pass and keeping everything in registers: no table gathers, no tem
   with selects; the next blocks' codes prefetched); a row that meets a case the lanes do not cover is done again
   by the per-element step. sm89's k32 instruction (two chained aligned steps of 16) is one function
   (:func:`_aligned_pair`).
+- e2m1 (Blackwell NVFP4/MXFP4, steps of 64 in groups of 16): a step's four group sums are one straight-line block
+  of generic LLVM vector IR (:func:`_e2m1_ir`); paired rows finish _GROUP_LANES at a time in float64 lanes (every
+  scaled group term an integer below 2**48: the sum is exact), a lane with a NaN scale or a special accumulator
+  done again by the per-element step.
 - Special values (NaN/Inf codes, NaN scales, a non-finite accumulator) leave the fast loop: the step's
   value is what a float sum of the products and ``c`` gives, as in the NumPy engine, told from the
   codes' bits (the layouts name the Inf codes).
@@ -375,6 +379,285 @@ def _two_stage_step(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, L: i
     return _floor_rne_bits(sd + (sc << (f2 + 1 - f)), e_max - f2 - 1, f2), np.int64(0)
 
 
+# -- e2m1 steps (Blackwell fp4: 64 codes a step, groups of 16) as straight-line vector code ---------------------------
+
+_E2M1 = (1, 3, 1, 3, 0, 1, 4, 7, 0, 1)  # tensorcore._bit_layout("e2m1fn")
+
+
+def _e2m1_ir(builder: Any, pa: Any, pb: Any) -> tuple[Any, Any, Any]:
+    """LLVM IR of the 64 e2m1 codes (one a byte) at addresses ``pa`` and ``pb``: their four group sums of 16 products
+    (each value times 2, an integer) as <4 x i16>, the products' nonzero mask as <64 x i1>, and whether a code lies
+    outside the format (16 or more) as i1. Generic vector IR (no target's intrinsics: any x86-64 or other CPU): a value
+    is a byte (``m + (m - 4)+ + 2 (m - 6)+`` of magnitude ``m``: 0, 1, 2, 3, 4, 6, 8, 12), b's negated where the signs
+    differ, the products in 16-bit lanes as even and odd bytes (at most 144; a pair's sum at most 288), a group's 8
+    pair sums (one 128-bit lane) added by in-lane shuffles (at most 2304 in magnitude)."""
+    i8, i16, i32 = ir.IntType(8), ir.IntType(16), ir.IntType(32)
+    v8 = ir.VectorType(i8, 64)
+
+    def splat(vt: Any, x: int) -> ir.Constant:
+        return ir.Constant(vt, [x] * vt.count)
+
+    def load(address: Any) -> Any:
+        load = builder.load(builder.inttoptr(address, v8.as_pointer()))
+        load.align = 1
+        return load
+
+    usub = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v8, [v8, v8]), "llvm.usub.sat.v64i8")
+
+    def value(x: Any) -> Any:
+        m = builder.and_(x, splat(v8, 7))
+        v = builder.add(m, builder.call(usub, [m, splat(v8, 4)]))
+        return builder.add(v, builder.shl(builder.call(usub, [m, splat(v8, 6)]), splat(v8, 1)))
+
+    a, b = load(pa), load(pb)
+    va, vb = value(a), value(b)
+    nonzero = builder.icmp_unsigned("!=", builder.select(builder.icmp_unsigned("<", va, vb), va, vb), splat(v8, 0))
+    negative = builder.icmp_unsigned("!=", builder.and_(builder.xor(a, b), splat(v8, 8)), splat(v8, 0))
+    vb = builder.select(negative, builder.sub(splat(v8, 0), vb), vb)
+    outside = builder.icmp_unsigned("!=", builder.bitcast(builder.icmp_unsigned(">", builder.or_(a, b), splat(v8, 15)),
+                                                          ir.IntType(64)), ir.Constant(ir.IntType(64), 0))
+    # the bytes as 32 pairs in 16-bit lanes: the even and the odd products apart, no widening across lanes
+    w16 = ir.VectorType(i16, 32)
+    xa, xb = builder.bitcast(va, w16), builder.bitcast(vb, w16)
+    eight = splat(w16, 8)
+    even = builder.mul(builder.and_(xa, splat(w16, 0xFF)), builder.ashr(builder.shl(xb, eight), eight))
+    x = builder.add(even, builder.mul(builder.lshr(xa, eight), builder.ashr(xb, eight)))
+    for step in (4, 2, 1):  # a group's 8 pair sums (one 128-bit lane) added into its first
+        x = builder.add(x, builder.shuffle_vector(x, x, ir.Constant(ir.VectorType(i32, 32),
+                                                                    [k + step if k % 8 + step < 8 else k
+                                                                     for k in range(32)])))
+    x = builder.shuffle_vector(x, x, ir.Constant(ir.VectorType(i32, 4), [0, 8, 16, 24]))
+    return x, nonzero, outside
+
+
+@intrinsic
+def _e2m1_groups(typingctx: Any, pa: Any, pb: Any) -> Any:
+    """:func:`_e2m1_ir` as (four group sums, the products' nonzero mask (bit k: product k), outside)."""
+    sig = types.UniTuple(types.int64, 6)(types.uint64, types.uint64)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        i32, i64 = ir.IntType(32), ir.IntType(64)
+        x, nonzero, outside = _e2m1_ir(builder, args[0], args[1])
+        sums = [builder.sext(builder.extract_element(x, ir.Constant(i32, g)), i64) for g in range(4)]
+        return context.make_tuple(builder, signature.return_type,
+                                  sums + [builder.bitcast(nonzero, i64), builder.zext(outside, i64)])
+    return sig, codegen
+
+
+@intrinsic
+def _e2m1_lane(typingctx: Any, pa: Any, pb: Any, packed: Any, ca0: Any, ca1: Any, ca2: Any, ca3: Any, cb0: Any,
+               cb1: Any, cb2: Any, cb3: Any, dst: Any, stride: Any) -> Any:
+    """A lane's inputs of :func:`_grouped_lanes_step` (see :func:`_lane_inputs`) from the codes at ``pa``/``pb`` and
+    the scale codes of the four groups (``ca*``, ``cb*``; ``packed``: the address of :func:`_scale_entries`):
+    float64 at ``dst + g * stride`` (the group terms) and ``dst + (4 + g) * stride`` (the exponents). Returns
+    whether a code lies outside the format."""
+    sig = types.int64(types.uint64, types.uint64, types.uint64, *([types.int64] * 8), types.uint64, types.int64)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        i16, i32, i64 = ir.IntType(16), ir.IntType(32), ir.IntType(64)
+        f32, f64 = ir.FloatType(), ir.DoubleType()
+        x, nonzero, outside = _e2m1_ir(builder, args[0], args[1])
+        table = builder.inttoptr(args[2], i64.as_pointer())
+        entries = []
+        for side in (args[3:7], args[7:11]):
+            vec = ir.Constant(ir.VectorType(i64, 4), None)
+            for g, code in enumerate(side):
+                vec = builder.insert_element(vec, builder.load(builder.gep(table, [code])), ir.Constant(i32, g))
+            entries.append(vec)
+        v4f, v4i = ir.VectorType(f32, 4), ir.VectorType(i32, 4)
+
+        def significand(vec: Any) -> Any:
+            return builder.bitcast(builder.trunc(builder.lshr(vec, ir.Constant(ir.VectorType(i64, 4), [32] * 4)), v4i),
+                                   v4f)
+
+        terms = builder.fmul(builder.fmul(builder.sitofp(x, v4f), significand(entries[0])), significand(entries[1]))
+        exps = builder.add(builder.trunc(entries[0], v4i), builder.trunc(entries[1], v4i))
+        none = builder.icmp_unsigned("==", builder.bitcast(nonzero, ir.VectorType(i16, 4)),
+                                     ir.Constant(ir.VectorType(i16, 4), [0] * 4))
+        exps = builder.sub(exps, builder.select(none, ir.Constant(v4i, [1 << 20] * 4), ir.Constant(v4i, [0] * 4)))
+        terms, exps = builder.fpext(terms, ir.VectorType(f64, 4)), builder.sitofp(exps, ir.VectorType(f64, 4))
+        base = builder.inttoptr(args[11], ir.IntType(8).as_pointer())
+        for row, (vec, g) in enumerate([(terms, g) for g in range(4)] + [(exps, g) for g in range(4)]):
+            ptr = builder.gep(base, [builder.mul(args[12], ir.Constant(i64, row))])
+            store = builder.store(builder.extract_element(vec, ir.Constant(i32, g)),
+                                  builder.bitcast(ptr, f64.as_pointer()))
+            store.align = 8
+        return builder.zext(outside, i64)
+    return sig, codegen
+
+
+@_inline
+def _is_e2m1(lay: tuple) -> bool:
+    return (lay[0] == _E2M1[0] and lay[1] == _E2M1[1] and lay[2] == _E2M1[2] and lay[3] == _E2M1[3]
+            and lay[4] == _E2M1[4] and lay[5] == _E2M1[5] and lay[6] == _E2M1[6] and lay[7] == _E2M1[7])
+
+
+@_inline
+def _group_term(total_sum: int, live: int, sa: np.ndarray, i: int, sb: np.ndarray, jb: int, k0: int, block: int,
+                scale_table: np.ndarray, zero_exp: int) -> tuple[int, int, int, int]:
+    """A group's (sum times both scale significands, scales' exponent sum, its exponent for the alignment, NaN)."""
+    ca, cb = sa[i, k0 // block], sb[jb, k0 // block]
+    s_sig = scale_table[0, ca] * scale_table[0, cb]
+    e = scale_table[1, ca] + scale_table[1, cb]
+    return total_sum * s_sig, e, e if live and s_sig else np.int64(zero_exp), scale_table[2, ca] | scale_table[2, cb]
+
+
+@_inline
+def _aligned_term(w: int, lift: int, shift: int) -> int:
+    """``w * 2**(lift - shift)`` truncated toward zero (``shift`` clamped to 0..63)."""
+    sign = np.int64(w < 0)
+    return _signed((abs(w) << lift) >> min(max(shift, 0), 63), sign)
+
+
+@_inline
+def _grouped_e2m1_step(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, sa: np.ndarray, sb: np.ndarray,
+                       block: int, scale_table: np.ndarray, lift: int, cbits: int, f: int, g: int,
+                       zero_exp: int) -> tuple[int, int]:
+    """:func:`_grouped_step` of 64 e2m1 codes in groups of 16: the products by :func:`_e2m1_groups`, the rest
+    with selects."""
+    s_0, s_1, s_2, s_3, nonzero, outside = _e2m1_groups(np.uint64(a.ctypes.data + i * a.strides[0] + s0),
+                                                        np.uint64(b.ctypes.data + jb * b.strides[0] + s0))
+    c_sign, c_sig, ec, c_finite = _c_parts(cbits)
+    w0, e0, t0, n0 = _group_term(s_0, nonzero & 0xFFFF, sa, i, sb, jb, s0, block, scale_table, zero_exp)
+    w1, e1, t1, n1 = _group_term(s_1, (nonzero >> 16) & 0xFFFF, sa, i, sb, jb, s0 + 16, block, scale_table, zero_exp)
+    w2, e2, t2, n2 = _group_term(s_2, (nonzero >> 32) & 0xFFFF, sa, i, sb, jb, s0 + 32, block, scale_table, zero_exp)
+    w3, e3, t3, n3 = _group_term(s_3, (nonzero >> 48) & 0xFFFF, sa, i, sb, jb, s0 + 48, block, scale_table, zero_exp)
+    nan = n0 | n1 | n2 | n3
+    if outside or nan or not c_finite:
+        return 0, _flags(not c_finite, outside) | (nan << 2)
+    top = max(max(ec if c_sig else np.int64(zero_exp), t0), max(max(t1, t2), t3))
+    total = _signed(_shifted(c_sig, ec - 23 + f - top), c_sign)
+    total += _aligned_term(w0, lift, top - e0) + _aligned_term(w1, lift, top - e1)
+    total += _aligned_term(w2, lift, top - e2) + _aligned_term(w3, lift, top - e3)
+    return _truncated_bits(total, top - f, g), np.int64(0)
+
+
+@intrinsic
+def _f64_from_bits(typingctx: Any, x: Any) -> Any:
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        return builder.bitcast(args[0], ir.DoubleType())
+    return types.float64(types.int64), codegen
+
+
+@intrinsic
+def _f64_bits(typingctx: Any, x: Any) -> Any:
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        return builder.bitcast(args[0], ir.IntType(64))
+    return types.int64(types.float64), codegen
+
+
+@_inline
+def _pow2(e: int) -> float:
+    """``2.0**e`` for -1022 <= e <= 1023, from its bits."""
+    return _f64_from_bits(np.int64(e + 1023) << 52)
+
+
+@_inline
+def _scale_entries(scale_table: np.ndarray, packed: np.ndarray) -> None:
+    """Per scale code, one int64 for the lanes: its exponent in the low 32 bits (``-2**20`` for a zero or NaN
+    scale: no alignment), its significand as float32 bits in the high 32 (NaN for a NaN scale: it propagates)."""
+    for code in range(scale_table.shape[1]):
+        sig, nan = scale_table[0, code], scale_table[2, code] != 0
+        e = min(max(scale_table[1, code], -(1 << 20)), 1 << 20) if sig != 0 and not nan else -(1 << 20)
+        bits = np.int64(_f32_bits(np.float32(np.nan if nan else sig))) & 0xFFFFFFFF
+        packed[code] = (bits << 32) | (np.int64(e) & 0xFFFFFFFF)
+
+
+@_inline
+def _lane_inputs(a: np.ndarray, b: np.ndarray, i: int, s0: int, sa: np.ndarray, sb: np.ndarray, block: int,
+                 packed: np.ndarray, x: np.ndarray, l: int) -> int:
+    """Row ``i``'s step from ``s0`` for lane ``l`` of :func:`_grouped_lanes_step`: ``x[g, l]`` group g's sum times
+    both scale significands (float32 products, exact: below 2**20; NaN for a NaN scale), ``x[4 + g, l]`` the scales'
+    exponent sum (``-2**20`` or less where the group has no nonzero product or a zero scale). Returns whether a code
+    lies outside the format."""
+    q0, q1, q2, q3 = s0 // block, (s0 + 16) // block, (s0 + 32) // block, (s0 + 48) // block
+    return _e2m1_lane(np.uint64(a.ctypes.data + i * a.strides[0] + s0),
+                      np.uint64(b.ctypes.data + i * b.strides[0] + s0),
+                      np.uint64(packed.ctypes.data), np.int64(sa[i, q0]), np.int64(sa[i, q1]), np.int64(sa[i, q2]),
+                      np.int64(sa[i, q3]), np.int64(sb[i, q0]), np.int64(sb[i, q1]), np.int64(sb[i, q2]),
+                      np.int64(sb[i, q3]), np.uint64(x.ctypes.data + l * 8), np.int64(x.strides[0]))
+
+
+@_inline
+def _lane_term(x: np.ndarray, grp: int, l: int, shift: int) -> float:
+    """Group ``grp``'s term of lane ``l``: ``w * 2**(e + shift)`` truncated toward zero, in float64 (exact: an
+    integer below 2**48 where it is not 0)."""
+    return np.trunc(x[grp, l] * _pow2(min(max(np.int64(x[4 + grp, l]) + shift, -1022), 1023)))
+
+
+@_inline
+def _grouped_lanes_step(x: np.ndarray, acc: np.ndarray, lift: int, f: int, zero_exp: int) -> None:
+    """The end of :func:`_grouped_e2m1_step` for every lane (``x``: :func:`_lane_inputs`), in float64: every term
+    is an integer below 2**48 and their sum below 2**51, exact; the truncation to 24 bits a mask of the sum's bits,
+    the float32 grid below 2**-126 a truncation at 2**-149. A NaN scale or a special accumulator leaves a NaN
+    (the sum is not finite): the lane is done again."""
+    for l in range(acc.shape[0]):
+        cbits = acc[l]
+        ec = max((cbits >> 23) & 0xFF, 1) - 127
+        ec = np.int64(zero_exp) if (cbits & 0x7FFFFFFF) == 0 else ec
+        top = max(max(np.int64(zero_exp), ec), max(max(np.int64(x[4, l]), np.int64(x[5, l])),
+                                                    max(np.int64(x[6, l]), np.int64(x[7, l]))))
+        total = np.trunc(np.float64(_f32_from_bits(_I(cbits))) * _pow2(f - top))
+        total += _lane_term(x, 0, l, lift - top) + _lane_term(x, 1, l, lift - top)
+        total += _lane_term(x, 2, l, lift - top) + _lane_term(x, 3, l, lift - top)
+        v = _f64_from_bits(_f64_bits(total) & ~np.int64((1 << 29) - 1)) * _pow2(top - f)
+        v = np.trunc(v * _pow2(149)) * _pow2(-149) + (total - total)  # +0 for -0; NaN where total is not finite
+        acc[l] = np.int64(_f32_bits(np.float32(v))) & 0xFFFFFFFF
+
+
+@_inline
+def _grouped_lanes(a: np.ndarray, b: np.ndarray, la: tuple, lb: tuple, sa: np.ndarray, sb: np.ndarray,
+                   scale_table: np.ndarray, model: tuple, c_bits: np.ndarray, out_bits: np.ndarray, dep: np.ndarray,
+                   wbuf: np.ndarray, ebuf: np.ndarray) -> int:
+    """Paired rows of e2m1 codes (Blackwell fp4, steps of 64 in groups of 16) without promotion, _GROUP_LANES at a
+    time: the group sums row by row (:func:`_e2m1_lane_sums`), the rest lane by lane (:func:`_grouped_lanes_step`);
+    a lane with a NaN scale or a special accumulator done again by :func:`_grouped_step`. The rows done, or -1 where
+    a code lies outside its format."""
+    chunk, ik, f, g, zero_exp, drop_tiny_c, dep_specials, block, group, lift = model
+    rows = 0
+    if (chunk != 64 or group != 16 or not (_is_e2m1(la) and _is_e2m1(lb)) or out_bits.shape[1] != 1
+            or a.strides[1] != 1 or b.strides[1] != 1):
+        return rows
+    n = _GROUP_LANES
+    packed = np.empty(scale_table.shape[1], np.int64)
+    _scale_entries(scale_table, packed)
+    x = np.empty((8, n), np.float64)
+    acc = np.empty(n, np.int64)
+    before = np.empty_like(acc)
+    special = np.empty(n, np.bool_)
+    steps = a.shape[1] // chunk
+    for i0 in range(0, a.shape[0] - n + 1, n):
+        for l in range(n):
+            acc[l] = np.int64(c_bits[i0 + l, 0])
+            special[l] = False
+        for t in range(steps):
+            s0 = t * chunk
+            outside = np.int64(0)
+            for l in range(n):
+                outside |= _lane_inputs(a, b, i0 + l, s0, sa, sb, block, packed, x, l)
+            if outside:
+                return -1
+            before[:] = acc
+            _grouped_lanes_step(x, acc, lift, f, zero_exp)
+            for l in range(n):
+                if (acc[l] & 0x7FFFFFFF) > 0x7F800000:  # NaN: a NaN scale or a special accumulator
+                    i = i0 + l
+                    special[l] = True
+                    if ((before[l] >> 23) & 0xFF) != 0xFF:  # a finite accumulator: a NaN scale, a NaN result
+                        acc[l] = _NAN_BITS
+                        continue
+                    bits, flag = _grouped_step(a, i, b, i, s0, chunk, la, lb, sa, sb, block, group, scale_table, lift,
+                                               before[l], f, g, zero_exp, wbuf, ebuf)
+                    if flag:
+                        bits = _special_bits(a, i, b, i, s0, chunk, la, lb, before[l], (flag & 4) != 0)
+                    acc[l] = bits
+        for l in range(n):
+            out_bits[i0 + l, 0] = _result_bits(acc[l])
+            dep[i0 + l, 0] = special[l] and dep_specials
+        rows = i0 + n
+    return rows
+
+
 @_inline
 def _grouped_step(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, L: int, la: tuple, lb: tuple,
                   sa: np.ndarray, sb: np.ndarray, block: int, group: int, scale_table: np.ndarray, lift: int,
@@ -383,6 +666,8 @@ def _grouped_step(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, L: int
     (``sa[i]``, ``sb[jb]`` through ``scale_table``: significand, exponent, NaN per code), aligned at the scales'
     exponent sum (a zero group's or zero scale's ``zero_exp``) with ``c`` as in ``aligned``; ``lift``: ``f``
     less the fractional bits of a group term (both operands' and both scales'). Flag 4: a NaN scale."""
+    if L == 64 and group == 16 and _is_e2m1(la) and _is_e2m1(lb) and a.strides[1] == 1 and b.strides[1] == 1:
+        return _grouped_e2m1_step(a, i, b, jb, s0, sa, sb, block, scale_table, lift, cbits, f, g, zero_exp)
     c_sign, c_sig, ec, c_finite = _c_parts(cbits)
     top = ec if c_sig else zero_exp
     special, outside, nan, narrow = not c_finite, _I(0), np.int64(0), la[6] < 8 or lb[6] < 8
@@ -433,6 +718,7 @@ def _grouped_step(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, L: int
 # result the fast rounding does not cover is done again by the per-element step (the same code as the element loop).
 
 _LANES = 64
+_GROUP_LANES = 32  # e2m1 rows at a time (_grouped_lanes): 3.4 ms for 200,000 NVFP4 rows; 64: 3.6, 256: 4.0
 
 
 @intrinsic
@@ -672,6 +958,10 @@ def _drive(algorithm: int, a: np.ndarray, b: np.ndarray, paired: bool, la: tuple
     first = 0
     if algorithm == TWO_STAGE and paired and not promotion:
         first = _lanes(a, b, la, lb, model, c_bits, out_bits, dep)
+        if first < 0:
+            return 1
+    if algorithm == GROUPED and paired and not promotion:
+        first = _grouped_lanes(a, b, la, lb, sa, sb, scale_table, model, c_bits, out_bits, dep, wbuf, ebuf)
         if first < 0:
             return 1
     for i in range(first, a.shape[0]):
