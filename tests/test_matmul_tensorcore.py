@@ -415,3 +415,25 @@ def test_the_kernel_compiled_for_a_kind_equals_the_numpy_engine(monkeypatch):
 @pytest.mark.parametrize("kind", [k.name for k in mo.KINDS])
 def test_each_kinds_own_kernel_equals_the_numpy_engine(kind, monkeypatch):
     each_kinds_own_kernel_equals_the_numpy_engine(kind, monkeypatch)
+
+
+@pytest.mark.parametrize("fmt,bad", [("e2m1fn", 17), ("e4m3fn", 300), ("e4m3fn", -1)])
+def test_a_code_outside_its_format_is_one_clear_error(fmt, bad):
+    # e2m1 codes are 0..15 (one per byte), FP8's 0..255: the compiled kernels decline such a code and the NumPy
+    # steps name it (they indexed their decoding tables with it); int8 views of FP8 bytes stay valid
+    rng = np.random.default_rng(7)
+    scaled = fmt == "e2m1fn"
+    k = 64 if scaled else 32
+    a = rng.integers(0, 16 if scaled else 256, size=(8, k)).astype(np.int16)
+    b = rng.integers(0, 16 if scaled else 256, size=(8, k)).astype(np.int16)
+    a[3, 5] = bad
+    kw = dict(a_scales=np.full((8, k // 16), 0x38, np.uint8), b_scales=np.full((8, k // 16), 0x38, np.uint8),
+              scale_fmt="e4m3fn") if scaled else {}
+    target = "sm100" if scaled else "sm90"
+    with pytest.raises(InvalidValueError, match=f"codes lie in 0..{15 if scaled else 255}, got {bad}"):
+        tc.dot_instances(target, a, fmt, b, fmt, np.zeros(8, np.float32), **kw)
+    if not scaled:
+        a[3, 5] = 0x81
+        want = tc.dot_instances(target, a.astype(np.uint8), fmt, b, fmt, np.zeros(8, np.float32)).values
+        got = tc.dot_instances(target, a.astype(np.uint8).view(np.int8), fmt, b, fmt, np.zeros(8, np.float32)).values
+        assert (want.view(np.uint32) == got.view(np.uint32)).all()

@@ -628,6 +628,7 @@ def _run(m: MMAModel, a: tuple[np.ndarray, str], b: tuple[np.ndarray, str], c: n
     """The chain along K: ``a`` (B, K, 1)-like and ``b`` (1, K, N)-like broadcastable code arrays."""
     (ac, an), (bc, bn) = a, b
     at, bt = _tables(an), _tables(bn)
+    _check_codes(m, (an, ac, len(at[0])), (bn, bc, len(bt[0])))
     K = ac.shape[1]
     # a product whose exponent can fall below the zero exponent needs the zero rule term by term
     zero_rule = at[4] + bt[4] <= m.zero_exponent or m.scaled or m.algorithm == "two-stage"
@@ -660,6 +661,20 @@ def _check_operands(m: MMAModel, *operands: tuple[str, np.ndarray]) -> None:
         if codes.dtype.kind not in "iub":
             raise InvalidValueError(f"{m.name}: {name} operands are codes (integers; 16-bit formats as uint16 "
                                     f"bit patterns), got an array of {codes.dtype}")
+
+
+def _check_codes(m: MMAModel, *operands: tuple[str, np.ndarray, int]) -> None:
+    """Codes within their format (``count`` codes), or a signed array of its width (int8 for 8-bit formats: the
+    same bytes). Asked on the NumPy steps only: the compiled kernels decline a code outside its format."""
+    for name, codes, count in operands:
+        signed_view = codes.dtype.kind == "i" and 1 << (8 * codes.dtype.itemsize) == count
+        if codes.size == 0 or signed_view:
+            continue
+        low, high = int(codes.min()), int(codes.max())
+        if low < 0 or high >= count:
+            bad = low if low < 0 else high
+            raise InvalidValueError(f"{m.name}: {name} codes lie in 0..{count - 1}, got {bad} (a packed array, or "
+                                    f"another format's codes?)")
 
 
 def _padded(codes: np.ndarray, s0: int, width: int) -> np.ndarray:
