@@ -192,23 +192,26 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     sys.path.insert(0, str(ROOT / "tests"))
     importlib.import_module("fp8check")
-    rows = [run_one(name, *spec, only=args.case, seeds=args.seeds) for name, spec in KERNELS.items()
-            if not args.kernel or name in args.kernel]
-    for r in rows:
+    rows = []
+    for name, spec in KERNELS.items():
+        if args.kernel and name not in args.kernel:
+            continue
+        rows.append(r := run_one(name, *spec, only=args.case, seeds=args.seeds))
+        # a line and the JSON so far per kernel: a run cut off by its time limit keeps what it finished
         print(f"{r['kernel']:45s} " + (f"skipped: {r['skipped']}" if "skipped" in r else
                                        f"{r['elements']:8d} elements, compiled vs faithful sm90: "
                                        f"{r['compiled_vs_faithful']} differ, vs reference: "
                                        f"{r['compiled_vs_reference']} differ (Triton's interpreter: "
-                                       f"{r['compiled_vs_stock_interpreter']} differ)"))
+                                       f"{r['compiled_vs_stock_interpreter']} differ)"), flush=True)
+        if args.json:
+            from fp8check.results import environment
+
+            Path(args.json).write_text(json.dumps({"device": torch.cuda.get_device_name(0),
+                                                   "environment": environment(), "kernels": rows}, indent=1))
     if args.dump and DIVERGING:
         import numpy as np
 
         np.savez_compressed(args.dump, **DIVERGING)
-    if args.json:
-        from fp8check.results import environment
-
-        Path(args.json).write_text(json.dumps({"device": torch.cuda.get_device_name(0), "environment": environment(),
-                                               "kernels": rows}, indent=1))
     return 0
 
 
