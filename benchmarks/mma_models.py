@@ -136,6 +136,9 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     os.environ["FP8CHECK_THREADS"] = str(args.threads)
+    # the compiled engine from the first call (unless FP8CHECK_NUMBA=0 asks for NumPy): a fresh process would
+    # otherwise stay on NumPy for its first 2^32 products (tensorcore.COMPILED_AFTER)
+    os.environ.setdefault("FP8CHECK_NUMBA", "1")
     from fp8check.matmul.tensorcore import _compiled_step
 
     print(f"fp8check tensor-core models vs mmasim 2.1.1; {platform.processor() or platform.machine()}, "

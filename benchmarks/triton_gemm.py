@@ -62,7 +62,14 @@ def _child(mode: str, size: int, blocks: tuple[int, int, int], out: str) -> None
                 c = fp8_gemm.fp8_gemm(a, b, *blocks)
         best = min(best, time.perf_counter() - t)
     np.save(out, c.numpy())
-    print(json.dumps({"seconds": best}))
+    engine = "numpy"
+    if mode != "stock":  # which tensor-core engine ran: compiled only with a compilation on disk or asked for
+        from fp8check.matmul.tensorcore import _compiled_step
+
+        compiled = _compiled_step()
+        if compiled is not None and (compiled.chain.signatures or compiled.specialised_made()):
+            engine = "numba"
+    print(json.dumps({"seconds": best, "engine": engine}))
 
 
 def run(mode: str, size: int, blocks: tuple[int, int, int], out: str) -> float:
@@ -74,7 +81,12 @@ def run(mode: str, size: int, blocks: tuple[int, int, int], out: str) -> float:
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"{mode} failed:\n{proc.stdout}\n{proc.stderr}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])["seconds"]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    ENGINES[mode] = result["engine"]
+    return result["seconds"]
+
+
+ENGINES: dict[str, str] = {}
 
 
 def main(argv=None) -> int:
@@ -109,8 +121,8 @@ def main(argv=None) -> int:
     n = args.size
     lines = [f"# benchmarks/triton_gemm.py, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
              f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores (load "
-             f"{os.getloadavg()[0]:.1f}), Triton {triton.__version__}, numpy {np.__version__}, tensor-core step: "
-             f"{'numba' if _compiled_step() else 'numpy'}",
+             f"{os.getloadavg()[0]:.1f}), Triton {triton.__version__}, numpy {np.__version__}, tensor-core engine: "
+             f"{ENGINES['faithful']} (numba {'installed' if _compiled_step() else 'absent'})",
              f"{n}x{n}x{n} e4m3fn GEMM, blocks {args.blocks}, one launch (best of 2, a fresh process each):",
              f"  stock interpreter      {times['stock']:7.2f} s",
              f"  faithful sm90          {times['faithful']:7.2f} s   faithful/stock {times['faithful'] / times['stock']:5.2f}x",

@@ -276,7 +276,7 @@ def test_the_command_line_checks_a_gemm_kernel(tmp_path, capsys):
     assert "no-such-recipe" in err and "no_such_module" not in err, err
 
 
-def test_a_first_gemm_check_says_it_compiles_before_its_silent_minute(capsys, monkeypatch):
+def test_a_gemm_check_says_it_compiles_before_its_silent_minute_and_only_then(capsys, monkeypatch):
     from fp8check.matmul import tensorcore
 
     compiled = tensorcore._compiled_step()
@@ -286,8 +286,13 @@ def test_a_first_gemm_check_says_it_compiles_before_its_silent_minute(capsys, mo
     base = ["check", "gemm_plants:block_gemm", "--kind", "gemm", "--recipe", BLOCK, "--format", "e4m3fn",
             "--triton-target", "sm90"]
     monkeypatch.setattr(compiled, "cached", lambda: False)  # as in a fresh install
+    monkeypatch.setenv("FP8CHECK_NUMBA", "1")  # compiled at the first call
     assert cli.main(base) == 0
     assert capsys.readouterr().out.startswith("note: compiling fp8check's tensor-core models")
+    monkeypatch.delenv("FP8CHECK_NUMBA")  # a check's worth of products stays on NumPy: nothing compiles
+    assert cli.main(base) == 0
+    assert "compiling" not in capsys.readouterr().out
+    monkeypatch.setenv("FP8CHECK_NUMBA", "1")
     monkeypatch.setattr(compiled, "cached", lambda: True)
     assert cli.main(base) == 0
     assert "compiling" not in capsys.readouterr().out

@@ -15,6 +15,9 @@ hand from MMA-Sim's paper (arXiv:2511.10909) that float32 FMA arithmetic gets wr
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -221,6 +224,7 @@ def test_a_zero_accumulator_lifts_the_alignment_of_tiny_scaled_products(engine, 
     # product at k = 5 brings -133 too; with c = 0 either suffices, and a nonzero c is at least 2**-149)
     if engine == "numba":
         pytest.importorskip("numba")
+        monkeypatch.setenv("FP8CHECK_NUMBA", "1")  # compiled at the first call, not after a minute's worth on NumPy
     else:
         monkeypatch.setenv("FP8CHECK_NUMBA", "0")
     a = np.array([[54, 30, 3, 71, 110, 0, 107, 39, 122, 74, 22, 13, 17, 7, 54, 118, 70, 29, 77, 119, 96, 24, 120, 33,
@@ -292,8 +296,10 @@ def test_tiles_as_instances_equal_each_tile_through_the_gemm_api(target, fmt, sh
 @needs_mmasim
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", [k.name for k in mo.KINDS])
-def test_agrees_with_mmasim_on_a_million_random_bit_instances(kind):
-    # at least 10^6 instances compared bit for bit (the AMD brackets leave some out: more are drawn)
+def test_agrees_with_mmasim_on_a_million_random_bit_instances(kind, monkeypatch):
+    # at least 10^6 instances compared bit for bit (the AMD brackets leave some out: more are drawn), on the
+    # compiled engine where numba is installed (a long run's: this run alone would stay on NumPy, tested equal)
+    monkeypatch.setenv("FP8CHECK_NUMBA", "1")
     total = {"instances": 0, "compared": 0, "target_dependent": 0, "mismatches": 0}
     part = 0
     while total["compared"] < 1_000_000:
@@ -361,6 +367,7 @@ def engine_runs(k: mo.Kind, inst: mo.Instances) -> list[tc.MMAResult]:
 
 
 def assert_engines_agree(k: mo.Kind, inst: mo.Instances, monkeypatch) -> None:
+    monkeypatch.setenv("FP8CHECK_NUMBA", "1")  # the compiled engine from the first call
     compiled = engine_runs(k, inst)
     assert tc._compiled_step() is not None
     monkeypatch.setenv("FP8CHECK_NUMBA", "0")
@@ -415,6 +422,35 @@ def test_the_kernel_compiled_for_a_kind_equals_the_numpy_engine(monkeypatch):
 @pytest.mark.parametrize("kind", [k.name for k in mo.KINDS])
 def test_each_kinds_own_kernel_equals_the_numpy_engine(kind, monkeypatch):
     each_kinds_own_kernel_equals_the_numpy_engine(kind, monkeypatch)
+
+
+_FRESH_PROCESS = r"""
+import os
+import numpy as np
+from fp8check.matmul import _compiled, tensorcore as tc
+assert _compiled.cached() is False, "the cache folder is not empty"
+rng = np.random.default_rng(3)
+a, b = rng.integers(0, 256, (64, 256), dtype=np.uint8), rng.integers(0, 256, (256, 64), dtype=np.uint8)
+plain = tc.mma("sm90", a, "e4m3fn", b, "e4m3fn", acc=None)  # 2**20 products: the NumPy steps, nothing compiled
+assert not _compiled.chain.signatures and _compiled.specialised_made() == 0, "compiled for a small first call"
+assert not tc._compiled_now(_compiled, 1 << 22)
+tc._modelled = tc.COMPILED_AFTER  # a long run's worth modelled on NumPy: the next call compiles
+assert tc._compiled_now(_compiled, 1)
+tc._modelled = 0
+os.environ["FP8CHECK_NUMBA"] = "1"
+assert tc._compiled_now(_compiled, 1)
+print("ok")
+"""
+
+
+def test_a_fresh_process_models_on_numpy_until_a_compilation_pays(tmp_path):
+    # numba's first compilation costs about a minute on two cores and the NumPy steps model ~10^8 products a
+    # second: with nothing on disk (an empty NUMBA_CACHE_DIR) a check, a test or a docs example stays on NumPy
+    pytest.importorskip("numba")
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    env.pop("FP8CHECK_NUMBA", None)
+    r = subprocess.run([sys.executable, "-c", _FRESH_PROCESS], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
 
 
 @pytest.mark.parametrize("fmt,bad", [("e2m1fn", 17), ("e4m3fn", 300), ("e4m3fn", -1)])

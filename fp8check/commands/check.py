@@ -194,13 +194,17 @@ class _triton_watch:
 
 
 def _say_if_compiling(out: Any) -> None:
-    """One line before a first GEMM check's silent minute: numba compiles the tensor-core models once."""
+    """One line before a GEMM check's silent minute: numba compiles the tensor-core models once, at the first
+    call where ``FP8CHECK_NUMBA=1`` asks for them (else a check runs on NumPy: tensorcore.COMPILED_AFTER)."""
+    import os
+
     from rich.text import Text
 
     from fp8check.matmul.tensorcore import _compiled_step
 
     compiled = _compiled_step()
-    if compiled is not None and compiled.cached() is False:
+    forced = os.environ.get("FP8CHECK_NUMBA", "").strip() == "1"
+    if compiled is not None and forced and compiled.cached() is False:
         out.print(Text("note: compiling fp8check's tensor-core models (numba, once: about a minute on two cores; "
                        "cached on disk for later runs)", style="dim"))
 

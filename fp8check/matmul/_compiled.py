@@ -1061,6 +1061,11 @@ def specialised(algorithm: int, lay_a: np.ndarray, lay_b: np.ndarray, params: np
     return _SPECIALISED.get(key)
 
 
+def specialised_made() -> int:
+    """How many kind kernels this process has made."""
+    return len(_SPECIALISED)
+
+
 def _specialise(algorithm: int, la: tuple, lb: tuple, model: tuple) -> Any:
     def kind_chain(a: np.ndarray, b: np.ndarray, paired: bool, sa: np.ndarray, sb: np.ndarray,
                    scale_table: np.ndarray, promotion: int, c_bits: np.ndarray, out_bits: np.ndarray,

@@ -12,8 +12,10 @@ significant bits each, so exact), scaling by powers of two, ``trunc``/``floor`` 
 extra) every model measured by MMA-Sim whose operands have at most 256 codes (FP8, FP6, FP4, block
 scales included) runs as one compiled pass per output element over the whole K chain, in integers
 (:mod:`fp8check.matmul._compiled`, the same models, tested equal bit for bit; a call of 2**22 products
-or more through a kernel compiled for its kind, and every later call of that kind in the process;
-``FP8CHECK_NUMBA=0`` turns it off); 16-bit operands and the gfx950 bracket run on NumPy.
+or more through a kernel compiled for its kind, and every later call of that kind in the process; a process
+with no compilation on disk stays on NumPy until it has modelled :data:`COMPILED_AFTER` products, about the
+compilation's minute; ``FP8CHECK_NUMBA=1`` compiles at the first call, ``=0`` never); 16-bit operands and the
+gfx950 bracket run on NumPy.
 
 The agreement with MMA-Sim is tested in tests/test_matmul_tensorcore.py (random-bit instances of every
 instruction kind here against ``mmasim`` 2.1.1, 10^6 per FP8 kind in the slow lane, 0 mismatches) and
@@ -772,6 +774,23 @@ def _as_codes(codes: np.ndarray, count: int) -> np.ndarray | None:
 
 
 _SPECIALISE_FROM = 1 << 22  # products of one call from which a kernel compiled for the kind pays for its compilation
+# The compiled engine's first compilation costs about a minute on two cores (then it is cached on disk); the NumPy
+# steps model about 10^8 products a second. So a process with no compilation on disk or made already stays on
+# NumPy until it has modelled COMPILED_AFTER products (about that minute's worth: a check, a test run or a docs
+# example never waits for numba, a long run switches), as the reference's lookups do (fast.COMPILED_AFTER).
+# FP8CHECK_NUMBA=1 compiles at the first call, =0 never.
+COMPILED_AFTER = 1 << 32
+_modelled = 0  # products modelled so far in this process (a heuristic's input: approximate under threads)
+
+
+def _compiled_now(compiled: Any, products: int) -> bool:
+    """Whether a call of ``products`` runs on the compiled engine: forced, a compilation this process can use
+    without compiling (its own, or one on disk), or enough modelled on NumPy already."""
+    global _modelled
+    _modelled += products
+    if os.environ.get("FP8CHECK_NUMBA", "").strip() == "1" or _modelled >= COMPILED_AFTER:
+        return True
+    return bool(compiled.chain.signatures) or bool(compiled.specialised_made()) or compiled.cached() is True
 _THREADS_FROM = 1 << 21  # products of one call from which it runs on every core (fp8check.reference.fast.threads)
 
 
@@ -820,8 +839,10 @@ def _fused(m: MMAModel, a: tuple[np.ndarray, str], b: tuple[np.ndarray, str], c:
     out = np.empty(c.shape, np.float32)
     dep = np.empty(c.shape, bool)
     c_bits = np.ascontiguousarray(np.broadcast_to(c, out.shape), dtype=np.float32).view(np.uint32)
-    # a large call: the kind's own kernel (compiled once, cached); a small one: that kernel where this process has it
     products = out.size * (K + pad)
+    if not _compiled_now(compiled, products):
+        return None
+    # a large call: the kind's own kernel (compiled once, cached); a small one: that kernel where this process has it
     kernel = compiled.specialised(algorithm[m.algorithm], lay_a, lay_b, params, make=products >= _SPECIALISE_FROM)
     out_bits, scaled = out.view(np.uint32), scales is not None
     outside: list[int] = []
