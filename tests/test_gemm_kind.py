@@ -404,7 +404,8 @@ def test_sm90_tiles_get_the_instruction_triton_compiles_them_to():
     assert tc.triton_dot("sm100", 32, "e4m3fn", "e4m3fn") is None
     # the planted kernels' 32-row tiles: the check follows mma.sync and names it; a correct kernel conforms
     r = checked(plants.block_gemm, "sm90")
-    assert r.passed and "sm90-mma-16bit" in r.extra["profile_summary"], r.extra["profile_summary"]
+    assert r.passed and "sm90-mma-16bit, the fp8 operands widened to fp16" in r.extra["profile_summary"], \
+        r.extra["profile_summary"]
     # ... and the instruction matters: the same kernel's output against the wgmma reference differs
     case = gemm.GemmCase(32, 64, 256)
     a, sa, b, sb = gemm.gemm_inputs(case, "e4m3fn", BLOCK, 7)

@@ -50,6 +50,7 @@ import numpy as np
 
 from fp8check.checking import CheckOptions, Tally, kernel_name
 from fp8check.errors import FP8CheckError, InvalidValueError
+from fp8check.formats import get as get_format
 from fp8check.results import CheckResult, Divergence
 
 __all__ = ["GemmRecipe", "GEMM_RECIPES", "EPILOGUES", "GemmCase", "GEMM_CASES", "gemm_recipe", "gemm_reference",
@@ -757,6 +758,9 @@ def check_gemm(kernel: Callable[..., Any], *, recipe: str | GemmRecipe, format: 
     else:
         own = tensorcore.triton_dot(target, 64, fmt, fmt)
         names = sorted(run.dot_models) or [own.model.name if own else tensorcore.model(target, fmt, fmt).name]
+        if get_format(fmt).bits <= 8:  # an FP8 GEMM under a 16-bit model: say why, not only its name
+            names = [n + (", the fp8 operands widened to fp16 exactly: what Triton compiles for a tile that "
+                          "wgmma does not take" if n == "sm90-mma-16bit" else "") for n in names]
         result.extra["profile_summary"] = f"{rec.description}; {target}'s tensor cores ({'; '.join(names)})"
     result.extra["checked_means"] = "output elements"
     result.extra["output_dtype"] = run.out_dtype

@@ -774,9 +774,9 @@ def _as_codes(codes: np.ndarray, count: int) -> np.ndarray | None:
 
 
 _SPECIALISE_FROM = 1 << 22  # products of one call from which a kernel compiled for the kind pays for its compilation
-# The compiled engine's first compilation costs about a minute on two cores (then it is cached on disk); the NumPy
+# The compiled engine's first compilation costs about 100 s on two cores (then it is cached on disk); the NumPy
 # steps model about 10^8 products a second. So a process with no compilation on disk or made already stays on
-# NumPy until it has modelled COMPILED_AFTER products (about that minute's worth: a check, a test run or a docs
+# NumPy until it has modelled COMPILED_AFTER products (about as long: a check, a test run or a docs
 # example never waits for numba, a long run switches), as the reference's lookups do (fast.COMPILED_AFTER).
 # FP8CHECK_NUMBA=1 compiles at the first call, =0 never.
 COMPILED_AFTER = 1 << 32
