@@ -192,7 +192,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     sys.path.insert(0, str(ROOT / "tests"))
     importlib.import_module("fp8check")
-    rows = []
+    from fp8check.results import environment
+
+    env, rows = environment(), []
     for name, spec in KERNELS.items():
         if args.kernel and name not in args.kernel:
             continue
@@ -204,10 +206,8 @@ def main(argv: list[str] | None = None) -> int:
                                        f"{r['compiled_vs_reference']} differ (Triton's interpreter: "
                                        f"{r['compiled_vs_stock_interpreter']} differ)"), flush=True)
         if args.json:
-            from fp8check.results import environment
-
-            Path(args.json).write_text(json.dumps({"device": torch.cuda.get_device_name(0),
-                                                   "environment": environment(), "kernels": rows}, indent=1))
+            Path(args.json).write_text(json.dumps({"device": torch.cuda.get_device_name(0), "environment": env,
+                                                   "kernels": rows}, indent=1))
     if args.dump and DIVERGING:
         import numpy as np
 

@@ -196,15 +196,13 @@ class _triton_watch:
 def _say_if_compiling(out: Any) -> None:
     """One line before a GEMM check's silent minute: numba compiles the tensor-core models once, at the first
     call where ``FP8CHECK_NUMBA=1`` asks for them (else a check runs on NumPy: tensorcore.COMPILED_AFTER)."""
-    import os
-
     from rich.text import Text
 
     from fp8check.matmul.tensorcore import _compiled_step
+    from fp8check.reference.fast import numba_asked
 
     compiled = _compiled_step()
-    forced = os.environ.get("FP8CHECK_NUMBA", "").strip() == "1"
-    if compiled is not None and forced and compiled.cached() is False:
+    if compiled is not None and numba_asked() == "1" and compiled.cached() is False:
         out.print(Text("note: compiling fp8check's tensor-core models (numba, once: about 100 s on two cores per "
                        "kind of call; cached on disk for later runs)", style="dim"))
 

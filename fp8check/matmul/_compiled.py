@@ -1038,7 +1038,7 @@ def chain(algorithm: int, a: np.ndarray, b: np.ndarray, paired: bool, lay_a: np.
 
 def cached() -> bool | None:
     """Whether :func:`chain` has a compilation on disk from an earlier process (False: this process compiles it,
-    about a minute on two cores); None where this numba does not say (its cache's layout is its own)."""
+    about 100 s on two cores); None where this numba does not say (its cache's layout is its own)."""
     import os
 
     try:
@@ -1061,9 +1061,9 @@ def specialised(algorithm: int, lay_a: np.ndarray, lay_b: np.ndarray, params: np
     return _SPECIALISED.get(key)
 
 
-def specialised_made() -> int:
-    """How many kind kernels this process has made."""
-    return len(_SPECIALISED)
+def made() -> bool:
+    """Whether this process has a compiled kernel: :func:`chain` for some call, or a kind's own."""
+    return bool(chain.signatures) or bool(_SPECIALISED)
 
 
 def _specialise(algorithm: int, la: tuple, lb: tuple, model: tuple) -> Any:

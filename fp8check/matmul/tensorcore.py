@@ -13,8 +13,8 @@ extra) every model measured by MMA-Sim whose operands have at most 256 codes (FP
 scales included) runs as one compiled pass per output element over the whole K chain, in integers
 (:mod:`fp8check.matmul._compiled`, the same models, tested equal bit for bit; a call of 2**22 products
 or more through a kernel compiled for its kind, and every later call of that kind in the process; a process
-with no compilation on disk stays on NumPy until it has modelled :data:`COMPILED_AFTER` products, about the
-compilation's minute; ``FP8CHECK_NUMBA=1`` compiles at the first call, ``=0`` never); 16-bit operands and the
+with no compilation on disk stays on NumPy until it has modelled :data:`COMPILED_AFTER` products, about as
+long as a compilation; ``FP8CHECK_NUMBA=1`` compiles at the first call, ``=0`` never); 16-bit operands and the
 gfx950 bracket run on NumPy.
 
 The agreement with MMA-Sim is tested in tests/test_matmul_tensorcore.py (random-bit instances of every
@@ -78,7 +78,6 @@ this could differ, which is the bracket's premise, stated here).
 from __future__ import annotations
 
 import contextlib
-import os
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -696,7 +695,7 @@ _COMPILED: list[Any] = []
 def _compiled_step() -> Any:
     """The numba-compiled steps (:mod:`fp8check.matmul._compiled`), or None (numba missing, or
     ``FP8CHECK_NUMBA=0``): they give the NumPy steps' bits."""
-    if os.environ.get("FP8CHECK_NUMBA", "").strip() == "0":
+    if fast.numba_asked() == "0":
         return None
     if not _COMPILED:
         try:
@@ -774,6 +773,7 @@ def _as_codes(codes: np.ndarray, count: int) -> np.ndarray | None:
 
 
 _SPECIALISE_FROM = 1 << 22  # products of one call from which a kernel compiled for the kind pays for its compilation
+_THREADS_FROM = 1 << 21  # products of one call from which it runs on every core (fp8check.reference.fast.threads)
 # The compiled engine's first compilation costs about 100 s on two cores (then it is cached on disk); the NumPy
 # steps model about 10^8 products a second. So a process with no compilation on disk or made already stays on
 # NumPy until it has modelled COMPILED_AFTER products (about as long: a check, a test run or a docs
@@ -784,14 +784,13 @@ _modelled = 0  # products modelled so far in this process (a heuristic's input: 
 
 
 def _compiled_now(compiled: Any, products: int) -> bool:
-    """Whether a call of ``products`` runs on the compiled engine: forced, a compilation this process can use
+    """Whether a call of ``products`` runs on the compiled engine: asked for, a compilation this process can use
     without compiling (its own, or one on disk), or enough modelled on NumPy already."""
     global _modelled
     _modelled += products
-    if os.environ.get("FP8CHECK_NUMBA", "").strip() == "1" or _modelled >= COMPILED_AFTER:
+    if fast.numba_asked() == "1" or _modelled >= COMPILED_AFTER:
         return True
-    return bool(compiled.chain.signatures) or bool(compiled.specialised_made()) or compiled.cached() is True
-_THREADS_FROM = 1 << 21  # products of one call from which it runs on every core (fp8check.reference.fast.threads)
+    return compiled.made() or compiled.cached() is True
 
 
 def _fused(m: MMAModel, a: tuple[np.ndarray, str], b: tuple[np.ndarray, str], c: np.ndarray,

@@ -32,8 +32,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["threads", "parallel", "serial", "engine", "compiled", "take16", "take_split", "decode_into",
-           "sweep32_mismatches"]
+__all__ = ["threads", "parallel", "serial", "engine", "numba_asked", "compiled", "take16", "take_split",
+           "decode_into", "sweep32_mismatches"]
 
 # Elements per block: the block's index (8 bytes each) and temporaries stay in
 # L2 beside the table.
@@ -83,13 +83,19 @@ def _executor(workers: int) -> ThreadPoolExecutor:
         return _pool
 
 
+def numba_asked() -> str:
+    """``FP8CHECK_NUMBA`` as set: ``"1"`` (the compiled engines from the first call), ``"0"`` (never), else ``""``
+    (by how much a process has run): read by the reference's lookups and the tensor-core models alike."""
+    return os.environ.get("FP8CHECK_NUMBA", "").strip()
+
+
 def compiled(load: bool = True) -> Any:
     """The numba-compiled loops (:mod:`._compiled`), or None (numba missing, or ``FP8CHECK_NUMBA=0``).
 
     ``load=False``: None unless they are loaded already.
     """
     global _compiled
-    if os.environ.get("FP8CHECK_NUMBA", "").strip() == "0":
+    if numba_asked() == "0":
         return None
     if _compiled is None and load:
         with _compiled_lock:
@@ -119,7 +125,7 @@ def _compiled_for(n: int) -> Any:
     _looked_up += n
     if n < COMPILED_MIN:
         return None
-    hot = _looked_up >= COMPILED_AFTER or os.environ.get("FP8CHECK_NUMBA", "").strip() == "1"
+    hot = _looked_up >= COMPILED_AFTER or numba_asked() == "1"
     return compiled(load=hot)
 
 
