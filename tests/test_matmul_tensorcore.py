@@ -444,7 +444,7 @@ print("ok")
 
 
 def test_a_fresh_process_models_on_numpy_until_a_compilation_pays(tmp_path):
-    # numba's first compilation costs about 100 s on two cores and the NumPy steps model ~10^8 products a
+    # numba's first compilation costs about 70 s on two cores and the NumPy steps model ~10^8 products a
     # second: with nothing on disk (an empty NUMBA_CACHE_DIR) a check, a test or a docs example stays on NumPy
     pytest.importorskip("numba")
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}

@@ -203,8 +203,8 @@ def _say_if_compiling(out: Any) -> None:
 
     compiled = _compiled_step()
     if compiled is not None and numba_asked() == "1" and compiled.cached() is False:
-        out.print(Text("note: compiling fp8check's tensor-core models (numba, once: about 100 s on two cores per "
-                       "kind of call; cached on disk for later runs)", style="dim"))
+        out.print(Text("note: compiling fp8check's tensor-core models (numba, once: about a minute on two cores; "
+                       "cached on disk for later runs)", style="dim"))
 
 
 def _supports(args: argparse.Namespace) -> dict[str, Any]:

@@ -893,8 +893,9 @@ def _result_bits(res: int) -> int:
 
 
 @_inline
-def _lanes(a: np.ndarray, b: np.ndarray, la: tuple, lb: tuple, model: tuple, c_bits: np.ndarray, out_bits: np.ndarray,
-           dep: np.ndarray) -> int:
+def _lanes(a: np.ndarray, b: np.ndarray, la: tuple, lb: tuple, sa: np.ndarray, sb: np.ndarray, scale_table: np.ndarray,
+           model: tuple, c_bits: np.ndarray, out_bits: np.ndarray, dep: np.ndarray, wbuf: np.ndarray,
+           ebuf: np.ndarray) -> int:
     """CDNA3's paired rows without promotion, _LANES at a time (see ``_LANES``): the rows done (a multiple of
     _LANES), or -1 where a code lies outside its format."""
     chunk, ik, f, g, zero_exp, drop_tiny_c, dep_specials, block, group, lift = model
@@ -942,67 +943,116 @@ def _lanes(a: np.ndarray, b: np.ndarray, la: tuple, lb: tuple, model: tuple, c_b
     return rows
 
 
+# -- the drivers: one per algorithm, so that a kind's kernel types and compiles only its own steps (a driver of all
+# three took 59 s to compile for sm89's kind, one of its own 6 s; the same code, the same speed) ----------------------
+
 @_inline
-def _drive(algorithm: int, a: np.ndarray, b: np.ndarray, paired: bool, la: tuple, lb: tuple, sa: np.ndarray,
-           sb: np.ndarray, scale_table: np.ndarray, model: tuple, promotion: int, c_bits: np.ndarray,
-           out_bits: np.ndarray, dep: np.ndarray) -> int:
-    """The chain of :func:`chain` (``model``: its ``params`` but promotion, as a tuple)."""
+def _aligned_chunk(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, la: tuple, lb: tuple, sa: np.ndarray,
+                   sb: np.ndarray, scale_table: np.ndarray, model: tuple, acc: int, wbuf: np.ndarray,
+                   ebuf: np.ndarray) -> tuple[int, int, bool]:
+    """One step of ``aligned`` (:func:`_aligned_step`): (bits, flags, a NaN scale)."""
     chunk, ik, f, g, zero_exp, drop_tiny_c, dep_specials, block, group, lift = model
-    fbuf = np.empty(1, np.float32)
-    ubuf = fbuf.view(np.uint32)
-    wbuf = np.empty(max(chunk // max(group, 1), 1), np.int64)
-    ebuf = np.empty_like(wbuf)
-    steps = a.shape[1] // ik
-    pair = algorithm == ALIGNED and chunk == 16 and ik == 32 and not block and f <= 25  # sm89: _aligned_pair
-    done = False
-    first = 0
-    if algorithm == TWO_STAGE and paired and not promotion:
-        first = _lanes(a, b, la, lb, model, c_bits, out_bits, dep)
-        if first < 0:
-            return 1
-    if algorithm == GROUPED and paired and not promotion:
-        first = _grouped_lanes(a, b, la, lb, sa, sb, scale_table, model, c_bits, out_bits, dep, wbuf, ebuf)
-        if first < 0:
-            return 1
-    for i in range(first, a.shape[0]):
-        for j in range(out_bits.shape[1]):
-            jb = i if paired else j
-            total = np.int64(c_bits[i, j])
-            acc = np.int64(0) if promotion else total
-            special = False
-            for t in range(steps):
-                if pair:
-                    bits, done = _aligned_pair(a, i, b, jb, t * ik, la, lb, acc, f, g, zero_exp)
+    se, nan = np.int64(0), False
+    if block:  # e8m0 scales: 2**(code - 127), 0xFF NaN
+        ca, cb = np.int64(sa[i, s0 // block]), np.int64(sb[jb, s0 // block])
+        se, nan = ca + cb - 254, ca == 0xFF or cb == 0xFF
+    bits, flag = _aligned_step(a, i, b, jb, s0, chunk, la, lb, se, acc, f, g, zero_exp)
+    return bits, flag, nan
+
+
+@_inline
+def _aligned_instruction(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, la: tuple, lb: tuple, model: tuple,
+                         acc: int) -> tuple[int, bool]:
+    """sm89's k32 instruction in one function (:func:`_aligned_pair`) where the model is it: (bits, True); else
+    (0, False) and the driver runs the instruction's steps one by one."""
+    chunk, ik, f, g, zero_exp, drop_tiny_c, dep_specials, block, group, lift = model
+    if chunk == 16 and ik == 32 and not block and f <= 25:
+        return _aligned_pair(a, i, b, jb, s0, la, lb, acc, f, g, zero_exp)
+    return np.int64(0), False
+
+
+@_inline
+def _no_lanes(a: np.ndarray, b: np.ndarray, la: tuple, lb: tuple, sa: np.ndarray, sb: np.ndarray,
+              scale_table: np.ndarray, model: tuple, c_bits: np.ndarray, out_bits: np.ndarray, dep: np.ndarray,
+              wbuf: np.ndarray, ebuf: np.ndarray) -> int:
+    return 0
+
+
+@_inline
+def _two_stage_chunk(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, la: tuple, lb: tuple, sa: np.ndarray,
+                     sb: np.ndarray, scale_table: np.ndarray, model: tuple, acc: int, wbuf: np.ndarray,
+                     ebuf: np.ndarray) -> tuple[int, int, bool]:
+    chunk, ik, f, g, zero_exp, drop_tiny_c, dep_specials, block, group, lift = model
+    bits, flag = _two_stage_step(a, i, b, jb, s0, chunk, la, lb, acc, f, g, drop_tiny_c, zero_exp)
+    return bits, flag, False
+
+
+@_inline
+def _no_instruction(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, la: tuple, lb: tuple, model: tuple,
+                    acc: int) -> tuple[int, bool]:
+    return np.int64(0), False
+
+
+@_inline
+def _grouped_chunk(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, la: tuple, lb: tuple, sa: np.ndarray,
+                   sb: np.ndarray, scale_table: np.ndarray, model: tuple, acc: int, wbuf: np.ndarray,
+                   ebuf: np.ndarray) -> tuple[int, int, bool]:
+    chunk, ik, f, g, zero_exp, drop_tiny_c, dep_specials, block, group, lift = model
+    bits, flag = _grouped_step(a, i, b, jb, s0, chunk, la, lb, sa, sb, block, group, scale_table, lift, acc, f, g,
+                               zero_exp, wbuf, ebuf)
+    return bits, flag, (flag & 4) != 0
+
+
+def _driver(chunk_step: Any, instruction: Any, lanes: Any) -> Any:
+    """The chain of :func:`chain` for one algorithm (``model``: its ``params`` but promotion, as a tuple):
+    ``lanes`` does the paired rows it can (returns how many, -1 for a code outside its format), ``instruction`` a
+    whole instruction where it can, ``chunk_step`` a step of ``chunk`` codes."""
+    def drive(a: np.ndarray, b: np.ndarray, paired: bool, la: tuple, lb: tuple, sa: np.ndarray, sb: np.ndarray,
+              scale_table: np.ndarray, model: tuple, promotion: int, c_bits: np.ndarray, out_bits: np.ndarray,
+              dep: np.ndarray) -> int:
+        chunk, ik, f, g, zero_exp, drop_tiny_c, dep_specials, block, group, lift = model
+        wbuf = np.empty(max(chunk // max(group, 1), 1), np.int64)
+        ebuf = np.empty_like(wbuf)
+        steps = a.shape[1] // ik
+        first = 0
+        if paired and not promotion:
+            first = lanes(a, b, la, lb, sa, sb, scale_table, model, c_bits, out_bits, dep, wbuf, ebuf)
+            if first < 0:
+                return 1
+        fbuf = np.empty(1, np.float32)
+        ubuf = fbuf.view(np.uint32)
+        for i in range(first, a.shape[0]):
+            for j in range(out_bits.shape[1]):
+                jb = i if paired else j
+                total = np.int64(c_bits[i, j])
+                acc = np.int64(0) if promotion else total
+                special = False
+                for t in range(steps):
+                    bits, done = instruction(a, i, b, jb, t * ik, la, lb, model, acc)
                     if done:
                         acc = bits
-                for s0 in range(t * ik, (t + 1) * ik if not (pair and done) else t * ik, chunk):
-                    nan = False
-                    if algorithm == ALIGNED:
-                        se = 0
-                        if block:  # e8m0 scales: 2**(code - 127), 0xFF NaN
-                            ca, cb = np.int64(sa[i, s0 // block]), np.int64(sb[jb, s0 // block])
-                            se, nan = ca + cb - 254, ca == 0xFF or cb == 0xFF
-                        bits, flag = _aligned_step(a, i, b, jb, s0, chunk, la, lb, se, acc, f, g, zero_exp)
-                    elif algorithm == TWO_STAGE:
-                        bits, flag = _two_stage_step(a, i, b, jb, s0, chunk, la, lb, acc, f, g, drop_tiny_c,
-                                                     zero_exp)
-                    else:
-                        bits, flag = _grouped_step(a, i, b, jb, s0, chunk, la, lb, sa, sb, block, group,
-                                                   scale_table, lift, acc, f, g, zero_exp, wbuf, ebuf)
-                        nan = (flag & 4) != 0
-                    if flag & 2:
-                        return 1
-                    if flag or nan:
-                        bits = _special_bits(a, i, b, jb, s0, chunk, la, lb, acc, nan)
-                        special = True
-                    acc = bits
-                if promotion and ((t + 1) % promotion == 0 or t == steps - 1):
-                    total = _f32_add(total, acc, fbuf, ubuf)
-                    acc = 0
-            res = total if promotion else acc
-            out_bits[i, j] = _result_bits(res)
-            dep[i, j] = special and dep_specials
-    return 0
+                    for s0 in range(t * ik, (t + 1) * ik if not done else t * ik, chunk):
+                        bits, flag, nan = chunk_step(a, i, b, jb, s0, la, lb, sa, sb, scale_table, model, acc, wbuf,
+                                                     ebuf)
+                        if flag & 2:
+                            return 1
+                        if flag or nan:
+                            bits = _special_bits(a, i, b, jb, s0, chunk, la, lb, acc, nan)
+                            special = True
+                        acc = bits
+                    if promotion and ((t + 1) % promotion == 0 or t == steps - 1):
+                        total = _f32_add(total, acc, fbuf, ubuf)
+                        acc = 0
+                res = total if promotion else acc
+                out_bits[i, j] = _result_bits(res)
+                dep[i, j] = special and dep_specials
+        return 0
+    return _inline(drive)
+
+
+_drive_aligned = _driver(_aligned_chunk, _aligned_instruction, _no_lanes)
+_drive_two_stage = _driver(_two_stage_chunk, _no_instruction, _lanes)
+_drive_grouped = _driver(_grouped_chunk, _no_instruction, _grouped_lanes)
 
 
 def _layout(lay: np.ndarray) -> tuple:
@@ -1033,12 +1083,16 @@ def chain(algorithm: int, a: np.ndarray, b: np.ndarray, paired: bool, lay_a: np.
           _I(lay_b[7]), _I(lay_b[8]), _I(lay_b[9]))
     model = (params[0], params[1], params[2], params[3], params[4], params[6] != 0, params[7] != 0, params[8],
              params[9], params[10])
-    return _drive(algorithm, a, b, paired, la, lb, sa, sb, scale_table, model, params[5], c_bits, out_bits, dep)
+    if algorithm == ALIGNED:
+        return _drive_aligned(a, b, paired, la, lb, sa, sb, scale_table, model, params[5], c_bits, out_bits, dep)
+    if algorithm == TWO_STAGE:
+        return _drive_two_stage(a, b, paired, la, lb, sa, sb, scale_table, model, params[5], c_bits, out_bits, dep)
+    return _drive_grouped(a, b, paired, la, lb, sa, sb, scale_table, model, params[5], c_bits, out_bits, dep)
 
 
 def cached() -> bool | None:
     """Whether :func:`chain` has a compilation on disk from an earlier process (False: this process compiles it,
-    about 100 s on two cores); None where this numba does not say (its cache's layout is its own)."""
+    about 70 s on two cores); None where this numba does not say (its cache's layout is its own)."""
     import os
 
     try:
@@ -1070,5 +1124,10 @@ def _specialise(algorithm: int, la: tuple, lb: tuple, model: tuple) -> Any:
     def kind_chain(a: np.ndarray, b: np.ndarray, paired: bool, sa: np.ndarray, sb: np.ndarray,
                    scale_table: np.ndarray, promotion: int, c_bits: np.ndarray, out_bits: np.ndarray,
                    dep: np.ndarray) -> int:
-        return _drive(algorithm, a, b, paired, la, lb, sa, sb, scale_table, model, promotion, c_bits, out_bits, dep)
+        if algorithm == ALIGNED:
+            return _drive_aligned(a, b, paired, la, lb, sa, sb, scale_table, model, promotion, c_bits, out_bits, dep)
+        if algorithm == TWO_STAGE:
+            return _drive_two_stage(a, b, paired, la, lb, sa, sb, scale_table, model, promotion, c_bits, out_bits,
+                                    dep)
+        return _drive_grouped(a, b, paired, la, lb, sa, sb, scale_table, model, promotion, c_bits, out_bits, dep)
     return _jit(kind_chain)

@@ -772,9 +772,16 @@ def _as_codes(codes: np.ndarray, count: int) -> np.ndarray | None:
     return np.ascontiguousarray(codes)
 
 
+def _read_only(x: np.ndarray) -> np.ndarray:
+    """A read-only view of ``x`` (no copy)."""
+    view = x.view()
+    view.flags.writeable = False
+    return view
+
+
 _SPECIALISE_FROM = 1 << 22  # products of one call from which a kernel compiled for the kind pays for its compilation
 _THREADS_FROM = 1 << 21  # products of one call from which it runs on every core (fp8check.reference.fast.threads)
-# The compiled engine's first compilation costs about 100 s on two cores (then it is cached on disk); the NumPy
+# The compiled engine's first compilation costs about 70 s on two cores (then it is cached on disk); the NumPy
 # steps model about 10^8 products a second. So a process with no compilation on disk or made already stays on
 # NumPy until it has modelled COMPILED_AFTER products (about as long: a check, a test run or a docs
 # example never waits for numba, a long run switches), as the reference's lookups do (fast.COMPILED_AFTER).
@@ -844,6 +851,9 @@ def _fused(m: MMAModel, a: tuple[np.ndarray, str], b: tuple[np.ndarray, str], c:
     # a large call: the kind's own kernel (compiled once, cached); a small one: that kernel where this process has it
     kernel = compiled.specialised(algorithm[m.algorithm], lay_a, lay_b, params, make=products >= _SPECIALISE_FROM)
     out_bits, scaled = out.view(np.uint32), scales is not None
+    # every input read-only (numba types a read-only array apart: one kind of call is one compilation, not one per
+    # mix of cached tables and fresh arrays)
+    ac, bc, sa, sb, table, params, c_bits = (_read_only(x) for x in (ac, bc, sa, sb, table, params, c_bits))
     outside: list[int] = []
 
     def rows(r0: int, r1: int) -> None:  # output rows r0:r1 (the kernels release the GIL: one span per thread)
