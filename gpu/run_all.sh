@@ -107,6 +107,8 @@ part huge 500 python3 gpu/huge.py --json "$OUT/huge.json"
 # The audit's speed on a quiet many-core machine (no GPU needed; the CI
 # machine has 2 cores): audit throughput against a raw read, same run.
 part audit-bench 150 python3 benchmarks/audit_throughput.py --size-gb 4 --shards 8 --jobs 8
+# What comes back is committed: no path of the machine it ran on (this checkout's root becomes '.').
+find "$OUT" -type f \( -name '*.log' -o -name '*.json' -o -name '*.txt' \) -exec sed -i "s#$PWD/##g; s#$PWD#.#g" {} +
 echo
 echo "===== summary ====="
 cat "$OUT/summary.txt"

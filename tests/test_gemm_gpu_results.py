@@ -23,7 +23,9 @@ HERE = Path(__file__).resolve().parents[1] / "gpu" / "results"
                                                    ("gemm-h100-torchao.json", 2, "planted_block_gemm"),
                                                    ("gemm-h200-rescaled.json", 0, "planted_rescaled_gemm"),
                                                    ("gemm-h100-k64-product.json", 0, "planted_block_gemm_k64"),
-                                                   ("gemm-h100-f24c7c9.json", 3, None)])
+                                                   ("gemm-h100-f24c7c9.json", 3, None),
+                                                   ("gemm-h100-3fe930e.json", 4, None),
+                                                   ("gemm-h100-sglang-3fe930e.json", 2, None)])
 def test_compiled_gemms_equal_the_faithful_interpreter_bit_for_bit(name, verbatim, control):
     results = HERE / name
     if not results.exists():
