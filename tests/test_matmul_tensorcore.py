@@ -412,6 +412,26 @@ def each_kinds_own_kernel_equals_the_numpy_engine(kind, monkeypatch):
     assert_engines_agree(k, mo.draw(k, 2000, seed=22), monkeypatch)
 
 
+def test_read_only_and_writable_operands_share_one_compilation(monkeypatch):
+    # numba types a read-only array apart from a writable one: every input is handed over read-only, so a cached
+    # (read-only) operand after a fresh one is no second compilation (each cost about a minute)
+    pytest.importorskip("numba")
+    monkeypatch.setenv("FP8CHECK_NUMBA", "1")
+    compiled = tc._compiled_step()
+
+    def compilations() -> int:
+        return len(compiled.chain.signatures) + sum(len(k.signatures) for k in compiled._SPECIALISED.values())
+
+    rng = np.random.default_rng(5)
+    a, b = rng.integers(0, 0x70, (8, 64), dtype=np.uint8), rng.integers(0, 0x70, (64, 8), dtype=np.uint8)
+    want = tc.mma("sm90", a, "e4m3fn", b, "e4m3fn").values.view(np.uint32)
+    made = compilations()
+    a.flags.writeable = b.flags.writeable = False
+    got = tc.mma("sm90", a, "e4m3fn", b, "e4m3fn").values.view(np.uint32)
+    assert np.array_equal(got, want)
+    assert compilations() == made
+
+
 def test_the_kernel_compiled_for_a_kind_equals_the_numpy_engine(monkeypatch):
     # a large call runs a kernel compiled for its kind (layouts and model as constants); one kind here
     # (a compilation takes seconds), every kind in the slow lane

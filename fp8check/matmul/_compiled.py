@@ -1139,6 +1139,8 @@ def _specialise(algorithm: int, la: tuple, lb: tuple, model: tuple) -> Any:
     def kind_chain(a: np.ndarray, b: np.ndarray, paired: bool, sa: np.ndarray, sb: np.ndarray,
                    scale_table: np.ndarray, promotion: int, c_bits: np.ndarray, out_bits: np.ndarray,
                    dep: np.ndarray) -> int:
+        # spelt out here, as in chain: numba prunes these branches on the closure's constant, not inside an inlined
+        # function that takes the algorithm as an argument (that typed all three drivers again)
         if algorithm == ALIGNED:
             return _drive_aligned(a, b, paired, la, lb, sa, sb, scale_table, model, promotion, c_bits, out_bits, dep)
         if algorithm == TWO_STAGE:
