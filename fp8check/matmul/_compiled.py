@@ -14,12 +14,13 @@ code once per pass and keeping everything in registers: no table gathers, no tem
   (CDNA3) is an arithmetic shift, and the result's float32 bits are assembled from the integer sum
   (truncation; CDNA3's floor then round to nearest even: the floored integer converted to float32
   where the result is a normal float32, else with selects).
-- Lanes (CDNA3's two-stage steps of 16, paired rows: ``dot_instances``): 64 rows at a time, each step's codes
-  transposed K-major, the step straight-line code over the rows (no reduction along K, the special codes and
-  exponent sums as bytes, the terms as float32 products truncated by the conversion to int32, the last rounding
-  with selects; the next blocks' codes prefetched); a row that meets a case the lanes do not cover is done again
-  by the per-element step. sm89's k32 instruction (two chained aligned steps of 16) is one function
-  (:func:`_aligned_pair`).
+- Lanes (paired rows of 8-bit codes without promotion: ``dot_instances``; ``aligned`` steps of 16 or 32 with or
+  without e8m0 scales, CDNA3's two-stage steps of 16): 64 rows at a time, each step's codes transposed K-major,
+  the step straight-line code over the rows (no reduction along K, the special codes, significands and exponent
+  sums as bytes, the terms as float32 products truncated by the conversion to int32, the last rounding with
+  selects; the next blocks' codes prefetched); a row that meets a special value is done again alone (a float
+  sum's NaN or Inf; CDNA3: also a result the lanes' rounding does not cover, by the per-element step). Elsewhere
+  sm89's k32 instruction (two chained aligned steps of 16) is one function (:func:`_aligned_pair`).
 - e2m1 (Blackwell NVFP4/MXFP4, steps of 64 in groups of 16): a step's four group sums are one straight-line block
   of generic LLVM vector IR (:func:`_e2m1_ir`); paired rows finish _GROUP_LANES at a time in float64 lanes (every
   scaled group term an integer below 2**48: the sum is exact), a lane with a NaN scale or a special accumulator
@@ -45,7 +46,7 @@ import numba
 import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
-from numba.cpython.unsafe.numbers import leading_zeros
+from numba.cpython.unsafe.numbers import leading_zeros, trailing_zeros
 from numba.extending import intrinsic
 
 __all__ = ["chain", "specialised", "cached", "ALIGNED", "TWO_STAGE", "GROUPED", "VERSION"]
@@ -796,10 +797,10 @@ def _prefetch_rows(a: np.ndarray, i0: int, rows: int) -> None:
 
 
 @_inline
-def _lane_codes(a: np.ndarray, i0: int, s0: int, x: np.ndarray) -> None:
-    """``x[k, l] = a[i0 + l, s0 + k]`` for k < 16, l < 64 (``a``: C-contiguous uint8 rows)."""
+def _lane_codes(a: np.ndarray, i0: int, s0: int, x: np.ndarray, k0: int = 0) -> None:
+    """``x[k0 + k, l] = a[i0 + l, s0 + k]`` for k < 16, l < 64 (``a``: C-contiguous uint8 rows)."""
     _transpose_lanes(np.uint64(a.ctypes.data + i0 * a.strides[0] + s0), np.int64(a.strides[0]),
-                     np.uint64(x.ctypes.data))
+                     np.uint64(x.ctypes.data + k0 * x.strides[0]))
 
 
 @intrinsic
@@ -889,6 +890,144 @@ def _two_stage_lanes(xa: np.ndarray, xb: np.ndarray, acc: np.ndarray, slow: np.n
         fast = (total != 0) & (u + nb - 1 >= -126) & (field >= 1) & (field <= 254) & c_finite
         acc[l] = (bits + ((u + drop) << 23)) & 0xFFFFFFFF
         slow[l] |= _I(not fast)
+
+
+@_inline
+def _truncated_bits_lane(total: int, u: int, g: int) -> int:
+    """:func:`_truncated_bits` with selects, not branches (a lane of :func:`_aligned_lanes_step`)."""
+    sign = np.int64(total < 0)
+    mag = -total if sign else total
+    nb = 64 - leading_zeros(np.uint64(mag))
+    ev = u + nb - 1
+    normal = ev >= -126
+    drop = max(nb - (g + 1), 0) if normal else max(-126 - g - u, 0)
+    mag >>= min(drop, 63)
+    nb -= drop
+    bits = ((ev + 127) << 23) | ((mag << min(max(24 - nb, 0), 63)) & 0x7FFFFF)
+    bits = 0x7F800000 if ev >= 128 else bits
+    bits = bits if normal else mag << min(max(u + drop + 149, 0), 63)
+    return 0 if mag == 0 else (sign << 31) | bits
+
+
+@_inline
+def _lane_fields(x: int, lay: tuple) -> tuple[int, int]:
+    """(significand, exponent field clamped to 1) of an 8-bit code as bytes: the value is ``(-1)**sign * sig *
+    2**(e - bias - mantissa bits)``."""
+    ef = _U8(_U8(x >> lay[0]) & lay[1])
+    return _U8(_U8(x & _U8(_U8(1 << lay[0]) - 1)) | _U8(min(ef, _U8(1)) << lay[0])), _U8(max(ef, _U8(1)))
+
+
+@_inline
+def _aligned_lanes_step(xa: np.ndarray, xb: np.ndarray, L: int, acc: np.ndarray, slow: np.ndarray, se: np.ndarray,
+                        la: tuple, lb: tuple, f: int, g: int, zero_exp: int, bad8: np.ndarray, top8: np.ndarray,
+                        sig_a: np.ndarray, sig_b: np.ndarray, exp8: np.ndarray, sign8: np.ndarray, top: np.ndarray,
+                        field: np.ndarray, part: np.ndarray, total: np.ndarray) -> None:
+    """:func:`_aligned_step` of ``L`` codes for every lane (``xa``/``xb`` (L, lanes): the codes, ``se``: the scales'
+    exponent sums, ``acc``: the accumulators, replaced): ``slow[l]`` set where the lane must be done again (a special
+    code or accumulator). First pass, in bytes (64 lanes a vector): special codes, both significands, the biased
+    exponent sum (0 for a zero product) and its largest, the product's sign. Second: a term is the significands'
+    product (a float32, exact) times ``2**(e - top + f)`` with its sign (float32 bits from the exponent sum: exact),
+    truncated by the conversion to int32, summed in int32 runs short enough to stay below 2**31. The rounding with
+    selects."""
+    n = np.uint64(_LANES)
+    for l in range(n):
+        bad8[l] = top8[l] = _U8(0)
+    for k in range(L):
+        for l in range(n):
+            x, y = xa[k, l], xb[k, l]
+            bad8[l] |= _U8(_special(x, la) | _special(y, lb))
+            mx, ex = _lane_fields(x, la)
+            my, ey = _lane_fields(y, lb)
+            e = _U8(ex + ey) if min(mx, my) != 0 else _U8(0)
+            top8[l] = max(top8[l], e)
+            sig_a[k, l], sig_b[k, l], exp8[k, l] = mx, my, e
+            sign8[k, l] = _U8(_U8(x ^ y) & _U8(1 << la[3]))
+    for l in range(n):
+        cbits = acc[l]
+        c_exp = max((cbits >> 23) & 0xFF, 1) - 127 if (cbits & 0x7FFFFFFF) != 0 else np.int64(zero_exp)
+        t8 = np.int64(top8[l])
+        t = max(c_exp, t8 - (la[2] + lb[2]) + se[l] if t8 else np.int64(zero_exp))
+        top[l] = _I(t)
+        slow[l] = _I(bad8[l]) | _I(((cbits >> 23) & 0xFF) == 0xFF)
+        # a term's float32 exponent field less its biased exponent sum
+        field[l] = _I(f - t + se[l] - (la[2] + lb[2]) - (la[0] + lb[0]) + 127)
+        total[l] = np.int64(0)
+    run = min(L, 1 << (29 - f))  # terms below 2**(f + 2): runs of them sum in int32
+    for r0 in range(0, L, run):
+        for l in range(n):
+            part[l] = _I(0)
+        for k in range(r0, min(r0 + run, L)):
+            for l in range(n):
+                # a zero product's field may lie outside 1..254: clamped (0 times a finite power of two)
+                e = _I(min(max(_I(_I(exp8[k, l]) + field[l]), _I(1)), _I(254)))
+                p2 = _f32_from_bits(_I(_I(e << 23) | _I(_I(sign8[k, l]) << (31 - la[3]))))
+                part[l] = _I(part[l] + np.int32(np.float32(_I(_I(sig_a[k, l]) * _I(sig_b[k, l]))) * p2))
+        for l in range(n):
+            total[l] += np.int64(part[l])
+    for l in range(n):
+        c_sign, c_sig, ec, c_finite = _c_parts(acc[l])
+        t = np.int64(top[l])
+        s = _signed(_shifted(c_sig, ec - 23 + f - t), c_sign) + total[l]
+        acc[l] = _truncated_bits_lane(s, t - f, g)
+
+
+@_inline
+def _aligned_lanes(a: np.ndarray, b: np.ndarray, la: tuple, lb: tuple, sa: np.ndarray, sb: np.ndarray,
+                   scale_table: np.ndarray, model: tuple, c_bits: np.ndarray, out_bits: np.ndarray, dep: np.ndarray,
+                   wbuf: np.ndarray, ebuf: np.ndarray) -> int:
+    """``aligned``'s paired rows of 8-bit codes without promotion, _LANES at a time (see ``_LANES``; steps of 16 or
+    32, e8m0 block scales): the rows done (a multiple of _LANES). Without promotion an instruction's steps are a
+    chain like any other (sm89's two per instruction)."""
+    chunk, ik, f, g, zero_exp, drop_tiny_c, dep_specials, block, group, lift = model
+    rows = 0
+    if ((chunk != 16 and chunk != 32) or f > 27 or out_bits.shape[1] != 1 or min(la[6], lb[6]) != 8
+            or a.strides[1] != 1 or b.strides[1] != 1 or (block and block % chunk)):
+        return rows
+    xa = np.empty((chunk, _LANES), np.uint8)
+    xb = np.empty_like(xa)
+    acc = np.empty(_LANES, np.int64)
+    before = np.empty_like(acc)
+    total = np.empty_like(acc)
+    se = np.zeros_like(acc)
+    special = np.empty(_LANES, np.bool_)
+    nan = np.zeros(_LANES, np.bool_)
+    slow = np.empty(_LANES, np.int32)
+    top, part = np.empty_like(slow), np.empty_like(slow)
+    field = np.empty_like(slow)
+    bad8, top8 = np.empty(_LANES, np.uint8), np.empty(_LANES, np.uint8)
+    sig_a, sig_b, exp8, sign8 = np.empty_like(xa), np.empty_like(xa), np.empty_like(xa), np.empty_like(xa)
+    steps = a.shape[1] // ik * (ik // chunk)
+    for i0 in range(0, a.shape[0] - _LANES + 1, _LANES):
+        for l in range(_LANES):
+            acc[l] = np.int64(c_bits[i0 + l, 0])
+            special[l] = False
+        _prefetch_rows(a, i0 + 2 * _LANES, _LANES)  # the next blocks' codes while this block computes
+        _prefetch_rows(b, i0 + 2 * _LANES, _LANES)
+        for t in range(steps):
+            s0 = t * chunk
+            for h in range(0, chunk, 16):
+                _lane_codes(a, i0, s0 + h, xa, h)
+                _lane_codes(b, i0, s0 + h, xb, h)
+            if block:  # e8m0 scales: 2**(code - 127), 0xFF NaN
+                for l in range(_LANES):
+                    ca, cb = np.int64(sa[i0 + l, s0 // block]), np.int64(sb[i0 + l, s0 // block])
+                    se[l], nan[l] = ca + cb - 254, ca == 0xFF or cb == 0xFF
+            before[:] = acc
+            _aligned_lanes_step(xa, xb, chunk, acc, slow, se, la, lb, f, g, zero_exp, bad8, top8, sig_a, sig_b, exp8,
+                                sign8, top, field, part, total)
+            mask = np.uint64(0)  # the lanes with a special code, scale or accumulator: a float sum's NaN or Inf
+            for l in range(_LANES):
+                mask |= np.uint64(slow[l] != 0 or nan[l]) << np.uint64(l)
+            while mask:  # lane by lane (a tenth of random rows): cheaper than every lane's classes
+                l = trailing_zeros(mask)
+                mask &= mask - np.uint64(1)
+                acc[l] = _special_bits(a, i0 + l, b, i0 + l, s0, chunk, la, lb, before[l], nan[l])
+                special[l] = True
+        for l in range(_LANES):
+            out_bits[i0 + l, 0] = _result_bits(acc[l])
+            dep[i0 + l, 0] = special[l] and dep_specials
+        rows = i0 + _LANES
+    return rows
 
 
 @_jit
@@ -986,13 +1125,6 @@ def _aligned_instruction(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int,
 
 
 @_inline
-def _no_lanes(a: np.ndarray, b: np.ndarray, la: tuple, lb: tuple, sa: np.ndarray, sb: np.ndarray,
-              scale_table: np.ndarray, model: tuple, c_bits: np.ndarray, out_bits: np.ndarray, dep: np.ndarray,
-              wbuf: np.ndarray, ebuf: np.ndarray) -> int:
-    return 0
-
-
-@_inline
 def _two_stage_chunk(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, la: tuple, lb: tuple, sa: np.ndarray,
                      sb: np.ndarray, scale_table: np.ndarray, model: tuple, acc: int, wbuf: np.ndarray,
                      ebuf: np.ndarray) -> tuple[int, int, bool]:
@@ -1065,7 +1197,7 @@ def _driver(chunk_step: Any, instruction: Any, lanes: Any) -> Any:
     return _inline(drive)
 
 
-_drive_aligned = _driver(_aligned_chunk, _aligned_instruction, _no_lanes)
+_drive_aligned = _driver(_aligned_chunk, _aligned_instruction, _aligned_lanes)
 _drive_two_stage = _driver(_two_stage_chunk, _no_instruction, _lanes)
 _drive_grouped = _driver(_grouped_chunk, _no_instruction, _grouped_lanes)
 
