@@ -811,65 +811,79 @@ def _f32_from_bits(typingctx: Any, x: Any) -> Any:
     return types.float32(types.int32), codegen
 
 
-@_inline
-def _lane_product(x: int, y: int, la: tuple, lb: tuple) -> float:
-    """The product of codes ``x`` and ``y`` of 8-bit formats as a float32, exact: at most 8 significant bits, and
-    a normal float32 (its exponent at least -34). Times ``2**(f - top)`` (f <= 27; top at most 30, at least -100)
-    it stays exact and below 2**(f + 2): its conversion to int32 is the truncated term of :func:`_truncated_term`."""
-    sx, mx, ex = _field(x, la)
-    sy, my, ey = _field(y, lb)
-    v = np.float32(_I(mx * my)) * _f32_from_bits(_I(_I(_I(ex + ey) - _I(la[0] + lb[0]) + 127) << 23))
-    return -v if _I(sx ^ sy) else v
-
-
 _U8 = np.uint8
 
 
 @_inline
-def _biased_product_exponent(x: int, y: int, la: tuple, lb: tuple) -> int:
-    """The exponent of the product of codes ``x`` and ``y`` (8-bit formats) plus both biases, as a byte: at least 2,
-    0 for a zero product."""
-    ex = _U8(max(_U8(_U8(x >> la[0]) & la[1]), _U8(1)))
-    ey = _U8(max(_U8(_U8(y >> lb[0]) & lb[1]), _U8(1)))
-    return _U8(ex + ey) if _U8(x & la[7]) != 0 and _U8(y & lb[7]) != 0 else _U8(0)
+def _lane_fields(x: int, lay: tuple) -> tuple[int, int]:
+    """(significand, exponent field clamped to 1) of an 8-bit code as bytes: the value is ``(-1)**sign * sig *
+    2**(e - bias - mantissa bits)``."""
+    ef = _U8(_U8(x >> lay[0]) & lay[1])
+    return _U8(_U8(x & _U8(_U8(1 << lay[0]) - 1)) | _U8(min(ef, _U8(1)) << lay[0])), _U8(max(ef, _U8(1)))
+
+
+@_inline
+def _lane_bytes(x: int, y: int, la: tuple, lb: tuple) -> tuple[int, int, int, int, int]:
+    """Codes ``x`` and ``y`` (8-bit formats) taken apart as bytes, 64 lanes a vector: (a special code among them,
+    both significands, the product's biased exponent sum (0 for a zero product, else at least 2), its sign bit).
+    Scalars in and out: numba's inlining of a function given arrays and indices hides the loop from the
+    vectoriser (ten times slower)."""
+    mx, ex = _lane_fields(x, la)
+    my, ey = _lane_fields(y, lb)
+    return (_U8(_special(x, la) | _special(y, lb)), mx, my, _U8(ex + ey) if min(mx, my) != 0 else _U8(0),
+            _U8(_U8(x ^ y) & _U8(1 << la[3])))
+
+
+@_inline
+def _lane_truncated_term(mx: int, my: int, e: int, sign: int, field: int, la: tuple) -> int:
+    """The product of :func:`_lane_bytes` times ``2**(f - top)`` truncated toward zero, as int32 (``field``:
+    ``f - top`` less both biases and mantissa widths, plus 127). The significands' product is a float32 (exact), the
+    power of two float32 bits from the exponent sum with the product's sign (exact; a zero product's clamped into
+    1..254: 0 times a finite number), the conversion to int32 the truncation; exact while ``f - top`` keeps the term
+    below 2**31, and where the power of two falls below 2**-126 the term is below 1: 0 either way."""
+    p2 = _f32_from_bits(_I(_I(_I(min(max(_I(_I(e) + field), _I(1)), _I(254))) << 23) | _I(_I(sign) << (31 - la[3]))))
+    return np.int32(np.float32(_I(_I(mx) * _I(my))) * p2)
+
+
+@_inline
+def _term_field(f: int, top: int, la: tuple, lb: tuple) -> int:
+    """``field`` of :func:`_lane_truncated_term` for terms truncated to ``2**(top - f)``."""
+    return _I(f - top - (la[2] + lb[2]) - (la[0] + lb[0]) + 127)
 
 
 @_inline
 def _two_stage_lanes(xa: np.ndarray, xb: np.ndarray, acc: np.ndarray, slow: np.ndarray, la: tuple, lb: tuple, f: int,
                      f2: int, drop_tiny_c: bool, zero_exp: int, top0: np.ndarray, top1: np.ndarray, part0: np.ndarray,
-                     part1: np.ndarray, pv: np.ndarray, scale0: np.ndarray, scale1: np.ndarray, bad8: np.ndarray,
-                     top08: np.ndarray, top18: np.ndarray) -> None:
+                     part1: np.ndarray, field0: np.ndarray, field1: np.ndarray, bad8: np.ndarray, top08: np.ndarray,
+                     top18: np.ndarray, sig_a: np.ndarray, sig_b: np.ndarray, exp8: np.ndarray,
+                     sign8: np.ndarray) -> None:
     """:func:`_two_stage_step` of 16 codes for every lane (``xa``/``xb`` (16, lanes): the codes, ``acc``: the
-    accumulators, replaced): ``slow[l]`` set where the lane must be done again by :func:`_two_stage_step` (a special
-    code or accumulator, a code outside its format, a result the FPU rounding does not cover)."""
+    accumulators, replaced): ``slow[l]`` 1 where the lane has a special code or accumulator, 2 where its result is
+    one the FPU rounding does not cover (the lane is then done again)."""
     n = np.uint64(_LANES)
     for l in range(n):  # bytes (64 lanes a vector): special codes, the groups' largest biased exponent sums
         bad8[l] = top08[l] = top18[l] = _U8(0)
     for q in range(8):
         k0, k1 = np.uint64(2 * q), np.uint64(2 * q + 1)
         for l in range(n):
-            x0, y0, x1, y1 = xa[k0, l], xb[k0, l], xa[k1, l], xb[k1, l]
-            bad8[l] |= _U8(_special(x0, la) | _special(y0, lb) | _special(x1, la) | _special(y1, lb))
-            top08[l] = max(top08[l], _biased_product_exponent(x0, y0, la, lb))
-            top18[l] = max(top18[l], _biased_product_exponent(x1, y1, la, lb))
-    for q in range(8):
-        k0, k1 = np.uint64(2 * q), np.uint64(2 * q + 1)
-        for l in range(n):
-            pv[k0, l] = _lane_product(_I(xa[k0, l]), _I(xb[k0, l]), la, lb)
-            pv[k1, l] = _lane_product(_I(xa[k1, l]), _I(xb[k1, l]), la, lb)
+            bad0, sig_a[k0, l], sig_b[k0, l], exp8[k0, l], sign8[k0, l] = _lane_bytes(xa[k0, l], xb[k0, l], la, lb)
+            bad1, sig_a[k1, l], sig_b[k1, l], exp8[k1, l], sign8[k1, l] = _lane_bytes(xa[k1, l], xb[k1, l], la, lb)
+            bad8[l] |= _U8(bad0 | bad1)
+            top08[l] = max(top08[l], exp8[k0, l])
+            top18[l] = max(top18[l], exp8[k1, l])
     for l in range(n):
-        slow[l] = _I(bad8[l])
         t0, t1, bias = _I(top08[l]), _I(top18[l]), _I(la[2] + lb[2])
         top0[l] = _I(t0 - bias) if t0 else _I(zero_exp)
         top1[l] = _I(t1 - bias) if t1 else _I(zero_exp)
         part0[l] = part1[l] = _I(0)
-        scale0[l] = _f32_from_bits(_I(_I(f - max(top0[l], _I(-100)) + 127) << 23))  # 2**(f - top): a term is
-        scale1[l] = _f32_from_bits(_I(_I(f - max(top1[l], _I(-100)) + 127) << 23))  # trunc(product * scale)
+        field0[l], field1[l] = _term_field(f, top0[l], la, lb), _term_field(f, top1[l], la, lb)
     for q in range(8):
         k0, k1 = np.uint64(2 * q), np.uint64(2 * q + 1)
         for l in range(n):
-            part0[l] = _I(part0[l] + np.int32(pv[k0, l] * scale0[l]))
-            part1[l] = _I(part1[l] + np.int32(pv[k1, l] * scale1[l]))
+            part0[l] = _I(part0[l] + _lane_truncated_term(sig_a[k0, l], sig_b[k0, l], exp8[k0, l], sign8[k0, l],
+                                                          field0[l], la))
+            part1[l] = _I(part1[l] + _lane_truncated_term(sig_a[k1, l], sig_b[k1, l], exp8[k1, l], sign8[k1, l],
+                                                          field1[l], la))
     for l in range(n):  # as _two_stage_step's last lines, with selects; _floor_rne_bits' fast case only
         c_sign, c_sig, ec, c_finite = _c_parts(acc[l])
         t0, t1 = np.int64(top0[l]), np.int64(top1[l])
@@ -887,9 +901,9 @@ def _two_stage_lanes(xa: np.ndarray, xb: np.ndarray, acc: np.ndarray, slow: np.n
         drop = max(nb - f2 - 1, 0)
         bits = np.int64(_f32_bits(np.float32(total >> drop)))
         field = ((bits >> 23) & 0xFF) + u + drop
-        fast = (total != 0) & (u + nb - 1 >= -126) & (field >= 1) & (field <= 254) & c_finite
+        fast = (total != 0) & (u + nb - 1 >= -126) & (field >= 1) & (field <= 254)
         acc[l] = (bits + ((u + drop) << 23)) & 0xFFFFFFFF
-        slow[l] |= _I(not fast)
+        slow[l] = _I(1) if bad8[l] or not c_finite else _I(2 * _I(not fast))
 
 
 @_inline
@@ -910,38 +924,22 @@ def _truncated_bits_lane(total: int, u: int, g: int) -> int:
 
 
 @_inline
-def _lane_fields(x: int, lay: tuple) -> tuple[int, int]:
-    """(significand, exponent field clamped to 1) of an 8-bit code as bytes: the value is ``(-1)**sign * sig *
-    2**(e - bias - mantissa bits)``."""
-    ef = _U8(_U8(x >> lay[0]) & lay[1])
-    return _U8(_U8(x & _U8(_U8(1 << lay[0]) - 1)) | _U8(min(ef, _U8(1)) << lay[0])), _U8(max(ef, _U8(1)))
-
-
-@_inline
 def _aligned_lanes_step(xa: np.ndarray, xb: np.ndarray, L: int, acc: np.ndarray, slow: np.ndarray, se: np.ndarray,
                         la: tuple, lb: tuple, f: int, g: int, zero_exp: int, bad8: np.ndarray, top8: np.ndarray,
                         sig_a: np.ndarray, sig_b: np.ndarray, exp8: np.ndarray, sign8: np.ndarray, top: np.ndarray,
                         field: np.ndarray, part: np.ndarray, total: np.ndarray) -> None:
     """:func:`_aligned_step` of ``L`` codes for every lane (``xa``/``xb`` (L, lanes): the codes, ``se``: the scales'
-    exponent sums, ``acc``: the accumulators, replaced): ``slow[l]`` set where the lane must be done again (a special
-    code or accumulator). First pass, in bytes (64 lanes a vector): special codes, both significands, the biased
-    exponent sum (0 for a zero product) and its largest, the product's sign. Second: a term is the significands'
-    product (a float32, exact) times ``2**(e - top + f)`` with its sign (float32 bits from the exponent sum: exact),
-    truncated by the conversion to int32, summed in int32 runs short enough to stay below 2**31. The rounding with
-    selects."""
+    exponent sums, ``acc``: the accumulators, replaced): ``slow[l]`` set where the lane has a special code or
+    accumulator (it is then done again). The codes taken apart as bytes (:func:`_lane_bytes`), the terms by
+    :func:`_lane_truncated_term` summed in int32 runs short enough to stay below 2**31, the rounding with selects."""
     n = np.uint64(_LANES)
     for l in range(n):
         bad8[l] = top8[l] = _U8(0)
     for k in range(L):
         for l in range(n):
-            x, y = xa[k, l], xb[k, l]
-            bad8[l] |= _U8(_special(x, la) | _special(y, lb))
-            mx, ex = _lane_fields(x, la)
-            my, ey = _lane_fields(y, lb)
-            e = _U8(ex + ey) if min(mx, my) != 0 else _U8(0)
-            top8[l] = max(top8[l], e)
-            sig_a[k, l], sig_b[k, l], exp8[k, l] = mx, my, e
-            sign8[k, l] = _U8(_U8(x ^ y) & _U8(1 << la[3]))
+            bad, sig_a[k, l], sig_b[k, l], exp8[k, l], sign8[k, l] = _lane_bytes(xa[k, l], xb[k, l], la, lb)
+            bad8[l] |= bad
+            top8[l] = max(top8[l], exp8[k, l])
     for l in range(n):
         cbits = acc[l]
         c_exp = max((cbits >> 23) & 0xFF, 1) - 127 if (cbits & 0x7FFFFFFF) != 0 else np.int64(zero_exp)
@@ -949,8 +947,7 @@ def _aligned_lanes_step(xa: np.ndarray, xb: np.ndarray, L: int, acc: np.ndarray,
         t = max(c_exp, t8 - (la[2] + lb[2]) + se[l] if t8 else np.int64(zero_exp))
         top[l] = _I(t)
         slow[l] = _I(bad8[l]) | _I(((cbits >> 23) & 0xFF) == 0xFF)
-        # a term's float32 exponent field less its biased exponent sum
-        field[l] = _I(f - t + se[l] - (la[2] + lb[2]) - (la[0] + lb[0]) + 127)
+        field[l] = _term_field(f, _I(t - se[l]), la, lb)  # the products' own top: the scales are in t
         total[l] = np.int64(0)
     run = min(L, 1 << (29 - f))  # terms below 2**(f + 2): runs of them sum in int32
     for r0 in range(0, L, run):
@@ -958,10 +955,8 @@ def _aligned_lanes_step(xa: np.ndarray, xb: np.ndarray, L: int, acc: np.ndarray,
             part[l] = _I(0)
         for k in range(r0, min(r0 + run, L)):
             for l in range(n):
-                # a zero product's field may lie outside 1..254: clamped (0 times a finite power of two)
-                e = _I(min(max(_I(_I(exp8[k, l]) + field[l]), _I(1)), _I(254)))
-                p2 = _f32_from_bits(_I(_I(e << 23) | _I(_I(sign8[k, l]) << (31 - la[3]))))
-                part[l] = _I(part[l] + np.int32(np.float32(_I(_I(sig_a[k, l]) * _I(sig_b[k, l]))) * p2))
+                part[l] = _I(part[l] + _lane_truncated_term(sig_a[k, l], sig_b[k, l], exp8[k, l], sign8[k, l],
+                                                            field[l], la))
         for l in range(n):
             total[l] += np.int64(part[l])
     for l in range(n):
@@ -969,6 +964,15 @@ def _aligned_lanes_step(xa: np.ndarray, xb: np.ndarray, L: int, acc: np.ndarray,
         t = np.int64(top[l])
         s = _signed(_shifted(c_sig, ec - 23 + f - t), c_sign) + total[l]
         acc[l] = _truncated_bits_lane(s, t - f, g)
+
+
+@_inline
+def _lane_mask(slow: np.ndarray) -> int:
+    """The lanes with ``slow`` set as the bits of a uint64."""
+    mask = np.uint64(0)
+    for l in range(_LANES):
+        mask |= np.uint64(slow[l] != 0) << np.uint64(l)
+    return mask
 
 
 @_inline
@@ -1015,11 +1019,12 @@ def _aligned_lanes(a: np.ndarray, b: np.ndarray, la: tuple, lb: tuple, sa: np.nd
             before[:] = acc
             _aligned_lanes_step(xa, xb, chunk, acc, slow, se, la, lb, f, g, zero_exp, bad8, top8, sig_a, sig_b, exp8,
                                 sign8, top, field, part, total)
-            mask = np.uint64(0)  # the lanes with a special code, scale or accumulator: a float sum's NaN or Inf
-            for l in range(_LANES):
-                mask |= np.uint64(slow[l] != 0 or nan[l]) << np.uint64(l)
-            while mask:  # lane by lane (a tenth of random rows): cheaper than every lane's classes
-                l = trailing_zeros(mask)
+            if block:
+                for l in range(_LANES):
+                    slow[l] |= _I(nan[l])
+            mask = _lane_mask(slow)
+            while mask:  # a special code, scale or accumulator: a float sum's NaN or Inf, lane by lane (a tenth of
+                l = trailing_zeros(mask)  # random rows: cheaper than every lane's classes)
                 mask &= mask - np.uint64(1)
                 acc[l] = _special_bits(a, i0 + l, b, i0 + l, s0, chunk, la, lb, before[l], nan[l])
                 special[l] = True
@@ -1062,9 +1067,9 @@ def _lanes(a: np.ndarray, b: np.ndarray, la: tuple, lb: tuple, sa: np.ndarray, s
     special = np.empty(_LANES, np.bool_)
     slow = np.empty(_LANES, np.int32)
     top0, top1, part0, part1 = np.empty_like(slow), np.empty_like(slow), np.empty_like(slow), np.empty_like(slow)
-    pv = np.empty((16, _LANES), np.float32)
-    scale0, scale1 = np.empty(_LANES, np.float32), np.empty(_LANES, np.float32)
+    field0, field1 = np.empty_like(slow), np.empty_like(slow)
     bad8, top08, top18 = np.empty(_LANES, np.uint8), np.empty(_LANES, np.uint8), np.empty(_LANES, np.uint8)
+    sig_a, sig_b, exp8, sign8 = np.empty_like(xa), np.empty_like(xa), np.empty_like(xa), np.empty_like(xa)
     steps = a.shape[1] // chunk
     for i0 in range(0, a.shape[0] - _LANES + 1, _LANES):
         for l in range(_LANES):
@@ -1077,18 +1082,18 @@ def _lanes(a: np.ndarray, b: np.ndarray, la: tuple, lb: tuple, sa: np.ndarray, s
             _lane_codes(a, i0, s0, xa)
             _lane_codes(b, i0, s0, xb)
             before[:] = acc
-            _two_stage_lanes(xa, xb, acc, slow, la, lb, f, g, drop_tiny_c, zero_exp, top0, top1, part0, part1, pv,
-                             scale0, scale1, bad8, top08, top18)
-            for l in range(_LANES):
-                if slow[l]:  # the per-element step, from the same accumulator
-                    bits, flag = _two_stage_step(a, i0 + l, b, i0 + l, s0, chunk, la, lb, before[l], f, g, drop_tiny_c,
-                                                 zero_exp)
-                    if flag & 2:
-                        return -1
-                    if flag:
-                        bits = _special_bits(a, i0 + l, b, i0 + l, s0, chunk, la, lb, before[l], False)
-                        special[l] = True
-                    acc[l] = bits
+            _two_stage_lanes(xa, xb, acc, slow, la, lb, f, g, drop_tiny_c, zero_exp, top0, top1, part0, part1, field0,
+                             field1, bad8, top08, top18, sig_a, sig_b, exp8, sign8)
+            mask = _lane_mask(slow)
+            while mask:  # a special value (a float sum's NaN or Inf) or a rounding the lanes do not cover
+                l = trailing_zeros(mask)
+                mask &= mask - np.uint64(1)
+                i = i0 + l
+                if slow[l] == 1:
+                    acc[l] = _special_bits(a, i, b, i, s0, chunk, la, lb, before[l], False)
+                    special[l] = True
+                else:
+                    acc[l] = _two_stage_step(a, i, b, i, s0, chunk, la, lb, before[l], f, g, drop_tiny_c, zero_exp)[0]
         for l in range(_LANES):
             out_bits[i0 + l, 0] = _result_bits(acc[l])
             dep[i0 + l, 0] = special[l] and dep_specials
