@@ -823,40 +823,43 @@ def _lane_fields(x: int, lay: tuple) -> tuple[int, int]:
 
 
 @_inline
-def _lane_bytes(x: int, y: int, la: tuple, lb: tuple) -> tuple[int, int, int, int, int]:
+def _lane_bytes(x: int, y: int, la: tuple, lb: tuple) -> tuple[int, int, int, int]:
     """Codes ``x`` and ``y`` (8-bit formats) taken apart as bytes, 64 lanes a vector: (a special code among them,
-    both significands, the product's biased exponent sum (0 for a zero product, else at least 2), its sign bit).
-    Scalars in and out: numba's inlining of a function given arrays and indices hides the loop from the
-    vectoriser (ten times slower)."""
+    the significand of ``x``, that of ``y`` with the product's sign (two's complement: at most 15 in magnitude), the
+    product's biased exponent sum: 0 for a zero product, else 2 to 62). Scalars in and out: numba's inlining of a
+    function given arrays and indices hides the loop from the vectoriser (ten times slower)."""
     mx, ex = _lane_fields(x, la)
     my, ey = _lane_fields(y, lb)
-    return (_U8(_special(x, la) | _special(y, lb)), mx, my, _U8(ex + ey) if min(mx, my) != 0 else _U8(0),
-            _U8(_U8(x ^ y) & _U8(1 << la[3])))
+    negative = _U8(_U8(_U8(x >> la[3]) ^ _U8(y >> lb[3])) & 1)
+    return (_U8(_special(x, la) | _special(y, lb)), mx, _U8(_U8(my ^ _U8(0 - negative)) + negative),
+            _U8(ex + ey) if min(mx, my) != 0 else _U8(0))
 
 
 @_inline
-def _lane_truncated_term(mx: int, my: int, e: int, sign: int, field: int, la: tuple) -> int:
-    """The product of :func:`_lane_bytes` times ``2**(f - top)`` truncated toward zero, as int32 (``field``:
-    ``f - top`` less both biases and mantissa widths, plus 127). The significands' product is a float32 (exact), the
-    power of two float32 bits from the exponent sum with the product's sign (exact; a zero product's clamped into
-    1..254: 0 times a finite number), the conversion to int32 the truncation; exact while ``f - top`` keeps the term
-    below 2**31, and where the power of two falls below 2**-126 the term is below 1: 0 either way."""
-    p2 = _f32_from_bits(_I(_I(_I(min(max(_I(_I(e) + field), _I(1)), _I(254))) << 23) | _I(_I(sign) << (31 - la[3]))))
-    return np.int32(np.float32(_I(_I(mx) * _I(my))) * p2)
+def _lane_truncated_term(mx: int, my: int, e: int, field: int) -> int:
+    """The product of :func:`_lane_bytes` (``my`` signed) times ``2**(f - top)`` truncated toward zero, as int32
+    (``field``: :func:`_term_field`). The significands' product is a float32 (exact), the power of two float32 bits
+    from the exponent sum (exact: ``e + field`` lies in 1..254), the conversion to int32 the truncation."""
+    p2 = _f32_from_bits(_I(_I(_I(e) + field) << 23))
+    return np.int32(np.float32(_I(_I(mx) * _I(np.int8(my)))) * p2)
 
 
 @_inline
 def _term_field(f: int, top: int, la: tuple, lb: tuple) -> int:
-    """``field`` of :func:`_lane_truncated_term` for terms truncated to ``2**(top - f)``."""
-    return _I(f - top - (la[2] + lb[2]) - (la[0] + lb[0]) + 127)
+    """``field`` of :func:`_lane_truncated_term` for terms truncated to ``2**(top - f)``: ``f - top`` less both
+    biases and mantissa widths, plus 127, clamped to 1..192 so that ``e + field`` (``e`` 0 or 2..62) is a float32
+    exponent field. Exact: a nonzero product's exponent is at most ``top``, so its ``e + field`` is at most
+    ``f + 127`` (the field unclamped above 192 only where every product is zero); and where the field is below 1 every
+    term is below ``2**(62 - 126) * 2**8``, 0, as it is with the field 1."""
+    return _I(min(max(_I(f - top - (la[2] + lb[2]) - (la[0] + lb[0]) + 127), _I(1)), _I(192)))
 
 
 @_inline
 def _two_stage_lanes(xa: np.ndarray, xb: np.ndarray, acc: np.ndarray, slow: np.ndarray, la: tuple, lb: tuple, f: int,
                      f2: int, drop_tiny_c: bool, zero_exp: int, top0: np.ndarray, top1: np.ndarray, part0: np.ndarray,
                      part1: np.ndarray, field0: np.ndarray, field1: np.ndarray, bad8: np.ndarray, top08: np.ndarray,
-                     top18: np.ndarray, sig_a: np.ndarray, sig_b: np.ndarray, exp8: np.ndarray,
-                     sign8: np.ndarray) -> None:
+                     top18: np.ndarray, sig_a: np.ndarray, sig_b: np.ndarray,
+                     exp8: np.ndarray) -> None:
     """:func:`_two_stage_step` of 16 codes for every lane (``xa``/``xb`` (16, lanes): the codes, ``acc``: the
     accumulators, replaced): ``slow[l]`` 1 where the lane has a special code or accumulator, 2 where its result is
     one the FPU rounding does not cover (the lane is then done again)."""
@@ -866,8 +869,8 @@ def _two_stage_lanes(xa: np.ndarray, xb: np.ndarray, acc: np.ndarray, slow: np.n
     for q in range(8):
         k0, k1 = np.uint64(2 * q), np.uint64(2 * q + 1)
         for l in range(n):
-            bad0, sig_a[k0, l], sig_b[k0, l], exp8[k0, l], sign8[k0, l] = _lane_bytes(xa[k0, l], xb[k0, l], la, lb)
-            bad1, sig_a[k1, l], sig_b[k1, l], exp8[k1, l], sign8[k1, l] = _lane_bytes(xa[k1, l], xb[k1, l], la, lb)
+            bad0, sig_a[k0, l], sig_b[k0, l], exp8[k0, l] = _lane_bytes(xa[k0, l], xb[k0, l], la, lb)
+            bad1, sig_a[k1, l], sig_b[k1, l], exp8[k1, l] = _lane_bytes(xa[k1, l], xb[k1, l], la, lb)
             bad8[l] |= _U8(bad0 | bad1)
             top08[l] = max(top08[l], exp8[k0, l])
             top18[l] = max(top18[l], exp8[k1, l])
@@ -880,10 +883,8 @@ def _two_stage_lanes(xa: np.ndarray, xb: np.ndarray, acc: np.ndarray, slow: np.n
     for q in range(8):
         k0, k1 = np.uint64(2 * q), np.uint64(2 * q + 1)
         for l in range(n):
-            part0[l] = _I(part0[l] + _lane_truncated_term(sig_a[k0, l], sig_b[k0, l], exp8[k0, l], sign8[k0, l],
-                                                          field0[l], la))
-            part1[l] = _I(part1[l] + _lane_truncated_term(sig_a[k1, l], sig_b[k1, l], exp8[k1, l], sign8[k1, l],
-                                                          field1[l], la))
+            part0[l] = _I(part0[l] + _lane_truncated_term(sig_a[k0, l], sig_b[k0, l], exp8[k0, l], field0[l]))
+            part1[l] = _I(part1[l] + _lane_truncated_term(sig_a[k1, l], sig_b[k1, l], exp8[k1, l], field1[l]))
     for l in range(n):  # as _two_stage_step's last lines, with selects; _floor_rne_bits' fast case only
         c_sign, c_sig, ec, c_finite = _c_parts(acc[l])
         t0, t1 = np.int64(top0[l]), np.int64(top1[l])
@@ -926,7 +927,7 @@ def _truncated_bits_lane(total: int, u: int, g: int) -> int:
 @_inline
 def _aligned_lanes_step(xa: np.ndarray, xb: np.ndarray, L: int, acc: np.ndarray, slow: np.ndarray, se: np.ndarray,
                         la: tuple, lb: tuple, f: int, g: int, zero_exp: int, bad8: np.ndarray, top8: np.ndarray,
-                        sig_a: np.ndarray, sig_b: np.ndarray, exp8: np.ndarray, sign8: np.ndarray, top: np.ndarray,
+                        sig_a: np.ndarray, sig_b: np.ndarray, exp8: np.ndarray, top: np.ndarray,
                         field: np.ndarray, part: np.ndarray, total: np.ndarray) -> None:
     """:func:`_aligned_step` of ``L`` codes for every lane (``xa``/``xb`` (L, lanes): the codes, ``se``: the scales'
     exponent sums, ``acc``: the accumulators, replaced): ``slow[l]`` set where the lane has a special code or
@@ -937,7 +938,7 @@ def _aligned_lanes_step(xa: np.ndarray, xb: np.ndarray, L: int, acc: np.ndarray,
         bad8[l] = top8[l] = _U8(0)
     for k in range(L):
         for l in range(n):
-            bad, sig_a[k, l], sig_b[k, l], exp8[k, l], sign8[k, l] = _lane_bytes(xa[k, l], xb[k, l], la, lb)
+            bad, sig_a[k, l], sig_b[k, l], exp8[k, l] = _lane_bytes(xa[k, l], xb[k, l], la, lb)
             bad8[l] |= bad
             top8[l] = max(top8[l], exp8[k, l])
     for l in range(n):
@@ -955,8 +956,7 @@ def _aligned_lanes_step(xa: np.ndarray, xb: np.ndarray, L: int, acc: np.ndarray,
             part[l] = _I(0)
         for k in range(r0, min(r0 + run, L)):
             for l in range(n):
-                part[l] = _I(part[l] + _lane_truncated_term(sig_a[k, l], sig_b[k, l], exp8[k, l], sign8[k, l],
-                                                            field[l], la))
+                part[l] = _I(part[l] + _lane_truncated_term(sig_a[k, l], sig_b[k, l], exp8[k, l], field[l]))
         for l in range(n):
             total[l] += np.int64(part[l])
     for l in range(n):
@@ -984,8 +984,8 @@ def _aligned_lanes(a: np.ndarray, b: np.ndarray, la: tuple, lb: tuple, sa: np.nd
     chain like any other (sm89's two per instruction)."""
     chunk, ik, f, g, zero_exp, drop_tiny_c, dep_specials, block, group, lift = model
     rows = 0
-    if ((chunk != 16 and chunk != 32) or f > 27 or out_bits.shape[1] != 1 or min(la[6], lb[6]) != 8
-            or a.strides[1] != 1 or b.strides[1] != 1 or (block and block % chunk)):
+    if ((chunk != 16 and chunk != 32) or f > 27 or out_bits.shape[1] != 1 or min(la[6], lb[6]) != 8 or la[1] > 31
+            or lb[1] > 31 or a.strides[1] != 1 or b.strides[1] != 1 or (block and block % chunk)):
         return rows
     xa = np.empty((chunk, _LANES), np.uint8)
     xb = np.empty_like(xa)
@@ -999,7 +999,7 @@ def _aligned_lanes(a: np.ndarray, b: np.ndarray, la: tuple, lb: tuple, sa: np.nd
     top, part = np.empty_like(slow), np.empty_like(slow)
     field = np.empty_like(slow)
     bad8, top8 = np.empty(_LANES, np.uint8), np.empty(_LANES, np.uint8)
-    sig_a, sig_b, exp8, sign8 = np.empty_like(xa), np.empty_like(xa), np.empty_like(xa), np.empty_like(xa)
+    sig_a, sig_b, exp8 = np.empty_like(xa), np.empty_like(xa), np.empty_like(xa)
     steps = a.shape[1] // ik * (ik // chunk)
     for i0 in range(0, a.shape[0] - _LANES + 1, _LANES):
         for l in range(_LANES):
@@ -1018,7 +1018,7 @@ def _aligned_lanes(a: np.ndarray, b: np.ndarray, la: tuple, lb: tuple, sa: np.nd
                     se[l], nan[l] = ca + cb - 254, ca == 0xFF or cb == 0xFF
             before[:] = acc
             _aligned_lanes_step(xa, xb, chunk, acc, slow, se, la, lb, f, g, zero_exp, bad8, top8, sig_a, sig_b, exp8,
-                                sign8, top, field, part, total)
+                                top, field, part, total)
             if block:
                 for l in range(_LANES):
                     slow[l] |= _I(nan[l])
@@ -1058,7 +1058,8 @@ def _lanes(a: np.ndarray, b: np.ndarray, la: tuple, lb: tuple, sa: np.ndarray, s
     _LANES), or -1 where a code lies outside its format."""
     chunk, ik, f, g, zero_exp, drop_tiny_c, dep_specials, block, group, lift = model
     rows = 0
-    if chunk != 16 or f > 27 or out_bits.shape[1] != 1 or min(la[6], lb[6]) != 8 or zero_exp + la[2] + lb[2] > 1:
+    if (chunk != 16 or f > 27 or out_bits.shape[1] != 1 or min(la[6], lb[6]) != 8 or zero_exp + la[2] + lb[2] > 1
+            or la[1] > 31 or lb[1] > 31):  # exponent fields of at most 5 bits: sums up to 62 (_term_field)
         return rows
     xa = np.empty((16, _LANES), np.uint8)
     xb = np.empty_like(xa)
@@ -1069,7 +1070,7 @@ def _lanes(a: np.ndarray, b: np.ndarray, la: tuple, lb: tuple, sa: np.ndarray, s
     top0, top1, part0, part1 = np.empty_like(slow), np.empty_like(slow), np.empty_like(slow), np.empty_like(slow)
     field0, field1 = np.empty_like(slow), np.empty_like(slow)
     bad8, top08, top18 = np.empty(_LANES, np.uint8), np.empty(_LANES, np.uint8), np.empty(_LANES, np.uint8)
-    sig_a, sig_b, exp8, sign8 = np.empty_like(xa), np.empty_like(xa), np.empty_like(xa), np.empty_like(xa)
+    sig_a, sig_b, exp8 = np.empty_like(xa), np.empty_like(xa), np.empty_like(xa)
     steps = a.shape[1] // chunk
     for i0 in range(0, a.shape[0] - _LANES + 1, _LANES):
         for l in range(_LANES):
@@ -1083,7 +1084,7 @@ def _lanes(a: np.ndarray, b: np.ndarray, la: tuple, lb: tuple, sa: np.ndarray, s
             _lane_codes(b, i0, s0, xb)
             before[:] = acc
             _two_stage_lanes(xa, xb, acc, slow, la, lb, f, g, drop_tiny_c, zero_exp, top0, top1, part0, part1, field0,
-                             field1, bad8, top08, top18, sig_a, sig_b, exp8, sign8)
+                             field1, bad8, top08, top18, sig_a, sig_b, exp8)
             mask = _lane_mask(slow)
             while mask:  # a special value (a float sum's NaN or Inf) or a rounding the lanes do not cover
                 l = trailing_zeros(mask)
