@@ -13,8 +13,10 @@ target-dependent elements of the AMD brackets left out) before its time counts:
    API is made (``op(A, B, C)``), fp8check once per tile (``mma``) and once for all tiles;
 3. ``gemm``: one G x G x G FP8 GEMM (sm90), both sides given the whole matrices in one call.
 
-Wall seconds, best of two (so numba's compilations, cached on disk after the first run, are not
-timed), on whatever machine runs it: compare the columns of one run. Both sides start from the codes
+Wall seconds, best of five for both sides (so numba's compilations, cached on disk after the first run,
+are not timed; and on our VMs fp8check's first millisecond-long calls after one of MMA-Sim's half-second
+runs were up to 1.5x slower for three or four calls, warming up memory: best of two timed that), on
+whatever machine runs it: compare the columns of one run. Both sides start from the codes
 (decoding is timed) and give every output element. Both sides get ``--threads`` (default one): MMA-Sim
 as torch's threads, fp8check as ``FP8CHECK_THREADS`` (a call of 2**21 products or more runs its output rows
 in spans on that many threads); fp8check's models are compiled by numba where it is
@@ -45,7 +47,7 @@ BENCH_KINDS = ("sm90-wgmma-fp8:e4m3fnxe4m3fn", "sm90-wgmma-fp8:e5m2xe4m3fn", "sm
                "sm100-tcgen05-mxf8f6f4:e4m3fnxe4m3fn", "sm100-tcgen05-nvf4")
 
 
-def best(fn, repeat=2):
+def best(fn, repeat=5):
     out, t = None, float("inf")
     for _ in range(repeat):
         start = time.perf_counter()

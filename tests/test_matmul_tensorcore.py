@@ -352,14 +352,23 @@ def edge_instances(k: mo.Kind) -> mo.Instances:
 
 
 def engine_runs(k: mo.Kind, inst: mo.Instances) -> list[tc.MMAResult]:
-    """dot_instances on the instances and on the edge rows, a 40 x 40 GEMM of their first rows, and (unscaled
-    kinds) a K tail of two instructions with promotion."""
+    """dot_instances on the instances and on the edge rows; a 40 x 72 GEMM of the instances' first rows from their
+    accumulators and an 11 x 121 GEMM of the edge rows (every pattern of a against every pattern of b, each with
+    the edge accumulators): 64 columns a block in the compiled GEMM lanes, the rest element by element; and
+    (unscaled kinds) a K tail of two instructions with promotion."""
     target = k.model.split("-")[0]
     a, b = inst.a[:40], inst.b[:40]
-    scales = {} if k.scale_fmt is None else {"a_scales": inst.sa[:40], "b_scales": inst.sb[:40].T,
-                                             "scale_fmt": k.scale_fmt}
+    edge = edge_instances(k)
     m = tc.MODELS[k.model]
-    out = [mo.ours(k, inst), mo.ours(k, edge_instances(k)), tc.mma(m, a, k.a_fmt, b.T, k.b_fmt, **scales)]
+    out = [mo.ours(k, inst), mo.ours(k, edge)]
+    for x, y, c, step in ((inst, inst, np.resize(inst.c, (40, 72)), (1, 1)), (edge, edge, None, (154, 14))):
+        rows, cols = slice(0, 40 * step[0], step[0]), slice(0, 121 * step[1], step[1])
+        ga, gb = x.a[rows][:40], y.b[cols][:121 if c is None else 72]
+        if c is None:
+            c = np.resize(EDGE_C, (len(ga), len(gb))).view(np.float32)
+        scales = {} if k.scale_fmt is None else {"a_scales": x.sa[rows][:len(ga)], "b_scales": y.sb[cols][:len(gb)].T,
+                                                 "scale_fmt": k.scale_fmt}
+        out.append(tc.mma(m, ga, k.a_fmt, gb.T, k.b_fmt, acc=c, **scales))
     if k.scale_fmt is None:
         tail = np.hstack([a, b])[:, :-5]  # K = 2 k - 5: a padded tail
         out.append(tc.mma(m, tail, k.a_fmt, np.hstack([b, a])[:, :-5].T, k.b_fmt, acc=inst.c[:40], promotion=1))

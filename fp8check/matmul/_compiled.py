@@ -19,8 +19,11 @@ code once per pass and keeping everything in registers: no table gathers, no tem
   the step straight-line code over the rows (no reduction along K, the special codes, significands and exponent
   sums as bytes, the terms as float32 products truncated by the conversion to int32, the last rounding with
   selects; the next blocks' codes prefetched); a row that meets a special value is done again alone (a float
-  sum's NaN or Inf; CDNA3: also a result the lanes' rounding does not cover, by the per-element step). Elsewhere
-  sm89's k32 instruction (two chained aligned steps of 16) is one function (:func:`_aligned_pair`).
+  sum's NaN or Inf; CDNA3: also a result the lanes' rounding does not cover, by the per-element step). A GEMM's
+  ``aligned`` elements without promotion run 64 columns at a time the same way (:func:`_aligned_gemm_lanes`): a
+  block of columns taken apart once for the whole K, a term the exact float32 product of the two codes' values
+  times a power of two. Elsewhere sm89's k32 instruction (two chained aligned steps of 16) is one function
+  (:func:`_aligned_pair`).
 - e2m1 (Blackwell NVFP4/MXFP4, steps of 64 in groups of 16): a step's four group sums are one straight-line block
   of generic LLVM vector IR (:func:`_e2m1_ir`); paired rows finish _GROUP_LANES at a time in float64 lanes (every
   scaled group term an integer below 2**48: the sum is exact), a lane with a NaN scale or a special accumulator
@@ -607,7 +610,7 @@ def _grouped_lanes_step(x: np.ndarray, acc: np.ndarray, lift: int, f: int, zero_
 
 
 @_inline
-def _grouped_lanes(a: np.ndarray, b: np.ndarray, la: tuple, lb: tuple, sa: np.ndarray, sb: np.ndarray,
+def _grouped_lanes(a: np.ndarray, b: np.ndarray, paired: bool, la: tuple, lb: tuple, sa: np.ndarray, sb: np.ndarray,
                    scale_table: np.ndarray, model: tuple, c_bits: np.ndarray, out_bits: np.ndarray, dep: np.ndarray,
                    wbuf: np.ndarray, ebuf: np.ndarray) -> int:
     """Paired rows of e2m1 codes (Blackwell fp4, steps of 64 in groups of 16) without promotion, _GROUP_LANES at a
@@ -616,7 +619,7 @@ def _grouped_lanes(a: np.ndarray, b: np.ndarray, la: tuple, lb: tuple, sa: np.nd
     a code lies outside its format."""
     chunk, ik, f, g, zero_exp, drop_tiny_c, dep_specials, block, group, lift = model
     rows = 0
-    if (chunk != 64 or group != 16 or not (_is_e2m1(la) and _is_e2m1(lb)) or out_bits.shape[1] != 1
+    if (not paired or chunk != 64 or group != 16 or not (_is_e2m1(la) and _is_e2m1(lb)) or out_bits.shape[1] != 1
             or a.strides[1] != 1 or b.strides[1] != 1):
         return rows
     n = _GROUP_LANES
@@ -976,16 +979,130 @@ def _lane_mask(slow: np.ndarray) -> int:
 
 
 @_inline
-def _aligned_lanes(a: np.ndarray, b: np.ndarray, la: tuple, lb: tuple, sa: np.ndarray, sb: np.ndarray,
-                   scale_table: np.ndarray, model: tuple, c_bits: np.ndarray, out_bits: np.ndarray, dep: np.ndarray,
-                   wbuf: np.ndarray, ebuf: np.ndarray) -> int:
+def _code_values(lay: tuple, values: np.ndarray, exps: np.ndarray, specials: np.ndarray) -> None:
+    """Per code of an 8-bit format: its value as a float32 (exact; 0 for a NaN/Inf code), its exponent field clamped
+    to 1 (0 for a zero), whether it is NaN/Inf."""
+    for x in range(256):
+        sx, mx, ex = _field(x, lay)
+        special = _special(x, lay)
+        v = np.float32(mx) * _f32_from_bits(_I(_I(ex - lay[0] + 127) << 23))
+        values[x] = np.float32(0) if special else (-v if sx else v)
+        exps[x] = _U8(0) if mx == 0 else _U8(ex + lay[2])
+        specials[x] = _U8(special)
+
+
+@_inline
+def _aligned_gemm_lanes(a: np.ndarray, b: np.ndarray, la: tuple, lb: tuple, sa: np.ndarray, sb: np.ndarray,
+                        model: tuple, c_bits: np.ndarray, out_bits: np.ndarray, dep: np.ndarray) -> int:
+    """``aligned`` over a GEMM's columns, _LANES at a time (every row against 64 columns of ``b``): the columns done
+    (a multiple of _LANES). A block of columns is taken apart once for the whole K (values as float32, biased
+    exponent fields, special codes, K-major) and a row once per block; a step is then, per row, the largest exponent
+    sum over bytes, a term the exact float32 product of the two values times ``2**(f - top)`` (a power of two
+    clamped to float32's normal range: outside it every term is 0, or every product is), truncated by the
+    conversion to int32, and the rounding of the paired lanes. A lane with a special value is done alone."""
+    chunk, ik, f, g, zero_exp, drop_tiny_c, dep_specials, block, group, lift = model
+    M, K, N = a.shape[0], a.shape[1], out_bits.shape[1]
+    cols = N - N % _LANES
+    if cols == 0 or K % chunk:
+        return 0
+    val_a, val_b = np.empty(256, np.float32), np.empty(256, np.float32)
+    exp_a, exp_b, spec_a, spec_b = (np.empty(256, np.uint8), np.empty(256, np.uint8), np.empty(256, np.uint8),
+                                    np.empty(256, np.uint8))
+    _code_values(la, val_a, exp_a, spec_a)
+    _code_values(lb, val_b, exp_b, spec_b)
+    codes = np.empty((K, _LANES), np.uint8)
+    vb = np.empty((K, _LANES), np.float32)
+    eb, bad_b = np.empty((K, _LANES), np.uint8), np.empty((K, _LANES), np.uint8)
+    va, ea, bad_a = np.empty(K, np.float32), np.empty(K, np.uint8), np.empty(K, np.uint8)
+    acc = np.empty(_LANES, np.int64)
+    before, total, se = np.empty_like(acc), np.empty_like(acc), np.zeros_like(acc)
+    nan, special = np.zeros(_LANES, np.bool_), np.empty(_LANES, np.bool_)
+    slow, top, part = np.empty(_LANES, np.int32), np.empty(_LANES, np.int32), np.empty(_LANES, np.int32)
+    scale = np.empty(_LANES, np.float32)
+    bad8, top8 = np.empty(_LANES, np.uint8), np.empty(_LANES, np.uint8)
+    n = np.uint64(_LANES)
+    bias = la[2] + lb[2]
+    run = min(chunk, 1 << (29 - f))  # terms below 2**(f + 2): runs of them sum in int32
+    for j0 in range(0, cols, _LANES):
+        for s0 in range(0, K, 16):
+            _lane_codes(b, j0, s0, codes, s0)
+        for k in range(K):
+            for l in range(n):
+                y = codes[k, l]
+                vb[k, l], eb[k, l], bad_b[k, l] = val_b[y], exp_b[y], spec_b[y]
+        for i in range(M):
+            for k in range(K):
+                x = a[i, k]
+                va[k], ea[k], bad_a[k] = val_a[x], exp_a[x], spec_a[x]
+            for l in range(n):
+                acc[l] = np.int64(c_bits[i, j0 + l])
+                special[l] = False
+            for s0 in range(0, K, chunk):
+                if block:  # e8m0 scales: 2**(code - 127), 0xFF NaN
+                    for l in range(n):
+                        ca, cb = np.int64(sa[i, s0 // block]), np.int64(sb[j0 + l, s0 // block])
+                        se[l], nan[l] = ca + cb - 254, ca == 0xFF or cb == 0xFF
+                a_bad = _U8(0)
+                for l in range(n):
+                    bad8[l] = top8[l] = _U8(0)
+                for k in range(s0, s0 + chunk):
+                    e_a, live = ea[k], ea[k] != 0
+                    a_bad |= bad_a[k]
+                    for l in range(n):
+                        e_b = eb[k, l]
+                        top8[l] = max(top8[l], _U8(e_a + e_b) if live and e_b != 0 else _U8(0))
+                        bad8[l] |= bad_b[k, l]
+                for l in range(n):
+                    cbits = acc[l]
+                    c_exp = max((cbits >> 23) & 0xFF, 1) - 127 if (cbits & 0x7FFFFFFF) != 0 else np.int64(zero_exp)
+                    t8 = np.int64(top8[l])
+                    t = max(c_exp, t8 - bias + se[l] if t8 else np.int64(zero_exp))
+                    top[l] = _I(t)
+                    slow[l] = _I(bad8[l] | a_bad) | _I(((cbits >> 23) & 0xFF) == 0xFF) | _I(nan[l])
+                    scale[l] = _f32_from_bits(_I(_I(min(max(f - t + se[l], -126), 127) + 127) << 23))
+                    total[l] = np.int64(0)
+                for r0 in range(s0, s0 + chunk, run):
+                    for l in range(n):
+                        part[l] = _I(0)
+                    for k in range(r0, r0 + run):
+                        v = va[k]
+                        for l in range(n):
+                            part[l] = _I(part[l] + np.int32(v * vb[k, l] * scale[l]))
+                    for l in range(n):
+                        total[l] += np.int64(part[l])
+                before[:] = acc
+                for l in range(n):
+                    c_sign, c_sig, ec, c_finite = _c_parts(acc[l])
+                    t = np.int64(top[l])
+                    acc[l] = _truncated_bits_lane(_signed(_shifted(c_sig, ec - 23 + f - t), c_sign) + total[l], t - f,
+                                                  g)
+                mask = _lane_mask(slow)
+                while mask:  # a special code, scale or accumulator: a float sum's NaN or Inf
+                    l = trailing_zeros(mask)
+                    mask &= mask - np.uint64(1)
+                    acc[l] = _special_bits(a, i, b, j0 + l, s0, chunk, la, lb, before[l], nan[l])
+                    special[l] = True
+            for l in range(n):
+                out_bits[i, j0 + l] = _result_bits(acc[l])
+                dep[i, j0 + l] = special[l] and dep_specials
+    return cols
+
+
+@_inline
+def _aligned_lanes(a: np.ndarray, b: np.ndarray, paired: bool, la: tuple, lb: tuple, sa: np.ndarray,
+                   sb: np.ndarray, scale_table: np.ndarray, model: tuple, c_bits: np.ndarray, out_bits: np.ndarray,
+                   dep: np.ndarray, wbuf: np.ndarray, ebuf: np.ndarray) -> int:
     """``aligned``'s paired rows of 8-bit codes without promotion, _LANES at a time (see ``_LANES``; steps of 16 or
     32, e8m0 block scales): the rows done (a multiple of _LANES). Without promotion an instruction's steps are a
     chain like any other (sm89's two per instruction)."""
     chunk, ik, f, g, zero_exp, drop_tiny_c, dep_specials, block, group, lift = model
     rows = 0
-    if ((chunk != 16 and chunk != 32) or f > 27 or out_bits.shape[1] != 1 or min(la[6], lb[6]) != 8 or la[1] > 31
-            or lb[1] > 31 or a.strides[1] != 1 or b.strides[1] != 1 or (block and block % chunk)):
+    if ((chunk != 16 and chunk != 32) or f > 27 or min(la[6], lb[6]) != 8 or la[1] > 31 or lb[1] > 31
+            or a.strides[1] != 1 or b.strides[1] != 1 or (block and block % chunk)):
+        return rows
+    if not paired:
+        return _aligned_gemm_lanes(a, b, la, lb, sa, sb, model, c_bits, out_bits, dep)
+    if out_bits.shape[1] != 1:
         return rows
     xa = np.empty((chunk, _LANES), np.uint8)
     xb = np.empty_like(xa)
@@ -1051,7 +1168,7 @@ def _result_bits(res: int) -> int:
 
 
 @_inline
-def _lanes(a: np.ndarray, b: np.ndarray, la: tuple, lb: tuple, sa: np.ndarray, sb: np.ndarray, scale_table: np.ndarray,
+def _lanes(a: np.ndarray, b: np.ndarray, paired: bool, la: tuple, lb: tuple, sa: np.ndarray, sb: np.ndarray, scale_table: np.ndarray,
            model: tuple, c_bits: np.ndarray, out_bits: np.ndarray, dep: np.ndarray, wbuf: np.ndarray,
            ebuf: np.ndarray) -> int:
     """CDNA3's paired rows without promotion, _LANES at a time (see ``_LANES``): the rows done (a multiple of
@@ -1157,8 +1274,9 @@ def _grouped_chunk(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, la: t
 
 def _driver(chunk_step: Any, instruction: Any, lanes: Any) -> Any:
     """The chain of :func:`chain` for one algorithm (``model``: its ``params`` but promotion, as a tuple):
-    ``lanes`` does the paired rows it can (returns how many, -1 for a code outside its format), ``instruction`` a
-    whole instruction where it can, ``chunk_step`` a step of ``chunk`` codes."""
+    ``lanes`` does the paired rows it can, or without pairs the columns it can of every row (returns how many, -1
+    for a code outside its format), ``instruction`` a whole instruction where it can, ``chunk_step`` a step of
+    ``chunk`` codes."""
     def drive(a: np.ndarray, b: np.ndarray, paired: bool, la: tuple, lb: tuple, sa: np.ndarray, sb: np.ndarray,
               scale_table: np.ndarray, model: tuple, promotion: int, c_bits: np.ndarray, out_bits: np.ndarray,
               dep: np.ndarray) -> int:
@@ -1168,14 +1286,15 @@ def _driver(chunk_step: Any, instruction: Any, lanes: Any) -> Any:
         ebuf = np.empty_like(wbuf)
         steps = a.shape[1] // ik
         first = 0
-        if paired and not promotion:
-            first = lanes(a, b, la, lb, sa, sb, scale_table, model, c_bits, out_bits, dep, wbuf, ebuf)
+        if not promotion:
+            first = lanes(a, b, paired, la, lb, sa, sb, scale_table, model, c_bits, out_bits, dep, wbuf, ebuf)
             if first < 0:
                 return 1
+        first_row, first_col = (first, 0) if paired else (0, first)  # what the lanes did: rows, or columns of every row
         fbuf = np.empty(1, np.float32)
         ubuf = fbuf.view(np.uint32)
-        for i in range(first, a.shape[0]):
-            for j in range(out_bits.shape[1]):
+        for i in range(first_row, a.shape[0]):
+            for j in range(first_col, out_bits.shape[1]):
                 jb = i if paired else j
                 total = np.int64(c_bits[i, j])
                 acc = np.int64(0) if promotion else total
