@@ -970,6 +970,27 @@ def _aligned_lanes_step(xa: np.ndarray, xb: np.ndarray, L: int, acc: np.ndarray,
 
 
 @_inline
+def _lanes_start(a: np.ndarray, b: np.ndarray, c_bits: np.ndarray, i0: int, acc: np.ndarray,
+                 special: np.ndarray) -> None:
+    """A block of paired rows begins: its accumulators from ``c_bits``, no special value met, the next blocks'
+    codes prefetched while this one computes."""
+    for l in range(_LANES):
+        acc[l] = np.int64(c_bits[i0 + l, 0])
+        special[l] = False
+    _prefetch_rows(a, i0 + 2 * _LANES, _LANES)
+    _prefetch_rows(b, i0 + 2 * _LANES, _LANES)
+
+
+@_inline
+def _lanes_finish(out_bits: np.ndarray, dep: np.ndarray, i0: int, acc: np.ndarray, special: np.ndarray,
+                  dep_specials: bool) -> None:
+    """A block of paired rows ends: its results (NaN as 0x7FFFFFFF) and brackets written."""
+    for l in range(_LANES):
+        out_bits[i0 + l, 0] = _result_bits(acc[l])
+        dep[i0 + l, 0] = special[l] and dep_specials
+
+
+@_inline
 def _lane_mask(slow: np.ndarray) -> int:
     """The lanes with ``slow`` set as the bits of a uint64."""
     mask = np.uint64(0)
@@ -1119,11 +1140,7 @@ def _aligned_lanes(a: np.ndarray, b: np.ndarray, paired: bool, la: tuple, lb: tu
     sig_a, sig_b, exp8 = np.empty_like(xa), np.empty_like(xa), np.empty_like(xa)
     steps = a.shape[1] // ik * (ik // chunk)
     for i0 in range(0, a.shape[0] - _LANES + 1, _LANES):
-        for l in range(_LANES):
-            acc[l] = np.int64(c_bits[i0 + l, 0])
-            special[l] = False
-        _prefetch_rows(a, i0 + 2 * _LANES, _LANES)  # the next blocks' codes while this block computes
-        _prefetch_rows(b, i0 + 2 * _LANES, _LANES)
+        _lanes_start(a, b, c_bits, i0, acc, special)
         for t in range(steps):
             s0 = t * chunk
             for h in range(0, chunk, 16):
@@ -1145,9 +1162,7 @@ def _aligned_lanes(a: np.ndarray, b: np.ndarray, paired: bool, la: tuple, lb: tu
                 mask &= mask - np.uint64(1)
                 acc[l] = _special_bits(a, i0 + l, b, i0 + l, s0, chunk, la, lb, before[l], nan[l])
                 special[l] = True
-        for l in range(_LANES):
-            out_bits[i0 + l, 0] = _result_bits(acc[l])
-            dep[i0 + l, 0] = special[l] and dep_specials
+        _lanes_finish(out_bits, dep, i0, acc, special, dep_specials)
         rows = i0 + _LANES
     return rows
 
@@ -1168,9 +1183,9 @@ def _result_bits(res: int) -> int:
 
 
 @_inline
-def _lanes(a: np.ndarray, b: np.ndarray, paired: bool, la: tuple, lb: tuple, sa: np.ndarray, sb: np.ndarray, scale_table: np.ndarray,
-           model: tuple, c_bits: np.ndarray, out_bits: np.ndarray, dep: np.ndarray, wbuf: np.ndarray,
-           ebuf: np.ndarray) -> int:
+def _lanes(a: np.ndarray, b: np.ndarray, paired: bool, la: tuple, lb: tuple, sa: np.ndarray, sb: np.ndarray,
+           scale_table: np.ndarray, model: tuple, c_bits: np.ndarray, out_bits: np.ndarray, dep: np.ndarray,
+           wbuf: np.ndarray, ebuf: np.ndarray) -> int:
     """CDNA3's paired rows without promotion, _LANES at a time (see ``_LANES``): the rows done (a multiple of
     _LANES), or -1 where a code lies outside its format."""
     chunk, ik, f, g, zero_exp, drop_tiny_c, dep_specials, block, group, lift = model
@@ -1190,11 +1205,7 @@ def _lanes(a: np.ndarray, b: np.ndarray, paired: bool, la: tuple, lb: tuple, sa:
     sig_a, sig_b, exp8 = np.empty_like(xa), np.empty_like(xa), np.empty_like(xa)
     steps = a.shape[1] // chunk
     for i0 in range(0, a.shape[0] - _LANES + 1, _LANES):
-        for l in range(_LANES):
-            acc[l] = np.int64(c_bits[i0 + l, 0])
-            special[l] = False
-        _prefetch_rows(a, i0 + 2 * _LANES, _LANES)  # the next blocks' codes while this block computes
-        _prefetch_rows(b, i0 + 2 * _LANES, _LANES)
+        _lanes_start(a, b, c_bits, i0, acc, special)
         for t in range(steps):
             s0 = t * chunk
             _lane_codes(a, i0, s0, xa)
@@ -1212,9 +1223,7 @@ def _lanes(a: np.ndarray, b: np.ndarray, paired: bool, la: tuple, lb: tuple, sa:
                     special[l] = True
                 else:
                     acc[l] = _two_stage_step(a, i, b, i, s0, chunk, la, lb, before[l], f, g, drop_tiny_c, zero_exp)[0]
-        for l in range(_LANES):
-            out_bits[i0 + l, 0] = _result_bits(acc[l])
-            dep[i0 + l, 0] = special[l] and dep_specials
+        _lanes_finish(out_bits, dep, i0, acc, special, dep_specials)
         rows = i0 + _LANES
     return rows
 
