@@ -17,7 +17,8 @@ HERE = Path(__file__).resolve().parents[1] / "gpu" / "results"
 # the torchao run: its two blockwise training GEMMs (K rounded up to 128, as declared) beside the control;
 # the rescaled run: the planted kernel of the rescaled epilogue (its ratios through sm90's div.full.f32); the
 # k64/product run: 64-wide K tiles of 128-wide scale blocks each scaled on its own, and the scales' product first;
-# the f24c7c9 run: DeepSeek-V3's and torchao's verbatim GEMMs at a later commit (no control: a shorter call)
+# the f24c7c9 run: DeepSeek-V3's and torchao's verbatim GEMMs at a later commit (no control: a shorter call); the
+# f8839d0 runs: every verbatim GEMM with the faithful side's tl.dot tiles through the compiled column lanes
 @pytest.mark.parametrize("name,verbatim,control", [("gemm.json", 4, "planted_block_gemm"),
                                                    ("gemm-h100-rerun-9a3f802.json", 4, "planted_block_gemm"),
                                                    ("gemm-h100-torchao.json", 2, "planted_block_gemm"),
@@ -25,7 +26,9 @@ HERE = Path(__file__).resolve().parents[1] / "gpu" / "results"
                                                    ("gemm-h100-k64-product.json", 0, "planted_block_gemm_k64"),
                                                    ("gemm-h100-f24c7c9.json", 3, None),
                                                    ("gemm-h100-3fe930e.json", 4, None),
-                                                   ("gemm-h100-sglang-3fe930e.json", 2, None)])
+                                                   ("gemm-h100-sglang-3fe930e.json", 2, None),
+                                                   ("gemm-h100-f8839d0.json", 4, "planted_block_gemm"),
+                                                   ("gemm-h100-sglang-f8839d0.json", 2, None)])
 def test_compiled_gemms_equal_the_faithful_interpreter_bit_for_bit(name, verbatim, control):
     results = HERE / name
     if not results.exists():
@@ -45,10 +48,11 @@ def test_compiled_gemms_equal_the_faithful_interpreter_bit_for_bit(name, verbati
             # the instruction matters: the reference under sm90's other tl.dot instruction differs
             (other, differ), = case["compiled_vs_other_instruction"].items()
             assert differ > 0, (k["kernel"], case["case"], other)
-    # a kernel that did not run on the GPU's Triton says why in one line (tl.dot_scaled under 3.6's interpreter)
+    # a kernel that did not run says why in one line: tl.dot_scaled under 3.6's interpreter, or its project not
+    # carried in that call (SGLang's tree is carried in a call of its own: the -sglang- files)
     for k in data["kernels"]:
         if "skipped" not in k and not k["elements"]:
-            assert all(c["error"].startswith("TritonFeatureError") for c in k["cases"]), k["kernel"]
+            assert all(c["error"].startswith(("TritonFeatureError", "ZooUnavailable")) for c in k["cases"]), k["kernel"]
 
 
 def test_the_gpu_run_takes_the_examples_sm90_gemms_with_their_declared_k():
