@@ -449,23 +449,25 @@ def _e2m1_groups(typingctx: Any, pa: Any, pb: Any) -> Any:
 
 
 @intrinsic
-def _e2m1_lane(typingctx: Any, pa: Any, pb: Any, packed: Any, ca0: Any, ca1: Any, ca2: Any, ca3: Any, cb0: Any,
-               cb1: Any, cb2: Any, cb3: Any, dst: Any, stride: Any) -> Any:
+def _e2m1_lane(typingctx: Any, pa: Any, pb: Any, packed: Any, ra: Any, rb: Any, oa0: Any, oa1: Any, oa2: Any,
+               oa3: Any, ob0: Any, ob1: Any, ob2: Any, ob3: Any, dst: Any) -> Any:
     """A lane's inputs of :func:`_grouped_lanes_step` (see :func:`_lane_inputs`) from the codes at ``pa``/``pb`` and
-    the scale codes of the four groups (``ca*``, ``cb*``; ``packed``: the address of :func:`_scale_entries`):
-    float64 at ``dst + g * stride`` (the group terms) and ``dst + (4 + g) * stride`` (the exponents). Returns
-    whether a code lies outside the format."""
-    sig = types.int64(types.uint64, types.uint64, types.uint64, *([types.int64] * 8), types.uint64, types.int64)
+    the scale codes of the four groups (bytes at ``ra + oa*`` and ``rb + ob*``: addresses, not indices, so that no
+    index is checked or wrapped; ``packed``: the address of :func:`_scale_entries`): the lane's row of eight int32
+    at ``dst``, the four group terms as float32 bits and the four exponents (one store, not eight). Returns whether
+    a code lies outside the format."""
+    sig = types.int64(types.uint64, types.uint64, types.uint64, types.uint64, types.uint64, *([types.int64] * 8),
+                      types.uint64)
 
     def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        i16, i32, i64 = ir.IntType(16), ir.IntType(32), ir.IntType(64)
-        f32, f64 = ir.FloatType(), ir.DoubleType()
+        i8, i16, i32, i64, f32 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64), ir.FloatType()
         x, nonzero, outside = _e2m1_ir(builder, args[0], args[1])
         table = builder.inttoptr(args[2], i64.as_pointer())
         entries = []
-        for side in (args[3:7], args[7:11]):
+        for row, offsets in ((args[3], args[5:9]), (args[4], args[9:13])):
             vec = ir.Constant(ir.VectorType(i64, 4), None)
-            for g, code in enumerate(side):
+            for g, offset in enumerate(offsets):
+                code = builder.zext(builder.load(builder.inttoptr(builder.add(row, offset), i8.as_pointer())), i64)
                 vec = builder.insert_element(vec, builder.load(builder.gep(table, [code])), ir.Constant(i32, g))
             entries.append(vec)
         v4f, v4i = ir.VectorType(f32, 4), ir.VectorType(i32, 4)
@@ -479,13 +481,10 @@ def _e2m1_lane(typingctx: Any, pa: Any, pb: Any, packed: Any, ca0: Any, ca1: Any
         none = builder.icmp_unsigned("==", builder.bitcast(nonzero, ir.VectorType(i16, 4)),
                                      ir.Constant(ir.VectorType(i16, 4), [0] * 4))
         exps = builder.sub(exps, builder.select(none, ir.Constant(v4i, [1 << 20] * 4), ir.Constant(v4i, [0] * 4)))
-        terms, exps = builder.fpext(terms, ir.VectorType(f64, 4)), builder.sitofp(exps, ir.VectorType(f64, 4))
-        base = builder.inttoptr(args[11], ir.IntType(8).as_pointer())
-        for row, (vec, g) in enumerate([(terms, g) for g in range(4)] + [(exps, g) for g in range(4)]):
-            ptr = builder.gep(base, [builder.mul(args[12], ir.Constant(i64, row))])
-            store = builder.store(builder.extract_element(vec, ir.Constant(i32, g)),
-                                  builder.bitcast(ptr, f64.as_pointer()))
-            store.align = 8
+        both = builder.shuffle_vector(builder.bitcast(terms, v4i), exps, ir.Constant(ir.VectorType(i32, 8),
+                                                                                     list(range(8))))
+        store = builder.store(both, builder.inttoptr(args[13], ir.VectorType(i32, 8).as_pointer()))
+        store.align = 4
         return builder.zext(outside, i64)
     return sig, codegen
 
@@ -570,23 +569,26 @@ def _scale_entries(scale_table: np.ndarray, packed: np.ndarray) -> None:
 @_inline
 def _lane_inputs(a: np.ndarray, b: np.ndarray, i: int, s0: int, sa: np.ndarray, sb: np.ndarray, block: int,
                  packed: np.ndarray, x: np.ndarray, l: int) -> int:
-    """Row ``i``'s step from ``s0`` for lane ``l`` of :func:`_grouped_lanes_step`: ``x[g, l]`` group g's sum times
-    both scale significands (float32 products, exact: below 2**20; NaN for a NaN scale), ``x[4 + g, l]`` the scales'
-    exponent sum (``-2**20`` or less where the group has no nonzero product or a zero scale). Returns whether a code
-    lies outside the format."""
+    """Row ``i``'s step from ``s0`` for lane ``l`` of :func:`_grouped_lanes_step` (``x``: (lanes, 8) int32):
+    ``x[l, g]`` group g's sum times both scale significands as float32 bits (exact products: below 2**20; NaN for a
+    NaN scale), ``x[l, 4 + g]`` the scales' exponent sum (``-2**20`` or less where the group has no nonzero product
+    or a zero scale). Returns whether a code lies outside the format."""
     q0, q1, q2, q3 = s0 // block, (s0 + 16) // block, (s0 + 32) // block, (s0 + 48) // block
+    oa, ob = sa.strides[1], sb.strides[1]
     return _e2m1_lane(np.uint64(a.ctypes.data + i * a.strides[0] + s0),
                       np.uint64(b.ctypes.data + i * b.strides[0] + s0),
-                      np.uint64(packed.ctypes.data), np.int64(sa[i, q0]), np.int64(sa[i, q1]), np.int64(sa[i, q2]),
-                      np.int64(sa[i, q3]), np.int64(sb[i, q0]), np.int64(sb[i, q1]), np.int64(sb[i, q2]),
-                      np.int64(sb[i, q3]), np.uint64(x.ctypes.data + l * 8), np.int64(x.strides[0]))
+                      np.uint64(packed.ctypes.data), np.uint64(sa.ctypes.data + i * sa.strides[0]),
+                      np.uint64(sb.ctypes.data + i * sb.strides[0]), np.int64(q0 * oa), np.int64(q1 * oa),
+                      np.int64(q2 * oa), np.int64(q3 * oa), np.int64(q0 * ob), np.int64(q1 * ob), np.int64(q2 * ob),
+                      np.int64(q3 * ob), np.uint64(x.ctypes.data + l * 32))
 
 
 @_inline
 def _lane_term(x: np.ndarray, grp: int, l: int, shift: int) -> float:
     """Group ``grp``'s term of lane ``l``: ``w * 2**(e + shift)`` truncated toward zero, in float64 (exact: an
     integer below 2**48 where it is not 0)."""
-    return np.trunc(x[grp, l] * _pow2(min(max(np.int64(x[4 + grp, l]) + shift, -1022), 1023)))
+    w = np.float64(_f32_from_bits(x[l, grp]))
+    return np.trunc(w * _pow2(min(max(np.int64(x[l, 4 + grp]) + shift, -1022), 1023)))
 
 
 @_inline
@@ -599,8 +601,8 @@ def _grouped_lanes_step(x: np.ndarray, acc: np.ndarray, lift: int, f: int, zero_
         cbits = acc[l]
         ec = max((cbits >> 23) & 0xFF, 1) - 127
         ec = np.int64(zero_exp) if (cbits & 0x7FFFFFFF) == 0 else ec
-        top = max(max(np.int64(zero_exp), ec), max(max(np.int64(x[4, l]), np.int64(x[5, l])),
-                                                    max(np.int64(x[6, l]), np.int64(x[7, l]))))
+        top = max(max(np.int64(zero_exp), ec), max(max(np.int64(x[l, 4]), np.int64(x[l, 5])),
+                                                    max(np.int64(x[l, 6]), np.int64(x[l, 7]))))
         total = np.trunc(np.float64(_f32_from_bits(_I(cbits))) * _pow2(f - top))
         total += _lane_term(x, 0, l, lift - top) + _lane_term(x, 1, l, lift - top)
         total += _lane_term(x, 2, l, lift - top) + _lane_term(x, 3, l, lift - top)
@@ -625,15 +627,14 @@ def _grouped_lanes(a: np.ndarray, b: np.ndarray, paired: bool, la: tuple, lb: tu
     n = _GROUP_LANES
     packed = np.empty(scale_table.shape[1], np.int64)
     _scale_entries(scale_table, packed)
-    x = np.empty((8, n), np.float64)
+    x = np.empty((n, 8), np.int32)
     acc = np.empty(n, np.int64)
     before = np.empty_like(acc)
     special = np.empty(n, np.bool_)
+    bits32 = np.empty(n, np.uint32)
     steps = a.shape[1] // chunk
     for i0 in range(0, a.shape[0] - n + 1, n):
-        for l in range(n):
-            acc[l] = np.int64(c_bits[i0 + l, 0])
-            special[l] = False
+        _lanes_start(a, b, c_bits, i0, acc, special, bits32, False)
         for t in range(steps):
             s0 = t * chunk
             outside = np.int64(0)
@@ -655,9 +656,7 @@ def _grouped_lanes(a: np.ndarray, b: np.ndarray, paired: bool, la: tuple, lb: tu
                     if flag:
                         bits = _special_bits(a, i, b, i, s0, chunk, la, lb, before[l], (flag & 4) != 0)
                     acc[l] = bits
-        for l in range(n):
-            out_bits[i0 + l, 0] = _result_bits(acc[l])
-            dep[i0 + l, 0] = special[l] and dep_specials
+        _lanes_finish(out_bits, dep, i0, acc, special, dep_specials, bits32)
         rows = i0 + n
     return rows
 
@@ -881,13 +880,14 @@ def _two_stage_lanes(xa: np.ndarray, xb: np.ndarray, acc: np.ndarray, slow: np.n
         t0, t1, bias = _I(top08[l]), _I(top18[l]), _I(la[2] + lb[2])
         top0[l] = _I(t0 - bias) if t0 else _I(zero_exp)
         top1[l] = _I(t1 - bias) if t1 else _I(zero_exp)
-        part0[l] = part1[l] = _I(0)
         field0[l], field1[l] = _term_field(f, top0[l], la, lb), _term_field(f, top1[l], la, lb)
-    for q in range(8):
-        k0, k1 = np.uint64(2 * q), np.uint64(2 * q + 1)
-        for l in range(n):
-            part0[l] = _I(part0[l] + _lane_truncated_term(sig_a[k0, l], sig_b[k0, l], exp8[k0, l], field0[l]))
-            part1[l] = _I(part1[l] + _lane_truncated_term(sig_a[k1, l], sig_b[k1, l], exp8[k1, l], field1[l]))
+    for l in range(n):  # the 8 terms of each group summed in registers (the k loop unrolled inside the lane loop)
+        p0, p1, f0, f1 = _I(0), _I(0), field0[l], field1[l]
+        for q in range(8):
+            k0, k1 = np.uint64(2 * q), np.uint64(2 * q + 1)
+            p0 = _I(p0 + _lane_truncated_term(sig_a[k0, l], sig_b[k0, l], exp8[k0, l], f0))
+            p1 = _I(p1 + _lane_truncated_term(sig_a[k1, l], sig_b[k1, l], exp8[k1, l], f1))
+        part0[l], part1[l] = p0, p1
     for l in range(n):  # as _two_stage_step's last lines, with selects; _floor_rne_bits' fast case only
         c_sign, c_sig, ec, c_finite = _c_parts(acc[l])
         t0, t1 = np.int64(top0[l]), np.int64(top1[l])
@@ -905,8 +905,9 @@ def _two_stage_lanes(xa: np.ndarray, xb: np.ndarray, acc: np.ndarray, slow: np.n
         drop = max(nb - f2 - 1, 0)
         bits = np.int64(_f32_bits(np.float32(total >> drop)))
         field = ((bits >> 23) & 0xFF) + u + drop
-        fast = (total != 0) & (u + nb - 1 >= -126) & (field >= 1) & (field <= 254)
-        acc[l] = (bits + ((u + drop) << 23)) & 0xFFFFFFFF
+        zero = total == 0  # +0 (_floor_rne_any)
+        fast = zero | ((u + nb - 1 >= -126) & (field >= 1) & (field <= 254))
+        acc[l] = 0 if zero else (bits + ((u + drop) << 23)) & 0xFFFFFFFF
         slow[l] = _I(1) if bad8[l] or not c_finite else _I(2 * _I(not fast))
 
 
@@ -969,25 +970,53 @@ def _aligned_lanes_step(xa: np.ndarray, xb: np.ndarray, L: int, acc: np.ndarray,
         acc[l] = _truncated_bits_lane(s, t - f, g)
 
 
+@intrinsic
+def _copy_bytes(typingctx: Any, dst: Any, src: Any, count: Any) -> Any:
+    """Copies ``count`` bytes from address ``src`` to address ``dst`` (``llvm.memcpy``; integers as addresses)."""
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        i8p = ir.IntType(8).as_pointer()
+        cgutils.raw_memcpy(builder, builder.inttoptr(args[0], i8p), builder.inttoptr(args[1], i8p), args[2], 1)
+        return context.get_dummy_value()
+    return types.void(types.uint64, types.uint64, types.int64), codegen
+
+
 @_inline
-def _lanes_start(a: np.ndarray, b: np.ndarray, c_bits: np.ndarray, i0: int, acc: np.ndarray,
-                 special: np.ndarray) -> None:
-    """A block of paired rows begins: its accumulators from ``c_bits``, no special value met, the next blocks'
-    codes prefetched while this one computes."""
-    for l in range(_LANES):
-        acc[l] = np.int64(c_bits[i0 + l, 0])
+def _lanes_start(a: np.ndarray, b: np.ndarray, c_bits: np.ndarray, i0: int, acc: np.ndarray, special: np.ndarray,
+                 bits32: np.ndarray, prefetch: bool) -> None:
+    """A block of paired rows (as many as ``acc`` has lanes) begins: its accumulators from ``c_bits``, no special
+    value met; with ``prefetch``, the next blocks' codes prefetched while this one computes (the FP8 lanes' 16 or
+    32 codes a row: faster; e2m1's 64: slower, measured). Rows of one element 4 bytes apart (as the callers give
+    them) are copied as one block into ``bits32``: element by element the loop does not vectorise."""
+    n = acc.shape[0]
+    if c_bits.strides[0] == 4:
+        _copy_bytes(np.uint64(bits32.ctypes.data), np.uint64(c_bits.ctypes.data + i0 * 4), np.int64(4 * n))
+    else:
+        for l in range(n):
+            bits32[l] = c_bits[i0 + l, 0]
+    for l in range(n):
+        acc[l] = np.int64(bits32[l])
         special[l] = False
-    _prefetch_rows(a, i0 + 2 * _LANES, _LANES)
-    _prefetch_rows(b, i0 + 2 * _LANES, _LANES)
+    if prefetch:
+        _prefetch_rows(a, i0 + 2 * n, n)
+        _prefetch_rows(b, i0 + 2 * n, n)
 
 
 @_inline
 def _lanes_finish(out_bits: np.ndarray, dep: np.ndarray, i0: int, acc: np.ndarray, special: np.ndarray,
-                  dep_specials: bool) -> None:
-    """A block of paired rows ends: its results (NaN as 0x7FFFFFFF) and brackets written."""
-    for l in range(_LANES):
-        out_bits[i0 + l, 0] = _result_bits(acc[l])
-        dep[i0 + l, 0] = special[l] and dep_specials
+                  dep_specials: bool, bits32: np.ndarray) -> None:
+    """A block of paired rows ends: its results (NaN as 0x7FFFFFFF) and brackets written (``special`` and
+    ``bits32`` reused), as one block where the rows are 4 and 1 bytes apart (see :func:`_lanes_start`)."""
+    n = acc.shape[0]
+    for l in range(n):
+        bits32[l] = _result_bits(acc[l])
+        special[l] = special[l] and dep_specials
+    if out_bits.strides[0] == 4 and dep.strides[0] == 1:
+        _copy_bytes(np.uint64(out_bits.ctypes.data + i0 * 4), np.uint64(bits32.ctypes.data), np.int64(4 * n))
+        _copy_bytes(np.uint64(dep.ctypes.data + i0), np.uint64(special.ctypes.data), np.int64(n))
+    else:
+        for l in range(n):
+            out_bits[i0 + l, 0] = bits32[l]
+            dep[i0 + l, 0] = special[l]
 
 
 @_inline
@@ -1132,6 +1161,7 @@ def _aligned_lanes(a: np.ndarray, b: np.ndarray, paired: bool, la: tuple, lb: tu
     total = np.empty_like(acc)
     se = np.zeros_like(acc)
     special = np.empty(_LANES, np.bool_)
+    bits32 = np.empty(_LANES, np.uint32)
     nan = np.zeros(_LANES, np.bool_)
     slow = np.empty(_LANES, np.int32)
     top, part = np.empty_like(slow), np.empty_like(slow)
@@ -1140,7 +1170,7 @@ def _aligned_lanes(a: np.ndarray, b: np.ndarray, paired: bool, la: tuple, lb: tu
     sig_a, sig_b, exp8 = np.empty_like(xa), np.empty_like(xa), np.empty_like(xa)
     steps = a.shape[1] // ik * (ik // chunk)
     for i0 in range(0, a.shape[0] - _LANES + 1, _LANES):
-        _lanes_start(a, b, c_bits, i0, acc, special)
+        _lanes_start(a, b, c_bits, i0, acc, special, bits32, True)
         for t in range(steps):
             s0 = t * chunk
             for h in range(0, chunk, 16):
@@ -1162,7 +1192,7 @@ def _aligned_lanes(a: np.ndarray, b: np.ndarray, paired: bool, la: tuple, lb: tu
                 mask &= mask - np.uint64(1)
                 acc[l] = _special_bits(a, i0 + l, b, i0 + l, s0, chunk, la, lb, before[l], nan[l])
                 special[l] = True
-        _lanes_finish(out_bits, dep, i0, acc, special, dep_specials)
+        _lanes_finish(out_bits, dep, i0, acc, special, dep_specials, bits32)
         rows = i0 + _LANES
     return rows
 
@@ -1198,6 +1228,7 @@ def _lanes(a: np.ndarray, b: np.ndarray, paired: bool, la: tuple, lb: tuple, sa:
     acc = np.empty(_LANES, np.int64)
     before = np.empty_like(acc)
     special = np.empty(_LANES, np.bool_)
+    bits32 = np.empty(_LANES, np.uint32)
     slow = np.empty(_LANES, np.int32)
     top0, top1, part0, part1 = np.empty_like(slow), np.empty_like(slow), np.empty_like(slow), np.empty_like(slow)
     field0, field1 = np.empty_like(slow), np.empty_like(slow)
@@ -1205,7 +1236,7 @@ def _lanes(a: np.ndarray, b: np.ndarray, paired: bool, la: tuple, lb: tuple, sa:
     sig_a, sig_b, exp8 = np.empty_like(xa), np.empty_like(xa), np.empty_like(xa)
     steps = a.shape[1] // chunk
     for i0 in range(0, a.shape[0] - _LANES + 1, _LANES):
-        _lanes_start(a, b, c_bits, i0, acc, special)
+        _lanes_start(a, b, c_bits, i0, acc, special, bits32, True)
         for t in range(steps):
             s0 = t * chunk
             _lane_codes(a, i0, s0, xa)
@@ -1223,7 +1254,7 @@ def _lanes(a: np.ndarray, b: np.ndarray, paired: bool, la: tuple, lb: tuple, sa:
                     special[l] = True
                 else:
                     acc[l] = _two_stage_step(a, i, b, i, s0, chunk, la, lb, before[l], f, g, drop_tiny_c, zero_exp)[0]
-        _lanes_finish(out_bits, dep, i0, acc, special, dep_specials)
+        _lanes_finish(out_bits, dep, i0, acc, special, dep_specials, bits32)
         rows = i0 + _LANES
     return rows
 
