@@ -616,7 +616,7 @@ def _grouped_lanes(a: np.ndarray, b: np.ndarray, paired: bool, la: tuple, lb: tu
                    scale_table: np.ndarray, model: tuple, c_bits: np.ndarray, out_bits: np.ndarray, dep: np.ndarray,
                    wbuf: np.ndarray, ebuf: np.ndarray) -> int:
     """Paired rows of e2m1 codes (Blackwell fp4, steps of 64 in groups of 16) without promotion, _GROUP_LANES at a
-    time: the group sums row by row (:func:`_e2m1_lane_sums`), the rest lane by lane (:func:`_grouped_lanes_step`);
+    time: the group sums row by row (:func:`_lane_inputs`), the rest lane by lane (:func:`_grouped_lanes_step`);
     a lane with a NaN scale or a special accumulator done again by :func:`_grouped_step`. The rows done, or -1 where
     a code lies outside its format."""
     chunk, ik, f, g, zero_exp, drop_tiny_c, dep_specials, block, group, lift = model
