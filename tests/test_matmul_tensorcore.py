@@ -502,3 +502,52 @@ def test_a_code_outside_its_format_is_one_clear_error(fmt, bad):
         want = tc.dot_instances(target, a.astype(np.uint8), fmt, b, fmt, np.zeros(8, np.float32)).values
         got = tc.dot_instances(target, a.astype(np.uint8).view(np.int8), fmt, b, fmt, np.zeros(8, np.float32)).values
         assert (want.view(np.uint32) == got.view(np.uint32)).all()
+
+
+def test_e2m1_group_sums_agree_in_every_vector_form():
+    # an NVFP4/MXFP4 step's four group sums of 16 e2m1 products, their nonzero mask and the outside-the-format flag
+    # (fp8check.matmul._compiled._e2m1_ir) come from generic vector IR or, on x86, from byte shuffles and
+    # multiply-adds of 256 or 512 bits: each form this CPU runs against NumPy, on every pair of byte codes
+    numba = pytest.importorskip("numba")
+    from numba.core import types
+    from numba.extending import intrinsic
+
+    from fp8check.matmul import _compiled
+
+    def sums(width: int):
+        @intrinsic
+        def row(typingctx, pa, pb, dst):
+            def codegen(context, builder, signature, args):
+                return _compiled._e2m1_row_ir(builder, *args, width)
+            return types.int64(types.uint64, types.uint64, types.uint64), codegen
+
+        @numba.njit
+        def run(a, b, out, outside):
+            for r in range(a.shape[0]):
+                outside[r] = row(np.uint64(a.ctypes.data + r * 64), np.uint64(b.ctypes.data + r * 64),
+                                 np.uint64(out.ctypes.data + r * 16))
+        return run
+
+    rng = np.random.default_rng(9)
+    pairs = rng.permutation(1 << 16)  # every (a, b) byte pair once, in random rows of 64
+    inside_codes = rng.integers(0, 16, (2, 4096, 64), dtype=np.uint8)  # and rows of codes inside the format only
+    a = np.concatenate([(pairs >> 8).astype(np.uint8).reshape(-1, 64), inside_codes[0]])
+    b = np.concatenate([(pairs & 0xFF).astype(np.uint8).reshape(-1, 64), inside_codes[1]])
+    for n, (side, other) in enumerate(((a, b), (b, a))):  # rows inside the format but for one code (each of 16..255
+        rows, at = 4096 + 240 * n + np.arange(240), rng.integers(0, 64, 240)  # once a side), a zero against it
+        side[rows, at], other[rows, at] = np.arange(16, 256), 0
+    mag = np.array([0, 1, 2, 3, 4, 6, 8, 12], np.int64)
+    va = np.where(a & 8, -1, 1) * mag[a & 7]
+    vb = np.where(b & 8, -1, 1) * mag[b & 7]
+    want_sums = (va * vb).reshape(-1, 4, 16).sum(axis=2)
+    want_nonzero = np.packbits(((va != 0) & (vb != 0)).reshape(-1, 4, 16), axis=2, bitorder="little")
+    want_outside = ((a | b) > 15).any(axis=1)
+    widths = [0] + [w for w in (256, 512) if w <= _compiled._x86_bytes(numba.core.registry.cpu_target.target_context)]
+    for width in widths:
+        out, outside = np.zeros((len(a), 8), np.int16), np.zeros(len(a), np.int64)
+        sums(width)(a, b, out, outside)
+        inside = ~want_outside
+        assert np.array_equal(outside != 0, want_outside), width
+        assert inside.sum() == 4096 - 480
+        assert np.array_equal(out[inside, :4], want_sums[inside]), width
+        assert np.array_equal(out[inside, 4:].view(np.uint8).reshape(-1, 4, 2), want_nonzero[inside]), width

@@ -25,9 +25,10 @@ code once per pass and keeping everything in registers: no table gathers, no tem
   times a power of two. Elsewhere sm89's k32 instruction (two chained aligned steps of 16) is one function
   (:func:`_aligned_pair`).
 - e2m1 (Blackwell NVFP4/MXFP4, steps of 64 in groups of 16): a step's four group sums are one straight-line block
-  of generic LLVM vector IR (:func:`_e2m1_ir`); paired rows finish _GROUP_LANES at a time in float64 lanes (every
-  scaled group term an integer below 2**48: the sum is exact), a lane with a NaN scale or a special accumulator
-  done again by the per-element step.
+  of LLVM vector IR (:func:`_e2m1_ir`: x86's byte shuffle and multiply-add where the CPU has AVX2 or AVX-512BW,
+  generic vector IR elsewhere, tested equal); paired rows finish _GROUP_LANES at a time in float64 lanes (every
+  scaled group term an integer below 2**48: the sum is exact; the scales looked up in scalar code, row by row), a
+  lane with a NaN scale or a special accumulator done again by the per-element step.
 - Special values (NaN/Inf codes, NaN scales, a non-finite accumulator) leave the fast loop: the step's
   value is what a float sum of the products and ``c`` gives, as in the NumPy engine, told from the
   codes' bits (the layouts name the Inf codes).
@@ -388,13 +389,41 @@ def _two_stage_step(a: np.ndarray, i: int, b: np.ndarray, jb: int, s0: int, L: i
 _E2M1 = (1, 3, 1, 3, 0, 1, 4, 7, 0, 1)  # tensorcore._bit_layout("e2m1fn")
 
 
-def _e2m1_ir(builder: Any, pa: Any, pb: Any) -> tuple[Any, Any, Any]:
+def _x86_bytes(context: Any) -> int:
+    """The widest x86 byte shuffles and multiply-adds (pshufb, pmaddubsw) of the CPU numba compiles for: 512
+    (AVX-512BW), 256 (AVX2) or 0 (none, or not x86: generic vector IR). From the features numba gives its target
+    machine (NUMBA_CPU_FEATURES where set, else the host's), which also key its cache: a kernel cached on one CPU
+    is compiled again on another."""
+    features = str(getattr(context.codegen(), "_tm_features", "")).split(",")
+    return 512 if "+avx512bw" in features else 256 if "+avx2" in features else 0
+
+
+def _x86_call(builder: Any, width: int, name: tuple[str, str], out: Any, *args: Any) -> Any:
+    """The x86 intrinsic ``name`` (512-bit, 256-bit) on 64-byte vectors: once, or on each half where ``width`` is
+    256, the halves joined (both return ``out``, the 256-bit one half as many elements)."""
+    v8 = ir.VectorType(ir.IntType(8), 64)
+    if width == 512:
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(out, [v8] * len(args)), name[0])
+        return builder.call(fn, list(args))
+    i32, n = ir.IntType(32), out.count // 2
+    h8, hout = ir.VectorType(ir.IntType(8), 32), ir.VectorType(out.element, n)
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(hout, [h8] * len(args)), name[1])
+    halves = [builder.call(fn, [builder.shuffle_vector(x, x, ir.Constant(ir.VectorType(i32, 32),
+                                                                          list(range(32 * h, 32 * h + 32))))
+                                for x in args]) for h in (0, 1)]
+    return builder.shuffle_vector(halves[0], halves[1], ir.Constant(ir.VectorType(i32, 2 * n), list(range(2 * n))))
+
+
+def _e2m1_ir(builder: Any, pa: Any, pb: Any, width: int = 0) -> tuple[Any, Any, Any]:
     """LLVM IR of the 64 e2m1 codes (one a byte) at addresses ``pa`` and ``pb``: their four group sums of 16 products
     (each value times 2, an integer) as <4 x i16>, the products' nonzero mask as <64 x i1>, and whether a code lies
-    outside the format (16 or more) as i1. Generic vector IR (no target's intrinsics: any x86-64 or other CPU): a value
-    is a byte (``m + (m - 4)+ + 2 (m - 6)+`` of magnitude ``m``: 0, 1, 2, 3, 4, 6, 8, 12), b's negated where the signs
-    differ, the products in 16-bit lanes as even and odd bytes (at most 144; a pair's sum at most 288), a group's 8
-    pair sums (one 128-bit lane) added by in-lane shuffles (at most 2304 in magnitude)."""
+    outside the format (16 or more) as i1. A value is a byte (magnitude ``m``: 0, 1, 2, 3, 4, 6, 8, 12), b's
+    negated where the signs differ; the products in 16-bit lanes, a pair's sum at most 288, a group's 8 pair sums
+    (one 128-bit lane) added by in-lane shuffles (at most 2304 in magnitude). ``width`` (:func:`_x86_bytes`): 0,
+    generic vector IR for any CPU (a value ``m + (m - 4)+ + 2 (m - 6)+``, even and odd products apart); 256 or 512,
+    x86's byte shuffle looks up the values (a's magnitude, b's signed by both signs: pshufb reads an index's low
+    four bits and its top one, which is 0 for every code inside the format) and its multiply-add forms the pair
+    sums (pmaddubsw: a's unsigned times b's signed bytes; no pair saturates): 14 fewer vector instructions."""
     i8, i16, i32 = ir.IntType(8), ir.IntType(16), ir.IntType(32)
     v8 = ir.VectorType(i8, 64)
 
@@ -406,26 +435,37 @@ def _e2m1_ir(builder: Any, pa: Any, pb: Any) -> tuple[Any, Any, Any]:
         load.align = 1
         return load
 
-    usub = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v8, [v8, v8]), "llvm.usub.sat.v64i8")
-
-    def value(x: Any) -> Any:
-        m = builder.and_(x, splat(v8, 7))
-        v = builder.add(m, builder.call(usub, [m, splat(v8, 4)]))
-        return builder.add(v, builder.shl(builder.call(usub, [m, splat(v8, 6)]), splat(v8, 1)))
-
     a, b = load(pa), load(pb)
-    va, vb = value(a), value(b)
-    nonzero = builder.icmp_unsigned("!=", builder.select(builder.icmp_unsigned("<", va, vb), va, vb), splat(v8, 0))
-    negative = builder.icmp_unsigned("!=", builder.and_(builder.xor(a, b), splat(v8, 8)), splat(v8, 0))
-    vb = builder.select(negative, builder.sub(splat(v8, 0), vb), vb)
     outside = builder.icmp_unsigned("!=", builder.bitcast(builder.icmp_unsigned(">", builder.or_(a, b), splat(v8, 15)),
                                                           ir.IntType(64)), ir.Constant(ir.IntType(64), 0))
-    # the bytes as 32 pairs in 16-bit lanes: the even and the odd products apart, no widening across lanes
     w16 = ir.VectorType(i16, 32)
-    xa, xb = builder.bitcast(va, w16), builder.bitcast(vb, w16)
-    eight = splat(w16, 8)
-    even = builder.mul(builder.and_(xa, splat(w16, 0xFF)), builder.ashr(builder.shl(xb, eight), eight))
-    x = builder.add(even, builder.mul(builder.lshr(xa, eight), builder.ashr(xb, eight)))
+    if width:
+        magnitudes = (0, 1, 2, 3, 4, 6, 8, 12)
+        shuffle = ("llvm.x86.avx512.pshuf.b.512", "llvm.x86.avx2.pshuf.b")
+        va = _x86_call(builder, width, shuffle, v8, ir.Constant(v8, list(magnitudes) * 8), a)
+        signed = ir.Constant(v8, [*magnitudes, *(-m & 0xFF for m in magnitudes)] * 4)
+        vb = _x86_call(builder, width, shuffle, v8, signed, builder.xor(b, builder.and_(a, splat(v8, 8))))
+        nonzero = builder.and_(builder.icmp_unsigned("!=", va, splat(v8, 0)),
+                               builder.icmp_unsigned("!=", vb, splat(v8, 0)))
+        x = _x86_call(builder, width, ("llvm.x86.avx512.pmaddubs.w.512", "llvm.x86.avx2.pmadd.ub.sw"), w16, va, vb)
+    else:
+        usub = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v8, [v8, v8]), "llvm.usub.sat.v64i8")
+
+        def value(x: Any) -> Any:
+            m = builder.and_(x, splat(v8, 7))
+            v = builder.add(m, builder.call(usub, [m, splat(v8, 4)]))
+            return builder.add(v, builder.shl(builder.call(usub, [m, splat(v8, 6)]), splat(v8, 1)))
+
+        va, vb = value(a), value(b)
+        nonzero = builder.icmp_unsigned("!=", builder.select(builder.icmp_unsigned("<", va, vb), va, vb),
+                                        splat(v8, 0))
+        negative = builder.icmp_unsigned("!=", builder.and_(builder.xor(a, b), splat(v8, 8)), splat(v8, 0))
+        vb = builder.select(negative, builder.sub(splat(v8, 0), vb), vb)
+        # the bytes as 32 pairs in 16-bit lanes: the even and the odd products apart, no widening across lanes
+        xa, xb = builder.bitcast(va, w16), builder.bitcast(vb, w16)
+        eight = splat(w16, 8)
+        even = builder.mul(builder.and_(xa, splat(w16, 0xFF)), builder.ashr(builder.shl(xb, eight), eight))
+        x = builder.add(even, builder.mul(builder.lshr(xa, eight), builder.ashr(xb, eight)))
     for step in (4, 2, 1):  # a group's 8 pair sums (one 128-bit lane) added into its first
         x = builder.add(x, builder.shuffle_vector(x, x, ir.Constant(ir.VectorType(i32, 32),
                                                                     [k + step if k % 8 + step < 8 else k
@@ -441,52 +481,31 @@ def _e2m1_groups(typingctx: Any, pa: Any, pb: Any) -> Any:
 
     def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
         i32, i64 = ir.IntType(32), ir.IntType(64)
-        x, nonzero, outside = _e2m1_ir(builder, args[0], args[1])
+        x, nonzero, outside = _e2m1_ir(builder, args[0], args[1], _x86_bytes(context))
         sums = [builder.sext(builder.extract_element(x, ir.Constant(i32, g)), i64) for g in range(4)]
         return context.make_tuple(builder, signature.return_type,
                                   sums + [builder.bitcast(nonzero, i64), builder.zext(outside, i64)])
     return sig, codegen
 
 
+def _e2m1_row_ir(builder: Any, pa: Any, pb: Any, dst: Any, width: int) -> Any:
+    """:func:`_e2m1_ir` of the codes at ``pa`` and ``pb`` stored as one row of eight int16 at ``dst`` (the four group
+    sums, then the products' nonzero mask, 16 bits a group); returns whether a code lies outside the format (i64)."""
+    i16, i32 = ir.IntType(16), ir.IntType(32)
+    x, nonzero, outside = _e2m1_ir(builder, pa, pb, width)
+    row = builder.shuffle_vector(x, builder.bitcast(nonzero, ir.VectorType(i16, 4)),
+                                 ir.Constant(ir.VectorType(i32, 8), list(range(8))))
+    store = builder.store(row, builder.inttoptr(dst, ir.VectorType(i16, 8).as_pointer()))
+    store.align = 2
+    return builder.zext(outside, ir.IntType(64))
+
+
 @intrinsic
-def _e2m1_lane(typingctx: Any, pa: Any, pb: Any, packed: Any, ra: Any, rb: Any, oa0: Any, oa1: Any, oa2: Any,
-               oa3: Any, ob0: Any, ob1: Any, ob2: Any, ob3: Any, dst: Any) -> Any:
-    """A lane's inputs of :func:`_grouped_lanes_step` (see :func:`_lane_inputs`) from the codes at ``pa``/``pb`` and
-    the scale codes of the four groups (bytes at ``ra + oa*`` and ``rb + ob*``: addresses, not indices, so that no
-    index is checked or wrapped; ``packed``: the address of :func:`_scale_entries`): the lane's row of eight int32
-    at ``dst``, the four group terms as float32 bits and the four exponents (one store, not eight). Returns whether
-    a code lies outside the format."""
-    sig = types.int64(types.uint64, types.uint64, types.uint64, types.uint64, types.uint64, *([types.int64] * 8),
-                      types.uint64)
-
+def _e2m1_sums(typingctx: Any, pa: Any, pb: Any, dst: Any) -> Any:
+    """:func:`_e2m1_row_ir` in the widest form of the CPU (:func:`_x86_bytes`)."""
     def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        i8, i16, i32, i64, f32 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64), ir.FloatType()
-        x, nonzero, outside = _e2m1_ir(builder, args[0], args[1])
-        table = builder.inttoptr(args[2], i64.as_pointer())
-        entries = []
-        for row, offsets in ((args[3], args[5:9]), (args[4], args[9:13])):
-            vec = ir.Constant(ir.VectorType(i64, 4), None)
-            for g, offset in enumerate(offsets):
-                code = builder.zext(builder.load(builder.inttoptr(builder.add(row, offset), i8.as_pointer())), i64)
-                vec = builder.insert_element(vec, builder.load(builder.gep(table, [code])), ir.Constant(i32, g))
-            entries.append(vec)
-        v4f, v4i = ir.VectorType(f32, 4), ir.VectorType(i32, 4)
-
-        def significand(vec: Any) -> Any:
-            return builder.bitcast(builder.trunc(builder.lshr(vec, ir.Constant(ir.VectorType(i64, 4), [32] * 4)), v4i),
-                                   v4f)
-
-        terms = builder.fmul(builder.fmul(builder.sitofp(x, v4f), significand(entries[0])), significand(entries[1]))
-        exps = builder.add(builder.trunc(entries[0], v4i), builder.trunc(entries[1], v4i))
-        none = builder.icmp_unsigned("==", builder.bitcast(nonzero, ir.VectorType(i16, 4)),
-                                     ir.Constant(ir.VectorType(i16, 4), [0] * 4))
-        exps = builder.sub(exps, builder.select(none, ir.Constant(v4i, [1 << 20] * 4), ir.Constant(v4i, [0] * 4)))
-        both = builder.shuffle_vector(builder.bitcast(terms, v4i), exps, ir.Constant(ir.VectorType(i32, 8),
-                                                                                     list(range(8))))
-        store = builder.store(both, builder.inttoptr(args[13], ir.VectorType(i32, 8).as_pointer()))
-        store.align = 4
-        return builder.zext(outside, i64)
-    return sig, codegen
+        return _e2m1_row_ir(builder, *args, _x86_bytes(context))
+    return types.int64(types.uint64, types.uint64, types.uint64), codegen
 
 
 @_inline
@@ -556,44 +575,52 @@ def _pow2(e: int) -> float:
 
 
 @_inline
-def _scale_entries(scale_table: np.ndarray, packed: np.ndarray) -> None:
-    """Per scale code, one int64 for the lanes: its exponent in the low 32 bits (``-2**20`` for a zero or NaN
-    scale: no alignment), its significand as float32 bits in the high 32 (NaN for a NaN scale: it propagates)."""
+def _scale_entries(scale_table: np.ndarray, sigs: np.ndarray, exps: np.ndarray) -> None:
+    """Per scale code, for the lanes: its significand as float32 (NaN for a NaN scale: it propagates) and its
+    exponent (``-2**20`` for a zero or NaN scale: no alignment)."""
     for code in range(scale_table.shape[1]):
         sig, nan = scale_table[0, code], scale_table[2, code] != 0
-        e = min(max(scale_table[1, code], -(1 << 20)), 1 << 20) if sig != 0 and not nan else -(1 << 20)
-        bits = np.int64(_f32_bits(np.float32(np.nan if nan else sig))) & 0xFFFFFFFF
-        packed[code] = (bits << 32) | (np.int64(e) & 0xFFFFFFFF)
+        sigs[code] = np.float32(np.nan if nan else sig)
+        exps[code] = min(max(scale_table[1, code], -(1 << 20)), 1 << 20) if sig != 0 and not nan else -(1 << 20)
 
 
 @_inline
 def _lane_inputs(a: np.ndarray, b: np.ndarray, i: int, s0: int, sa: np.ndarray, sb: np.ndarray, block: int,
-                 packed: np.ndarray, x: np.ndarray, l: int) -> int:
-    """Row ``i``'s step from ``s0`` for lane ``l`` of :func:`_grouped_lanes_step` (``x``: (lanes, 8) int32):
-    ``x[l, g]`` group g's sum times both scale significands as float32 bits (exact products: below 2**20; NaN for a
-    NaN scale), ``x[l, 4 + g]`` the scales' exponent sum (``-2**20`` or less where the group has no nonzero product
-    or a zero scale). Returns whether a code lies outside the format."""
-    q0, q1, q2, q3 = s0 // block, (s0 + 16) // block, (s0 + 32) // block, (s0 + 48) // block
-    oa, ob = sa.strides[1], sb.strides[1]
-    return _e2m1_lane(np.uint64(a.ctypes.data + i * a.strides[0] + s0),
-                      np.uint64(b.ctypes.data + i * b.strides[0] + s0),
-                      np.uint64(packed.ctypes.data), np.uint64(sa.ctypes.data + i * sa.strides[0]),
-                      np.uint64(sb.ctypes.data + i * sb.strides[0]), np.int64(q0 * oa), np.int64(q1 * oa),
-                      np.int64(q2 * oa), np.int64(q3 * oa), np.int64(q0 * ob), np.int64(q1 * ob), np.int64(q2 * ob),
-                      np.int64(q3 * ob), np.uint64(x.ctypes.data + l * 32))
+                 sigs: np.ndarray, exps: np.ndarray, xs: np.ndarray, xf: np.ndarray, xe: np.ndarray, l: int) -> int:
+    """Row ``i``'s step from ``s0`` for lane ``l`` of :func:`_grouped_lanes_step`: ``xs[l]`` the four group sums and
+    their nonzero masks (:func:`_e2m1_sums`), ``xf[g, l]`` group g's two scale significands' product (exact, float32;
+    NaN for a NaN scale) and ``xe[g, l]`` their exponents' sum (``-2**20`` or less for a zero or NaN scale: see
+    :func:`_scale_entries`), the scales in scalar code (no vector lanes to fill). Returns whether a code lies
+    outside the format."""
+    outside = _e2m1_sums(np.uint64(a.ctypes.data + i * a.strides[0] + s0),
+                         np.uint64(b.ctypes.data + i * b.strides[0] + s0), np.uint64(xs.ctypes.data + l * 16))
+    row = np.uint64(i)
+    for grp in range(4):
+        q = np.uint64((s0 + 16 * grp) // block)
+        ca, cb = sa[row, q], sb[row, q]
+        xf[grp, l] = sigs[ca] * sigs[cb]
+        xe[grp, l] = exps[ca] + exps[cb]
+    return outside
 
 
 @_inline
-def _lane_term(x: np.ndarray, grp: int, l: int, shift: int) -> float:
-    """Group ``grp``'s term of lane ``l``: ``w * 2**(e + shift)`` truncated toward zero, in float64 (exact: an
-    integer below 2**48 where it is not 0)."""
-    w = np.float64(_f32_from_bits(x[l, grp]))
-    return np.trunc(w * _pow2(min(max(np.int64(x[l, 4 + grp]) + shift, -1022), 1023)))
+def _lane_exponent(xs: np.ndarray, xe: np.ndarray, grp: int, l: int) -> int:
+    """Group ``grp``'s exponent in lane ``l``: the scales' (``-2**20`` less where no product is nonzero)."""
+    return np.int64(xe[grp, l]) - (np.int64(xs[l, 4 + grp] == 0) << 20)
 
 
 @_inline
-def _grouped_lanes_step(x: np.ndarray, acc: np.ndarray, lift: int, f: int, zero_exp: int) -> None:
-    """The end of :func:`_grouped_e2m1_step` for every lane (``x``: :func:`_lane_inputs`), in float64: every term
+def _lane_term(xs: np.ndarray, xf: np.ndarray, e: int, grp: int, l: int, shift: int) -> float:
+    """Group ``grp``'s term of lane ``l``: its sum times its scales' significands times ``2**(e + shift)``
+    truncated toward zero, in float64 (exact: an integer below 2**48 where it is not 0)."""
+    w = np.float64(xs[l, grp]) * np.float64(xf[grp, l])
+    return np.trunc(w * _pow2(min(max(e + shift, -1022), 1023)))
+
+
+@_inline
+def _grouped_lanes_step(xs: np.ndarray, xf: np.ndarray, xe: np.ndarray, acc: np.ndarray, lift: int, f: int,
+                        zero_exp: int) -> None:
+    """The end of :func:`_grouped_e2m1_step` for every lane (:func:`_lane_inputs`), in float64: every term
     is an integer below 2**48 and their sum below 2**51, exact; the truncation to 24 bits a mask of the sum's bits,
     the float32 grid below 2**-126 a truncation at 2**-149. A NaN scale or a special accumulator leaves a NaN
     (the sum is not finite): the lane is done again."""
@@ -601,11 +628,12 @@ def _grouped_lanes_step(x: np.ndarray, acc: np.ndarray, lift: int, f: int, zero_
         cbits = acc[l]
         ec = max((cbits >> 23) & 0xFF, 1) - 127
         ec = np.int64(zero_exp) if (cbits & 0x7FFFFFFF) == 0 else ec
-        top = max(max(np.int64(zero_exp), ec), max(max(np.int64(x[l, 4]), np.int64(x[l, 5])),
-                                                    max(np.int64(x[l, 6]), np.int64(x[l, 7]))))
+        e0, e1 = _lane_exponent(xs, xe, 0, l), _lane_exponent(xs, xe, 1, l)
+        e2, e3 = _lane_exponent(xs, xe, 2, l), _lane_exponent(xs, xe, 3, l)
+        top = max(max(np.int64(zero_exp), ec), max(max(e0, e1), max(e2, e3)))
         total = np.trunc(np.float64(_f32_from_bits(_I(cbits))) * _pow2(f - top))
-        total += _lane_term(x, 0, l, lift - top) + _lane_term(x, 1, l, lift - top)
-        total += _lane_term(x, 2, l, lift - top) + _lane_term(x, 3, l, lift - top)
+        total += _lane_term(xs, xf, e0, 0, l, lift - top) + _lane_term(xs, xf, e1, 1, l, lift - top)
+        total += _lane_term(xs, xf, e2, 2, l, lift - top) + _lane_term(xs, xf, e3, 3, l, lift - top)
         v = _f64_from_bits(_f64_bits(total) & ~np.int64((1 << 29) - 1)) * _pow2(top - f)
         v = np.trunc(v * _pow2(149)) * _pow2(-149) + (total - total)  # +0 for -0; NaN where total is not finite
         acc[l] = np.int64(_f32_bits(np.float32(v))) & 0xFFFFFFFF
@@ -625,9 +653,9 @@ def _grouped_lanes(a: np.ndarray, b: np.ndarray, paired: bool, la: tuple, lb: tu
             or a.strides[1] != 1 or b.strides[1] != 1):
         return rows
     n = _GROUP_LANES
-    packed = np.empty(scale_table.shape[1], np.int64)
-    _scale_entries(scale_table, packed)
-    x = np.empty((n, 8), np.int32)
+    sigs, exps = np.empty(scale_table.shape[1], np.float32), np.empty(scale_table.shape[1], np.int32)
+    _scale_entries(scale_table, sigs, exps)
+    xs, xf, xe = np.empty((n, 8), np.int16), np.empty((4, n), np.float32), np.empty((4, n), np.int32)
     acc = np.empty(n, np.int64)
     before = np.empty_like(acc)
     special = np.empty(n, np.bool_)
@@ -639,11 +667,11 @@ def _grouped_lanes(a: np.ndarray, b: np.ndarray, paired: bool, la: tuple, lb: tu
             s0 = t * chunk
             outside = np.int64(0)
             for l in range(n):
-                outside |= _lane_inputs(a, b, i0 + l, s0, sa, sb, block, packed, x, l)
+                outside |= _lane_inputs(a, b, i0 + l, s0, sa, sb, block, sigs, exps, xs, xf, xe, l)
             if outside:
                 return -1
             before[:] = acc
-            _grouped_lanes_step(x, acc, lift, f, zero_exp)
+            _grouped_lanes_step(xs, xf, xe, acc, lift, f, zero_exp)
             for l in range(n):
                 if (acc[l] & 0x7FFFFFFF) > 0x7F800000:  # NaN: a NaN scale or a special accumulator
                     i = i0 + l

@@ -536,7 +536,7 @@ def _block(m: MMAModel, K: int, k_blocks: int, scale_fmt: object) -> int:
 
 def _as_float32(x: Any) -> np.ndarray:
     arr = np.asarray(x)
-    return arr.view(np.float32) if arr.dtype == np.uint32 else arr.astype(np.float32)
+    return arr.view(np.float32) if arr.dtype == np.uint32 else arr.astype(np.float32, copy=False)
 
 
 def mma(target_or_model: str | MMAModel, a_codes: Any, a_fmt: object, b_codes: Any, b_fmt: object, *,
