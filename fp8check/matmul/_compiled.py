@@ -74,6 +74,26 @@ def _inline(fn: Any) -> Any:
         return numba.njit(nogil=True, boundscheck=False, inline="always")(fn)
 
 
+def _constants(element: Any) -> Any:
+    """An intrinsic that makes a tuple of literals (a kind's layouts or model: see :func:`_specialise`) constants of
+    the compiled code (``element``: every element's type, else each literal's own), so that its shifts and
+    branches fold; any other tuple it returns as it is (:func:`chain`'s, read at run time)."""
+    @intrinsic
+    def constants(typingctx: Any, t: Any) -> Any:
+        if not (isinstance(t, types.BaseTuple) and all(isinstance(x, types.Literal) for x in t.types)):
+            return t(t), lambda context, builder, signature, args: args[0]
+        out = types.Tuple([element or types.unliteral(x) for x in t.types])
+
+        def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+            return context.make_tuple(builder, out, [context.get_constant(ty, x.literal_value)
+                                                     for ty, x in zip(out.types, t.types)])
+        return out(t), codegen
+    return constants
+
+
+_layout_constants, _model_constants = _constants(types.int32), _constants(None)
+
+
 # -- pieces of a step --------------------------------------------------------------------------------
 
 # The narrow arithmetic is written with int32 casts (numba widens every integer operation to int64; the casts
@@ -639,7 +659,7 @@ def _grouped_lanes_step(xs: np.ndarray, xf: np.ndarray, xe: np.ndarray, acc: np.
         acc[l] = np.int64(_f32_bits(np.float32(v))) & 0xFFFFFFFF
 
 
-@_inline
+@_jit
 def _grouped_lanes(a: np.ndarray, b: np.ndarray, paired: bool, la: tuple, lb: tuple, sa: np.ndarray, sb: np.ndarray,
                    scale_table: np.ndarray, model: tuple, c_bits: np.ndarray, out_bits: np.ndarray, dep: np.ndarray,
                    wbuf: np.ndarray, ebuf: np.ndarray) -> int:
@@ -647,6 +667,8 @@ def _grouped_lanes(a: np.ndarray, b: np.ndarray, paired: bool, la: tuple, lb: tu
     time: the group sums row by row (:func:`_lane_inputs`), the rest lane by lane (:func:`_grouped_lanes_step`);
     a lane with a NaN scale or a special accumulator done again by :func:`_grouped_step`. The rows done, or -1 where
     a code lies outside its format."""
+    la, lb, model = _layout_constants(la), _layout_constants(lb), _model_constants(model)
+    _wide_vectors()
     chunk, ik, f, g, zero_exp, drop_tiny_c, dep_specials, block, group, lift = model
     rows = 0
     if (not paired or chunk != 64 or group != 16 or not (_is_e2m1(la) and _is_e2m1(lb)) or out_bits.shape[1] != 1
@@ -1166,13 +1188,15 @@ def _aligned_gemm_lanes(a: np.ndarray, b: np.ndarray, la: tuple, lb: tuple, sa: 
     return cols
 
 
-@_inline
+@_jit
 def _aligned_lanes(a: np.ndarray, b: np.ndarray, paired: bool, la: tuple, lb: tuple, sa: np.ndarray,
                    sb: np.ndarray, scale_table: np.ndarray, model: tuple, c_bits: np.ndarray, out_bits: np.ndarray,
                    dep: np.ndarray, wbuf: np.ndarray, ebuf: np.ndarray) -> int:
     """``aligned``'s paired rows of 8-bit codes without promotion, _LANES at a time (see ``_LANES``; steps of 16 or
     32, e8m0 block scales): the rows done (a multiple of _LANES). Without promotion an instruction's steps are a
     chain like any other (sm89's two per instruction)."""
+    la, lb, model = _layout_constants(la), _layout_constants(lb), _model_constants(model)
+    _wide_vectors()
     chunk, ik, f, g, zero_exp, drop_tiny_c, dep_specials, block, group, lift = model
     rows = 0
     if ((chunk != 16 and chunk != 32) or f > 27 or min(la[6], lb[6]) != 8 or la[1] > 31 or lb[1] > 31
@@ -1240,12 +1264,14 @@ def _result_bits(res: int) -> int:
     return _NAN_BITS if (res & 0x7FFFFFFF) > 0x7F800000 else res
 
 
-@_inline
+@_jit
 def _lanes(a: np.ndarray, b: np.ndarray, paired: bool, la: tuple, lb: tuple, sa: np.ndarray, sb: np.ndarray,
            scale_table: np.ndarray, model: tuple, c_bits: np.ndarray, out_bits: np.ndarray, dep: np.ndarray,
            wbuf: np.ndarray, ebuf: np.ndarray) -> int:
     """CDNA3's paired rows without promotion, _LANES at a time (see ``_LANES``): the rows done (a multiple of
     _LANES), or -1 where a code lies outside its format."""
+    la, lb, model = _layout_constants(la), _layout_constants(lb), _model_constants(model)
+    _wide_vectors()
     chunk, ik, f, g, zero_exp, drop_tiny_c, dep_specials, block, group, lift = model
     rows = 0
     if (chunk != 16 or f > 27 or out_bits.shape[1] != 1 or min(la[6], lb[6]) != 8 or zero_exp + la[2] + lb[2] > 1
@@ -1344,10 +1370,14 @@ def _driver(chunk_step: Any, instruction: Any, lanes: Any) -> Any:
     """The chain of :func:`chain` for one algorithm (``model``: its ``params`` but promotion, as a tuple):
     ``lanes`` does the paired rows it can, or without pairs the columns it can of every row (returns how many, -1
     for a code outside its format), ``instruction`` a whole instruction where it can, ``chunk_step`` a step of
-    ``chunk`` codes."""
+    ``chunk`` codes. Returns it twice: to inline in :func:`chain` (layouts and model read at run time) and to
+    compile for a kind (:func:`_specialise`: given as literals, made constants). The lanes are functions of their
+    own (compiled once for each kind's literals), not inlined: that halved the compilation."""
     def drive(a: np.ndarray, b: np.ndarray, paired: bool, la: tuple, lb: tuple, sa: np.ndarray, sb: np.ndarray,
               scale_table: np.ndarray, model: tuple, promotion: int, c_bits: np.ndarray, out_bits: np.ndarray,
               dep: np.ndarray) -> int:
+        kind = (la, lb, model)  # as given: a kind's literals, which the lanes make constants themselves
+        la, lb, model = _layout_constants(la), _layout_constants(lb), _model_constants(model)
         chunk, ik, f, g, zero_exp, drop_tiny_c, dep_specials, block, group, lift = model
         _wide_vectors()
         wbuf = np.empty(max(chunk // max(group, 1), 1), np.int64)
@@ -1355,7 +1385,8 @@ def _driver(chunk_step: Any, instruction: Any, lanes: Any) -> Any:
         steps = a.shape[1] // ik
         first = 0
         if not promotion:
-            first = lanes(a, b, paired, la, lb, sa, sb, scale_table, model, c_bits, out_bits, dep, wbuf, ebuf)
+            first = lanes(a, b, paired, kind[0], kind[1], sa, sb, scale_table, kind[2], c_bits, out_bits, dep, wbuf,
+                          ebuf)
             if first < 0:
                 return 1
         first_row, first_col = (first, 0) if paired else (0, first)  # what the lanes did: rows, or columns of every row
@@ -1387,16 +1418,16 @@ def _driver(chunk_step: Any, instruction: Any, lanes: Any) -> Any:
                 out_bits[i, j] = _result_bits(res)
                 dep[i, j] = special and dep_specials
         return 0
-    return _inline(drive)
+    return _inline(drive), _jit(drive)
 
 
-_drive_aligned = _driver(_aligned_chunk, _aligned_instruction, _aligned_lanes)
-_drive_two_stage = _driver(_two_stage_chunk, _no_instruction, _lanes)
-_drive_grouped = _driver(_grouped_chunk, _no_instruction, _grouped_lanes)
+_drive_aligned, _kind_aligned = _driver(_aligned_chunk, _aligned_instruction, _aligned_lanes)
+_drive_two_stage, _kind_two_stage = _driver(_two_stage_chunk, _no_instruction, _lanes)
+_drive_grouped, _kind_grouped = _driver(_grouped_chunk, _no_instruction, _grouped_lanes)
 
 
 def _layout(lay: np.ndarray) -> tuple:
-    return tuple(_I(v) for v in lay)
+    return tuple(int(v) for v in lay)
 
 
 def _model(params: np.ndarray) -> tuple:
@@ -1432,7 +1463,7 @@ def chain(algorithm: int, a: np.ndarray, b: np.ndarray, paired: bool, lay_a: np.
 
 def cached() -> bool | None:
     """Whether :func:`chain` has a compilation on disk from an earlier process (False: this process compiles it,
-    about 70 s on two cores); None where this numba does not say (its cache's layout is its own)."""
+    about 45 s on two cores); None where this numba does not say (its cache's layout is its own)."""
     import os
 
     try:
@@ -1461,15 +1492,13 @@ def made() -> bool:
 
 
 def _specialise(algorithm: int, la: tuple, lb: tuple, model: tuple) -> Any:
+    # the algorithm's driver called, not inlined, with the kind's layouts and model as tuples of literals: numba
+    # compiles it (and its lanes) for those literals, made constants by _constants (inlining the whole driver here
+    # copied its IR block by block: 2 to 2.5 times the compilation)
+    drive = (_kind_aligned, _kind_two_stage, _kind_grouped)[algorithm]
+
     def kind_chain(a: np.ndarray, b: np.ndarray, paired: bool, sa: np.ndarray, sb: np.ndarray,
                    scale_table: np.ndarray, promotion: int, c_bits: np.ndarray, out_bits: np.ndarray,
                    dep: np.ndarray) -> int:
-        # spelt out here, as in chain: numba prunes these branches on the closure's constant, not inside an inlined
-        # function that takes the algorithm as an argument (that typed all three drivers again)
-        if algorithm == ALIGNED:
-            return _drive_aligned(a, b, paired, la, lb, sa, sb, scale_table, model, promotion, c_bits, out_bits, dep)
-        if algorithm == TWO_STAGE:
-            return _drive_two_stage(a, b, paired, la, lb, sa, sb, scale_table, model, promotion, c_bits, out_bits,
-                                    dep)
-        return _drive_grouped(a, b, paired, la, lb, sa, sb, scale_table, model, promotion, c_bits, out_bits, dep)
+        return drive(a, b, paired, la, lb, sa, sb, scale_table, model, promotion, c_bits, out_bits, dep)
     return _jit(kind_chain)

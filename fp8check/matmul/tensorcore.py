@@ -781,7 +781,7 @@ def _read_only(x: np.ndarray) -> np.ndarray:
 
 _SPECIALISE_FROM = 1 << 22  # products of one call from which a kernel compiled for the kind pays for its compilation
 _THREADS_FROM = 1 << 21  # products of one call from which it runs on every core (fp8check.reference.fast.threads)
-# The compiled engine's first compilation costs about 70 s on two cores (then it is cached on disk); the NumPy
+# The compiled engine's first compilation costs about 45 s on two cores (then it is cached on disk); the NumPy
 # steps model about 10^8 products a second. So a process with no compilation on disk or made already stays on
 # NumPy until it has modelled COMPILED_AFTER products (about as long: a check, a test run or a docs
 # example never waits for numba, a long run switches), as the reference's lookups do (fast.COMPILED_AFTER).
